@@ -1,0 +1,29 @@
+"""The one error root of cronwheel.
+
+Every error cronwheel raises on purpose derives from :class:`CronwheelError`. Subclasses say whether
+trying again can help: a :class:`PermanentError` will fail the same way every time (bad input, a
+conflict with the stored state), a :class:`TransientError` may pass on a later try (a backend that is
+down). Code that retries catches ``TransientError`` only.
+"""
+
+from __future__ import annotations
+
+
+class CronwheelError(Exception):
+    """Root of every error cronwheel raises on purpose."""
+
+    retryable: bool = False
+
+
+class PermanentError(CronwheelError):
+    """The same call will fail the same way: do not retry."""
+
+
+class TransientError(CronwheelError):
+    """The call may succeed later (a backend is unreachable, a lease was lost): retry with backoff."""
+
+    retryable = True
+
+
+class InvalidInputError(PermanentError, ValueError):
+    """Input that cronwheel refuses whole; nothing was written."""

@@ -1,0 +1,29 @@
+"""The schedule engine: cron expressions in any IANA time zone, right across DST.
+
+A pure library: no I/O beyond loading zone data, no clock. Instants go in and come out.
+
+>>> from datetime import datetime, UTC
+>>> from cronwheel.schedule import parse_schedule
+>>> schedule = parse_schedule("30 2 * * *", "America/New_York")
+>>> schedule.next_after(datetime(2026, 3, 7, 12, tzinfo=UTC)).isoformat()
+'2026-03-08T03:00:00-04:00'
+
+(02:30 does not exist in New York on 2026-03-08: a fixed-time job runs once, when the gap ends.)
+See ``docs/schedules.md`` for the dialect and the DST rules.
+"""
+
+from cronwheel.schedule.errors import ScheduleError
+from cronwheel.schedule.parse import MACROS, load_zone, parse_schedule
+from cronwheel.schedule.schedule import DstFold, DstGap, Fire, FireKind, Schedule
+
+__all__ = [
+    "MACROS",
+    "DstFold",
+    "DstGap",
+    "Fire",
+    "FireKind",
+    "Schedule",
+    "ScheduleError",
+    "load_zone",
+    "parse_schedule",
+]
