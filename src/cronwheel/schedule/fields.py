@@ -124,15 +124,16 @@ FULL_DAYS = sum(1 << d for d in range(1, 32))
 _NUMBER = re.compile(r"[0-9]{1,4}\Z")
 _ELEMENT = re.compile(
     r"(?:(?P<star>\*)|H(?:\((?P<hlo>[^)]*)-(?P<hhi>[^)]*)\))?|(?P<lo>[A-Z0-9]+)(?:-(?P<hi>[A-Z0-9]+))?)"
-    r"(?:/(?P<step>[^/]*))?\Z"
+    r"(?:/(?P<step>[^/]*))?\Z",
+    re.IGNORECASE,
 )
 
 
 def _value(text: str, kind: FieldKind, offset: int) -> int:
     if _NUMBER.match(text):
         value = int(text)
-    elif kind.names is not None and text in kind.names:
-        value = kind.names[text]
+    elif kind.names is not None and text.upper() in kind.names:
+        value = kind.names[text.upper()]
     elif kind.names is not None and text.isalpha():
         raise FieldSyntaxError(f"unknown name {text!r} (expected one of {', '.join(kind.names)})", offset)
     elif text == "":
@@ -182,7 +183,8 @@ def _element_mask(element: str, kind: FieldKind, offset: int, seed: str, index: 
             hi = kind.hi if step_text is not None else lo
     else:
         lo, hi = _hash_bounds(match, kind, offset)
-        lo += _hash(seed, kind, index, step if step_text is not None else hi - lo + 1)
+        width = hi - lo + 1  # a hashed start stays inside H(a-b) even when the step is wider
+        lo += _hash(seed, kind, index, min(step, width) if step_text is not None else width)
         if step_text is None:
             hi = lo
     mask = 0
@@ -218,7 +220,7 @@ def _elements(text: str) -> list[tuple[str, int]]:
 
 @lru_cache(maxsize=4096)
 def parse_values(text: str, kind: FieldKind, seed: str) -> ValueSet:
-    """Parse a plain field (second, minute, hour, month). ``text`` is already upper-case."""
+    """Parse a plain field (second, minute, hour, month); names and letters in any case."""
     mask = 0
     for index, (element, offset) in enumerate(_elements(text)):
         mask |= _element_mask(element, kind, offset, seed, index)
@@ -227,7 +229,7 @@ def parse_values(text: str, kind: FieldKind, seed: str) -> ValueSet:
     return ValueSet.of(mask, kind.hi, text[0] in "*?")
 
 
-_NEAREST_WEEKDAY = re.compile(r"([0-9]{1,2})W\Z")
+_NEAREST_WEEKDAY = re.compile(r"([0-9]{1,2})W\Z", re.IGNORECASE)
 
 
 @lru_cache(maxsize=4096)
@@ -238,24 +240,25 @@ def parse_day_of_month(text: str, seed: str) -> DayOfMonthSpec:
     days = nearest = 0
     last = last_weekday = False
     for index, (element, offset) in enumerate(_elements(text)):
-        if element == "L":
+        upper = element.upper()
+        if upper == "L":
             last = True
-        elif element == "LW":
+        elif upper == "LW":
             last_weekday = True
-        elif element.endswith("W"):
+        elif upper.endswith("W"):
             match = _NEAREST_WEEKDAY.match(element)
             if match is None:
                 raise FieldSyntaxError(f"{element!r}: W needs a day before it, as in 15W", offset)
             nearest |= 1 << _value(match[1], DAY_OF_MONTH, offset)
-        elif "L" in element:
+        elif "L" in upper:
             raise FieldSyntaxError(f"{element!r}: L stands alone (last day) or as LW", offset)
         else:
             days |= _element_mask(element, DAY_OF_MONTH, offset, seed, index)
     return DayOfMonthSpec(days, last, last_weekday, nearest, text[0] in "*?")
 
 
-_LAST_WEEKDAY = re.compile(r"([A-Z0-9]+)L\Z")
-_NTH_WEEKDAY = re.compile(r"([A-Z0-9]+)#([^#]*)\Z")
+_LAST_WEEKDAY = re.compile(r"([A-Z0-9]+)L\Z", re.IGNORECASE)
+_NTH_WEEKDAY = re.compile(r"([A-Z0-9]+)#([^#]*)\Z", re.IGNORECASE)
 
 
 @lru_cache(maxsize=4096)
@@ -277,7 +280,7 @@ def parse_day_of_week(text: str, seed: str) -> DayOfWeekSpec:
             if not 1 <= n <= 5:
                 raise FieldSyntaxError(f"#{n}: a weekday occurs 1 to 5 times a month", n_offset)
             nth.add((weekday, n))
-        elif element == "L":
+        elif element.upper() == "L":
             raise FieldSyntaxError("L in day-of-week needs a weekday before it, as in 5L", offset)
         else:
             weekdays |= _element_mask(element, DAY_OF_WEEK, offset, seed, index)

@@ -72,17 +72,10 @@ def parse_schedule(
     Raises:
         ScheduleError: anything refused, with the field, the position and the reason.
     """
-    if not isinstance(expression, str):
-        raise ScheduleError(repr(expression), "the expression must be a string")
-    if dst_gap not in _GAPS:
-        raise ScheduleError(expression, f"dst_gap must be 'shift' or 'skip', not {dst_gap!r}")
-    if dst_fold not in _FOLDS:
-        raise ScheduleError(expression, f"dst_fold must be 'first', 'last' or 'both', not {dst_fold!r}")
-    if seed is not None and not isinstance(seed, str):
-        raise ScheduleError(expression, f"seed must be a string, not {type(seed).__name__}")
-    if seed is not None and "h" not in expression.lower():
-        seed = None  # H does not occur: share the cached schedule with every other seed
-    return _parse_cached(expression, timezone, dst_gap, dst_fold, seed)
+    try:  # a cache hit costs one lookup; the checks run only on a miss
+        return _parse_cached(expression, timezone, dst_gap, dst_fold, seed)
+    except TypeError:  # unhashable arguments: not strings
+        raise ScheduleError(repr(expression), "expression, timezone and options must be strings") from None
 
 
 @lru_cache(maxsize=65536)
@@ -93,6 +86,17 @@ def _parse_cached(
     dst_fold: DstFold | None,
     seed: str | None,
 ) -> Schedule:
+    if not isinstance(expression, str):
+        raise ScheduleError(repr(expression), "the expression must be a string")
+    if dst_gap not in _GAPS:
+        raise ScheduleError(expression, f"dst_gap must be 'shift' or 'skip', not {dst_gap!r}")
+    if dst_fold not in _FOLDS:
+        raise ScheduleError(expression, f"dst_fold must be 'first', 'last' or 'both', not {dst_fold!r}")
+    if seed is not None:
+        if not isinstance(seed, str):
+            raise ScheduleError(expression, f"seed must be a string, not {type(seed).__name__}")
+        if "h" not in expression.lower():  # no H: share the schedule cached without a seed
+            return _parse_cached(expression, timezone, dst_gap, dst_fold, None)
     zone = load_zone(timezone, expression)
     seconds, minutes, hours, days, months = _parse_fields(expression, seed or "")
     wildcard = minutes.star or hours.star
@@ -143,10 +147,10 @@ def _parse_fields(expression: str, salt: str) -> _Parts:
 
 
 def _split(expression: str) -> list[str]:
-    """The expression's fields, upper-case, macros expanded."""
+    """The expression's fields, macros expanded."""
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise ScheduleError(expression, f"longer than {MAX_EXPRESSION_LENGTH} characters")
-    fields = expression.upper().split()
+    fields = expression.split()
     if len(fields) == 1 and fields[0].startswith("@"):
         macro = MACROS.get(fields[0].lower())
         if macro is None:

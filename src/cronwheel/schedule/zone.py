@@ -6,7 +6,7 @@ that segment, to tell a DST gap (clocks jump forward) from a fold (clocks go bac
 
 ``zoneinfo`` does not publish its transitions, so they are found by probing the zone once a day and
 bisecting every change down to the second, one calendar year at a time, cached. This is exact because
-no zone in the IANA database since 1900 has two offset changes less than four days apart (the test
+no zone in the IANA database since 1900 has two offset changes less than two days apart (the test
 suite checks this claim against the compiled zone files for every zone). Year boundaries (UTC) are
 used as artificial segment boundaries where the offset does not change, which the engine treats like
 any other boundary with equal offsets on both sides.
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import NamedTuple
 
 _DAY = 86400
-_EPOCH_ORDINAL = datetime(1970, 1, 1).toordinal()
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 MIN_YEAR = 2  # keep one year of margin inside datetime's range on both sides
 MAX_YEAR = 9998
 
@@ -42,12 +42,21 @@ class _Transition(NamedTuple):
     after: int
 
 
+class _Year(NamedTuple):
+    """Transitions in [start, end) of one UTC year, and the offsets just before and at the ends."""
+
+    ats: list[int]
+    transitions: list[_Transition]
+    start_offset: int  # offset at start - 1
+    end_offset: int  # offset at end (a transition exactly at end belongs to the next year)
+
+
 def year_start(year: int) -> int:
-    return (datetime(year, 1, 1).toordinal() - _EPOCH_ORDINAL) * _DAY
+    return (date(year, 1, 1).toordinal() - _EPOCH_ORDINAL) * _DAY
 
 
 def year_of(instant: int) -> int:
-    return datetime.fromordinal(instant // _DAY + _EPOCH_ORDINAL).year
+    return date.fromordinal(instant // _DAY + _EPOCH_ORDINAL).year
 
 
 class ZoneModel:
@@ -56,7 +65,7 @@ class ZoneModel:
     def __init__(self, zone: tzinfo) -> None:
         self.zone = zone
         self.fixed_offset = _fixed_offset(zone)
-        self._years: dict[int, tuple[list[int], list[_Transition], int]] = {}
+        self._years: dict[int, _Year] = {}
         self._lock = threading.Lock()
         self._last = self._before_last = Segment(0, 0, 0, 0, 0)
 
@@ -75,7 +84,7 @@ class ZoneModel:
             self._last, self._before_last = last, self._last
             return last
         year = year_of(instant)
-        ats, transitions, start_offset = self._year(year)
+        ats, transitions, start_offset, end_offset = self._year(year)
         i = bisect_right(ats, instant)
         if i:
             t = transitions[i - 1]
@@ -85,12 +94,12 @@ class ZoneModel:
         if i < len(transitions):
             end, after = transitions[i].at, transitions[i].after
         else:
-            end, after = year_start(year + 1), offset
+            end, after = year_start(year + 1), end_offset
         found = Segment(start, end, offset, before, after)
         self._last, self._before_last = found, self._last
         return found
 
-    def _year(self, year: int) -> tuple[list[int], list[_Transition], int]:
+    def _year(self, year: int) -> _Year:
         found = self._years.get(year)
         if found is None:
             with self._lock:
@@ -100,7 +109,7 @@ class ZoneModel:
                     self._years[year] = found
         return found
 
-    def _probe_year(self, year: int) -> tuple[list[int], list[_Transition], int]:
+    def _probe_year(self, year: int) -> _Year:
         start, end = year_start(year), year_start(year + 1)
         points = [start - 1, *range(start, end, _DAY), end - 1]
         transitions: list[_Transition] = []
@@ -114,7 +123,7 @@ class ZoneModel:
             previous_point, previous_offset = point, offset
         if transitions and transitions[0].at == start:
             start_offset = transitions[0].before
-        return [t.at for t in transitions], transitions, start_offset
+        return _Year([t.at for t in transitions], transitions, start_offset, self._probe(end))
 
     def _bisect(self, lo: int, hi: int, lo_offset: int) -> int:
         """First instant in (lo, hi] whose offset differs from ``lo_offset``."""
