@@ -125,14 +125,14 @@ _NUMBER = re.compile(r"[0-9]{1,4}\Z")
 _ELEMENT = re.compile(
     r"(?:(?P<star>\*)|H(?:\((?P<hlo>[^)]*)-(?P<hhi>[^)]*)\))?|(?P<lo>[A-Z0-9]+)(?:-(?P<hi>[A-Z0-9]+))?)"
     r"(?:/(?P<step>[^/]*))?\Z",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 
 
 def _value(text: str, kind: FieldKind, offset: int) -> int:
     if _NUMBER.match(text):
         value = int(text)
-    elif kind.names is not None and text.upper() in kind.names:
+    elif kind.names is not None and text.isascii() and text.upper() in kind.names:
         value = kind.names[text.upper()]
     elif kind.names is not None and text.isalpha():
         raise FieldSyntaxError(f"unknown name {text!r} (expected one of {', '.join(kind.names)})", offset)
@@ -229,7 +229,7 @@ def parse_values(text: str, kind: FieldKind, seed: str) -> ValueSet:
     return ValueSet.of(mask, kind.hi, text[0] in "*?")
 
 
-_NEAREST_WEEKDAY = re.compile(r"([0-9]{1,2})W\Z", re.IGNORECASE)
+_NEAREST_WEEKDAY = re.compile(r"([0-9]{1,2})W\Z", re.IGNORECASE | re.ASCII)
 
 
 @lru_cache(maxsize=4096)
@@ -257,8 +257,8 @@ def parse_day_of_month(text: str, seed: str) -> DayOfMonthSpec:
     return DayOfMonthSpec(days, last, last_weekday, nearest, text[0] in "*?")
 
 
-_LAST_WEEKDAY = re.compile(r"([A-Z0-9]+)L\Z", re.IGNORECASE)
-_NTH_WEEKDAY = re.compile(r"([A-Z0-9]+)#([^#]*)\Z", re.IGNORECASE)
+_LAST_WEEKDAY = re.compile(r"([A-Z0-9]+)L\Z", re.IGNORECASE | re.ASCII)
+_NTH_WEEKDAY = re.compile(r"([A-Z0-9]+)#([^#]*)\Z", re.IGNORECASE | re.ASCII)
 
 
 @lru_cache(maxsize=4096)
