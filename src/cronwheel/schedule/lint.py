@@ -47,8 +47,8 @@ def _uneven_step(values: ValueSet, span: int) -> str | None:
     if len(allowed) < 3:
         return None
     step = allowed[1] - allowed[0]
-    if any(b - a != step for a, b in pairwise(allowed)):
-        return None
+    if step == 1 or allowed[0] >= step or any(b - a != step for a, b in pairwise(allowed)):
+        return None  # a plain range, or a step that does not start over the whole field
     wrap = span - allowed[-1] + allowed[0]
     if wrap == step:
         return None
