@@ -27,3 +27,16 @@ class TransientError(CronwheelError):
 
 class InvalidInputError(PermanentError, ValueError):
     """Input that cronwheel refuses whole; nothing was written."""
+
+
+class NotFoundError(PermanentError):
+    """The job or run does not exist (or was deleted)."""
+
+
+class ConflictError(PermanentError):
+    """The write lost a race: the stored version differs from the expected one, or a unique name
+    is taken. Re-read and decide again."""
+
+
+class BackendUnavailableError(TransientError):
+    """A backend (database, queue, coordinator) cannot be reached right now."""

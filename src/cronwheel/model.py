@@ -1,0 +1,260 @@
+"""The records cronwheel's roles pass around: jobs, runs, attempts, and their policies.
+
+Small frozen dataclasses, no references to services. Instants are aware UTC ``datetime`` objects.
+Pydantic lives only at the API boundary (``cronwheel.api.schemas``), which converts to and from
+these records with ``to_record`` / ``from_record``.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+# -- identifiers ---------------------------------------------------------------------------------
+
+
+def new_id() -> str:
+    """A UUIDv7 string (RFC 9562): time-ordered, so ids sort by creation and index well."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    text = f"{value:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+SHARDS = 256  # fixed number of shards; shard = stable_hash(job_id) mod SHARDS
+
+
+def shard_of(job_id: str, shards: int = SHARDS) -> int:
+    """Stable shard of a job id (FNV-1a, independent of Python's randomized hash)."""
+    value = 0xCBF29CE484222325
+    for byte in job_id.encode():
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value % shards
+
+
+# -- policies ------------------------------------------------------------------------------------
+
+
+class Overlap(enum.StrEnum):
+    """What to do when a slot comes while an earlier run of the job has not finished
+    (as Kubernetes CronJob's concurrencyPolicy)."""
+
+    ALLOW = "allow"  # start the new run anyway
+    FORBID = "forbid"  # record the new slot as SKIPPED (reason: overlap)
+    REPLACE = "replace"  # cancel the running run, then start the new one
+
+
+class MisfireMode(enum.StrEnum):
+    """What to do with slots whose time passed while nothing could fire them (downtime, pause)."""
+
+    SKIP = "skip"  # fire a missed slot only within the grace period; record the rest SKIPPED
+    RUN_ONCE = "run_once"  # fire the latest missed slot once; record the others SKIPPED
+    CATCH_UP = "catch_up"  # fire every missed slot, up to max_catch_up (the oldest are SKIPPED)
+
+
+@dataclass(frozen=True, slots=True)
+class MisfirePolicy:
+    mode: MisfireMode = MisfireMode.SKIP
+    grace_s: float = 60.0
+    max_catch_up: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Attempts of one run: exponential backoff with full jitter between them."""
+
+    max_attempts: int = 1
+    initial_delay_s: float = 1.0
+    multiplier: float = 2.0
+    max_delay_s: float = 300.0
+    jitter: bool = True
+
+
+# -- targets -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HttpTarget:
+    url: str
+    method: str = "POST"
+    headers: tuple[tuple[str, str], ...] = ()
+    expected_status: tuple[int, ...] = ()  # empty: any 2xx
+    kind: Literal["http"] = "http"
+
+
+@dataclass(frozen=True, slots=True)
+class CommandTarget:
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    kind: Literal["command"] = "command"
+
+
+@dataclass(frozen=True, slots=True)
+class PythonTarget:
+    function: str  # "package.module:function"
+    kind: Literal["python"] = "python"
+
+
+Target = HttpTarget | CommandTarget | PythonTarget
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A team's cron job. ``version`` grows with every edit; ``next_run_at`` is the scheduler's
+    cursor (the next slot not yet fired or recorded), advanced without bumping ``version``."""
+
+    id: str
+    team: str
+    name: str
+    schedule: str
+    target: Target
+    timezone: str = "UTC"
+    description: str = ""
+    dst_gap: Literal["shift", "skip"] | None = None
+    dst_fold: Literal["first", "last", "both"] | None = None
+    payload: Any = None  # JSON value
+    timeout_s: float = 60.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    misfire: MisfirePolicy = field(default_factory=MisfirePolicy)
+    overlap: Overlap = Overlap.ALLOW
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    paused: bool = False
+    pause_note: str | None = None
+    paused_at: datetime | None = None
+    queue: str = "default"
+    labels: tuple[tuple[str, str], ...] = ()
+    version: int = 1
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    next_run_at: datetime | None = None
+    deleted_at: datetime | None = None
+
+    @property
+    def shard(self) -> int:
+        return shard_of(self.id)
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+class RunState(enum.StrEnum):
+    PENDING = "PENDING"  # recorded, trigger queued or about to be
+    RUNNING = "RUNNING"  # an attempt holds the lease
+    RETRYING = "RETRYING"  # an attempt failed; the next one is due at next_attempt_at
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"  # recorded miss (misfire, overlap, paused): never ran
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({RunState.SUCCESS, RunState.FAILED, RunState.SKIPPED})
+
+LEGAL_TRANSITIONS: dict[RunState | None, frozenset[RunState]] = {
+    None: frozenset({RunState.PENDING, RunState.SKIPPED}),
+    RunState.PENDING: frozenset({RunState.RUNNING, RunState.FAILED}),  # FAILED: cancelled before start
+    RunState.RUNNING: frozenset({RunState.SUCCESS, RunState.FAILED, RunState.RETRYING}),
+    RunState.RETRYING: frozenset({RunState.RUNNING, RunState.FAILED}),
+    RunState.SUCCESS: frozenset(),
+    RunState.FAILED: frozenset(),
+    RunState.SKIPPED: frozenset(),
+}
+
+
+class RunKind(enum.StrEnum):
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+
+
+class SkipReason(enum.StrEnum):
+    MISFIRE = "misfire"  # missed beyond the grace period (skip), or superseded (run_once/catch_up cap)
+    OVERLAP = "overlap"  # overlap=forbid and an earlier run was still active
+    PAUSED = "paused"  # the slot passed while the job was paused
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One slot (or manual trigger) of a job. ``id`` is the execution id: the idempotency key
+    every attempt carries."""
+
+    id: str
+    job_id: str
+    kind: RunKind
+    slot: datetime  # the nominal fire time (manual runs: when triggered)
+    state: RunState
+    queue: str = "default"
+    job_version: int = 1
+    reason: str | None = None  # why SKIPPED or FAILED without an attempt
+    payload: Any = None  # manual override; None means the job's payload
+    has_payload: bool = False
+    attempts: int = 0  # attempts started so far
+    idempotency_key: str | None = None
+    created_at: datetime | None = None
+    queued_at: datetime | None = None
+    started_at: datetime | None = None  # first attempt's start
+    finished_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    cancel_requested: bool = False
+
+    @property
+    def dedup_key(self) -> str:
+        return dedup_key(self.kind, self.slot, self.idempotency_key, self.id)
+
+
+def dedup_key(kind: RunKind, slot: datetime, idempotency_key: str | None, run_id: str) -> str:
+    """Unique per job: one run per slot for scheduled runs, one per client key for manual ones."""
+    if kind is RunKind.SCHEDULED:
+        return f"slot:{int(slot.timestamp())}"
+    return f"key:{idempotency_key}" if idempotency_key else f"run:{run_id}"
+
+
+class Outcome(enum.StrEnum):
+    SUCCESS = "success"
+    FAILURE = "failure"  # the target answered: bad status, non-zero exit, exception raised
+    TIMEOUT = "timeout"
+    ERROR = "error"  # could not reach or start the target
+    CANCELLED = "cancelled"  # overlap=replace or delete cancelled it
+    LOST = "lost"  # the worker's lease expired (crash); found by the sweep
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    run_id: str
+    number: int  # 1-based
+    worker: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    outcome: Outcome | None = None
+    status_code: int | None = None  # HTTP
+    exit_code: int | None = None  # command
+    error: str | None = None
+    output: str | None = None  # first KiB of the response body, or the tail of stdout/stderr
+    retry_after_s: float | None = None  # the target asked to wait (HTTP Retry-After)
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One line of a run's append-only history."""
+
+    run_id: str
+    at: datetime
+    state: RunState
+    previous: RunState | None
+    attempt: int = 0
+    node: str | None = None
+    detail: str | None = None

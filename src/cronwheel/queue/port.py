@@ -1,0 +1,40 @@
+"""The ``Queue`` protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    run_id: str
+    job_id: str
+    queue: str = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    trigger: Trigger
+    token: str  # backend handle for ack
+    deliveries: int = 1  # how many times this trigger was handed out
+
+
+class Queue(Protocol):
+    """Contract (``tests/queue/test_contract.py``):
+
+    * ``publish`` makes each trigger available to exactly one ``receive`` at a time on its queue
+      name; ``publish_at`` holds it until the given instant.
+    * A received trigger that is not ``ack``-ed within the visibility timeout is handed out again
+      (at-least-once); ``ack`` removes it for good.
+    * ``receive`` waits at most ``timeout_s`` and returns up to ``limit`` deliveries.
+    """
+
+    async def publish(self, triggers: Sequence[Trigger]) -> None: ...
+    async def publish_at(self, trigger: Trigger, at: datetime) -> None: ...
+    async def receive(self, queue: str, consumer: str, limit: int, timeout_s: float) -> list[Delivery]: ...
+    async def ack(self, queue: str, deliveries: Sequence[Delivery]) -> None: ...
+    async def depth(self, queue: str) -> int: ...
+    async def close(self) -> None: ...

@@ -1,0 +1,206 @@
+"""The scheduler role: keep the wheel filled from the store, fire what is due in batches.
+
+``tick(now)`` is one pass (drain the wheel, plan, one store transaction per batch, then queue the
+triggers) and returns when to wake next; ``run()`` is the thin loop around it that sleeps until
+then or until a job changes. Tests call ``load`` / ``job_changed`` / ``tick`` with a manual clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from cronwheel.clock import Clock
+from cronwheel.errors import NotFoundError
+from cronwheel.model import Job, Overlap, Run, RunState, new_id
+from cronwheel.queue import Queue, Trigger
+from cronwheel.scheduler.planner import plan
+from cronwheel.scheduler.wheel import TimingWheel
+from cronwheel.store import Store
+from cronwheel.store.port import Firing
+
+log = logging.getLogger("cronwheel.scheduler")
+
+BATCH = 2000  # firings per store transaction
+
+
+@dataclass
+class SchedulerStats:
+    fired: int = 0
+    skipped: int = 0
+    stale: int = 0
+    lateness_s: list[float] = field(default_factory=list)  # queued - slot of recent fires
+
+    def record_lateness(self, seconds: float) -> None:
+        self.lateness_s.append(seconds)
+        if len(self.lateness_s) > 10_000:
+            del self.lateness_s[:5_000]
+
+
+class Scheduler:
+    def __init__(
+        self,
+        store: Store,
+        queue: Queue,
+        clock: Clock,
+        node: str,
+        *,
+        horizon_s: float = 120.0,
+        reload_every_s: float = 30.0,
+        shards: Sequence[int] | None = None,
+        new_run_id: Callable[[], str] = new_id,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.clock = clock
+        self.node = node
+        self.horizon = timedelta(seconds=horizon_s)
+        self.reload_every = timedelta(seconds=reload_every_s)
+        self.shards = shards
+        self.new_run_id = new_run_id
+        self.wheel = TimingWheel()
+        self.jobs: dict[str, Job] = {}
+        self.stats = SchedulerStats()
+        self._next_reload: datetime | None = None
+
+    # -- feeding the wheel ----------------------------------------------------------------------
+
+    async def load(self, now: datetime) -> None:
+        """(Re)read every job due within the horizon from the store: the slow periodic pass."""
+        until = now + self.horizon
+        jobs = await self.store.due_jobs(until, self.shards)
+        self.wheel.clear()
+        self.jobs = {}
+        for job in jobs:
+            self._keep(job, until)
+        self._next_reload = now + self.reload_every
+
+    async def job_changed(self, job_id: str, now: datetime) -> None:
+        """A job was created, edited, paused, resumed or deleted: re-read it at once."""
+        self.wheel.remove(job_id)
+        self.jobs.pop(job_id, None)
+        try:
+            job = await self.store.get_job(job_id)
+        except NotFoundError:
+            return
+        if self.shards is not None and job.shard not in self.shards:
+            return
+        self._keep(job, now + self.horizon)
+
+    def _keep(self, job: Job, until: datetime) -> None:
+        if job.paused or job.deleted_at is not None or job.next_run_at is None:
+            return
+        if job.next_run_at <= until:
+            self.jobs[job.id] = job
+            self.wheel.add(job.id, _second(job.next_run_at))
+
+    # -- firing -------------------------------------------------------------------------------
+
+    async def tick(self, now: datetime) -> datetime:
+        """Fire everything due at ``now``; return when the next tick should run."""
+        if self._next_reload is None or now >= self._next_reload:
+            await self.load(now)
+        due = [self.jobs.pop(job_id) for job_id in self.wheel.pop_due(_second(now)) if job_id in self.jobs]
+        for start in range(0, len(due), BATCH):
+            await self._fire(due[start : start + BATCH], now)
+        return self._wake_at(now)
+
+    async def _fire(self, jobs: list[Job], now: datetime) -> None:
+        by_id = {job.id: job for job in jobs}
+        guarded = [job.id for job in jobs if job.overlap is not Overlap.ALLOW]
+        active = await self.store.active_runs(guarded) if guarded else {}
+        firings = [f for job in jobs if (f := plan(job, now, active.get(job.id, []), self.new_run_id))]
+        if not firings:
+            return
+        result = await self.store.fire(firings, now)
+        await self._publish(result.accepted, now)
+        stale = set(result.stale_job_ids)
+        for firing in firings:
+            if firing.job_id in stale:
+                await self.job_changed(firing.job_id, now)
+            else:
+                self._advance(by_id[firing.job_id], firing, now)
+        self.stats.fired += len(result.accepted)
+        self.stats.skipped += len(result.skipped)
+        self.stats.stale += len(stale)
+        _log_fires(result.accepted, result.skipped, now)
+
+    async def _publish(self, runs: list[Run], now: datetime) -> None:
+        if not runs:
+            return
+        await self.queue.publish([Trigger(run.id, run.job_id, run.queue) for run in runs])
+        queued = self.clock.now()
+        await self.store.mark_queued([run.id for run in runs], queued)
+        for run in runs:
+            self.stats.record_lateness((queued - run.slot).total_seconds())
+
+    def _advance(self, job: Job, firing: Firing, now: datetime) -> None:
+        if firing.next_run_at is None:
+            return
+        self._keep(dataclasses.replace(job, next_run_at=firing.next_run_at), now + self.horizon)
+
+    def _wake_at(self, now: datetime) -> datetime:
+        wake = now + timedelta(seconds=1)
+        if self._next_reload is not None:
+            wake = min(wake, self._next_reload) if len(self.wheel) == 0 else wake
+        next_due = self.wheel.next_due()
+        if next_due is not None:
+            due_at = datetime.fromtimestamp(next_due, now.tzinfo)
+            wake = max(min(wake, due_at), now)
+        return wake
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def run(self, changes: asyncio.Queue[str], stop: asyncio.Event) -> None:
+        """Tick, then sleep until the next due second, a job change, or ``stop``."""
+        while not stop.is_set():
+            now = self.clock.now()
+            wake = await self.tick(now)
+            while not changes.empty():
+                await self.job_changed(changes.get_nowait(), self.clock.now())
+            delay = (wake - self.clock.now()).total_seconds()
+            if delay > 0:
+                await _wait_for_change(changes, stop, delay, self, self.clock)
+
+
+async def _wait_for_change(
+    changes: asyncio.Queue[str], stop: asyncio.Event, delay: float, scheduler: Scheduler, clock: Clock
+) -> None:
+    getter = asyncio.ensure_future(changes.get())
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({getter, stopper}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            await scheduler.job_changed(getter.result(), clock.now())
+    finally:
+        for task in (getter, stopper):
+            if not task.done():
+                task.cancel()
+
+
+def _second(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+def _log_fires(accepted: list[Run], skipped: list[Run], now: datetime) -> None:
+    for run in accepted:
+        log.info(
+            "fired",
+            extra={
+                "action": "fire",
+                "job_id": run.job_id,
+                "run_id": run.id,
+                "slot": run.slot.isoformat(),
+                "lateness_ms": round((now - run.slot).total_seconds() * 1000, 1),
+            },
+        )
+    for run in skipped:
+        if run.state is RunState.SKIPPED:
+            log.info(
+                "skipped",
+                extra={"action": "skip", "job_id": run.job_id, "run_id": run.id, "reason": run.reason},
+            )

@@ -1,0 +1,122 @@
+"""The scheduler's pure decisions: given a job, its schedule, ``now`` and the job's active runs,
+which slots to fire, which to record SKIPPED (and why), and where the job's cursor goes next.
+
+No I/O and no clock: everything comes in as arguments, so tests drive it with plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from cronwheel.model import Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
+from cronwheel.schedule import Schedule, parse_schedule
+from cronwheel.store.port import Firing
+
+MAX_SLOTS_PER_PLAN = 1000  # slots looked at per job per pass; a job further behind continues next pass
+_EPSILON = timedelta(microseconds=1)
+
+
+def schedule_of(job: Job) -> Schedule:
+    """The job's parsed schedule (cached by the engine: free after the first call)."""
+    return parse_schedule(job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id)
+
+
+def first_slot(job: Job, after: datetime) -> datetime | None:
+    """The job's first slot strictly after ``after`` that lies within [start_at, end_at]."""
+    if job.start_at is not None and job.start_at > after:
+        after = job.start_at - _EPSILON  # start_at itself may be a slot
+    return _within_end(job, _as_utc(schedule_of(job).next_after(after)))
+
+
+def _within_end(job: Job, slot: datetime | None) -> datetime | None:
+    if slot is None or (job.end_at is not None and slot > job.end_at):
+        return None
+    return slot
+
+
+def plan(
+    job: Job,
+    now: datetime,
+    active: Sequence[Run],
+    new_id: Callable[[], str],
+) -> Firing | None:
+    """Decide the due slots of ``job`` (those at or before ``now``, from its cursor on).
+
+    Returns None when nothing is due. Otherwise a :class:`Firing` that records one run per due
+    slot, PENDING or SKIPPED with its reason, and moves the cursor to the next slot after the
+    last one decided (None when the schedule or ``end_at`` has no more).
+    """
+    cursor = job.next_run_at
+    if cursor is None or cursor > now or job.paused or job.deleted_at is not None:
+        return None
+    schedule = schedule_of(job)
+    due: list[datetime] = []
+    slot: datetime | None = cursor
+    while slot is not None and slot <= now and len(due) < MAX_SLOTS_PER_PLAN:
+        due.append(slot)
+        slot = _within_end(job, _as_utc(schedule.next_after(slot)))
+    fire = _misfire(job, now, due)
+    runs, cancel = _overlap(job, due, fire, active, new_id)
+    return Firing(
+        job_id=job.id,
+        expected_version=job.version,
+        expected_next_run_at=cursor,
+        next_run_at=slot,
+        runs=tuple(runs),
+        cancel_run_ids=tuple(cancel),
+    )
+
+
+def _misfire(job: Job, now: datetime, due: list[datetime]) -> set[datetime]:
+    """The due slots the misfire policy lets fire; the others are SKIPPED (misfire)."""
+    policy = job.misfire
+    if policy.mode is MisfireMode.SKIP:
+        grace = timedelta(seconds=policy.grace_s)
+        return {slot for slot in due if now - slot <= grace}
+    if policy.mode is MisfireMode.RUN_ONCE:
+        return {due[-1]}
+    return set(due[-max(policy.max_catch_up, 1) :])
+
+
+def _overlap(
+    job: Job,
+    due: list[datetime],
+    fire: set[datetime],
+    active: Sequence[Run],
+    new_id: Callable[[], str],
+) -> tuple[list[Run], list[str]]:
+    """Apply the overlap policy to the slots that fire; returns the runs and the runs to cancel."""
+    running = [run.id for run in active if not run.state.terminal]
+    firing = [slot for slot in due if slot in fire]
+    if job.overlap is Overlap.REPLACE and firing:
+        firing = firing[-1:]  # within one pass only the newest slot survives a replace
+    runs: list[Run] = []
+    busy = bool(running)
+    for slot in due:
+        if slot not in fire:
+            runs.append(_run(job, slot, RunState.SKIPPED, new_id(), SkipReason.MISFIRE))
+        elif slot not in firing or (busy and job.overlap is Overlap.FORBID):
+            runs.append(_run(job, slot, RunState.SKIPPED, new_id(), SkipReason.OVERLAP))
+        else:
+            runs.append(_run(job, slot, RunState.PENDING, new_id(), None))
+            busy = True
+    cancel = running if job.overlap is Overlap.REPLACE and firing else []
+    return runs, cancel
+
+
+def _run(job: Job, slot: datetime, state: RunState, run_id: str, reason: SkipReason | None) -> Run:
+    return Run(
+        id=run_id,
+        job_id=job.id,
+        kind=RunKind.SCHEDULED,
+        slot=slot,
+        state=state,
+        queue=job.queue,
+        job_version=job.version,
+        reason=None if reason is None else reason.value,
+    )
+
+
+def _as_utc(moment: datetime | None) -> datetime | None:
+    return None if moment is None else moment.astimezone(UTC)

@@ -1,0 +1,75 @@
+"""The store-side backstop of at-least-once delivery (DESIGN guarantee 3).
+
+Redis (or the in-process queue) is never the record. Periodically the sweeper asks the store for
+runs the queue may have lost and queues them again:
+
+* RUNNING runs whose lease expired (their worker died): the attempt is recorded LOST and the run
+  goes back to RETRYING with the same execution id;
+* PENDING runs that were never queued, or queued long ago without being claimed;
+* RETRYING runs whose next attempt is overdue.
+
+A trigger queued twice is harmless: the claim is a conditional write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+
+from cronwheel.clock import Clock
+from cronwheel.model import Run, RunState
+from cronwheel.queue import Queue, Trigger
+from cronwheel.store import Store
+
+log = logging.getLogger("cronwheel.sweeper")
+
+FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+class Sweeper:
+    def __init__(
+        self, store: Store, queue: Queue, clock: Clock, *, every_s: float = 5.0, requeue_after_s: float = 30.0
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.clock = clock
+        self.every_s = every_s
+        self.requeue_after = timedelta(seconds=requeue_after_s)
+
+    async def recover_after_restart(self, now: datetime) -> int:
+        """Embedded mode, at start: this process is the only one using the store, so every lease
+        belongs to a process that died and every queued trigger was lost with it."""
+        expired = await self.store.expire_leases(FAR_FUTURE)
+        runs = await self.store.runs_to_dispatch(FAR_FUTURE, now, limit=1_000_000)
+        await self._queue(runs, now)
+        log.info(
+            "recovered",
+            extra={"action": "recover", "expired_leases": len(expired), "requeued": len(runs)},
+        )
+        return len(runs)
+
+    async def sweep(self, now: datetime) -> int:
+        """One pass; returns how many runs were queued again."""
+        expired = await self.store.expire_leases(now)
+        overdue = now - self.requeue_after
+        runs = [run for run in expired if run.state is RunState.RETRYING]
+        known = {run.id for run in runs}
+        runs += [run for run in await self.store.runs_to_dispatch(overdue, overdue) if run.id not in known]
+        await self._queue(runs, now)
+        if runs:
+            log.warning("requeued", extra={"action": "requeue", "runs": len(runs)})
+        return len(runs)
+
+    async def _queue(self, runs: list[Run], now: datetime) -> None:
+        if runs:
+            await self.queue.publish([Trigger(run.id, run.job_id, run.queue) for run in runs])
+            await self.store.mark_queued([run.id for run in runs], now)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.sweep(self.clock.now())
+            try:
+                await asyncio.wait_for(stop.wait(), self.every_s)
+            except TimeoutError:
+                continue

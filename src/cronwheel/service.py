@@ -1,0 +1,276 @@
+"""Job operations shared by the API and anything else that edits jobs.
+
+The API's routes are thin: they convert pydantic models to records and call :class:`JobService`,
+which validates against the schedule engine and the operator's policy, computes the job's cursor,
+writes through the :class:`Store`, and tells the schedulers about the change at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import ipaddress
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
+
+from cronwheel.clock import Clock
+from cronwheel.errors import InvalidInputError
+from cronwheel.model import (
+    CommandTarget,
+    HttpTarget,
+    Job,
+    PythonTarget,
+    Run,
+    RunKind,
+    RunState,
+    SkipReason,
+    new_id,
+)
+from cronwheel.queue import Queue, Trigger
+from cronwheel.scheduler.planner import first_slot, schedule_of
+from cronwheel.store import Store
+
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_TIMEOUT_S = 24 * 3600.0
+MAX_PAUSED_SKIPS = 1000  # SKIPPED(paused) runs recorded individually on resume; older ones are counted
+
+
+class ChangeListener(Protocol):
+    def job_changed(self, job_id: str) -> None: ...
+
+
+class ChangeFeed:
+    """In-process fan-out of "job X changed" to the schedulers of this process (embedded mode).
+
+    In a cluster the same role is played by the database's notifications."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[asyncio.Queue[str]] = []
+
+    def subscribe(self) -> asyncio.Queue[str]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._subscribers.append(queue)
+        return queue
+
+    def job_changed(self, job_id: str) -> None:
+        for queue in self._subscribers:
+            queue.put_nowait(job_id)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPolicy:
+    """What the operator lets jobs target (checked when a job is written, and again by workers)."""
+
+    allow_commands: bool = False
+    python_allow: tuple[str, ...] = ()
+    allowed_networks: tuple[str, ...] = ()
+
+    def check(self, target: HttpTarget | CommandTarget | PythonTarget) -> None:
+        if isinstance(target, CommandTarget):
+            if not self.allow_commands:
+                raise InvalidInputError(
+                    "command targets are disabled on this server (start it with --allow-commands)"
+                )
+        elif isinstance(target, PythonTarget):
+            if not any(fnmatchcase(target.function, pattern) for pattern in self.python_allow):
+                raise InvalidInputError(
+                    f"python target {target.function!r} is not allowed by this server's configuration"
+                )
+        else:
+            self._check_url(target.url)
+
+    def _check_url(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidInputError(f"target url must be an absolute http(s) URL, not {url!r}")
+        host = parts.hostname
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            if host.lower() != "localhost" and not host.lower().endswith(".localhost"):
+                return  # names are checked again at delivery, on the addresses they resolve to
+            address = ipaddress.ip_address("127.0.0.1")
+        if not address.is_global and not self._allowed(address):
+            raise InvalidInputError(
+                f"target url {url!r} points to a non-public address ({address}); "
+                "an operator must allow its network (--allow-network)"
+            )
+
+    def _allowed(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        return any(address in ipaddress.ip_network(net, strict=False) for net in self.allowed_networks)
+
+
+class JobService:
+    """Creates, edits, pauses, resumes, triggers and deletes jobs."""
+
+    def __init__(
+        self,
+        store: Store,
+        queue: Queue,
+        changes: ChangeListener,
+        clock: Clock,
+        policy: TargetPolicy,
+        new_run_id: Callable[[], str] = new_id,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.changes = changes
+        self.clock = clock
+        self.policy = policy
+        self.new_run_id = new_run_id
+
+    def validate(self, job: Job) -> None:
+        """Refuse a job whole (InvalidInputError / ScheduleError) before anything is written."""
+        schedule_of(job)  # raises ScheduleError with field, position and reason
+        self.policy.check(job.target)
+        if not 0 < job.timeout_s <= MAX_TIMEOUT_S:
+            raise InvalidInputError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}], not {job.timeout_s}")
+        if job.start_at is not None and job.end_at is not None and job.end_at <= job.start_at:
+            raise InvalidInputError("end_at must be after start_at")
+        check_payload(job.payload)
+
+    async def create(self, job: Job) -> Job:
+        self.validate(job)
+        now = self.clock.now()
+        stored = dataclasses.replace(
+            job,
+            id=job.id or new_id(),
+            version=1,
+            created_at=now,
+            updated_at=now,
+            paused_at=now if job.paused else None,
+            next_run_at=None,
+            deleted_at=None,
+        )
+        stored = dataclasses.replace(stored, next_run_at=first_slot(stored, now))
+        created = await self.store.create_job(stored)
+        self.changes.job_changed(created.id)
+        return created
+
+    async def update(self, job: Job, expected_version: int | None) -> Job:
+        """Replace the job's definition; the cursor restarts from now when timing changed."""
+        self.validate(job)
+        current = await self.store.get_job(job.id)
+        now = self.clock.now()
+        updated = dataclasses.replace(
+            job,
+            created_at=current.created_at,
+            updated_at=now,
+            next_run_at=current.next_run_at,
+            paused=current.paused,
+            pause_note=current.pause_note,
+            paused_at=current.paused_at,
+            deleted_at=None,
+        )
+        if _timing(updated) != _timing(current):
+            updated = dataclasses.replace(updated, next_run_at=first_slot(updated, now))
+        stored = await self.store.update_job(updated, expected_version)
+        self.changes.job_changed(stored.id)
+        return stored
+
+    async def pause(self, job_id: str, note: str | None, expected_version: int | None = None) -> Job:
+        job = await self.store.get_job(job_id)
+        if job.paused:
+            return job
+        now = self.clock.now()
+        paused = dataclasses.replace(job, paused=True, pause_note=note, paused_at=now, updated_at=now)
+        stored = await self.store.update_job(paused, expected_version)
+        self.changes.job_changed(job_id)
+        return stored
+
+    async def resume(
+        self, job_id: str, missed: Literal["skip", "misfire"] = "skip", expected_version: int | None = None
+    ) -> Job:
+        """Resume a paused job. ``skip``: the slots missed while paused are recorded SKIPPED
+        (paused) and the job carries on from now; ``misfire``: they are left to the job's misfire
+        policy, as after downtime."""
+        job = await self.store.get_job(job_id)
+        if not job.paused:
+            return job
+        now = self.clock.now()
+        resumed = dataclasses.replace(job, paused=False, pause_note=None, paused_at=None, updated_at=now)
+        skipped: list[Run] = []
+        if missed == "skip":
+            skipped = self._paused_slots(job, now)
+            resumed = dataclasses.replace(resumed, next_run_at=first_slot(job, now))
+        stored = await self.store.update_job(resumed, expected_version)
+        if skipped:
+            await self.store.record_skipped(skipped, now)
+        self.changes.job_changed(job_id)
+        return stored
+
+    def _paused_slots(self, job: Job, now: datetime) -> list[Run]:
+        slots: list[datetime] = []
+        slot = job.next_run_at
+        schedule = schedule_of(job)
+        while slot is not None and slot <= now:
+            slots.append(slot)
+            following = schedule.next_after(slot)
+            slot = None if following is None else following.astimezone(slot.tzinfo)
+            if len(slots) > MAX_PAUSED_SKIPS:
+                slots.pop(0)
+        return [
+            Run(
+                id=self.new_run_id(),
+                job_id=job.id,
+                kind=RunKind.SCHEDULED,
+                slot=slot_at,
+                state=RunState.SKIPPED,
+                queue=job.queue,
+                job_version=job.version,
+                reason=SkipReason.PAUSED.value,
+            )
+            for slot_at in slots
+        ]
+
+    async def trigger(
+        self, job_id: str, payload: Any = None, has_payload: bool = False, idempotency_key: str | None = None
+    ) -> tuple[Run, bool]:
+        """Run the job now. The same ``idempotency_key`` returns the same run (and False)."""
+        job = await self.store.get_job(job_id)
+        if has_payload:
+            check_payload(payload)
+        now = self.clock.now()
+        run = Run(
+            id=self.new_run_id(),
+            job_id=job.id,
+            kind=RunKind.MANUAL,
+            slot=now,
+            state=RunState.PENDING,
+            queue=job.queue,
+            job_version=job.version,
+            payload=payload if has_payload else None,
+            has_payload=has_payload,
+            idempotency_key=idempotency_key,
+        )
+        stored, created = await self.store.create_manual_run(run)
+        if created:
+            await self.queue.publish([Trigger(stored.id, stored.job_id, stored.queue)])
+            await self.store.mark_queued([stored.id], now)
+        return stored, created
+
+    async def delete(self, job_id: str) -> Job:
+        deleted = await self.store.delete_job(job_id, self.clock.now())
+        self.changes.job_changed(job_id)
+        return deleted
+
+
+def _timing(job: Job) -> tuple[object, ...]:
+    return (job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.start_at, job.end_at)
+
+
+def check_payload(payload: Any) -> None:
+    try:
+        size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False).encode())
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"payload must be JSON: {error}") from None
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidInputError(f"payload is {size} bytes; at most {MAX_PAYLOAD_BYTES} are accepted")
+
+
+LEASE = timedelta(seconds=30)

@@ -1,0 +1,19 @@
+"""The metadata store port: the truth about jobs, runs and attempts.
+
+One ``Protocol``, :class:`Store`, with its contract in the docstrings; ``tests/store`` runs one
+contract suite against every backend (SQLite now, PostgreSQL next). Backends are named by their
+technology: :class:`cronwheel.store.sql.SqlStore` serves SQLite and PostgreSQL through SQLAlchemy
+Core with one Alembic schema.
+"""
+
+from cronwheel.store.port import (
+    AttemptResult,
+    FireResult,
+    Firing,
+    JobQuery,
+    Page,
+    RunQuery,
+    Store,
+)
+
+__all__ = ["AttemptResult", "FireResult", "Firing", "JobQuery", "Page", "RunQuery", "Store"]

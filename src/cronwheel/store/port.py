@@ -1,0 +1,175 @@
+"""The ``Store`` protocol and the small records its methods take and return."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, Protocol, TypeVar
+
+from cronwheel.model import Attempt, Job, Outcome, Run, RunEvent, RunState
+
+T = TypeVar("T")
+
+MAX_LOST_ATTEMPTS = 5  # a run whose workers died this often is FAILED, not retried forever
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None = None  # opaque; pass back to get the next page
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    team: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()  # every pair must match
+    paused: bool | None = None
+    last_state: RunState | None = None  # state of the job's most recent run
+    name: str | None = None
+    limit: int = 100
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    job_id: str | None = None
+    states: tuple[RunState, ...] = ()
+    limit: int = 100
+    cursor: str | None = None  # newest first
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """The scheduler's decision for one job: record ``runs`` (PENDING or SKIPPED) and move the
+    job's cursor from ``expected_next_run_at`` to ``next_run_at``, only if the job is still at
+    ``expected_version`` and ``expected_next_run_at`` (guarantee 1: the store decides)."""
+
+    job_id: str
+    expected_version: int
+    expected_next_run_at: datetime | None
+    next_run_at: datetime | None
+    runs: tuple[Run, ...] = ()
+    cancel_run_ids: tuple[str, ...] = ()  # overlap=replace: ask these runs' workers to stop
+
+
+@dataclass(frozen=True, slots=True)
+class FireResult:
+    accepted: list[Run] = field(default_factory=list)  # PENDING runs now recorded: queue them
+    skipped: list[Run] = field(default_factory=list)  # SKIPPED runs now recorded
+    stale_job_ids: list[str] = field(default_factory=list)  # condition failed: nothing written
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    outcome: Outcome
+    status_code: int | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    output: str | None = None
+    retry_after_s: float | None = None
+
+
+class Store(Protocol):
+    """The metadata store. Every method is atomic; every instant is aware UTC.
+
+    Contract (checked by ``tests/store/test_contract.py`` on every backend):
+
+    * Jobs: ``create_job`` refuses a second live job with the same (team, name) with
+      ``ConflictError``; ``update_job`` with ``expected_version`` refuses a stale version with
+      ``ConflictError`` and bumps ``version`` on success; deleted jobs are invisible to
+      ``get_job``/``list_jobs``/``due_jobs`` (``NotFoundError``) but their runs stay readable.
+    * Firing: ``fire`` applies each :class:`Firing` in one transaction; a firing whose job moved
+      on (version, cursor, deleted) writes nothing and is reported stale; a run whose (job, slot)
+      already exists is not inserted twice ("already exists" is success, not an error).
+    * Runs move only along ``model.LEGAL_TRANSITIONS``; every change appends a ``RunEvent``.
+      ``claim_run`` is a conditional PENDING/RETRYING -> RUNNING write that starts attempt n+1;
+      ``heartbeat`` and ``finish_attempt`` succeed only for the current lease holder.
+    """
+
+    # jobs
+    async def create_job(self, job: Job) -> Job: ...
+    async def get_job(self, job_id: str) -> Job: ...
+    async def find_job(self, team: str, name: str) -> Job | None: ...
+    async def list_jobs(self, query: JobQuery) -> Page[Job]: ...
+    async def update_job(self, job: Job, expected_version: int | None) -> Job:
+        """Store ``job`` (matched by id) with ``version`` = stored version + 1."""
+        ...
+
+    async def delete_job(self, job_id: str, now: datetime) -> Job: ...
+
+    # scheduling
+    async def due_jobs(
+        self, until: datetime, shards: Sequence[int] | None = None, limit: int = 10_000
+    ) -> list[Job]:
+        """Live, unpaused jobs with ``next_run_at <= until`` (in ``shards`` if given), soonest
+        first."""
+        ...
+
+    async def fire(self, firings: Sequence[Firing], now: datetime) -> FireResult: ...
+    async def active_runs(self, job_ids: Sequence[str]) -> dict[str, list[Run]]:
+        """Non-terminal runs of each job (for overlap policies)."""
+        ...
+
+    async def record_skipped(self, runs: Sequence[Run], now: datetime) -> list[Run]:
+        """Insert SKIPPED runs (slots missed while paused) that do not exist yet; returns those
+        inserted. Existing (job, slot) runs are left alone."""
+        ...
+
+    async def create_manual_run(self, run: Run) -> tuple[Run, bool]:
+        """Insert a manual run; if one with the same (job, idempotency key) exists, return it
+        and False."""
+        ...
+
+    # runs
+    async def get_run(self, run_id: str) -> Run: ...
+    async def list_runs(self, query: RunQuery) -> Page[Run]: ...
+    async def list_attempts(self, run_id: str) -> list[Attempt]: ...
+    async def list_events(self, run_id: str) -> list[RunEvent]: ...
+    async def last_runs(self, job_ids: Sequence[str]) -> dict[str, Run]:
+        """Each job's most recent run (by slot), for job summaries."""
+        ...
+
+    # workers
+    async def mark_queued(self, run_ids: Sequence[str], now: datetime) -> None: ...
+    async def claim_run(self, run_id: str, worker: str, now: datetime, lease_until: datetime) -> Run | None:
+        """PENDING/RETRYING (due) -> RUNNING with a new attempt; None if not claimable."""
+        ...
+
+    async def heartbeat(self, run_id: str, attempt: int, worker: str, lease_until: datetime) -> Run | None:
+        """Extend the lease; None if this worker no longer holds it. The returned run says
+        whether cancellation was requested."""
+        ...
+
+    async def finish_attempt(
+        self,
+        run_id: str,
+        attempt: int,
+        worker: str,
+        result: AttemptResult,
+        now: datetime,
+        next_attempt_at: datetime | None,
+    ) -> Run | None:
+        """Record the attempt's outcome and move the run to SUCCESS, RETRYING (when
+        ``next_attempt_at`` is given) or FAILED; None if the lease was lost."""
+        ...
+
+    async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None: ...
+    async def fail_run(self, run_id: str, reason: str, now: datetime) -> Run | None:
+        """PENDING/RETRYING -> FAILED without an attempt (job deleted, cancelled)."""
+        ...
+
+    # sweeps (the store-side backstop of at-least-once delivery)
+    async def runs_to_dispatch(self, now: datetime, queued_before: datetime, limit: int = 1000) -> list[Run]:
+        """PENDING runs never queued or queued before ``queued_before``, and RETRYING runs whose
+        ``next_attempt_at`` has come."""
+        ...
+
+    async def expire_leases(self, now: datetime, limit: int = 1000) -> list[Run]:
+        """RUNNING runs whose lease expired: their attempt is recorded LOST and the run goes to
+        RETRYING, due now (a crash is not the target's fault, so this does not use the retry
+        budget), or to FAILED once it has lost ``MAX_LOST_ATTEMPTS`` attempts. Returns the runs
+        changed."""
+        ...
+
+    async def close(self) -> None: ...

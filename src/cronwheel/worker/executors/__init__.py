@@ -1,0 +1,74 @@
+"""Executors: perform one attempt of a run against its target (HTTP, command, Python function).
+
+:class:`Executors` is what a worker holds: one executor per target kind, dispatched by
+``target.kind``, closed together. Each executor turns everything its target does into an
+:class:`~cronwheel.store.port.AttemptResult`; a bug inside an executor is logged and reported as
+``Outcome.ERROR`` rather than crashing the worker's loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from cronwheel.clock import Clock
+from cronwheel.model import Outcome, Target
+from cronwheel.store.port import AttemptResult
+from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339
+from cronwheel.worker.executors.command import CommandExecutor
+from cronwheel.worker.executors.http import HttpExecutor, address_refusal
+from cronwheel.worker.executors.python import PythonExecutor
+
+__all__ = [
+    "AttemptContext",
+    "CommandExecutor",
+    "Executor",
+    "Executors",
+    "HttpExecutor",
+    "PythonExecutor",
+    "WorkerSettings",
+    "address_refusal",
+    "rfc3339",
+]
+
+log = logging.getLogger(__name__)
+
+
+class Executors:
+    """The worker's executors, one per target kind."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        overrides: Mapping[str, Executor[Any]] | None = None,
+    ) -> None:
+        self.settings = settings or WorkerSettings()
+        self._by_kind: dict[str, Executor[Any]] = {
+            "http": HttpExecutor(self.settings, clock=clock),
+            "command": CommandExecutor(self.settings, clock=clock),
+            "python": PythonExecutor(self.settings, clock=clock),
+        }
+        self._by_kind.update(overrides or {})
+
+    def __getitem__(self, kind: str) -> Executor[Any]:
+        return self._by_kind[kind]
+
+    async def execute(self, target: Target, ctx: AttemptContext) -> AttemptResult:
+        executor = self._by_kind.get(target.kind)
+        if executor is None:
+            return AttemptResult(Outcome.ERROR, error=f"no executor for {target.kind!r} targets")
+        try:
+            return await executor.execute(target, ctx)
+        except Exception as exc:
+            log.exception("executor for %s targets failed (run %s)", target.kind, ctx.execution_id)
+            return AttemptResult(Outcome.ERROR, error=f"internal executor error: {type(exc).__name__}")
+
+    async def close(self) -> None:
+        for executor in self._by_kind.values():
+            try:
+                await executor.close()
+            except Exception:
+                log.exception("closing an executor failed")

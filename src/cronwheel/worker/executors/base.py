@@ -1,0 +1,118 @@
+"""What every executor shares: the attempt's context, the worker's settings, the protocol.
+
+An executor performs one attempt of a run against its target and reports an
+:class:`~cronwheel.store.port.AttemptResult`. It never raises for anything the target or its
+configuration did (unreachable host, bad exit code, exception, timeout): those are outcomes. It
+raises only ``asyncio.CancelledError`` when the worker cancels the attempt, after cleaning up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from cronwheel import __version__
+from cronwheel.model import Job, Run
+from cronwheel.store.port import AttemptResult
+
+TargetT_contra = TypeVar("TargetT_contra", contravariant=True)
+
+DEFAULT_USER_AGENT = f"cronwheel/{__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptContext:
+    """Everything an executor may tell the target about the attempt it is making."""
+
+    execution_id: str  # the run id: the idempotency key every attempt of the run carries
+    job_id: str
+    job_name: str
+    team: str
+    scheduled_at: datetime  # the run's slot, aware UTC
+    attempt: int  # 1-based
+    timeout_s: float
+    payload: Any = None  # JSON value or None
+    deadline: datetime | None = None  # aware UTC: the attempt must be over by then (e.g. its lease)
+
+    @classmethod
+    def for_run(cls, job: Job, run: Run, attempt: int, deadline: datetime | None = None) -> AttemptContext:
+        """The context of attempt ``attempt`` of ``run``; a manual run's payload overrides the job's."""
+        return cls(
+            execution_id=run.id,
+            job_id=job.id,
+            job_name=job.name,
+            team=job.team,
+            scheduled_at=run.slot,
+            attempt=attempt,
+            timeout_s=job.timeout_s,
+            payload=run.payload if run.has_payload else job.payload,
+            deadline=deadline,
+        )
+
+    def budget_s(self, now: datetime) -> float:
+        """Seconds the attempt may take from ``now``: its timeout, cut short by the deadline."""
+        budget = self.timeout_s
+        if self.deadline is not None:
+            budget = min(budget, (self.deadline - now).total_seconds())
+        return max(budget, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """What a worker lets its targets do. The defaults are the safe ones."""
+
+    allow_commands: bool = False  # command targets run arbitrary programs: off unless opted in
+    python_allow: tuple[str, ...] = ()  # fnmatch patterns on "module:function"; empty: none
+    allowed_networks: tuple[str, ...] = ()  # CIDRs HTTP targets may reach although not public
+    output_limit: int = 1024  # bytes of response body / command output kept per attempt
+    user_agent: str = DEFAULT_USER_AGENT
+    kill_grace_s: float = 2.0  # SIGTERM -> SIGKILL grace for a command's process group
+    http_pool_limit: int = 512  # simultaneous HTTP connections of the whole worker
+    http_pool_limit_per_host: int = 64  # ... and to one (host, port, tls) endpoint
+
+
+class Executor(Protocol[TargetT_contra]):
+    """Performs one attempt against one kind of target."""
+
+    async def execute(self, target: TargetT_contra, ctx: AttemptContext) -> AttemptResult:
+        """Run the attempt and report its outcome; never raises for the target's faults."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the executor holds (sessions, threads)."""
+        ...
+
+
+def rfc3339(instant: datetime) -> str:
+    """``2025-03-30T01:00:00Z``: RFC 3339 in UTC with a ``Z``, sub-seconds only when present."""
+    if instant.tzinfo is None:
+        raise ValueError("rfc3339 needs an aware datetime")
+    utc = instant.astimezone(UTC)
+    text = utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def head_text(data: bytes, limit: int) -> str:
+    """The first ``limit`` bytes of ``data`` as text (a UTF-8 character cut in two is dropped)."""
+    if len(data) <= limit:
+        return data.decode(errors="replace")
+    end = max(limit, 0)
+    while end > 0 and limit - end < 3 and data[end] & 0xC0 == 0x80:  # inside a character
+        end -= 1
+    return data[:end].decode(errors="replace")
+
+
+def tail_text(data: bytes, limit: int) -> str:
+    """The last ``limit`` bytes of ``data`` as text (a UTF-8 character cut in two is dropped)."""
+    if len(data) <= limit:
+        return data.decode(errors="replace")
+    return decode_cut(data[len(data) - limit :] if limit > 0 else b"")
+
+
+def decode_cut(tail: bytes) -> str:
+    """Decode bytes whose beginning was cut off: leading UTF-8 continuation bytes are dropped."""
+    start = 0
+    while start < min(len(tail), 3) and tail[start] & 0xC0 == 0x80:
+        start += 1
+    return tail[start:].decode(errors="replace")

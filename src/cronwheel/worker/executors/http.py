@@ -1,0 +1,381 @@
+"""HTTP webhook targets: one request per attempt over one shared, guarded connection pool.
+
+The webhook contract (DESIGN.md §4): every attempt carries the execution id as ``Idempotency-Key``
+and as the Standard Webhooks ``webhook-id`` (with ``webhook-timestamp``), the job id, the slot
+(RFC 3339 UTC) and the attempt number. Redirects are never followed. Success is any 2xx, or exactly
+the target's ``expected_status`` codes when it lists them.
+
+**SSRF guard.** A worker must not become a way to reach what only the worker can reach (cloud
+metadata at 169.254.169.254, databases on 10/8, admin ports on loopback). The check runs on the
+addresses the socket actually connects to, at two points of aiohttp's connector:
+
+1. the connector's resolver is wrapped (:class:`GuardedResolver`): a host name whose answer
+   contains any refused address is refused whole, before any connection is tried;
+2. the connector's ``socket_factory`` (:func:`guarded_socket_factory`) checks the very address
+   each socket is about to connect to. This covers IP-literal URLs (which aiohttp never sends to
+   the resolver) and anything that could get past step 1, so a DNS answer that changes between a
+   check and the connect (DNS rebinding) cannot slip through: the check and the connect use the
+   same address.
+
+Refused: private, loopback, link-local, multicast, reserved, unspecified and otherwise
+non-global addresses, IPv4 and IPv6, including IPv4 addresses embedded in IPv6 (IPv4-mapped
+``::ffff:a.b.c.d``, 6to4, NAT64), unless inside ``WorkerSettings.allowed_networks``. A refused
+attempt is ``Outcome.ERROR`` and nothing is sent. The session never uses a proxy
+(``trust_env=False``), so the checked address is always the target's own. Its cookie jar is a
+dummy: one team's target cannot set cookies that another team's request would carry.
+
+Header values (they may hold secrets) are never logged nor put into an ``AttemptResult``; neither
+is the URL's query string or user info (error strings name ``scheme://host:port`` only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import ipaddress
+import json
+import logging
+import re
+import socket
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+import aiohttp
+from aiohappyeyeballs import AddrInfoType, SocketFactoryType
+from aiohttp.abc import AbstractResolver, ResolveResult
+from multidict import CIMultiDict
+from yarl import URL
+
+from cronwheel.clock import Clock, SystemClock
+from cronwheel.model import HttpTarget, Outcome
+from cronwheel.store.port import AttemptResult
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339
+
+log = logging.getLogger(__name__)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_RETRY_AFTER_STATUSES = frozenset({429, 503})
+_FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "upgrade"})
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header names, methods)
+_BAD_VALUE_CHARS = re.compile(r"[\x00\r\n]")
+_DELTA_SECONDS = re.compile(r"[0-9]+")
+
+
+# -- the address check -----------------------------------------------------------------------------
+
+
+class BlockedAddressError(OSError):
+    """The SSRF guard refused to connect to ``address``."""
+
+    def __init__(self, address: str, reason: str, host: str | None = None) -> None:
+        where = f"{host} resolves to {address}" if host and host != address else address
+        super().__init__(f"refused by the SSRF guard: {where} is {reason} (not in allowed_networks)")
+        self.address = address
+        self.reason = reason
+        self.host = host
+
+
+def parse_networks(cidrs: Iterable[str]) -> tuple[IPNetwork, ...]:
+    """``allowed_networks`` as networks; a malformed CIDR is a configuration error (ValueError)."""
+    return tuple(ipaddress.ip_network(cidr.strip(), strict=False) for cidr in cidrs)
+
+
+def address_refusal(address: str | IPAddress, allowed: Sequence[IPNetwork] = ()) -> str | None:
+    """Why a worker must not connect to ``address``, or None when it may.
+
+    ``address`` is an IP address (an IPv6 zone suffix ``%eth0`` is ignored); anything that does
+    not parse as one is refused. IPv6 addresses that stand for an IPv4 address are judged as
+    that address: IPv4-mapped (``::ffff:a.b.c.d``) and NAT64 (``64:ff9b::a.b.c.d``); a 6to4
+    address (``2002:aabb:ccdd::``) must pass both as itself and as its embedded IPv4 address.
+    """
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0] if isinstance(address, str) else address)
+    except ValueError:
+        return "not an IP address"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip in _NAT64:
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if any(ip.version == net.version and ip in net for net in allowed):
+        return None
+    reason = _classify(ip)
+    if reason is None and isinstance(ip, ipaddress.IPv6Address) and ip.sixtofour is not None:
+        embedded = _classify(ip.sixtofour)
+        reason = None if embedded is None else f"{embedded} (6to4 for {ip.sixtofour})"
+    return reason
+
+
+_REFUSED_KINDS = (  # (ipaddress property, how the error names it), checked in this order
+    ("is_unspecified", "an unspecified address"),
+    ("is_loopback", "a loopback address"),
+    ("is_link_local", "a link-local address"),
+    ("is_multicast", "a multicast address"),
+    ("is_private", "a private address"),
+    ("is_reserved", "a reserved address"),
+    ("is_site_local", "a site-local address"),  # IPv6 only (fec0::/10)
+)
+
+
+def _classify(ip: IPAddress) -> str | None:
+    for prop, reason in _REFUSED_KINDS:
+        if getattr(ip, prop, False):
+            return reason
+    if not ip.is_global:  # e.g. 100.64.0.0/10 (carrier-grade NAT)
+        return "a non-global address"
+    return None
+
+
+class GuardedResolver(AbstractResolver):
+    """Wraps a resolver: an answer holding any refused address is refused whole."""
+
+    def __init__(self, inner: AbstractResolver, allowed: Sequence[IPNetwork]) -> None:
+        self._inner = inner
+        self._allowed = tuple(allowed)
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        answers = await self._inner.resolve(host, port, family)
+        for answer in answers:
+            reason = address_refusal(answer["host"], self._allowed)
+            if reason is not None:
+                raise BlockedAddressError(answer["host"], reason, host)
+        return answers
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def guarded_socket_factory(allowed: Sequence[IPNetwork]) -> SocketFactoryType:
+    """A connector ``socket_factory`` that refuses to create a socket for a refused address."""
+    networks = tuple(allowed)
+
+    def create(addr_info: AddrInfoType) -> socket.socket:
+        family, type_, proto, _, sockaddr = addr_info
+        address = str(sockaddr[0])
+        reason = address_refusal(address, networks)
+        if reason is not None:
+            raise BlockedAddressError(address, reason)
+        return socket.socket(family=family, type=type_, proto=proto)
+
+    return create
+
+
+# -- Retry-After -------------------------------------------------------------------------------------
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds a ``Retry-After`` value asks to wait (RFC 9110 §10.2.3: delta-seconds or an
+    HTTP-date), never negative; None when absent or unreadable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if _DELTA_SECONDS.fullmatch(value):
+        return float(int(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC by RFC 5322
+        when = when.replace(tzinfo=UTC)
+    return max((when - now).total_seconds(), 0.0)
+
+
+# -- the executor ----------------------------------------------------------------------------------
+
+
+class HttpExecutor:
+    """Delivers HTTP webhook attempts over one lazily created, shared ``aiohttp.ClientSession``."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        resolver: AbstractResolver | None = None,
+    ) -> None:
+        self._settings = settings or WorkerSettings()
+        self._allowed = parse_networks(self._settings.allowed_networks)
+        self._clock: Clock = clock or SystemClock()
+        self._inner_resolver = resolver  # default: aiohttp's DefaultResolver, made with the session
+        self._session: aiohttp.ClientSession | None = None
+        self._resolver: GuardedResolver | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._resolver = GuardedResolver(self._inner_resolver or aiohttp.DefaultResolver(), self._allowed)
+            connector = aiohttp.TCPConnector(
+                limit=self._settings.http_pool_limit,
+                limit_per_host=self._settings.http_pool_limit_per_host,
+                ttl_dns_cache=30,  # answers are checked before they are cached
+                keepalive_timeout=30,
+                resolver=self._resolver,
+                socket_factory=guarded_socket_factory(self._allowed),
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,  # no proxy from the environment: the guard sees the real peer
+                timeout=aiohttp.ClientTimeout(total=None),  # each request sets its own
+                raise_for_status=False,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        session, resolver = self._session, self._resolver
+        self._session = self._resolver = None
+        if session is not None:
+            await session.close()
+        if resolver is not None:
+            await resolver.close()
+
+    async def execute(self, target: HttpTarget, ctx: AttemptContext) -> AttemptResult:
+        url, problem = _check_target(target)
+        if problem is not None:
+            return AttemptResult(Outcome.ERROR, error=problem)
+        assert url is not None
+        host = f"[{url.host}]" if ":" in (url.host or "") else url.host
+        endpoint = f"{url.scheme}://{host}:{url.port}"  # for errors: no user info, path or query
+        budget = ctx.budget_s(self._clock.now())
+        if budget <= 0:
+            return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
+        headers = self._headers(target, ctx)
+        body = None if ctx.payload is None else json.dumps(ctx.payload, separators=(",", ":")).encode()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with asyncio.timeout(budget):
+                async with self._get_session().request(
+                    target.method.upper(),
+                    url,
+                    headers=headers,
+                    data=body,
+                    allow_redirects=False,
+                    timeout=aiohttp.ClientTimeout(total=budget),
+                ) as response:
+                    status = response.status
+                    retry_after = response.headers.get("Retry-After")
+                    head = await _read_head(response.content, self._settings.output_limit)
+        except TimeoutError:
+            return AttemptResult(Outcome.TIMEOUT, error=f"no complete response within {budget:g} s")
+        except aiohttp.ClientError as exc:
+            return AttemptResult(Outcome.ERROR, error=_describe(exc, url, endpoint))
+        except OSError as exc:
+            return AttemptResult(Outcome.ERROR, error=f"cannot reach {endpoint}: {_os_text(exc)}")
+        log.debug(
+            "http attempt job=%s run=%s attempt=%d %s -> %d in %.3f s",
+            ctx.job_id,
+            ctx.execution_id,
+            ctx.attempt,
+            endpoint,
+            status,
+            loop.time() - started,
+        )
+        ok = status in target.expected_status if target.expected_status else 200 <= status < 300
+        error = None if ok else _status_error(status, target.expected_status)
+        return AttemptResult(
+            Outcome.SUCCESS if ok else Outcome.FAILURE,
+            status_code=status,
+            error=error,
+            output=head_text(head, self._settings.output_limit),
+            retry_after_s=(
+                parse_retry_after(retry_after, self._clock.now()) if status in _RETRY_AFTER_STATUSES else None
+            ),
+        )
+
+    def _headers(self, target: HttpTarget, ctx: AttemptContext) -> CIMultiDict[str]:
+        headers: CIMultiDict[str] = CIMultiDict()
+        for name, value in target.headers:
+            if name.lower() not in _FRAMING_HEADERS:
+                headers.add(name, value)
+        headers.setdefault("User-Agent", self._settings.user_agent)
+        if ctx.payload is not None:
+            headers["Content-Type"] = "application/json"
+        # cronwheel's own headers win over the target's: they are the webhook contract
+        headers["Idempotency-Key"] = ctx.execution_id
+        headers["webhook-id"] = ctx.execution_id
+        headers["webhook-timestamp"] = str(int(self._clock.now().timestamp()))
+        headers["X-Cronwheel-Job-Id"] = ctx.job_id
+        headers["X-Cronwheel-Scheduled-At"] = rfc3339(ctx.scheduled_at)
+        headers["X-Cronwheel-Attempt"] = str(ctx.attempt)
+        return headers
+
+
+def _check_target(target: HttpTarget) -> tuple[URL | None, str | None]:
+    """The target's URL, or why no request can be made (names header keys, never values)."""
+    try:
+        url = URL(target.url)
+    except (ValueError, TypeError):
+        return None, "invalid URL"
+    if url.scheme not in ("http", "https") or not url.host:
+        return None, "the URL must be absolute http:// or https://"
+    if not _TOKEN.fullmatch(target.method):
+        return None, "invalid HTTP method"
+    for name, value in target.headers:
+        if not _TOKEN.fullmatch(name):
+            return None, f"invalid header name {name!r}"
+        if _BAD_VALUE_CHARS.search(value):
+            return None, f"header {name!r} has a value with CR, LF or NUL"
+    return url, None
+
+
+async def _read_head(content: aiohttp.StreamReader, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the body; the rest is never read (the connection is then closed
+    rather than reused, which aiohttp does on release of an unfinished body)."""
+    head = bytearray()
+    try:
+        while len(head) < limit:
+            chunk = await content.read(limit - len(head))
+            if not chunk:
+                break
+            head += chunk
+    except aiohttp.ClientPayloadError:
+        pass  # the status is the verdict; a broken body only shortens the kept output
+    return bytes(head)
+
+
+def _status_error(status: int, expected: tuple[int, ...]) -> str:
+    wanted = "/".join(str(code) for code in expected) if expected else "2xx"
+    text = f"HTTP {status}, expected {wanted}"
+    if 300 <= status < 400:
+        text += " (redirects are not followed)"
+    return text
+
+
+def _blocked(exc: BaseException) -> BlockedAddressError | None:
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, BlockedAddressError):
+            return item
+        todo += [getattr(item, "os_error", None), item.__cause__, item.__context__]
+    return None
+
+
+def _os_text(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def _describe(exc: aiohttp.ClientError, url: URL, endpoint: str) -> str:
+    """A clear error string for a failed request, without the URL's query or user info."""
+    blocked = _blocked(exc)
+    if blocked is not None:
+        return str(blocked)
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"cannot resolve {url.host}: {_os_text(exc.os_error)}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect to {endpoint}: {_os_text(exc.os_error)}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return f"{endpoint} closed the connection before responding"
+    if isinstance(exc, aiohttp.ClientResponseError):  # its text carries the full URL
+        return f"invalid response from {endpoint}: {type(exc).__name__} (status {exc.status})"
+    text = str(exc).replace(str(url), endpoint)
+    return f"request to {endpoint} failed: {type(exc).__name__}" + (f": {text}" if text else "")

@@ -1,0 +1,170 @@
+"""Python function targets: ``"package.module:function"`` called in the worker's own process.
+
+Only functions matching one of ``WorkerSettings.python_allow`` (fnmatch patterns on the whole
+``"module:function"`` string) may run: a job cannot name an arbitrary importable callable
+(``os:system``) just because the worker could import it. Modules are imported once and cached.
+
+The function is called as ``function(payload, ctx)`` with the JSON payload and the
+:class:`~cronwheel.worker.executors.base.AttemptContext`.
+
+* A coroutine function is awaited in the worker's event loop; on timeout it is cancelled.
+* A plain function runs on a thread of the executor's own pool (not the loop's default pool,
+  which aiohttp's DNS lookups share). **A thread cannot be killed**: on timeout the attempt is
+  recorded TIMEOUT and the call is *abandoned*, it runs on in the background until it returns by
+  itself, holding its thread (and delaying interpreter exit). Functions that may hang should be
+  async, or be command targets, which are killed for real.
+
+The return value, if not None, is kept as the attempt's output (``str(value)``, cut to
+``output_limit`` characters). An exception is a FAILURE with ``"ExcType: message"`` as the error
+and the traceback's tail as the output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import fnmatch
+import functools
+import importlib
+import inspect
+import re
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from cronwheel.clock import Clock, SystemClock
+from cronwheel.model import Outcome, PythonTarget
+from cronwheel.store.port import AttemptResult
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
+
+_REFERENCE = re.compile(r"(?P<module>\w+(?:\.\w+)*):(?P<attr>\w+(?:\.\w+)*)")
+
+TargetFunction = Callable[[Any, AttemptContext], Any]
+
+
+class _ImportFailedError(Exception):
+    pass
+
+
+class PythonExecutor:
+    """Calls allow-listed Python functions in this process."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        max_threads: int = 16,
+    ) -> None:
+        self._settings = settings or WorkerSettings()
+        self._clock: Clock = clock or SystemClock()
+        self._max_threads = max_threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._functions: dict[str, TargetFunction] = {}
+
+    def allowed(self, reference: str) -> bool:
+        return any(fnmatch.fnmatchcase(reference, pattern) for pattern in self._settings.python_allow)
+
+    async def close(self) -> None:
+        """Stop the thread pool without waiting for abandoned calls (they run on unobserved)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    async def execute(self, target: PythonTarget, ctx: AttemptContext) -> AttemptResult:
+        reference = target.function
+        problem = self._refusal(reference)
+        if problem is not None:
+            return AttemptResult(Outcome.ERROR, error=problem)
+        budget = ctx.budget_s(self._clock.now())
+        if budget <= 0:
+            return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
+        deadline = asyncio.timeout(budget)
+        raised: BaseException
+        try:
+            async with deadline:
+                function = await self._load(reference)
+                value = await self._call(function, ctx)
+        except TimeoutError as exc:
+            if deadline.expired():
+                return AttemptResult(Outcome.TIMEOUT, error=self._timeout_text(reference, budget))
+            raised = exc  # the function raised TimeoutError itself: its failure, not a timeout
+        except _ImportFailedError as exc:
+            return AttemptResult(Outcome.ERROR, error=str(exc))
+        except (Exception, SystemExit) as exc:  # the function's failure, not the worker's
+            raised = exc
+        else:
+            limit = self._settings.output_limit
+            return AttemptResult(Outcome.SUCCESS, output=None if value is None else str(value)[:limit])
+        return _failure(raised, self._settings.output_limit)
+
+    def _refusal(self, reference: str) -> str | None:
+        if not _REFERENCE.fullmatch(reference):
+            return f"not a 'module:function' reference: {reference!r}"
+        if not self.allowed(reference):
+            return f"{reference} is not allowed by this worker's python_allow"
+        return None
+
+    def _timeout_text(self, reference: str, budget: float) -> str:
+        function = self._functions.get(reference)
+        text = f"timed out after {budget:g} s"
+        if function is not None and not _is_async(function):
+            text += " (a synchronous function cannot be stopped: it was abandoned and may still be running)"
+        return text
+
+    async def _load(self, reference: str) -> TargetFunction:
+        function = self._functions.get(reference)
+        if function is None:
+            # importing runs module code: keep it off the event loop
+            function = await self._run_in_thread(_import, reference)
+            self._functions[reference] = function
+        return function
+
+    async def _call(self, function: TargetFunction, ctx: AttemptContext) -> Any:
+        if _is_async(function):
+            return await function(ctx.payload, ctx)
+        value = await self._run_in_thread(function, ctx.payload, ctx)
+        if inspect.isawaitable(value):  # e.g. a plain function returning a coroutine
+            value = await value
+        return value
+
+    async def _run_in_thread(self, function: Callable[..., Any], *args: Any) -> Any:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._max_threads, thread_name_prefix="cronwheel-python")
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, function, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+
+def _import(reference: str) -> TargetFunction:
+    module_name, _, attr_path = reference.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise _ImportFailedError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+    for attr in attr_path.split("."):
+        try:
+            target = getattr(target, attr)
+        except AttributeError:
+            raise _ImportFailedError(f"{reference}: {module_name} has no attribute {attr_path}") from None
+    if not callable(target):
+        raise _ImportFailedError(f"{reference} is not callable")
+    function: TargetFunction = target
+    return function
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - an instance with an async __call__
+    )
+
+
+def _failure(exc: BaseException, limit: int) -> AttemptResult:
+    """FAILURE with ``"ExcType: message"`` and the tail of the traceback as output."""
+    trace = "".join(traceback.format_exception(exc))
+    return AttemptResult(
+        Outcome.FAILURE,
+        error=f"{type(exc).__name__}: {exc}",
+        output=trace[-limit:] if limit > 0 else "",
+    )

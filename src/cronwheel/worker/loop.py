@@ -1,0 +1,177 @@
+"""The worker role: take triggers off the queue, claim the run, attempt it, record the outcome.
+
+Every attempt is claimed in the store first (a conditional PENDING/RETRYING -> RUNNING write), so
+a trigger delivered twice starts at most one attempt. A long attempt heartbeats its lease; if the
+lease is lost (another worker took over after this one stalled) or cancellation is requested
+(overlap=replace, job deleted), the attempt is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from cronwheel.clock import Clock
+from cronwheel.errors import NotFoundError
+from cronwheel.model import Job, Outcome, Run, RunState
+from cronwheel.queue import Delivery, Queue, Trigger
+from cronwheel.store import AttemptResult, Store
+from cronwheel.worker.executors import Executors
+from cronwheel.worker.executors.base import AttemptContext
+from cronwheel.worker.retry import retry_delay, should_retry
+
+log = logging.getLogger("cronwheel.worker")
+
+
+class Worker:
+    def __init__(
+        self,
+        store: Store,
+        queue: Queue,
+        executors: Executors,
+        clock: Clock,
+        node: str,
+        *,
+        queues: Sequence[str] = ("default",),
+        concurrency: int = 64,
+        lease_s: float = 30.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.executors = executors
+        self.clock = clock
+        self.node = node
+        self.queues = tuple(queues)
+        self.concurrency = concurrency
+        self.lease = timedelta(seconds=lease_s)
+        self.rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self, stop: asyncio.Event, drain_s: float = 30.0) -> None:
+        """Receive and handle triggers until ``stop``; then let running attempts finish for up to
+        ``drain_s`` seconds (their leases expire and the sweep retries whatever is left)."""
+        receivers = [
+            asyncio.create_task(self._receive(name, stop), name=f"worker-{name}") for name in self.queues
+        ]
+        try:
+            await stop.wait()
+        finally:
+            for receiver in receivers:
+                receiver.cancel()
+            await asyncio.gather(*receivers, return_exceptions=True)
+            if self._tasks:
+                await asyncio.wait(self._tasks, timeout=drain_s)
+            for task in self._tasks:
+                task.cancel()
+
+    async def _receive(self, queue_name: str, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            free = self.concurrency - len(self._tasks)
+            if free <= 0:  # bounded concurrency: wait for an attempt to finish
+                await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+                continue
+            for delivery in await self.queue.receive(queue_name, self.node, free, 1.0):
+                task = asyncio.create_task(self._handle_and_ack(queue_name, delivery))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _handle_and_ack(self, queue_name: str, delivery: Delivery) -> None:
+        try:
+            await self.handle(delivery)
+            await self.queue.ack(queue_name, [delivery])
+        except Exception:  # the store is the record: the sweep retries what this left behind
+            log.exception(
+                "attempt handling failed", extra={"action": "error", "run_id": delivery.trigger.run_id}
+            )
+
+    # -- one trigger --------------------------------------------------------------------------
+
+    async def handle(self, delivery: Delivery) -> Run | None:
+        """Claim and attempt the triggered run; returns the run as recorded afterwards, or None
+        when there was nothing to do (already taken, finished, or not due yet)."""
+        trigger = delivery.trigger
+        now = self.clock.now()
+        run = await self.store.claim_run(trigger.run_id, self.node, now, now + self.lease)
+        if run is None:
+            await self._not_claimable(trigger, now)
+            return None
+        try:
+            job = await self.store.get_job(run.job_id)
+        except NotFoundError:
+            return await self._finish(
+                run, None, AttemptResult(Outcome.CANCELLED, error="the job was deleted")
+            )
+        result = await self._attempt(job, run)
+        return await self._finish(run, job, result)
+
+    async def _not_claimable(self, trigger: Trigger, now: datetime) -> None:
+        """A trigger that came early for a retry is put back until its time; others are dropped."""
+        try:
+            run = await self.store.get_run(trigger.run_id)
+        except NotFoundError:
+            return
+        if run.state is RunState.RETRYING and run.next_attempt_at is not None and run.next_attempt_at > now:
+            await self.queue.publish_at(trigger, run.next_attempt_at)
+
+    async def _attempt(self, job: Job, run: Run) -> AttemptResult:
+        ctx = AttemptContext.for_run(job, run, run.attempts, deadline=None)
+        log.info(
+            "attempt started",
+            extra={
+                "action": "start",
+                "job_id": job.id,
+                "run_id": run.id,
+                "attempt": run.attempts,
+                "node": self.node,
+            },
+        )
+        work = asyncio.create_task(self.executors.execute(job.target, ctx))
+        beat = asyncio.create_task(self._heartbeat(run, work))
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if beat.done() and beat.result() is not None:
+                return beat.result()  # type: ignore[return-value]
+            raise
+        finally:
+            beat.cancel()
+
+    async def _heartbeat(self, run: Run, work: asyncio.Task[AttemptResult]) -> AttemptResult | None:
+        """Extend the lease every third of it; stop the attempt if the lease is lost or
+        cancellation was requested."""
+        interval = self.lease.total_seconds() / 3
+        while True:
+            await asyncio.sleep(interval)
+            now = self.clock.now()
+            current = await self.store.heartbeat(run.id, run.attempts, self.node, now + self.lease)
+            if current is None or current.cancel_requested:
+                reason = "lease lost" if current is None else "cancelled"
+                work.cancel()
+                return AttemptResult(Outcome.CANCELLED, error=reason)
+
+    async def _finish(self, run: Run, job: Job | None, result: AttemptResult) -> Run | None:
+        now = self.clock.now()
+        next_at: datetime | None = None
+        if job is not None and should_retry(job.retry, run.attempts, result.outcome):
+            delay = retry_delay(job.retry, run.attempts, self.rng.random(), result.retry_after_s)
+            next_at = now + timedelta(seconds=delay)
+        recorded = await self.store.finish_attempt(run.id, run.attempts, self.node, result, now, next_at)
+        if recorded is not None and recorded.state is RunState.RETRYING and next_at is not None:
+            await self.queue.publish_at(Trigger(run.id, run.job_id, run.queue), next_at)
+        log.info(
+            "attempt finished",
+            extra={
+                "action": "finish",
+                "job_id": run.job_id,
+                "run_id": run.id,
+                "attempt": run.attempts,
+                "outcome": result.outcome.value,
+                "state": None if recorded is None else recorded.state.value,
+                "node": self.node,
+            },
+        )
+        return recorded

@@ -1,0 +1,28 @@
+"""When to try a failed run again: exponential backoff with full jitter (pure)."""
+
+from __future__ import annotations
+
+from cronwheel.model import Outcome, RetryPolicy
+
+MAX_RETRY_AFTER_S = 3600.0  # a target's Retry-After is honoured up to an hour
+
+
+def should_retry(policy: RetryPolicy, attempt: int, outcome: Outcome) -> bool:
+    """Whether attempt ``attempt`` (1-based) that ended with ``outcome`` gets another try."""
+    if outcome in (Outcome.SUCCESS, Outcome.CANCELLED):
+        return False
+    return attempt < policy.max_attempts
+
+
+def retry_delay(policy: RetryPolicy, attempt: int, rand: float, retry_after_s: float | None = None) -> float:
+    """Seconds to wait after attempt ``attempt`` failed.
+
+    The ceiling grows as ``initial_delay_s * multiplier ** (attempt - 1)``, capped at
+    ``max_delay_s``; with ``jitter`` the delay is ``rand * ceiling`` ("full jitter", ``rand``
+    uniform in [0, 1)). A target's ``Retry-After`` is a floor, itself capped at an hour.
+    """
+    ceiling = min(policy.max_delay_s, policy.initial_delay_s * policy.multiplier ** max(attempt - 1, 0))
+    delay = ceiling * rand if policy.jitter else ceiling
+    if retry_after_s is not None:
+        delay = max(delay, min(retry_after_s, MAX_RETRY_AFTER_S))
+    return delay
