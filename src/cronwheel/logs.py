@@ -42,3 +42,5 @@ def configure(level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("uvicorn.access").setLevel("WARNING")
+    for noisy in ("aiosqlite", "sqlalchemy.engine", "alembic"):  # SQL parameters may hold secrets
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

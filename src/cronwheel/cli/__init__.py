@@ -5,7 +5,11 @@ from __future__ import annotations
 import click
 
 from cronwheel import __version__
+from cronwheel.cli.apply import apply
+from cronwheel.cli.jobs import jobs
+from cronwheel.cli.runs import runs
 from cronwheel.cli.schedule import schedule
+from cronwheel.cli.server import server
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,7 +18,11 @@ def cli() -> None:
     """cronwheel: a cron service that fires on time and never doubles or drops a run."""
 
 
+cli.add_command(server)
 cli.add_command(schedule)
+cli.add_command(jobs)
+cli.add_command(runs)
+cli.add_command(apply)
 
 
 def main() -> None:

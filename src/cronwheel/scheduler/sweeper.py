@@ -40,7 +40,7 @@ class Sweeper:
     async def recover_after_restart(self, now: datetime) -> int:
         """Embedded mode, at start: this process is the only one using the store, so every lease
         belongs to a process that died and every queued trigger was lost with it."""
-        expired = await self.store.expire_leases(FAR_FUTURE)
+        expired = await self.store.expire_leases(now, expired_before=FAR_FUTURE)
         runs = await self.store.runs_to_dispatch(FAR_FUTURE, now, limit=1_000_000)
         await self._queue(runs, now)
         log.info(

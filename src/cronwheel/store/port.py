@@ -165,11 +165,14 @@ class Store(Protocol):
         ``next_attempt_at`` has come."""
         ...
 
-    async def expire_leases(self, now: datetime, limit: int = 1000) -> list[Run]:
+    async def expire_leases(
+        self, now: datetime, limit: int = 1000, *, expired_before: datetime | None = None
+    ) -> list[Run]:
         """RUNNING runs whose lease expired: their attempt is recorded LOST and the run goes to
         RETRYING, due now (a crash is not the target's fault, so this does not use the retry
         budget), or to FAILED once it has lost ``MAX_LOST_ATTEMPTS`` attempts. Returns the runs
-        changed."""
+        changed. ``expired_before`` (default ``now``) moves the cutoff: a process that knows every
+        lease is orphaned (embedded restart) expires them all at once."""
         ...
 
     async def close(self) -> None: ...

@@ -1,0 +1,36 @@
+"""The FastAPI application: ``create_app(services)`` builds it around the services it is given.
+
+Nothing is global: the :class:`ApiServices` live on ``app.state`` and routes reach them through a
+dependency, so one process can serve several apps (tests do) and every role wires its own.
+OpenAPI is served at ``/openapi.json`` and the interactive docs at ``/docs``.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from cronwheel import __version__
+from cronwheel.api import problems
+from cronwheel.api.routes import router, system_router
+from cronwheel.api.services import ApiServices, Readiness, store_readiness
+
+__all__ = ["ApiServices", "Readiness", "create_app", "store_readiness"]
+
+
+def create_app(services: ApiServices) -> FastAPI:
+    app = FastAPI(
+        title="cronwheel",
+        version=__version__,
+        description=(
+            "Register cron jobs, pause, resume and trigger them, and read their runs. "
+            "Errors are RFC 9457 problem details (`application/problem+json`). "
+            "Job responses carry an `ETag` (the job's version); send it back in `If-Match` "
+            "to make an edit conditional (412 when the job changed meanwhile)."
+        ),
+    )
+    app.state.services = services
+    problems.install(app)
+    app.include_router(router, prefix="/v1")
+    app.include_router(system_router)
+    app.include_router(system_router, prefix="/v1", include_in_schema=False)
+    return app

@@ -1,0 +1,269 @@
+"""Every error the API answers with, as RFC 9457 problem details (``application/problem+json``).
+
+The one place that maps exceptions to HTTP: routes raise cronwheel's own errors (or
+:class:`ProblemError` when they know better), and :func:`install` turns each into a problem with
+``type``, ``title``, ``status``, ``detail`` and ``instance``; validation problems add ``errors``,
+one entry per refused field, each naming the field (``field``: dotted path; ``pointer``: JSON
+Pointer into the body) and the reason. Request bodies are never logged or echoed back: they may
+carry secrets (webhook headers, command environments).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from cronwheel.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+)
+from cronwheel.schedule import ScheduleError
+
+log = logging.getLogger("cronwheel.api")
+
+PROBLEM_JSON = "application/problem+json"
+_TYPE = "urn:cronwheel:problem:"
+_TARGET_TAGS = frozenset({"http", "command", "python"})
+
+
+class VersionConflictError(ConflictError):
+    """The job is not at the version the client named in ``If-Match`` (HTTP 412)."""
+
+
+class ProblemError(Exception):
+    """A problem a route states itself (status, slug, title, detail and extension members)."""
+
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str,
+        errors: Sequence[dict[str, Any]] = (),
+        **extensions: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.slug = slug
+        self.title = title
+        self.detail = detail
+        self.errors = list(errors)
+        self.extensions = extensions
+
+
+def problem_response(
+    request: Request | None,
+    status: int,
+    slug: str | None,
+    title: str,
+    detail: str,
+    errors: Sequence[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": "about:blank" if slug is None else _TYPE + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if request is not None:
+        body["instance"] = request.url.path
+    if errors is not None:
+        body["errors"] = list(errors)
+    body.update(extensions)
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+# -- field paths -----------------------------------------------------------------------------------
+
+
+def field_error(field: str, message: str, location: str = "body", **extra: Any) -> dict[str, Any]:
+    """One entry of a problem's ``errors``: where (``location``, ``field``, ``pointer``) and why."""
+    entry: dict[str, Any] = {"location": location, "field": field, "message": message}
+    if location == "body":
+        entry["pointer"] = "#" + "".join(
+            "/" + part.replace("~", "~0").replace("/", "~1") for part in field.split(".") if part
+        )
+    entry.update(extra)
+    return entry
+
+
+def pydantic_errors(errors: Sequence[Any], location: str | None = None) -> list[dict[str, Any]]:
+    """Pydantic's errors as problem entries, without the refused input (it may be a secret)."""
+    out: list[dict[str, Any]] = []
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ())]
+        where = location
+        if where is None:
+            where = loc.pop(0) if loc and loc[0] in ("body", "query", "path", "header", "cookie") else "body"
+        loc = [
+            part
+            for i, part in enumerate(loc)
+            if not (i > 0 and loc[i - 1] == "target" and part in _TARGET_TAGS)
+        ]
+        loc = [part for part in loc if part != "[key]"]
+        message = str(error.get("msg", "invalid"))
+        message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        out.append(field_error(".".join(loc), message, where, code=str(error.get("type", "invalid"))))
+    return out
+
+
+def schedule_field_errors(error: ScheduleError, expression_field: str = "schedule") -> list[dict[str, Any]]:
+    """A refused schedule as a problem entry naming the body field, and the cron field, column and
+    reason inside the expression."""
+    if error.field == "timezone":
+        return [field_error("timezone", error.reason)]
+    for option in ("dst_gap", "dst_fold", "seed"):
+        if error.reason.startswith(option):
+            return [field_error(option, error.reason)]
+    extra: dict[str, Any] = {}
+    if error.field is not None:
+        extra["cron_field"] = error.field
+    if error.field_index is not None:
+        extra["cron_field_index"] = error.field_index
+    if error.column is not None:
+        extra["column"] = error.column
+    return [field_error(expression_field, error.reason, **extra)]
+
+
+# -- handlers ------------------------------------------------------------------------------------
+
+
+async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    bad_json = [error for error in errors if error.get("type") == "json_invalid"]
+    if bad_json:
+        reason = (bad_json[0].get("ctx") or {}).get("error", "not valid JSON")
+        return problem_response(
+            request, 400, "malformed-json", "Malformed JSON", f"the request body is not valid JSON: {reason}"
+        )
+    entries = pydantic_errors(errors)
+    return _invalid(request, entries)
+
+
+def _invalid(request: Request, entries: list[dict[str, Any]]) -> JSONResponse:
+    fields = ", ".join(dict.fromkeys(entry["field"] or entry["location"] for entry in entries))
+    count = len(entries)
+    detail = f"{count} invalid field{'s' if count != 1 else ''}: {fields}" if count else "invalid request"
+    if count == 1:
+        detail = f"{entries[0]['field'] or entries[0]['location']}: {entries[0]['message']}"
+    return problem_response(request, 422, "validation", "Invalid request", detail, errors=entries)
+
+
+async def _validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ValidationError)
+    return _invalid(request, pydantic_errors(exc.errors(), "body"))
+
+
+async def _schedule(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ScheduleError)
+    return problem_response(
+        request, 422, "invalid-schedule", "Invalid schedule", str(exc), errors=schedule_field_errors(exc)
+    )
+
+
+async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
+    return problem_response(request, 422, "invalid-input", "Invalid input", str(exc), errors=[])
+
+
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    return problem_response(request, 404, "not-found", "Not found", str(exc) or "no such resource")
+
+
+async def _conflict(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, VersionConflictError):
+        return problem_response(
+            request, 412, "version-mismatch", "Precondition failed", str(exc) or "the version has changed"
+        )
+    return problem_response(request, 409, "conflict", "Conflict", str(exc) or "conflict")
+
+
+async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("backend unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return problem_response(
+        request, 503, "unavailable", "Service unavailable", "a backend is unavailable; try again shortly",
+        headers={"Retry-After": "1"},
+    )  # fmt: skip
+
+
+async def _problem(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ProblemError)
+    errors = exc.errors if exc.errors else None
+    return problem_response(request, exc.status, exc.slug, exc.title, exc.detail, errors, **exc.extensions)
+
+
+async def _http(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        detail = f"no route {request.url.path}" if exc.detail == "Not Found" else str(exc.detail)
+        title = "Not found"
+    else:
+        detail, title = str(exc.detail), _TITLES.get(exc.status_code, "Error")
+    return problem_response(request, exc.status_code, None, title, detail, headers=dict(exc.headers or {}))
+
+
+_TITLES = {
+    400: "Bad request",
+    405: "Method not allowed",
+    406: "Not acceptable",
+    415: "Unsupported media type",
+}
+
+
+def install(app: FastAPI) -> None:
+    """Register every handler on ``app`` and wrap it so that nothing escapes unanswered."""
+    app.add_exception_handler(RequestValidationError, _request_validation)
+    app.add_exception_handler(ValidationError, _validation)
+    app.add_exception_handler(ProblemError, _problem)
+    app.add_exception_handler(ScheduleError, _schedule)
+    app.add_exception_handler(InvalidInputError, _invalid_input)
+    app.add_exception_handler(NotFoundError, _not_found)
+    app.add_exception_handler(ConflictError, _conflict)
+    app.add_exception_handler(BackendUnavailableError, _unavailable)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_middleware(UnexpectedErrors)
+
+
+class UnexpectedErrors:
+    """Any exception no handler took: a 500 problem that says nothing of the internals, and a log
+    line (method, path, traceback; never the body)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            request = Request(scope)
+            response = problem_response(
+                request, 500, "internal", "Internal server error",
+                "the server failed to handle this request; the error is logged",
+            )  # fmt: skip
+            await response(scope, receive, send)

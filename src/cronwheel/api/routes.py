@@ -1,0 +1,468 @@
+"""The API's routes: thin. Validate (pydantic, at this boundary only), convert to records, call
+the :class:`~cronwheel.service.JobService` or read the store, convert back. Errors are raised and
+turned into problem details by :mod:`cronwheel.api.problems`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from datetime import UTC
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
+from cronwheel.api.problems import schedule_field_errors as _schedule_errors
+from cronwheel.api.schemas import (
+    FireOut,
+    JobCreate,
+    JobOut,
+    JobPage,
+    JobPatch,
+    JobUpdate,
+    PauseIn,
+    PreviewIn,
+    PreviewOut,
+    ResumeIn,
+    RunDetailOut,
+    RunOut,
+    RunPage,
+    RunStateName,
+    TriggerIn,
+    job_update_from_json,
+)
+from cronwheel.api.services import ApiServices, get_services
+from cronwheel.errors import ConflictError, InvalidInputError
+from cronwheel.model import HttpTarget, Job, PythonTarget, RunState
+from cronwheel.schedule import ScheduleError, parse_schedule
+from cronwheel.schedule.lint import schedule_warnings
+from cronwheel.scheduler.planner import schedule_of
+from cronwheel.store import JobQuery, RunQuery
+
+T = TypeVar("T")
+Services = Annotated[ApiServices, Depends(get_services)]
+IfMatch = Annotated[
+    str | None,
+    Header(description='Make the write conditional on the job\'s version: the ETag of a read, like "3".'),
+]
+
+_PROBLEM_DOC: dict[str, Any] = {
+    "content": {
+        PROBLEM_JSON: {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "type": {"type": "string"},
+                    "title": {"type": "string"},
+                    "status": {"type": "integer"},
+                    "detail": {"type": "string"},
+                    "instance": {"type": "string"},
+                    "errors": {"type": "array", "items": {"type": "object"}},
+                },
+            }
+        }
+    }
+}
+
+
+def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    descriptions = {
+        400: "Malformed JSON or header",
+        404: "No such job or run",
+        409: "A live job of this team already has this name",
+        412: "If-Match does not match the job's version",
+        422: "Invalid input; nothing was written",
+    }
+    return {status: {"description": descriptions[status], **_PROBLEM_DOC} for status in statuses}
+
+
+router = APIRouter()
+system_router = APIRouter(tags=["system"])
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _job_response(job: JobOut, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        job.model_dump(mode="json"),
+        status_code=status,
+        headers={"ETag": f'"{job.version}"', **(headers or {})},
+    )
+
+
+def parse_if_match(value: str | None) -> int | None:
+    """The version an ``If-Match`` header names (``"3"``, ``W/"3"`` or ``3``); None for absent or
+    ``*``."""
+    if value is None or value.strip() == "*":
+        return None
+    text = value.strip().removeprefix("W/").strip('"')
+    if not text.isdigit():
+        raise ProblemError(
+            400, "bad-header", "Bad request", f'If-Match must be a job ETag such as "3", not {value!r}',
+            errors=[field_error("If-Match", "not an ETag of this API", "header")],
+        )  # fmt: skip
+    return int(text)
+
+
+async def _summary(services: ApiServices, job: Job) -> JobOut:
+    last = await services.store.last_runs([job.id])
+    return JobOut.from_record(job, last.get(job.id))
+
+
+async def _check_version(services: ApiServices, job_id: str, expected: int | None) -> Job:
+    job = await services.store.get_job(job_id)
+    if expected is not None and job.version != expected:
+        raise VersionConflictError(f"job {job_id} is at version {job.version}, not {expected} (If-Match)")
+    return job
+
+
+async def _conditional(services: ApiServices, job_id: str, expected: int | None, write: Awaitable[T]) -> T:
+    """Run ``write``; a conflict while a version was expected is a 412 when the version moved."""
+    try:
+        return await write
+    except ConflictError as error:
+        if expected is None or isinstance(error, VersionConflictError):
+            raise
+        current = await services.store.get_job(job_id)
+        if current.version != expected:
+            raise VersionConflictError(
+                f"job {job_id} is at version {current.version}, not {expected} (If-Match)"
+            ) from None
+        raise
+
+
+def _precheck(services: ApiServices, job: Job) -> None:
+    """The service's checks that depend on one field, refused with that field's name (the
+    service runs them all again before writing)."""
+    try:
+        schedule_of(job)
+    except ScheduleError as error:
+        raise ProblemError(
+            422, "invalid-schedule", "Invalid schedule", str(error), errors=_schedule_errors(error)
+        ) from None
+    try:
+        services.job_service.policy.check(job.target)
+    except InvalidInputError as error:
+        field = {HttpTarget: "target.url", PythonTarget: "target.function"}.get(
+            type(job.target), "target.type"
+        )
+        raise ProblemError(
+            422, "target-refused", "Target refused", str(error), errors=[field_error(field, str(error))]
+        ) from None
+
+
+async def _paged(read: Awaitable[T]) -> T:
+    """A page read whose only input the store can refuse is the cursor."""
+    try:
+        return await read
+    except InvalidInputError as error:
+        raise ProblemError(
+            422, "validation", "Invalid request", str(error),
+            errors=[field_error("cursor", "not a cursor this API returned", "query")],
+        ) from None  # fmt: skip
+
+
+def _labels(values: list[str]) -> tuple[tuple[str, str], ...]:
+    pairs: list[tuple[str, str]] = []
+    for value in values:
+        key, sep, label = value.partition("=")
+        if not sep or not key:
+            raise ProblemError(
+                422, "validation", "Invalid request", f"label filter must be key=value, not {value!r}",
+                errors=[field_error("label", "must be key=value", "query")],
+            )  # fmt: skip
+        pairs.append((key, label))
+    return tuple(pairs)
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+
+@router.post(
+    "/jobs", status_code=201, response_model=JobOut, tags=["jobs"], responses=_problems(400, 409, 422)
+)
+async def create_job(body: JobCreate, services: Services) -> JSONResponse:
+    """Register a job. Its first slot is computed at once (``next_run_at``)."""
+    record = body.to_record()
+    _precheck(services, record)
+    job = await services.job_service.create(record)
+    return _job_response(JobOut.from_record(job), 201, {"Location": f"/v1/jobs/{job.id}"})
+
+
+@router.get("/jobs", response_model=JobPage, tags=["jobs"], responses=_problems(422))
+async def list_jobs(
+    services: Services,
+    team: Annotated[str | None, Query(max_length=100)] = None,
+    name: Annotated[str | None, Query(max_length=100)] = None,
+    label: Annotated[list[str], Query(description="key=value; repeat to require several")] = [],  # noqa: B006
+    paused: bool | None = None,
+    last_state: Annotated[RunStateName | None, Query(description="State of the job's latest run")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+) -> JobPage:
+    """List live jobs, oldest first, a page at a time (follow ``next_cursor``)."""
+    query = JobQuery(
+        team=team,
+        name=name,
+        labels=_labels(label),
+        paused=paused,
+        last_state=None if last_state is None else RunState(last_state),
+        limit=limit,
+        cursor=cursor,
+    )
+    page = await _paged(services.store.list_jobs(query))
+    last = await services.store.last_runs([job.id for job in page.items]) if page.items else {}
+    return JobPage(
+        items=[JobOut.from_record(job, last.get(job.id)) for job in page.items], next_cursor=page.next_cursor
+    )
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"], responses=_problems(404))
+async def get_job(job_id: str, services: Services) -> JSONResponse:
+    job = await services.store.get_job(job_id)
+    return _job_response(await _summary(services, job))
+
+
+@router.put(
+    "/jobs/{job_id}", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 409, 412, 422)
+)
+async def replace_job(
+    job_id: str, body: JobUpdate, services: Services, if_match: IfMatch = None
+) -> JSONResponse:
+    """Replace the job's definition (omitted fields go back to their defaults). Pause state and
+    history are kept; the cursor restarts from now when the timing changed."""
+    expected = parse_if_match(if_match)
+    await _check_version(services, job_id, expected)
+    record = body.to_record(job_id)
+    _precheck(services, record)
+    job = await _conditional(services, job_id, expected, services.job_service.update(record, expected))
+    return _job_response(await _summary(services, job))
+
+
+@router.patch(
+    "/jobs/{job_id}", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 409, 412, 422)
+)
+async def patch_job(
+    job_id: str, body: JobPatch, services: Services, if_match: IfMatch = None
+) -> JSONResponse:
+    """Change only the fields given (``retry`` and ``misfire`` merge field by field)."""
+    expected = parse_if_match(if_match)
+    for _ in range(3):
+        current = await _check_version(services, job_id, expected)
+        update = job_update_from_json(body.apply_to(current))  # ValidationError: 422 by field
+        record = update.to_record(job_id)
+        _precheck(services, record)
+        version = current.version if expected is None else expected
+        try:
+            job = await _conditional(services, job_id, version, services.job_service.update(record, version))
+        except VersionConflictError:
+            if expected is not None:
+                raise
+            continue  # someone else edited it between our read and write: merge again
+        return _job_response(await _summary(services, job))
+    raise ConflictError(f"job {job_id} kept changing during the patch; try again")
+
+
+@router.delete("/jobs/{job_id}", status_code=204, tags=["jobs"], responses=_problems(400, 404, 412))
+async def delete_job(job_id: str, services: Services, if_match: IfMatch = None) -> Response:
+    """Delete the job (its runs stay readable; pending ones are not started)."""
+    await _check_version(services, job_id, parse_if_match(if_match))
+    await services.job_service.delete(job_id)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/jobs/{job_id}/pause", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
+)
+async def pause_job(
+    job_id: str, services: Services, body: PauseIn | None = None, if_match: IfMatch = None
+) -> JSONResponse:
+    """Stop firing the job; slots that pass meanwhile are dealt with on resume."""
+    expected = parse_if_match(if_match)
+    await _check_version(services, job_id, expected)
+    note = None if body is None else body.note
+    job = await _conditional(services, job_id, expected, services.job_service.pause(job_id, note, expected))
+    return _job_response(await _summary(services, job))
+
+
+@router.post(
+    "/jobs/{job_id}/resume", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
+)
+async def resume_job(
+    job_id: str, services: Services, body: ResumeIn | None = None, if_match: IfMatch = None
+) -> JSONResponse:
+    """Fire the job again. ``missed``: what happens to the slots that passed while paused."""
+    expected = parse_if_match(if_match)
+    await _check_version(services, job_id, expected)
+    missed = "skip" if body is None else body.missed
+    job = await _conditional(
+        services, job_id, expected, services.job_service.resume(job_id, missed, expected)
+    )
+    return _job_response(await _summary(services, job))
+
+
+@router.post(
+    "/jobs/{job_id}/trigger",
+    status_code=201,
+    response_model=RunOut,
+    tags=["jobs"],
+    responses={
+        200: {"description": "The run already created with this Idempotency-Key"},
+        **_problems(400, 404, 422),
+    },
+)
+async def trigger_job(
+    job_id: str,
+    services: Services,
+    body: TriggerIn | None = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(min_length=1, max_length=200, description="The same key returns the same run (200)."),
+    ] = None,
+) -> JSONResponse:
+    """Run the job now, once. With ``Idempotency-Key``, retries of this request return the run
+    the first one created."""
+    has_payload = body is not None and "payload" in body.model_fields_set
+    payload = None if body is None else body.payload
+    run, created = await services.job_service.trigger(job_id, payload, has_payload, idempotency_key)
+    run = await services.store.get_run(run.id)  # as queued (the service marks it after publishing)
+    return JSONResponse(
+        RunOut.from_record(run).model_dump(mode="json"),
+        status_code=201 if created else 200,
+        headers={"Location": f"/v1/runs/{run.id}"},
+    )
+
+
+@router.get("/jobs/{job_id}/runs", response_model=RunPage, tags=["runs"], responses=_problems(404, 422))
+async def list_job_runs(
+    job_id: str,
+    services: Services,
+    state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+) -> RunPage:
+    """The job's runs, newest first (also those of a deleted job)."""
+    page = await _paged(
+        services.store.list_runs(
+            RunQuery(job_id=job_id, states=tuple(RunState(s) for s in state), limit=limit, cursor=cursor)
+        )
+    )
+    if not page.items and cursor is None:
+        await services.store.get_job(job_id)  # 404 for a job that never existed
+    return RunPage(items=[RunOut.from_record(run) for run in page.items], next_cursor=page.next_cursor)
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+@router.get("/runs", response_model=RunPage, tags=["runs"], responses=_problems(422))
+async def list_runs(
+    services: Services,
+    job_id: Annotated[str | None, Query(max_length=100)] = None,
+    state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+) -> RunPage:
+    """Runs of every job (or one), newest first."""
+    page = await _paged(
+        services.store.list_runs(
+            RunQuery(job_id=job_id, states=tuple(RunState(s) for s in state), limit=limit, cursor=cursor)
+        )
+    )
+    return RunPage(items=[RunOut.from_record(run) for run in page.items], next_cursor=page.next_cursor)
+
+
+@router.get("/runs/{run_id}", response_model=RunDetailOut, tags=["runs"], responses=_problems(404))
+async def get_run(run_id: str, services: Services) -> RunDetailOut:
+    """One run with its attempts and its state history."""
+    run = await services.store.get_run(run_id)
+    attempts = await services.store.list_attempts(run_id)
+    events = await services.store.list_events(run_id)
+    return RunDetailOut.from_records(run, attempts, events)
+
+
+# -- schedules -----------------------------------------------------------------------------------
+
+
+@router.post(
+    "/schedules/preview", response_model=PreviewOut, tags=["schedules"], responses=_problems(400, 422)
+)
+async def preview_schedule(body: PreviewIn, services: Services) -> PreviewOut:
+    """The next fire times of an expression in a zone, with DST effects and warnings."""
+    try:
+        schedule = parse_schedule(
+            body.expression, body.timezone, dst_gap=body.dst_gap, dst_fold=body.dst_fold, seed=body.seed
+        )
+    except ScheduleError as error:
+        raise ProblemError(
+            422,
+            "invalid-schedule",
+            "Invalid schedule",
+            str(error),
+            errors=_schedule_errors(error, "expression"),
+        ) from None
+    after = body.after if body.after is not None else services.clock.now()
+    fires: list[FireOut] = []
+    for fire in schedule.fires_after(after):
+        if len(fires) == body.count:
+            break
+        offset = fire.at.utcoffset()
+        fires.append(
+            FireOut(
+                at=fire.at,
+                utc=fire.at.astimezone(UTC),
+                offset_s=0 if offset is None else int(offset.total_seconds()),
+                kind=fire.kind.value,
+                wall=fire.wall.isoformat(),
+            )
+        )
+    return PreviewOut(
+        expression=schedule.expression,
+        timezone=schedule.timezone,
+        dst_gap=schedule.dst_gap,
+        dst_fold=schedule.dst_fold,
+        wildcard=schedule.wildcard,
+        after=after,
+        fires=fires,
+        warnings=schedule_warnings(schedule, after),
+    )
+
+
+# -- system --------------------------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Ready(BaseModel):
+    status: str
+    checks: dict[str, bool]
+
+
+@system_router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """The process is up (no backend is consulted)."""
+    return Health(status="ok")
+
+
+@system_router.get(
+    "/readyz",
+    response_model=Ready,
+    responses={503: {"description": "A check failed (problem details with `checks`)", **_PROBLEM_DOC}},
+)
+async def readyz(services: Services) -> Response:
+    """Ready to serve: every readiness check passes (else 503 naming the failed ones)."""
+    try:
+        checks = await services.ready()
+    except Exception:
+        checks = {"readiness": False}
+    failed = sorted(name for name, ok in checks.items() if not ok)
+    if failed:
+        raise ProblemError(
+            503, "not-ready", "Not ready", f"failing checks: {', '.join(failed)}", checks=checks
+        )
+    return JSONResponse(Ready(status="ready", checks=checks).model_dump())

@@ -1,0 +1,50 @@
+"""What the API's routes are given (kept apart from ``app`` so that routes can name it)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from cronwheel.clock import Clock
+from cronwheel.service import JobService
+from cronwheel.store import JobQuery, Store
+
+Readiness = Callable[[], Awaitable[dict[str, bool]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiServices:
+    """What the API needs: the store (reads), the job service (writes), the clock, and the
+    readiness checks behind ``/readyz`` (check name -> ready; by default, that the store
+    answers)."""
+
+    store: Store
+    job_service: JobService
+    clock: Clock
+    readiness: Readiness | None = None
+
+    async def ready(self) -> dict[str, bool]:
+        check = self.readiness if self.readiness is not None else store_readiness(self.store)
+        return await check()
+
+
+def store_readiness(store: Store) -> Readiness:
+    """A readiness check that the store answers a trivial query (``{"store": True}``)."""
+
+    async def check() -> dict[str, bool]:
+        try:
+            await store.list_jobs(JobQuery(limit=1))
+        except Exception:
+            return {"store": False}
+        return {"store": True}
+
+    return check
+
+
+def get_services(request: Request) -> ApiServices:
+    """The services of the app serving ``request`` (a FastAPI dependency)."""
+    services = request.app.state.services
+    assert isinstance(services, ApiServices)
+    return services

@@ -1,0 +1,364 @@
+"""``cronwheel jobs ...``: create, list, inspect, edit, pause, resume and trigger jobs over the API.
+
+A job is named by its id or as ``TEAM/NAME``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+from urllib.parse import quote
+
+import click
+
+from cronwheel.cli.client import ApiClient, RequestRefused
+from cronwheel.cli.output import (
+    Ctx,
+    api_command,
+    fields,
+    load_documents,
+    parse_json,
+    parse_pairs,
+    table,
+    when,
+)
+
+STATES = ("PENDING", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "SKIPPED")
+
+
+def job_path(client: ApiClient, ref: str) -> str:
+    """The API path of the job ``ref`` names (an id, or ``TEAM/NAME``)."""
+    if "/" not in ref:
+        return f"/v1/jobs/{quote(ref, safe='')}"
+    team, name = ref.split("/", 1)
+    items = client.get("/v1/jobs", {"team": team, "name": name, "limit": 1}).data["items"]
+    if not items:
+        raise RequestRefused(
+            404, {"title": "Not found", "detail": f"team {team!r} has no job named {name!r}"}
+        )
+    return f"/v1/jobs/{items[0]['id']}"
+
+
+def if_match(version: int | None) -> dict[str, str]:
+    return {} if version is None else {"If-Match": f'"{version}"'}
+
+
+# -- rendering -----------------------------------------------------------------------------------
+
+
+def _target(target: dict[str, Any]) -> str:
+    if target["type"] == "http":
+        return f"http {target['method']} {target['url']}"
+    if target["type"] == "command":
+        return "command " + shlex.join(target["argv"])
+    return f"python {target['function']}"
+
+
+def _last(job: dict[str, Any]) -> str | None:
+    last = job.get("last_run")
+    return None if last is None else f"{last['state']} {when(last['slot'])}"
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> str:
+    if not jobs:
+        return "no jobs"
+    return table(
+        ["ID", "TEAM", "NAME", "SCHEDULE", "TIMEZONE", "NEXT RUN", "LAST RUN", "PAUSED"],
+        [
+            [
+                job["id"], job["team"], job["name"], job["schedule"], job["timezone"],
+                when(job["next_run_at"]), _last(job), job["paused"],
+            ]
+            for job in jobs
+        ],
+    )  # fmt: skip
+
+
+def _retry(retry: dict[str, Any]) -> str:
+    attempts = retry["max_attempts"]
+    jitter = ", jitter" if retry["jitter"] else ""
+    return (
+        f"{attempts} attempt{'s' if attempts != 1 else ''}, {retry['initial_delay_s']:g}s"
+        f" x{retry['multiplier']:g} up to {retry['max_delay_s']:g}s{jitter}"
+    )
+
+
+def job_view(job: dict[str, Any]) -> str:
+    retry = job["retry"]
+    misfire = job["misfire"]
+    return fields(
+        [
+            ("id", job["id"]),
+            ("team/name", f"{job['team']}/{job['name']}"),
+            ("version", job["version"]),
+            ("schedule", f"{job['schedule']}  ({job['timezone']})"),
+            ("dst", f"gap={job['dst_gap'] or 'default'} fold={job['dst_fold'] or 'default'}"),
+            ("target", _target(job["target"])),
+            ("description", job["description"] or None),
+            ("queue", job["queue"]),
+            ("timeout", f"{job['timeout_s']:g}s"),
+            ("retry", _retry(retry)),
+            ("misfire", f"{misfire['policy']} (grace {misfire['grace_s']:g}s, max catch-up"
+             f" {misfire['max_catch_up']})"),
+            ("overlap", job["overlap"]),
+            ("window", None if not (job["start_at"] or job["end_at"])
+             else f"{when(job['start_at']) or '-'} .. {when(job['end_at']) or '-'}"),
+            ("labels", job["labels"]),
+            ("paused", job["paused"] if not job["paused"] else f"yes ({job['pause_note'] or 'no note'})"),
+            ("next run", when(job["next_run_at"])),
+            ("last run", _last(job)),
+            ("updated", when(job["updated_at"])),
+        ]
+    )  # fmt: skip
+
+
+# -- the group -----------------------------------------------------------------------------------
+
+
+@click.group()
+def jobs() -> None:
+    """Create, list, edit, pause, resume and trigger jobs (over the REST API)."""
+
+
+def _spec_options(func: Any) -> Any:
+    options = [
+        click.option("--team", help="Owning team."),
+        click.option("--name", help="Job name, unique within the team."),
+        click.option("--schedule", help='Cron expression, such as "0 3 * * *".'),
+        click.option("--tz", "timezone", help="IANA time zone of the schedule (default UTC)."),
+        click.option("--http", "http_url", metavar="URL", help="Target: POST to this webhook URL."),
+        click.option("--method", type=click.Choice(["GET", "POST", "PUT", "PATCH", "DELETE"])),
+        click.option("--header", "headers", multiple=True, metavar="K=V", help="Webhook header (repeat)."),
+        click.option("--command", "command", metavar="CMD", help="Target: run this command line."),
+        click.option("--python", "function", metavar="MOD:FUNC", help="Target: call this function."),
+        click.option("--payload", help="JSON payload."),
+        click.option("--label", "labels", multiple=True, metavar="K=V", help="Label (repeat)."),
+        click.option("--queue", help="Worker queue."),
+        click.option("--timeout", "timeout_s", type=float, help="Seconds an attempt may take."),
+        click.option("--max-attempts", type=int, help="Attempts per run (retries + 1)."),
+        click.option("--overlap", type=click.Choice(["allow", "forbid", "replace"])),
+        click.option("--misfire", type=click.Choice(["skip", "run_once", "catch_up"])),
+        click.option("--description"),
+        click.option("--start-at", help="RFC 3339 instant before which the job does not fire."),
+        click.option("--end-at", help="RFC 3339 instant after which the job does not fire."),
+        click.option("--dst-gap", type=click.Choice(["shift", "skip"])),
+        click.option("--dst-fold", type=click.Choice(["first", "last", "both"])),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    """The job fields the flags give (only those given)."""
+    spec: dict[str, Any] = {}
+    for key in ("team", "name", "schedule", "timezone", "queue", "timeout_s", "overlap", "description",
+                "start_at", "end_at", "dst_gap", "dst_fold"):  # fmt: skip
+        if flags.get(key) is not None:
+            spec[key] = flags[key]
+    target = _target_from_flags(flags)
+    if target is not None:
+        spec["target"] = target
+    if flags.get("payload") is not None:
+        spec["payload"] = parse_json(flags["payload"], "--payload")
+    if flags.get("labels"):
+        spec["labels"] = parse_pairs(flags["labels"], "--label")
+    if flags.get("max_attempts") is not None:
+        spec["retry"] = {"max_attempts": flags["max_attempts"]}
+    if flags.get("misfire"):
+        spec["misfire"] = {"policy": flags["misfire"]}
+    return spec
+
+
+def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
+    targets = [key for key in ("http_url", "command", "function") if flags.get(key)]
+    if len(targets) > 1:
+        raise click.UsageError("give one target: --http, --command or --python")
+    if (flags.get("method") or flags.get("headers")) and not flags.get("http_url"):
+        raise click.UsageError("--method and --header go with --http")
+    if flags.get("http_url"):
+        target: dict[str, Any] = {"type": "http", "url": flags["http_url"]}
+        if flags.get("method"):
+            target["method"] = flags["method"]
+        if flags.get("headers"):
+            target["headers"] = parse_pairs(flags["headers"], "--header")
+        return target
+    if flags.get("command"):
+        return {"type": "command", "argv": shlex.split(flags["command"])}
+    if flags.get("function"):
+        return {"type": "python", "function": flags["function"]}
+    return None
+
+
+def _one_spec(path: str) -> dict[str, Any]:
+    documents = load_documents(path)
+    if len(documents) != 1 or not isinstance(documents[0], dict):
+        raise click.BadParameter(
+            f"{path} must hold one job (a mapping); use `cronwheel apply -f` for several", param_hint="-f"
+        )
+    spec: dict[str, Any] = documents[0]
+    return spec
+
+
+@jobs.command("create")
+@click.option("-f", "--file", "path", metavar="FILE", help="Job definition (YAML or JSON; - for stdin).")
+@_spec_options
+@api_command
+def create(ctx: Ctx, path: str | None, **flags: Any) -> None:
+    """Create a job from a file and/or flags (flags override the file).
+
+    \b
+    Examples:
+      cronwheel jobs create --team data --name nightly --schedule "0 3 * * *" \\
+          --tz Europe/Berlin --http https://hooks.example.com/nightly
+      cronwheel jobs create -f nightly.yaml
+    """
+    spec = _one_spec(path) if path else {}
+    spec.update(spec_from_flags(flags))
+    job = ctx.client.request("POST", "/v1/jobs", spec).data
+    ctx.emit(job, job_view)
+
+
+@jobs.command("list")
+@click.option("--team", help="Only this team's jobs.")
+@click.option("--name", help="Only jobs with this name.")
+@click.option("--label", "labels", multiple=True, metavar="K=V", help="Only jobs with this label (repeat).")
+@click.option("--paused/--active", default=None, help="Only paused / only active jobs.")
+@click.option("--last-state", type=click.Choice(STATES, case_sensitive=False), help="State of the last run.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@click.option("--cursor", help="Continue from a cursor a previous list printed.")
+@api_command
+def list_(
+    ctx: Ctx,
+    team: str | None,
+    name: str | None,
+    labels: tuple[str, ...],
+    paused: bool | None,
+    last_state: str | None,
+    limit: int,
+    cursor: str | None,
+) -> None:
+    """List jobs."""
+    parse_pairs(labels, "--label")
+    query: dict[str, Any] = {
+        "team": team,
+        "name": name,
+        "label": list(labels),
+        "paused": paused,
+        "last_state": None if last_state is None else last_state.upper(),
+    }
+    items, cursor = fetch_pages(ctx.client, "/v1/jobs", query, limit, cursor)
+    ctx.emit({"items": items, "next_cursor": cursor}, lambda data: jobs_table(data["items"]))
+    if cursor and ctx.output == "table":
+        click.echo(f"(more: --cursor {cursor})", err=True)
+
+
+def fetch_pages(
+    client: ApiClient, path: str, query: dict[str, Any], limit: int, cursor: str | None = None
+) -> tuple[list[Any], str | None]:
+    """Up to ``limit`` items, following ``next_cursor``; returns them and the cursor to go on."""
+    items: list[Any] = []
+    while len(items) < limit:
+        page = client.get(path, {**query, "limit": min(limit - len(items), 1000), "cursor": cursor}).data
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    return items, cursor
+
+
+@jobs.command()
+@click.argument("job")
+@api_command
+def get(ctx: Ctx, job: str) -> None:
+    """Show one job (JOB: id or TEAM/NAME)."""
+    ctx.emit(ctx.client.get(job_path(ctx.client, job)).data, job_view)
+
+
+@jobs.command()
+@click.argument("job")
+@click.option("-f", "--file", "path", metavar="FILE", help="The whole new definition (PUT).")
+@click.option("--if-version", type=int, help="Only if the job is still at this version.")
+@_spec_options
+@api_command
+def update(ctx: Ctx, job: str, path: str | None, if_version: int | None, **flags: Any) -> None:
+    """Change a job. With -f the file replaces the whole definition; with flags only the fields
+    given change.
+
+    \b
+    Examples:
+      cronwheel jobs update data/nightly --schedule "0 4 * * *"
+      cronwheel jobs update data/nightly -f nightly.yaml --if-version 3
+    """
+    target = job_path(ctx.client, job)
+    changes = spec_from_flags(flags)
+    if path:
+        spec = {**_one_spec(path), **changes}
+        updated = ctx.client.request("PUT", target, spec, headers=if_match(if_version)).data
+    elif changes:
+        updated = ctx.client.request("PATCH", target, changes, headers=if_match(if_version)).data
+    else:
+        raise click.UsageError("nothing to change: give -f FILE or flags such as --schedule")
+    ctx.emit(updated, job_view)
+
+
+@jobs.command()
+@click.argument("job")
+@click.option("--if-version", type=int, help="Only if the job is still at this version.")
+@api_command
+def delete(ctx: Ctx, job: str, if_version: int | None) -> None:
+    """Delete a job (its runs stay readable)."""
+    target = job_path(ctx.client, job)
+    ctx.client.request("DELETE", target, headers=if_match(if_version))
+    job_id = target.rsplit("/", 1)[1]
+    ctx.emit({"deleted": job_id}, lambda data: f"deleted job {data['deleted']}")
+
+
+@jobs.command()
+@click.argument("job")
+@click.option("--note", help="Why (shown with the job).")
+@api_command
+def pause(ctx: Ctx, job: str, note: str | None) -> None:
+    """Stop firing a job until it is resumed."""
+    body = {"note": note} if note is not None else {}
+    paused = ctx.client.request("POST", job_path(ctx.client, job) + "/pause", body).data
+    ctx.emit(paused, lambda data: f"paused {data['team']}/{data['name']} ({data['id']})")
+
+
+@jobs.command()
+@click.argument("job")
+@click.option(
+    "--missed",
+    type=click.Choice(["skip", "misfire"]),
+    default="skip",
+    show_default=True,
+    help="Slots missed while paused: record them SKIPPED, or leave them to the misfire policy.",
+)
+@api_command
+def resume(ctx: Ctx, job: str, missed: str) -> None:
+    """Fire a paused job again."""
+    resumed = ctx.client.request("POST", job_path(ctx.client, job) + "/resume", {"missed": missed}).data
+    ctx.emit(
+        resumed,
+        lambda data: f"resumed {data['team']}/{data['name']}; next run {when(data['next_run_at']) or '-'}",
+    )
+
+
+@jobs.command()
+@click.argument("job")
+@click.option("--payload", help="JSON payload for this run (instead of the job's).")
+@click.option("--idempotency-key", help="Retrying with the same key returns the same run.")
+@api_command
+def trigger(ctx: Ctx, job: str, payload: str | None, idempotency_key: str | None) -> None:
+    """Run a job now, once."""
+    body = {} if payload is None else {"payload": parse_json(payload, "--payload")}
+    headers = {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+    response = ctx.client.request("POST", job_path(ctx.client, job) + "/trigger", body, headers=headers)
+    run = response.data
+    again = response.status == 200
+
+    def summary(data: dict[str, Any]) -> str:
+        verb = "already triggered" if again else "triggered"
+        return f"{verb}: run {data['id']} {data['state']}"
+
+    ctx.emit(run, summary)

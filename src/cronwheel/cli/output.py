@@ -1,0 +1,138 @@
+"""How the API commands print: tables by default, ``-o json`` or ``-o yaml`` for machines, and
+the options and file loading every command shares."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from cronwheel.cli.client import DEFAULT_URL, ApiClient
+
+FORMATS = ("table", "json", "yaml")
+
+
+class Ctx:
+    """What a command is given: the API client and the output format."""
+
+    def __init__(self, client: ApiClient, output: str) -> None:
+        self.client = client
+        self.output = output
+
+    def emit(self, data: Any, table: Callable[[Any], str]) -> None:
+        """Print ``data`` as JSON/YAML when asked, else as ``table(data)``."""
+        if self.output == "json":
+            click.echo(json.dumps(data, indent=2))
+        elif self.output == "yaml":
+            click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
+        else:
+            text = table(data)
+            if text:
+                click.echo(text)
+
+
+def api_command(func: Callable[..., None]) -> Callable[..., None]:
+    """Add ``--url`` and ``-o`` to a command and hand it a :class:`Ctx` as first argument."""
+
+    @click.option(
+        "--url",
+        envvar="CRONWHEEL_URL",
+        default=DEFAULT_URL,
+        show_default=True,
+        help="Base URL of the cronwheel API (env: CRONWHEEL_URL).",
+    )
+    @click.option("-o", "--output", type=click.Choice(FORMATS), default="table", show_default=True)
+    @functools.wraps(func)
+    def wrapper(*args: Any, url: str, output: str, **kwargs: Any) -> None:
+        func(Ctx(ApiClient(url), output), *args, **kwargs)
+
+    return wrapper
+
+
+# -- tables --------------------------------------------------------------------------------------
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Columns aligned on the widest cell; ``None`` shows as ``-``."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    widths = [max([len(header), *(len(row[i]) for row in cells)]) for i, header in enumerate(headers)]
+    lines = ["  ".join(header.ljust(width) for header, width in zip(headers, widths, strict=True))]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def fields(pairs: Sequence[tuple[str, Any]]) -> str:
+    """A vertical ``key: value`` view of one object."""
+    width = max(len(key) for key, _ in pairs)
+    return "\n".join(f"{key + ':':<{width + 1}} {_cell(value)}".rstrip() for key, value in pairs)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return " ".join(str(item) for item in value) or "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def when(value: str | None) -> str | None:
+    """An RFC 3339 instant, shorter: ``2026-03-03 02:00:00Z``."""
+    return None if value is None else value.replace("T", " ")
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML without implicit timestamps: ``start_at: 2026-04-01T00:00:00Z`` stays text, so the
+    API (not PyYAML) decides what an instant means."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_documents(path: str) -> list[Any]:
+    """Every document of a YAML or JSON file (``-`` reads stdin)."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as error:
+        raise click.BadParameter(f"cannot read {path}: {error.strerror}", param_hint="-f") from None
+    try:
+        if path.endswith(".json"):
+            return [json.loads(text)]
+        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+    except (ValueError, yaml.YAMLError) as error:
+        raise click.BadParameter(f"{path} is not valid YAML/JSON: {error}", param_hint="-f") from None
+
+
+def parse_pairs(values: Sequence[str], what: str) -> dict[str, str]:
+    """``key=value`` options as a dict."""
+    pairs: dict[str, str] = {}
+    for value in values:
+        key, sep, item = value.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, not {value!r}", param_hint=what)
+        pairs[key] = item
+    return pairs
+
+
+def parse_json(value: str, what: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError as error:
+        raise click.BadParameter(f"not valid JSON: {error}", param_hint=what) from None

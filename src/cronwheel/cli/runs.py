@@ -1,0 +1,115 @@
+"""``cronwheel runs ...``: read the record of runs, their attempts and their history."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import click
+
+from cronwheel.cli.jobs import STATES, fetch_pages, job_path
+from cronwheel.cli.output import Ctx, api_command, fields, table, when
+
+
+def _seconds(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}s"
+
+
+def _late(at: str | None, lateness_s: float | None) -> str | None:
+    """An instant with how long after the slot it was."""
+    if at is None:
+        return None
+    return f"{when(at)}  ({_seconds(lateness_s)} after the slot)"
+
+
+def runs_table(runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return "no runs"
+    return table(
+        ["ID", "JOB", "KIND", "SLOT", "STATE", "ATTEMPTS", "LATENESS", "REASON"],
+        [
+            [
+                run["id"], run["job_id"], run["kind"], when(run["slot"]), run["state"], run["attempts"],
+                _seconds(run["start_lateness_s"] if run["start_lateness_s"] is not None
+                         else run["queued_lateness_s"]),
+                run["reason"],
+            ]
+            for run in runs
+        ],
+    )  # fmt: skip
+
+
+def run_detail_view(run: dict[str, Any]) -> str:
+    parts = [
+        fields(
+            [
+                ("id", run["id"]),
+                ("job", run["job_id"]),
+                ("kind", run["kind"]),
+                ("slot", when(run["slot"])),
+                ("state", run["state"] if not run["reason"] else f"{run['state']} ({run['reason']})"),
+                ("attempts", run["attempts"]),
+                ("queued", _late(run["queued_at"], run["queued_lateness_s"])),
+                ("started", _late(run["started_at"], run["start_lateness_s"])),
+                ("finished", when(run["finished_at"])),
+                ("next attempt", when(run["next_attempt_at"])),
+            ]
+        )
+    ]
+    attempts = run.get("attempt_details") or []
+    if attempts:
+        parts.append("\nattempts:")
+        parts.append(
+            table(
+                ["#", "WORKER", "STARTED", "FINISHED", "OUTCOME", "STATUS", "EXIT", "ERROR"],
+                [
+                    [
+                        a["number"], a["worker"], when(a["started_at"]), when(a["finished_at"]), a["outcome"],
+                        a["status_code"], a["exit_code"], a["error"],
+                    ]
+                    for a in attempts
+                ],
+            )
+        )  # fmt: skip
+    events = run.get("events") or []
+    if events:
+        parts.append("\nhistory:")
+        parts.append(
+            table(
+                ["AT", "FROM", "TO", "ATTEMPT", "NODE", "DETAIL"],
+                [
+                    [when(e["at"]), e["previous"], e["state"], e["attempt"], e["node"], e["detail"]]
+                    for e in events
+                ],
+            )
+        )
+    return "\n".join(parts)
+
+
+@click.group()
+def runs() -> None:
+    """Read runs: what fired, when, how late, and how each attempt went."""
+
+
+@runs.command("list")
+@click.option("--job", help="Only this job's runs (id or TEAM/NAME).")
+@click.option("--state", "states", multiple=True, type=click.Choice(STATES, case_sensitive=False))
+@click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
+@click.option("--cursor", help="Continue from a cursor a previous list printed.")
+@api_command
+def list_(ctx: Ctx, job: str | None, states: tuple[str, ...], limit: int, cursor: str | None) -> None:
+    """List runs, newest first."""
+    query: dict[str, Any] = {"state": [state.upper() for state in states]}
+    path = "/v1/runs" if job is None else job_path(ctx.client, job) + "/runs"
+    items, cursor = fetch_pages(ctx.client, path, query, limit, cursor)
+    ctx.emit({"items": items, "next_cursor": cursor}, lambda data: runs_table(data["items"]))
+    if cursor and ctx.output == "table":
+        click.echo(f"(more: --cursor {cursor})", err=True)
+
+
+@runs.command()
+@click.argument("run_id")
+@api_command
+def get(ctx: Ctx, run_id: str) -> None:
+    """Show one run with its attempts and history."""
+    ctx.emit(ctx.client.get(f"/v1/runs/{quote(run_id, safe='')}").data, run_detail_view)

@@ -1,0 +1,337 @@
+"""Records <-> rows: the one place that knows how jobs, runs, attempts and events are laid out
+in the tables of :mod:`cronwheel.store.schema`.
+
+Targets and policies become small JSON objects with explicit keys (``kind`` tags the target);
+labels and header/env pairs become lists of ``[key, value]`` so their order survives. Instants
+stay ``datetime`` here: the :class:`~cronwheel.store.schema.Instant` column type converts them.
+Pagination cursors are opaque base64url JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from cronwheel.errors import InvalidInputError
+from cronwheel.model import (
+    Attempt,
+    CommandTarget,
+    HttpTarget,
+    Job,
+    MisfireMode,
+    MisfirePolicy,
+    Outcome,
+    Overlap,
+    PythonTarget,
+    RetryPolicy,
+    Run,
+    RunEvent,
+    RunKind,
+    RunState,
+    Target,
+    shard_of,
+)
+
+Row = Mapping[Any, Any]  # a RowMapping, or a dict of column values
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """An aware instant in UTC (what reading it back from the store gives)."""
+    if value is None:
+        return None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInputError(f"naive datetime {value.isoformat()} refused: instants must be aware (UTC)")
+    return value.astimezone(UTC)
+
+
+# -- pairs, targets, policies --------------------------------------------------------------------
+
+
+def pairs_to_json(pairs: tuple[tuple[str, str], ...]) -> list[list[str]]:
+    return [[key, value] for key, value in pairs]
+
+
+def pairs_from_json(data: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((str(key), str(value)) for key, value in data)
+
+
+def target_to_json(target: Target) -> dict[str, Any]:
+    if isinstance(target, HttpTarget):
+        return {
+            "kind": "http",
+            "url": target.url,
+            "method": target.method,
+            "headers": pairs_to_json(target.headers),
+            "expected_status": list(target.expected_status),
+        }
+    if isinstance(target, CommandTarget):
+        return {
+            "kind": "command",
+            "argv": list(target.argv),
+            "env": pairs_to_json(target.env),
+            "cwd": target.cwd,
+        }
+    if isinstance(target, PythonTarget):
+        return {"kind": "python", "function": target.function}
+    raise TypeError(f"unknown target {target!r}")
+
+
+def target_from_json(data: Mapping[str, Any]) -> Target:
+    kind = data["kind"]
+    if kind == "http":
+        return HttpTarget(
+            url=data["url"],
+            method=data["method"],
+            headers=pairs_from_json(data["headers"]),
+            expected_status=tuple(int(code) for code in data["expected_status"]),
+        )
+    if kind == "command":
+        return CommandTarget(
+            argv=tuple(str(arg) for arg in data["argv"]), env=pairs_from_json(data["env"]), cwd=data["cwd"]
+        )
+    if kind == "python":
+        return PythonTarget(function=data["function"])
+    raise ValueError(f"unknown target kind {kind!r} in the store")
+
+
+def retry_to_json(policy: RetryPolicy) -> dict[str, Any]:
+    return {
+        "max_attempts": policy.max_attempts,
+        "initial_delay_s": policy.initial_delay_s,
+        "multiplier": policy.multiplier,
+        "max_delay_s": policy.max_delay_s,
+        "jitter": policy.jitter,
+    }
+
+
+def retry_from_json(data: Mapping[str, Any]) -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=int(data["max_attempts"]),
+        initial_delay_s=float(data["initial_delay_s"]),
+        multiplier=float(data["multiplier"]),
+        max_delay_s=float(data["max_delay_s"]),
+        jitter=bool(data["jitter"]),
+    )
+
+
+def misfire_to_json(policy: MisfirePolicy) -> dict[str, Any]:
+    return {"mode": policy.mode.value, "grace_s": policy.grace_s, "max_catch_up": policy.max_catch_up}
+
+
+def misfire_from_json(data: Mapping[str, Any]) -> MisfirePolicy:
+    return MisfirePolicy(
+        mode=MisfireMode(data["mode"]), grace_s=float(data["grace_s"]), max_catch_up=int(data["max_catch_up"])
+    )
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+
+def job_to_row(job: Job) -> dict[str, Any]:
+    """Every column of ``jobs`` (``shard`` computed from the id)."""
+    return {
+        "id": job.id,
+        "team": job.team,
+        "name": job.name,
+        "shard": shard_of(job.id),
+        **job_definition_to_row(job),
+        "version": job.version,
+        "created_at": job.created_at,
+        "deleted_at": job.deleted_at,
+    }
+
+
+def job_definition_to_row(job: Job) -> dict[str, Any]:
+    """The columns an update rewrites: everything but identity, creation, version and deletion
+    (``team`` and ``name`` included: a job may be renamed)."""
+    return {
+        "team": job.team,
+        "name": job.name,
+        "schedule": job.schedule,
+        "timezone": job.timezone,
+        "description": job.description,
+        "dst_gap": job.dst_gap,
+        "dst_fold": job.dst_fold,
+        "target": target_to_json(job.target),
+        "payload": job.payload,
+        "timeout_s": job.timeout_s,
+        "retry": retry_to_json(job.retry),
+        "misfire": misfire_to_json(job.misfire),
+        "overlap": job.overlap.value,
+        "start_at": job.start_at,
+        "end_at": job.end_at,
+        "paused": job.paused,
+        "pause_note": job.pause_note,
+        "paused_at": job.paused_at,
+        "queue": job.queue,
+        "labels": pairs_to_json(job.labels),
+        "updated_at": job.updated_at,
+        "next_run_at": job.next_run_at,
+    }
+
+
+def label_rows(job_id: str, labels: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
+    """Rows of ``job_labels`` (the index behind label filters), one per distinct pair."""
+    return [{"job_id": job_id, "key": key, "value": value} for key, value in dict.fromkeys(labels)]
+
+
+def job_from_row(row: Row) -> Job:
+    return Job(
+        id=row["id"],
+        team=row["team"],
+        name=row["name"],
+        schedule=row["schedule"],
+        target=target_from_json(row["target"]),
+        timezone=row["timezone"],
+        description=row["description"],
+        dst_gap=row["dst_gap"],
+        dst_fold=row["dst_fold"],
+        payload=row["payload"],
+        timeout_s=float(row["timeout_s"]),
+        retry=retry_from_json(row["retry"]),
+        misfire=misfire_from_json(row["misfire"]),
+        overlap=Overlap(row["overlap"]),
+        start_at=row["start_at"],
+        end_at=row["end_at"],
+        paused=bool(row["paused"]),
+        pause_note=row["pause_note"],
+        paused_at=row["paused_at"],
+        queue=row["queue"],
+        labels=pairs_from_json(row["labels"]),
+        version=int(row["version"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        next_run_at=row["next_run_at"],
+        deleted_at=row["deleted_at"],
+    )
+
+
+# -- runs, attempts, events ----------------------------------------------------------------------
+
+
+def run_to_row(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "job_id": run.job_id,
+        "kind": run.kind.value,
+        "slot": run.slot,
+        "dedup_key": run.dedup_key,
+        "state": run.state.value,
+        "queue": run.queue,
+        "job_version": run.job_version,
+        "reason": run.reason,
+        "payload": run.payload,
+        "has_payload": run.has_payload,
+        "attempts": run.attempts,
+        "lost_attempts": 0,
+        "idempotency_key": run.idempotency_key,
+        "created_at": run.created_at,
+        "queued_at": run.queued_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "next_attempt_at": run.next_attempt_at,
+        "lease_owner": run.lease_owner,
+        "lease_expires_at": run.lease_expires_at,
+        "cancel_requested": run.cancel_requested,
+    }
+
+
+def run_from_row(row: Row) -> Run:
+    return Run(
+        id=row["id"],
+        job_id=row["job_id"],
+        kind=RunKind(row["kind"]),
+        slot=row["slot"],
+        state=RunState(row["state"]),
+        queue=row["queue"],
+        job_version=int(row["job_version"]),
+        reason=row["reason"],
+        payload=row["payload"],
+        has_payload=bool(row["has_payload"]),
+        attempts=int(row["attempts"]),
+        idempotency_key=row["idempotency_key"],
+        created_at=row["created_at"],
+        queued_at=row["queued_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        next_attempt_at=row["next_attempt_at"],
+        lease_owner=row["lease_owner"],
+        lease_expires_at=row["lease_expires_at"],
+        cancel_requested=bool(row["cancel_requested"]),
+    )
+
+
+def attempt_from_row(row: Row) -> Attempt:
+    outcome = row["outcome"]
+    return Attempt(
+        run_id=row["run_id"],
+        number=int(row["number"]),
+        worker=row["worker"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        outcome=None if outcome is None else Outcome(outcome),
+        status_code=row["status_code"],
+        exit_code=row["exit_code"],
+        error=row["error"],
+        output=row["output"],
+        retry_after_s=row["retry_after_s"],
+    )
+
+
+def event_row(
+    run_id: str,
+    at: datetime,
+    state: RunState,
+    previous: RunState | None,
+    attempt: int = 0,
+    node: str | None = None,
+    detail: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "at": at,
+        "state": state.value,
+        "previous": None if previous is None else previous.value,
+        "attempt": attempt,
+        "node": node,
+        "detail": detail,
+    }
+
+
+def event_from_row(row: Row) -> RunEvent:
+    previous = row["previous"]
+    return RunEvent(
+        run_id=row["run_id"],
+        at=row["at"],
+        state=RunState(row["state"]),
+        previous=None if previous is None else RunState(previous),
+        attempt=int(row["attempt"]),
+        node=row["node"],
+        detail=row["detail"],
+    )
+
+
+# -- cursors -------------------------------------------------------------------------------------
+
+
+def encode_cursor(*key: str | int) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key), separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(cursor: str, shape: tuple[type, ...]) -> tuple[Any, ...]:
+    """The key a cursor encodes, checked against ``shape`` (the type of each part)."""
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (binascii.Error, ValueError, UnicodeError):
+        key = None
+    if not (
+        isinstance(key, list)
+        and len(key) == len(shape)
+        and all(type(part) is kind for part, kind in zip(key, shape, strict=True))
+    ):
+        raise InvalidInputError(f"invalid page cursor {cursor!r}")
+    return tuple(key)

@@ -1,0 +1,218 @@
+"""The metadata store's tables (SQLAlchemy Core), shared by SQLite and PostgreSQL.
+
+Portable by construction: instants are BigInteger epoch microseconds (:class:`Instant`), JSON
+values use the generic ``JSON`` type, enums are short strings guarded by CHECK constraints, and
+the partial indexes carry both ``sqlite_where`` and ``postgresql_where``. The Alembic revisions in
+``migrations/versions`` build exactly this schema (``tests/store/test_migrations.py`` compares
+them).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    and_,
+    false,
+    literal_column,
+)
+from sqlalchemy.types import TypeDecorator
+
+from cronwheel.model import Outcome, RunKind, RunState
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def to_micros(value: datetime) -> int:
+    """Exact epoch microseconds of an aware instant; naive datetimes are refused."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected an aware datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value.isoformat()} refused: instants must be aware (UTC)")
+    return (value - EPOCH) // _MICROSECOND
+
+
+def from_micros(value: int) -> datetime:
+    return EPOCH + timedelta(microseconds=value)
+
+
+class Instant(TypeDecorator[datetime]):
+    """An aware instant stored as BigInteger epoch microseconds; read back as aware UTC."""
+
+    impl = BigInteger
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> int | None:
+        return None if value is None else to_micros(value)
+
+    def process_result_value(self, value: Any | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else from_micros(int(value))
+
+
+def _in(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(repr(value) for value in values)})"
+
+
+_STATES = [state.value for state in RunState]
+_KINDS = [kind.value for kind in RunKind]
+_OUTCOMES = [outcome.value for outcome in Outcome]
+
+ID = String(36)  # UUIDv7 text
+NAME = String(200)
+STATE = String(16)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("team", NAME, nullable=False),
+    Column("name", NAME, nullable=False),
+    Column("shard", Integer, nullable=False),  # model.shard_of(id), fixed at insert
+    Column("schedule", Text, nullable=False),
+    Column("timezone", String(64), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("dst_gap", String(8), nullable=True),
+    Column("dst_fold", String(8), nullable=True),
+    Column("target", JSON, nullable=False),
+    Column("payload", JSON(none_as_null=True), nullable=True),
+    Column("timeout_s", Float, nullable=False),
+    Column("retry", JSON, nullable=False),
+    Column("misfire", JSON, nullable=False),
+    Column("overlap", String(16), nullable=False),
+    Column("start_at", Instant, nullable=True),
+    Column("end_at", Instant, nullable=True),
+    Column("paused", Boolean, nullable=False),
+    Column("pause_note", Text, nullable=True),
+    Column("paused_at", Instant, nullable=True),
+    Column("queue", NAME, nullable=False),
+    Column("labels", JSON, nullable=False),  # [[key, value], ...] in the job's order
+    Column("version", Integer, nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("updated_at", Instant, nullable=False),
+    Column("next_run_at", Instant, nullable=True),
+    Column("deleted_at", Instant, nullable=True),
+)
+
+# Predicates shared by the partial indexes and the queries that must use them (SQLite only uses
+# a partial index when the query's WHERE contains the index's terms literally).
+JOB_LIVE = jobs.c.deleted_at.is_(None)
+JOB_DUE = and_(jobs.c.deleted_at.is_(None), jobs.c.paused == false())
+
+Index(
+    "uq_jobs_team_name_live",
+    jobs.c.team,
+    jobs.c.name,
+    unique=True,
+    sqlite_where=JOB_LIVE,
+    postgresql_where=JOB_LIVE,
+)
+Index("ix_jobs_due", jobs.c.shard, jobs.c.next_run_at, sqlite_where=JOB_DUE, postgresql_where=JOB_DUE)
+Index("ix_jobs_due_at", jobs.c.next_run_at, sqlite_where=JOB_DUE, postgresql_where=JOB_DUE)
+
+job_labels = Table(
+    "job_labels",
+    metadata,
+    Column("job_id", ID, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("key", NAME, nullable=False),
+    Column("value", NAME, nullable=False),
+    PrimaryKeyConstraint("job_id", "key", "value"),
+    Index("ix_job_labels_key_value", "key", "value"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("job_id", ID, ForeignKey("jobs.id"), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("slot", Instant, nullable=False),
+    Column("dedup_key", String(300), nullable=False),  # model.dedup_key: one run per slot / key
+    Column("state", STATE, nullable=False),
+    Column("queue", NAME, nullable=False),
+    Column("job_version", Integer, nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("payload", JSON(none_as_null=True), nullable=True),
+    Column("has_payload", Boolean, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("lost_attempts", Integer, nullable=False),
+    Column("idempotency_key", NAME, nullable=True),
+    Column("created_at", Instant, nullable=False),
+    Column("queued_at", Instant, nullable=True),
+    Column("started_at", Instant, nullable=True),
+    Column("finished_at", Instant, nullable=True),
+    Column("next_attempt_at", Instant, nullable=True),
+    Column("lease_owner", NAME, nullable=True),
+    Column("lease_expires_at", Instant, nullable=True),
+    Column("cancel_requested", Boolean, nullable=False),
+    UniqueConstraint("job_id", "dedup_key"),
+    CheckConstraint(_in("state", _STATES), name="state"),
+    CheckConstraint(_in("kind", _KINDS), name="kind"),
+    Index("ix_runs_state_next_attempt_at", "state", "next_attempt_at"),
+    Index("ix_runs_job_id_slot", "job_id", "slot"),
+    Index("ix_runs_slot_id", "slot", "id"),
+)
+
+# A literal, not a bound parameter: SQLite uses a partial index only for literally matching terms.
+RUN_RUNNING = runs.c.state == literal_column(f"'{RunState.RUNNING.value}'")
+Index("ix_runs_lease", runs.c.lease_expires_at, sqlite_where=RUN_RUNNING, postgresql_where=RUN_RUNNING)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("worker", NAME, nullable=False),
+    Column("started_at", Instant, nullable=False),
+    Column("finished_at", Instant, nullable=True),
+    Column("outcome", String(16), nullable=True),
+    Column("status_code", Integer, nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("output", Text, nullable=True),
+    Column("retry_after_s", Float, nullable=True),
+    PrimaryKeyConstraint("run_id", "number"),
+    CheckConstraint(_in("outcome", _OUTCOMES), name="outcome"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    # BIGINT identity on PostgreSQL; INTEGER PRIMARY KEY (the rowid) on SQLite.
+    Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
+    Column("at", Instant, nullable=False),
+    Column("state", STATE, nullable=False),
+    Column("previous", STATE, nullable=True),
+    Column("attempt", Integer, nullable=False),
+    Column("node", NAME, nullable=True),
+    Column("detail", Text, nullable=True),
+    Index("ix_run_events_run_id_id", "run_id", "id"),
+)

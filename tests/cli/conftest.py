@@ -1,0 +1,135 @@
+"""A real uvicorn server on 127.0.0.1 (a free port) in a background thread, serving the API over
+a real SqlStore on a tmp SQLite file; the CLI is run against it with click's CliRunner."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from click.testing import CliRunner, Result
+
+from cronwheel.api.app import ApiServices, create_app, store_readiness
+from cronwheel.cli import cli
+from cronwheel.clock import ManualClock
+from cronwheel.queue import Delivery, Trigger
+from cronwheel.service import ChangeFeed, JobService, TargetPolicy
+from cronwheel.store.sql import SqlStore, open_store
+
+START = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
+
+
+class RecordingQueue:
+    """Remembers what was published; delivers nothing."""
+
+    def __init__(self) -> None:
+        self.published: list[Trigger] = []
+
+    async def publish(self, triggers: Sequence[Trigger]) -> None:
+        self.published.extend(triggers)
+
+    async def publish_at(self, trigger: Trigger, at: datetime) -> None:
+        self.published.append(trigger)
+
+    async def receive(self, queue: str, consumer: str, limit: int, timeout_s: float) -> list[Delivery]:
+        return []
+
+    async def ack(self, queue: str, deliveries: Sequence[Delivery]) -> None:
+        return None
+
+    async def depth(self, queue: str) -> int:
+        return len(self.published)
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class Server:
+    url: str
+    clock: ManualClock
+    queue: RecordingQueue
+    store: SqlStore
+
+    def run(self, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+        """``cronwheel ARGS --url <this server>``."""
+        return CliRunner().invoke(cli, [*args, "--url", self.url], input=input, env=env)
+
+    def json(self, *args: str) -> Any:
+        result = self.run(*args, "-o", "json")
+        assert result.exit_code == 0, result.output + result.stderr
+        return json.loads(result.stdout)
+
+
+class _Thread(threading.Thread):
+    def __init__(
+        self, database: Path, clock: ManualClock, queue: RecordingQueue, sock: socket.socket
+    ) -> None:
+        super().__init__(daemon=True, name="cronwheel-test-api")
+        self.database, self.clock, self.queue, self.sock = database, clock, queue, sock
+        self.ready = threading.Event()
+        self.server: uvicorn.Server | None = None
+        self.store: SqlStore | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as error:
+            self.error = error
+            self.ready.set()
+
+    async def _serve(self) -> None:
+        self.store = await open_store(f"sqlite:///{self.database}", clock=self.clock)
+        service = JobService(
+            self.store, self.queue, ChangeFeed(), self.clock, TargetPolicy(python_allow=("myapp.*",))
+        )
+        app = create_app(ApiServices(self.store, service, self.clock, store_readiness(self.store)))
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        self.server = uvicorn.Server(config)
+        serving = asyncio.create_task(self.server.serve(sockets=[self.sock]))
+        while not self.server.started and not serving.done():
+            await asyncio.sleep(0.005)
+        self.ready.set()
+        try:
+            await serving
+        finally:
+            await self.store.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    clock, queue = ManualClock(START), RecordingQueue()
+    thread = _Thread(tmp_path / "cronwheel.db", clock, queue, sock)
+    thread.start()
+    assert thread.ready.wait(10), "the API server did not start"
+    if thread.error is not None:
+        raise thread.error
+    assert thread.store is not None
+    try:
+        yield Server(f"http://127.0.0.1:{port}", clock, queue, thread.store)
+    finally:
+        assert thread.server is not None
+        thread.server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port

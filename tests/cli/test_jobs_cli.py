@@ -1,0 +1,232 @@
+"""``cronwheel jobs`` and ``cronwheel runs`` against a live API server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from cronwheel.cli import cli
+
+from .conftest import Server, free_port
+
+HOOK = "https://hooks.example.com/nightly"
+
+
+def create(server: Server, name: str = "nightly", *extra: str) -> dict[str, Any]:
+    job: dict[str, Any] = server.json(
+        "jobs", "create", "--team", "data", "--name", name, "--schedule", "0 3 * * *",
+        "--tz", "Europe/Berlin", "--http", HOOK, *extra,
+    )  # fmt: skip
+    return job
+
+
+def test_create_with_flags_prints_the_job(server: Server) -> None:
+    result = server.run(
+        "jobs", "create", "--team", "data", "--name", "nightly", "--schedule", "0 3 * * *",
+        "--tz", "Europe/Berlin", "--http", HOOK, "--header", "X-Token=abc", "--label", "tier=gold",
+        "--payload", '{"full": true}', "--max-attempts", "3", "--misfire", "run_once", "--overlap", "forbid",
+        "--timeout", "90",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "team/name:   data/nightly" in out
+    assert "0 3 * * *  (Europe/Berlin)" in out
+    assert f"http POST {HOOK}" in out
+    assert "3 attempts" in out
+    assert "run_once" in out
+    assert "next run:    2026-03-03 02:00:00Z" in out
+    job = server.json("jobs", "get", "data/nightly")
+    assert job["target"]["headers"] == {"X-Token": "abc"}
+    assert job["labels"] == {"tier": "gold"}
+    assert job["payload"] == {"full": True}
+    assert job["retry"]["max_attempts"] == 3
+    assert (job["misfire"]["policy"], job["overlap"], job["timeout_s"]) == ("run_once", "forbid", 90.0)
+
+
+def test_create_from_yaml_and_json_files(server: Server, tmp_path: Path) -> None:
+    spec = {
+        "team": "web",
+        "name": "sitemap",
+        "schedule": "*/30 * * * *",
+        "target": {"type": "python", "function": "myapp.tasks:sitemap"},
+        "start_at": "2026-04-01T00:00:00+02:00",
+    }
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
+    job = server.json("jobs", "create", "-f", str(tmp_path / "job.yaml"))
+    assert job["start_at"] == "2026-03-31T22:00:00Z"  # YAML did not turn it into a naive datetime
+    assert job["next_run_at"] == "2026-03-31T22:00:00Z"
+    (tmp_path / "job.json").write_text(json.dumps({**spec, "name": "robots"}))
+    other = server.json("jobs", "create", "-f", str(tmp_path / "job.json"), "--name", "robots-2")
+    assert other["name"] == "robots-2"  # flags override the file
+    from_stdin = server.run("jobs", "create", "-f", "-", input=yaml.safe_dump({**spec, "name": "stdin"}))
+    assert from_stdin.exit_code == 0, from_stdin.stderr
+
+
+def test_list_filters_and_formats(server: Server) -> None:
+    create(server, "a", "--label", "tier=gold")
+    create(server, "b", "--label", "tier=silver")
+    server.run("jobs", "pause", "data/b")
+    table = server.run("jobs", "list")
+    assert table.exit_code == 0
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == [
+        "ID",
+        "TEAM",
+        "NAME",
+        "SCHEDULE",
+        "TIMEZONE",
+        "NEXT",
+        "RUN",
+        "LAST",
+        "RUN",
+        "PAUSED",
+    ]
+    assert len(lines) == 3
+    assert [job["name"] for job in server.json("jobs", "list", "--label", "tier=gold")["items"]] == ["a"]
+    assert [job["name"] for job in server.json("jobs", "list", "--paused")["items"]] == ["b"]
+    assert [job["name"] for job in server.json("jobs", "list", "--active")["items"]] == ["a"]
+    assert server.json("jobs", "list", "--team", "nobody")["items"] == []
+    as_yaml = server.run("jobs", "list", "-o", "yaml")
+    assert [job["name"] for job in yaml.safe_load(as_yaml.stdout)["items"]] == ["a", "b"]
+    page = server.json("jobs", "list", "--limit", "1")
+    assert len(page["items"]) == 1
+    rest = server.json("jobs", "list", "--cursor", page["next_cursor"])
+    assert [job["name"] for job in rest["items"]] == ["b"]
+    empty = server.run("jobs", "list", "--team", "nobody")
+    assert empty.stdout.strip() == "no jobs"
+
+
+def test_get_by_id_and_by_team_name(server: Server) -> None:
+    job = create(server)
+    assert server.json("jobs", "get", job["id"])["id"] == job["id"]
+    assert server.json("jobs", "get", "data/nightly")["id"] == job["id"]
+    missing = server.run("jobs", "get", "data/nothing")
+    assert missing.exit_code == 2
+    assert "team 'data' has no job named 'nothing'" in missing.stderr
+    unknown = server.run("jobs", "get", "0000")
+    assert unknown.exit_code == 2
+    assert "Not found (404): job 0000 not found" in unknown.stderr
+
+
+def test_update_patch_put_and_if_version(server: Server, tmp_path: Path) -> None:
+    create(server, "nightly", "--label", "tier=gold")
+    patched = server.json("jobs", "update", "data/nightly", "--schedule", "0 4 * * *")
+    assert patched["schedule"] == "0 4 * * *"
+    assert patched["labels"] == {"tier": "gold"}  # PATCH kept the rest
+    assert patched["version"] == 2
+    stale = server.run("jobs", "update", "data/nightly", "--schedule", "0 5 * * *", "--if-version", "1")
+    assert stale.exit_code == 2
+    assert "Precondition failed (412)" in stale.stderr
+    spec = {
+        "team": "data",
+        "name": "nightly",
+        "schedule": "0 6 * * *",
+        "target": {"type": "http", "url": HOOK},
+    }
+    (tmp_path / "nightly.yaml").write_text(yaml.safe_dump(spec))
+    replaced = server.json(
+        "jobs", "update", "data/nightly", "-f", str(tmp_path / "nightly.yaml"), "--if-version", "2"
+    )
+    assert (replaced["schedule"], replaced["labels"], replaced["version"]) == ("0 6 * * *", {}, 3)
+    nothing = server.run("jobs", "update", "data/nightly")
+    assert nothing.exit_code == 2
+    assert "nothing to change" in nothing.stderr
+
+
+def test_bad_input_is_exit_2_with_the_field(server: Server) -> None:
+    result = server.run(
+        "jobs", "create", "--team", "data", "--name", "x", "--schedule", "0 25 * * *", "--http", HOOK
+    )
+    assert result.exit_code == 2
+    assert "Invalid schedule (422)" in result.stderr
+    assert "schedule: 25 is out of range 0-23 [hour field, column 3]" in result.stderr
+    fields = server.run(
+        "jobs", "create", "--team", "a b", "--name", "x", "--schedule", "* * * * *", "--http", HOOK
+    )
+    assert fields.exit_code == 2
+    assert "team: String should match pattern" in fields.stderr
+    bad_payload = server.run("jobs", "create", "--payload", "{nope")
+    assert bad_payload.exit_code == 2
+    assert "--payload" in bad_payload.stderr
+    assert server.json("jobs", "list")["items"] == []
+
+
+def test_delete(server: Server) -> None:
+    job = create(server)
+    stale = server.run("jobs", "delete", "data/nightly", "--if-version", "9")
+    assert stale.exit_code == 2
+    result = server.run("jobs", "delete", "data/nightly")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"deleted job {job['id']}"
+    assert server.run("jobs", "get", job["id"]).exit_code == 2
+
+
+def test_pause_resume(server: Server) -> None:
+    create(server)
+    paused = server.run("jobs", "pause", "data/nightly", "--note", "migration")
+    assert paused.exit_code == 0
+    assert paused.stdout.startswith("paused data/nightly")
+    job = server.json("jobs", "get", "data/nightly")
+    assert (job["paused"], job["pause_note"]) == (True, "migration")
+    assert "yes (migration)" in server.run("jobs", "get", "data/nightly").stdout
+    resumed = server.run("jobs", "resume", "data/nightly", "--missed", "misfire")
+    assert resumed.exit_code == 0
+    assert "next run 2026-03-03 02:00:00Z" in resumed.stdout
+    assert server.json("jobs", "get", "data/nightly")["paused"] is False
+
+
+def test_trigger_and_runs(server: Server) -> None:
+    job = create(server)
+    first = server.run("jobs", "trigger", "data/nightly", "--payload", '{"n": 1}', "--idempotency-key", "k1")
+    assert first.exit_code == 0, first.stderr
+    assert first.stdout.startswith("triggered: run ")
+    run_id = first.stdout.split()[2]
+    again = server.run("jobs", "trigger", "data/nightly", "--idempotency-key", "k1")
+    assert again.stdout.strip() == f"already triggered: run {run_id} PENDING"
+    assert [t.run_id for t in server.queue.published] == [run_id]
+    runs = server.json("runs", "list", "--job", "data/nightly")["items"]
+    assert [(r["id"], r["payload"], r["kind"]) for r in runs] == [(run_id, {"n": 1}, "manual")]
+    table = server.run("runs", "list", "--job", job["id"])
+    assert run_id in table.stdout
+    assert "0.000s" in table.stdout  # queued lateness
+    detail = server.run("runs", "get", run_id)
+    assert detail.exit_code == 0
+    assert "state:" in detail.stdout
+    assert "history:" in detail.stdout
+    assert server.json("runs", "get", run_id)["events"][0]["state"] == "PENDING"
+    assert server.json("runs", "list", "--state", "success")["items"] == []
+    assert server.run("runs", "get", "nope").exit_code == 2
+
+
+def test_url_from_the_environment(server: Server) -> None:
+    create(server)
+    result = CliRunner().invoke(cli, ["jobs", "list", "-o", "json"], env={"CRONWHEEL_URL": server.url})
+    assert result.exit_code == 0
+    assert len(json.loads(result.stdout)["items"]) == 1
+
+
+def test_unreachable_server_says_where_it_tried() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(cli, ["jobs", "list", "--url", url])
+    assert result.exit_code == 1
+    assert f"cannot reach the cronwheel API at {url}: connection refused" in result.stderr
+    assert "CRONWHEEL_URL" in result.stderr
+    bad_url = CliRunner().invoke(cli, ["jobs", "list", "--url", "localhost:8080"])
+    assert bad_url.exit_code == 2
+    assert "--url" in bad_url.stderr
+
+
+def test_server_errors_are_exit_1(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(*args: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(server.store, "list_jobs", broken)
+    result = server.run("jobs", "list")
+    assert result.exit_code == 1
+    assert "Internal server error (500)" in result.stderr
+    assert "disk on fire" not in result.stderr

@@ -1,0 +1,918 @@
+"""The Store contract (cronwheel.store.port), run against every backend in conftest.BACKENDS."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from cronwheel.clock import ManualClock
+from cronwheel.errors import BackendUnavailableError, ConflictError, InvalidInputError, NotFoundError
+from cronwheel.model import (
+    LEGAL_TRANSITIONS,
+    CommandTarget,
+    HttpTarget,
+    Job,
+    MisfireMode,
+    MisfirePolicy,
+    Outcome,
+    Overlap,
+    PythonTarget,
+    RetryPolicy,
+    Run,
+    RunKind,
+    RunState,
+    Target,
+    new_id,
+    shard_of,
+)
+from cronwheel.store.port import MAX_LOST_ATTEMPTS, AttemptResult, JobQuery, RunQuery
+from cronwheel.store.sql import SqlStore, open_store
+
+from .support import LEASE, START, at, fire_one, firing_of, make_job, make_run, new_job
+
+SUCCESS = AttemptResult(Outcome.SUCCESS, status_code=200, output="ok")
+FAILURE = AttemptResult(Outcome.FAILURE, status_code=500, error="HTTP 500", output="boom", retry_after_s=7.5)
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+TARGETS: list[Target] = [
+    HttpTarget(
+        "https://example.com/hook",
+        method="PUT",
+        headers=(("X-B", "2"), ("X-A", "1"), ("X-B", "3")),
+        expected_status=(200, 204),
+    ),
+    CommandTarget(("/bin/sh", "-c", "echo hi"), env=(("Z", "1"), ("A", "2")), cwd="/tmp"),
+    CommandTarget(("true",)),
+    PythonTarget("pkg.module:function"),
+]
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.kind)
+async def test_create_and_get_round_trip_every_field(store: SqlStore, target: Target) -> None:
+    ist = timezone(timedelta(hours=5, minutes=30))
+    job = make_job(
+        target=target,
+        timezone="Asia/Kolkata",
+        description="nightly backup",
+        dst_gap="skip",
+        dst_fold="both",
+        payload={"nested": [1, 2.5, None, "x"], "flag": True},
+        timeout_s=12.5,
+        retry=RetryPolicy(
+            max_attempts=4, initial_delay_s=0.5, multiplier=3.0, max_delay_s=60.0, jitter=False
+        ),
+        misfire=MisfirePolicy(mode=MisfireMode.CATCH_UP, grace_s=5.0, max_catch_up=3),
+        overlap=Overlap.REPLACE,
+        start_at=datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=ist),
+        end_at=datetime(2027, 1, 1, 23, 59, 59, 999999, tzinfo=UTC),
+        paused=True,
+        pause_note="maintenance",
+        paused_at=datetime(2026, 3, 1, 8, 30, 15, 123456, tzinfo=ist),
+        queue="slow",
+        labels=(("env", "prod"), ("app", "db")),
+        created_at=datetime(2026, 3, 1, 1, 2, 3, 456789, tzinfo=UTC),
+        updated_at=datetime(2026, 3, 1, 1, 2, 4, tzinfo=UTC),
+        next_run_at=datetime(2026, 3, 2, 17, 30, 0, 654321, tzinfo=ist),
+    )
+    created = await store.create_job(job)
+    fetched = await store.get_job(job.id)
+    assert created == job
+    assert fetched == job
+    for instant in (fetched.start_at, fetched.paused_at, fetched.next_run_at, fetched.created_at):
+        assert instant is not None
+        assert instant.tzinfo is UTC
+    assert fetched.next_run_at == datetime(2026, 3, 2, 12, 0, 0, 654321, tzinfo=UTC)
+    assert fetched.target == target
+    assert await store.find_job("ops", "backup") == job
+
+
+async def test_create_fills_missing_timestamps_from_the_clock(store: SqlStore, clock: ManualClock) -> None:
+    clock.set(datetime(2026, 5, 5, 5, 5, 5, 5, tzinfo=UTC))
+    created = await store.create_job(make_job(created_at=None, updated_at=None))
+    assert created.created_at == created.updated_at == clock.now()
+
+
+async def test_live_names_are_unique_per_team(store: SqlStore) -> None:
+    first = await new_job(store)
+    with pytest.raises(ConflictError):
+        await store.create_job(make_job())
+    other_team = await store.create_job(make_job(team="data"))
+    assert other_team.name == first.name
+    with pytest.raises(ConflictError):  # the same id twice
+        await store.create_job(replace(first, name="copy"))
+    page = await store.list_jobs(JobQuery())
+    assert sorted(job.id for job in page.items) == sorted([first.id, other_team.id])
+
+
+async def test_name_is_free_again_after_delete(store: SqlStore) -> None:
+    first = await new_job(store)
+    deleted = await store.delete_job(first.id, at(1))
+    assert deleted.deleted_at == at(1)
+    again = await store.create_job(make_job())
+    assert again.id != first.id
+    assert await store.find_job("ops", "backup") == again
+    with pytest.raises(NotFoundError):
+        await store.get_job(first.id)
+
+
+async def test_deleted_job_is_invisible_but_its_runs_stay_readable(store: SqlStore) -> None:
+    job = await new_job(store)
+    run = await fire_one(store, job)
+    await store.delete_job(job.id, at(1))
+    with pytest.raises(NotFoundError):
+        await store.get_job(job.id)
+    assert await store.find_job(job.team, job.name) is None
+    assert (await store.list_jobs(JobQuery())).items == []
+    assert await store.due_jobs(at(100)) == []
+    assert await store.get_run(run.id) == run
+    assert (await store.list_runs(RunQuery(job_id=job.id))).items == [run]
+    assert [event.state for event in await store.list_events(run.id)] == [RunState.PENDING]
+    with pytest.raises(NotFoundError):
+        await store.delete_job(job.id, at(2))
+    with pytest.raises(NotFoundError):
+        await store.update_job(job, None)
+    with pytest.raises(NotFoundError):
+        await store.create_manual_run(make_run(job, at(3), kind=RunKind.MANUAL))
+
+
+async def test_delete_of_missing_job_is_not_found(store: SqlStore) -> None:
+    with pytest.raises(NotFoundError):
+        await store.delete_job(new_id(), START)
+
+
+async def test_update_bumps_version_and_refuses_a_stale_one(store: SqlStore) -> None:
+    job = await new_job(store)
+    assert job.version == 1
+    v2 = await store.update_job(replace(job, description="two", updated_at=at(1)), expected_version=1)
+    assert (v2.version, v2.description, v2.updated_at) == (2, "two", at(1))
+    with pytest.raises(ConflictError):
+        await store.update_job(replace(job, description="lost"), expected_version=1)
+    assert (await store.get_job(job.id)).description == "two"
+    v3 = await store.update_job(replace(job, description="three"), expected_version=None)
+    assert (v3.version, v3.description) == (3, "three")
+    assert v3.created_at == job.created_at
+    assert await store.get_job(job.id) == v3
+
+
+async def test_update_of_missing_job_is_not_found(store: SqlStore) -> None:
+    with pytest.raises(NotFoundError):
+        await store.update_job(make_job(), None)
+
+
+async def test_rename_into_a_taken_name_conflicts(store: SqlStore) -> None:
+    first = await new_job(store, "a")
+    second = await new_job(store, "b")
+    with pytest.raises(ConflictError):
+        await store.update_job(replace(second, name="a"), expected_version=1)
+    assert (await store.get_job(second.id)).version == 1
+    renamed = await store.update_job(replace(first, name="c"), expected_version=1)
+    assert renamed.name == "c"
+    assert (await store.update_job(replace(second, name="a"), expected_version=1)).name == "a"
+
+
+async def test_update_rewrites_labels_and_filters_follow(store: SqlStore) -> None:
+    job = await new_job(store, labels=(("env", "prod"),))
+    assert [j.id for j in (await store.list_jobs(JobQuery(labels=(("env", "prod"),)))).items] == [job.id]
+    await store.update_job(replace(job, labels=(("env", "dev"),)), None)
+    assert (await store.list_jobs(JobQuery(labels=(("env", "prod"),)))).items == []
+    assert [j.id for j in (await store.list_jobs(JobQuery(labels=(("env", "dev"),)))).items] == [job.id]
+
+
+async def test_list_jobs_filters(store: SqlStore) -> None:
+    both = await new_job(store, "both", labels=(("env", "prod"), ("app", "db")))
+    env_only = await new_job(store, "env-only", labels=(("env", "prod"),), paused=True)
+    other_team = await new_job(store, "other", team="data", labels=(("app", "db"),))
+
+    async def ids(**query: object) -> list[str]:
+        return [job.id for job in (await store.list_jobs(JobQuery(**query))).items]  # type: ignore[arg-type]
+
+    assert await ids() == sorted([both.id, env_only.id, other_team.id])
+    assert await ids(team="ops") == sorted([both.id, env_only.id])
+    assert await ids(name="env-only") == [env_only.id]
+    assert await ids(paused=True) == [env_only.id]
+    assert await ids(paused=False) == sorted([both.id, other_team.id])
+    assert await ids(labels=(("env", "prod"),)) == sorted([both.id, env_only.id])
+    assert await ids(labels=(("env", "prod"), ("app", "db"))) == [both.id]
+    assert await ids(labels=(("env", "prod"), ("app", "web"))) == []
+    assert await ids(team="data", labels=(("app", "db"),)) == [other_team.id]
+
+
+async def test_list_jobs_by_state_of_the_latest_run_by_slot(store: SqlStore) -> None:
+    early_pending = await new_job(store, "a", next_run_at=at(10))
+    no_runs = await new_job(store, "b")
+    late_skipped = await new_job(store, "c", next_run_at=at(10))
+    # Job a: a SKIPPED slot at minute 10 is recorded first, then a manual PENDING run at minute 20:
+    # the later slot counts, whatever the insertion order. Job c: the other way round.
+    await fire_one(store, early_pending, RunState.SKIPPED, reason="misfire")
+    await store.create_manual_run(make_run(early_pending, at(20), kind=RunKind.MANUAL))
+    await store.create_manual_run(make_run(late_skipped, at(5), kind=RunKind.MANUAL))
+    await fire_one(store, late_skipped, RunState.SKIPPED, reason="misfire")
+
+    async def with_last(state: RunState) -> list[str]:
+        return [job.id for job in (await store.list_jobs(JobQuery(last_state=state))).items]
+
+    assert await with_last(RunState.PENDING) == [early_pending.id]
+    assert await with_last(RunState.SKIPPED) == [late_skipped.id]
+    assert await with_last(RunState.RUNNING) == []
+    assert no_runs.id not in await with_last(RunState.PENDING)
+    last = await store.last_runs([early_pending.id, no_runs.id, late_skipped.id])
+    assert set(last) == {early_pending.id, late_skipped.id}
+    assert last[early_pending.id].slot == at(20)
+    assert last[late_skipped.id].slot == at(10)
+
+
+async def test_list_jobs_pages_are_stable_under_changes(store: SqlStore) -> None:
+    created = [await new_job(store, f"job-{n}") for n in range(7)]
+    first = await store.list_jobs(JobQuery(limit=3))
+    assert [job.id for job in first.items] == sorted(job.id for job in created)[:3]
+    assert first.next_cursor is not None
+    await store.delete_job(first.items[0].id, at(1))  # already seen: must not shift the pages
+    late = await new_job(store, "late")  # UUIDv7: sorts after every earlier job
+    seen = list(first.items)
+    cursor: str | None = first.next_cursor
+    while cursor is not None:
+        page = await store.list_jobs(JobQuery(limit=3, cursor=cursor))
+        assert len(page.items) <= 3
+        seen.extend(page.items)
+        cursor = page.next_cursor
+    assert [job.id for job in seen] == [*sorted(job.id for job in created), late.id]
+
+
+async def test_last_page_has_no_cursor(store: SqlStore) -> None:
+    for n in range(6):
+        await new_job(store, f"job-{n}")
+    first = await store.list_jobs(JobQuery(limit=3))
+    second = await store.list_jobs(JobQuery(limit=3, cursor=first.next_cursor))
+    assert len(second.items) == 3
+    assert second.next_cursor is None
+
+
+@pytest.mark.parametrize("cursor", ["not base64!", "bm90IGpzb24", "WzFd", "WyJhIiwxXQ"])
+async def test_bad_cursors_and_limits_are_refused(store: SqlStore, cursor: str) -> None:
+    with pytest.raises(InvalidInputError):
+        await store.list_jobs(JobQuery(cursor=cursor))
+    with pytest.raises(InvalidInputError):
+        await store.list_runs(RunQuery(cursor=cursor))
+    with pytest.raises(InvalidInputError):
+        await store.list_jobs(JobQuery(limit=0))
+
+
+async def test_due_jobs(store: SqlStore) -> None:
+    second = await new_job(store, "second", next_run_at=at(2))
+    first = await new_job(store, "first", next_run_at=at(1))
+    await new_job(store, "later", next_run_at=at(10))
+    await new_job(store, "never", next_run_at=None)
+    await new_job(store, "paused", next_run_at=at(0), paused=True)
+    deleted = await new_job(store, "deleted", next_run_at=at(0))
+    await store.delete_job(deleted.id, START)
+    assert [job.id for job in await store.due_jobs(at(5))] == [first.id, second.id]
+    assert [job.id for job in await store.due_jobs(at(2))] == [first.id, second.id]  # inclusive
+    assert [job.id for job in await store.due_jobs(at(5), limit=1)] == [first.id]
+    in_second_shard = [job.id for job in (first, second) if shard_of(job.id) == shard_of(second.id)]
+    assert [job.id for job in await store.due_jobs(at(5), shards=[shard_of(second.id)])] == in_second_shard
+    others = [shard for shard in range(256) if shard not in (shard_of(first.id), shard_of(second.id))]
+    assert await store.due_jobs(at(5), shards=others) == []
+    assert await store.due_jobs(at(5), shards=[]) == []
+    assert await store.due_jobs(at(0.5)) == []
+
+
+# -- firing --------------------------------------------------------------------------------------
+
+
+async def test_fire_records_runs_and_moves_the_cursor(store: SqlStore) -> None:
+    job = await new_job(store)
+    pending = make_run(job, at(0))
+    skipped = make_run(job, at(-1), RunState.SKIPPED, reason="misfire")
+    result = await store.fire([firing_of(job, skipped, pending, following=at(1))], at(0.5))
+    assert [run.id for run in result.accepted] == [pending.id]
+    assert [run.id for run in result.skipped] == [skipped.id]
+    assert result.stale_job_ids == []
+    assert result.accepted[0] == replace(pending, created_at=at(0.5))
+    stored = await store.get_job(job.id)
+    assert stored.next_run_at == at(1)
+    assert stored.version == job.version  # firing is not an edit
+    assert await store.get_run(pending.id) == result.accepted[0]
+    assert (await store.get_run(skipped.id)).reason == "misfire"
+    events = await store.list_events(skipped.id)
+    assert [(e.previous, e.state, e.at, e.detail) for e in events] == [
+        (None, RunState.SKIPPED, at(0.5), "misfire")
+    ]
+
+
+@pytest.mark.parametrize("change", ["version", "cursor", "deleted", "missing"])
+async def test_stale_firing_writes_nothing(store: SqlStore, change: str) -> None:
+    job = await new_job(store)
+    run = make_run(job, at(0))
+    firing = firing_of(job, run)
+    if change == "version":
+        await store.update_job(replace(job, description="edited"), None)
+    elif change == "cursor":
+        await store.update_job(replace(job, next_run_at=at(5)), None)
+        firing = replace(firing, expected_version=2)
+    elif change == "deleted":
+        await store.delete_job(job.id, START)
+    else:
+        firing = replace(firing, job_id=new_id(), runs=())
+    before = (await store.list_jobs(JobQuery())).items
+    result = await store.fire([firing], at(0))
+    assert result.stale_job_ids == [firing.job_id]
+    assert result.accepted == result.skipped == []
+    with pytest.raises(NotFoundError):
+        await store.get_run(run.id)
+    assert (await store.list_jobs(JobQuery())).items == before
+
+
+async def test_fire_compares_a_null_cursor_as_a_value(store: SqlStore) -> None:
+    idle = await new_job(store, "idle", next_run_at=None)
+    busy = await new_job(store, "busy", next_run_at=at(0))
+    result = await store.fire(
+        [
+            firing_of(busy, expected_next_run_at=None, next_run_at=at(1)),
+            firing_of(idle, expected_next_run_at=at(0), next_run_at=at(1)),
+        ],
+        START,
+    )
+    assert sorted(result.stale_job_ids) == sorted([busy.id, idle.id])
+    result = await store.fire([firing_of(idle, expected_next_run_at=None, next_run_at=at(3))], START)
+    assert result.stale_job_ids == []
+    assert (await store.get_job(idle.id)).next_run_at == at(3)
+    result = await store.fire([firing_of(busy, next_run_at=None)], START)
+    assert result.stale_job_ids == []
+    assert (await store.get_job(busy.id)).next_run_at is None
+
+
+async def test_a_slot_is_never_recorded_twice(store: SqlStore) -> None:
+    job = await new_job(store)
+    first = await fire_one(store, job)
+    job = await store.get_job(job.id)
+    again = make_run(job, first.slot)  # same slot, new run id
+    fresh = make_run(job, at(1))
+    result = await store.fire([firing_of(job, again, fresh)], START)
+    assert [run.id for run in result.accepted] == [fresh.id]  # "already exists" is not an error
+    assert result.stale_job_ids == []
+    assert (await store.get_job(job.id)).next_run_at == at(2)
+    runs = (await store.list_runs(RunQuery(job_id=job.id))).items
+    assert sorted(run.id for run in runs) == sorted([first.id, fresh.id])
+    with pytest.raises(NotFoundError):
+        await store.list_events(again.id)
+
+
+async def test_fire_batch_applies_each_firing_on_its_own(store: SqlStore) -> None:
+    fresh = await new_job(store, "fresh")
+    moved = await new_job(store, "moved")
+    await store.update_job(replace(moved, description="edited"), None)
+    fresh_run, moved_run = make_run(fresh, at(0)), make_run(moved, at(0))
+    result = await store.fire([firing_of(moved, moved_run), firing_of(fresh, fresh_run)], START)
+    assert [run.id for run in result.accepted] == [fresh_run.id]
+    assert result.stale_job_ids == [moved.id]
+    with pytest.raises(NotFoundError):
+        await store.get_run(moved_run.id)
+
+
+async def test_firings_of_one_job_in_one_batch_apply_in_order(store: SqlStore) -> None:
+    job = await new_job(store)
+    one, two = make_run(job, at(0)), make_run(job, at(1))
+    first = firing_of(job, one, following=at(1))
+    second = firing_of(job, two, expected_next_run_at=at(1), following=at(2))
+    repeat = firing_of(job, make_run(job, at(0)), following=at(1))  # stale once `first` applied
+    result = await store.fire([first, second, repeat], START)
+    assert [run.id for run in result.accepted] == [one.id, two.id]
+    assert result.stale_job_ids == [job.id]
+    assert (await store.get_job(job.id)).next_run_at == at(2)
+
+
+async def test_many_firings_in_one_batch(store: SqlStore) -> None:
+    jobs = [await new_job(store, f"job-{n}") for n in range(30)]
+    runs = [make_run(job, at(0)) for job in jobs]
+    stale = jobs[::7]
+    for job in stale:
+        await store.update_job(replace(job, description="edited"), None)
+    result = await store.fire([firing_of(job, run) for job, run in zip(jobs, runs, strict=True)], START)
+    assert sorted(result.stale_job_ids) == sorted(job.id for job in stale)
+    assert len(result.accepted) == len(jobs) - len(stale)
+    assert [j.id for j in await store.due_jobs(at(0))] == sorted(j.id for j in stale)
+
+
+async def test_concurrent_fire_of_one_slot_records_one_run(store: SqlStore) -> None:
+    job = await new_job(store)
+    firings = [firing_of(job, make_run(job, at(0))) for _ in range(12)]
+    results = await asyncio.gather(*(store.fire([firing], START) for firing in firings))
+    winners = [result for result in results if result.accepted]
+    assert len(winners) == 1
+    assert all(result.stale_job_ids == [job.id] for result in results if not result.accepted)
+    runs = (await store.list_runs(RunQuery(job_id=job.id))).items
+    assert [run.id for run in runs] == [winners[0].accepted[0].id]
+    assert len(await store.list_events(runs[0].id)) == 1
+
+
+async def test_two_stores_on_one_database_record_one_run_per_slot(store: SqlStore, store_url: str) -> None:
+    """Two schedulers that both believe they own the shard: the store decides."""
+    other = await open_store(store_url)
+    try:
+        jobs = [await new_job(store, f"job-{n}") for n in range(4)]
+        calls = [
+            (side, firing_of(job, make_run(job, at(0))))
+            for job in jobs
+            for side in (store, other, store, other, store, other)
+        ]
+        results = await asyncio.gather(*(side.fire([firing], START) for side, firing in calls))
+        accepted = [run for result in results for run in result.accepted]
+        assert sorted(run.job_id for run in accepted) == sorted(job.id for job in jobs)
+        assert sum(len(result.stale_job_ids) for result in results) == len(calls) - len(jobs)
+        assert len((await other.list_runs(RunQuery())).items) == len(jobs)
+    finally:
+        await other.close()
+
+
+async def test_fire_refuses_runs_that_are_not_new(store: SqlStore) -> None:
+    job = await new_job(store)
+    with pytest.raises(InvalidInputError):
+        await store.fire([firing_of(job, make_run(job, at(0), RunState.RUNNING))], START)
+    other = make_job("other")
+    with pytest.raises(InvalidInputError):
+        await store.fire([firing_of(job, make_run(other, at(0)))], START)
+    assert (await store.get_job(job.id)).next_run_at == job.next_run_at
+    assert (await store.list_runs(RunQuery())).items == []
+
+
+async def test_fire_requests_cancel_of_the_replaced_runs(store: SqlStore) -> None:
+    job = await new_job(store)
+    old = await fire_one(store, job)
+    await store.claim_run(old.id, "w1", START, START + LEASE)
+    job = await store.get_job(job.id)
+    stale_cancel = firing_of(job, make_run(job, at(1)), expected_version=99, cancel_run_ids=(old.id,))
+    await store.fire([stale_cancel], START)
+    assert not (await store.get_run(old.id)).cancel_requested
+    result = await store.fire([firing_of(job, make_run(job, at(1)), cancel_run_ids=(old.id,))], START)
+    assert result.accepted
+    beat = await store.heartbeat(old.id, 1, "w1", START + 2 * LEASE)
+    assert beat is not None
+    assert beat.cancel_requested
+
+
+async def test_naive_instants_are_refused_and_nothing_is_written(store: SqlStore) -> None:
+    naive = datetime(2026, 3, 2, 12, 0)  # noqa: DTZ001 - the point of the test
+    with pytest.raises(InvalidInputError):
+        await store.create_job(make_job(next_run_at=naive))
+    assert await store.find_job("ops", "backup") is None
+    job = await new_job(store)
+    with pytest.raises(InvalidInputError):
+        await store.fire([firing_of(job, make_run(job, naive))], START)
+    assert (await store.get_job(job.id)).next_run_at == job.next_run_at
+
+
+@pytest.mark.parametrize(
+    "instant",
+    [
+        datetime(2026, 3, 2, 12, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 3, 2, 12, 0, 0, 999999, tzinfo=timezone(timedelta(hours=-9, minutes=-30))),
+        datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),  # negative epoch microseconds
+        datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+    ],
+)
+async def test_instants_round_trip_exactly(store: SqlStore, instant: datetime) -> None:
+    job = await new_job(store, next_run_at=instant)
+    run = await fire_one(store, job, queued_at=instant)
+    stored = await store.get_run(run.id)
+    assert stored.slot == instant
+    assert stored.queued_at == instant
+    assert stored.slot.tzinfo is UTC
+    assert stored.slot.microsecond == instant.astimezone(UTC).microsecond
+    assert (await store.get_job(job.id)).created_at == START
+
+
+async def test_record_skipped_inserts_only_new_slots(store: SqlStore) -> None:
+    job = await new_job(store)
+    existing = await fire_one(store, job)  # slot at(0), PENDING
+    skipped = [make_run(job, at(n), RunState.SKIPPED, reason="paused") for n in range(3)]
+    recorded = await store.record_skipped(skipped, at(5))
+    assert [run.id for run in recorded] == [skipped[1].id, skipped[2].id]
+    assert recorded[0] == replace(skipped[1], created_at=at(5))
+    assert await store.get_run(existing.id) == existing
+    events = await store.list_events(skipped[2].id)
+    assert [(e.previous, e.state, e.at, e.detail) for e in events] == [
+        (None, RunState.SKIPPED, at(5), "paused")
+    ]
+    assert await store.record_skipped(skipped, at(6)) == []
+    assert (await store.get_job(job.id)).next_run_at == at(1)  # the cursor is not touched
+    with pytest.raises(InvalidInputError):
+        await store.record_skipped([make_run(job, at(9))], at(6))
+    with pytest.raises(NotFoundError):
+        await store.record_skipped([make_run(make_job("ghost"), at(9), RunState.SKIPPED)], at(6))
+
+
+# -- manual runs ---------------------------------------------------------------------------------
+
+
+async def test_manual_run_is_idempotent_by_key(store: SqlStore) -> None:
+    job = await new_job(store)
+    first = make_run(job, at(3), kind=RunKind.MANUAL, idempotency_key="k1", payload=None, has_payload=True)
+    stored, created = await store.create_manual_run(first)
+    assert created
+    assert stored == replace(first, created_at=START)
+    assert stored.has_payload
+    assert stored.payload is None
+    again, created = await store.create_manual_run(
+        make_run(job, at(4), kind=RunKind.MANUAL, idempotency_key="k1")
+    )
+    assert not created
+    assert again == stored
+    third, created = await store.create_manual_run(
+        make_run(job, at(3), kind=RunKind.MANUAL, idempotency_key="k2")
+    )
+    assert created
+    fourth, created = await store.create_manual_run(make_run(job, at(3), kind=RunKind.MANUAL, payload=[1]))
+    fifth, created_too = await store.create_manual_run(make_run(job, at(3), kind=RunKind.MANUAL))
+    assert created
+    assert created_too
+    assert fourth.payload == [1]
+    runs = (await store.list_runs(RunQuery(job_id=job.id))).items
+    assert {run.id for run in runs} == {stored.id, third.id, fourth.id, fifth.id}
+    assert [e.state for e in await store.list_events(stored.id)] == [RunState.PENDING]
+
+
+async def test_manual_run_for_a_missing_job_is_not_found(store: SqlStore) -> None:
+    with pytest.raises(NotFoundError):
+        await store.create_manual_run(make_run(make_job(), START, kind=RunKind.MANUAL))
+
+
+# -- workers -------------------------------------------------------------------------------------
+
+
+async def test_claim_starts_an_attempt(store: SqlStore) -> None:
+    job = await new_job(store)
+    run = await fire_one(store, job)
+    claimed = await store.claim_run(run.id, "w1", at(1), at(1) + LEASE)
+    assert claimed is not None
+    assert (claimed.state, claimed.attempts, claimed.lease_owner) == (RunState.RUNNING, 1, "w1")
+    assert (claimed.lease_expires_at, claimed.started_at) == (at(1) + LEASE, at(1))
+    assert claimed == await store.get_run(run.id)
+    [attempt] = await store.list_attempts(run.id)
+    assert (attempt.number, attempt.worker, attempt.started_at, attempt.outcome) == (1, "w1", at(1), None)
+    assert await store.claim_run(run.id, "w2", at(1), at(1) + LEASE) is None
+    assert await store.claim_run(new_id(), "w2", at(1), at(1) + LEASE) is None
+
+
+async def test_concurrent_claims_have_one_winner(store: SqlStore) -> None:
+    run = await fire_one(store, await new_job(store))
+    claims = await asyncio.gather(*(store.claim_run(run.id, f"w{n}", START, START + LEASE) for n in range(8)))
+    winners = [claim for claim in claims if claim is not None]
+    assert len(winners) == 1
+    assert len(await store.list_attempts(run.id)) == 1
+    assert (await store.get_run(run.id)).lease_owner == winners[0].lease_owner
+
+
+async def test_only_the_lease_holder_heartbeats_and_finishes(store: SqlStore) -> None:
+    run = await fire_one(store, await new_job(store))
+    await store.claim_run(run.id, "w1", START, START + LEASE)
+    assert await store.heartbeat(run.id, 1, "w2", at(5)) is None
+    assert await store.heartbeat(run.id, 2, "w1", at(5)) is None
+    assert await store.finish_attempt(run.id, 1, "w2", SUCCESS, at(1), None) is None
+    assert await store.finish_attempt(run.id, 2, "w1", SUCCESS, at(1), None) is None
+    assert (await store.get_run(run.id)).lease_expires_at == START + LEASE
+    beat = await store.heartbeat(run.id, 1, "w1", at(5))
+    assert beat is not None
+    assert beat.lease_expires_at == at(5)
+    assert not beat.cancel_requested
+    done = await store.finish_attempt(run.id, 1, "w1", SUCCESS, at(1), None)
+    assert done is not None
+    assert done.state is RunState.SUCCESS
+    assert await store.heartbeat(run.id, 1, "w1", at(6)) is None
+    assert await store.finish_attempt(run.id, 1, "w1", SUCCESS, at(1), None) is None
+
+
+@pytest.mark.parametrize(
+    ("result", "retry_at", "state"),
+    [
+        (SUCCESS, None, RunState.SUCCESS),
+        (SUCCESS, at(9), RunState.SUCCESS),
+        (FAILURE, None, RunState.FAILED),
+        (FAILURE, at(9), RunState.RETRYING),
+        (AttemptResult(Outcome.TIMEOUT), at(9), RunState.RETRYING),
+    ],
+)
+async def test_finish_attempt(
+    store: SqlStore, result: AttemptResult, retry_at: datetime | None, state: RunState
+) -> None:
+    run = await fire_one(store, await new_job(store))
+    await store.claim_run(run.id, "w1", START, START + LEASE)
+    finished = await store.finish_attempt(run.id, 1, "w1", result, at(1), retry_at)
+    assert finished is not None
+    assert finished.state is state
+    assert (finished.lease_owner, finished.lease_expires_at) == (None, None)
+    assert finished.finished_at == (at(1) if state.terminal else None)
+    assert finished.next_attempt_at == (retry_at if state is RunState.RETRYING else None)
+    [attempt] = await store.list_attempts(run.id)
+    assert (attempt.outcome, attempt.finished_at, attempt.status_code) == (
+        result.outcome,
+        at(1),
+        result.status_code,
+    )
+    assert (attempt.error, attempt.output, attempt.retry_after_s) == (
+        result.error,
+        result.output,
+        result.retry_after_s,
+    )
+    assert (await store.list_events(run.id))[-1].state is state
+
+
+async def test_a_retry_is_claimable_when_due_and_keeps_the_first_start(store: SqlStore) -> None:
+    run = await fire_one(store, await new_job(store))
+    await store.claim_run(run.id, "w1", at(0), at(0) + LEASE)
+    await store.finish_attempt(run.id, 1, "w1", FAILURE, at(1), at(3))
+    assert await store.claim_run(run.id, "w2", at(2), at(2) + LEASE) is None
+    second = await store.claim_run(run.id, "w2", at(3), at(3) + LEASE)
+    assert second is not None
+    assert (second.attempts, second.started_at, second.next_attempt_at) == (2, at(0), None)
+    assert [(a.number, a.worker) for a in await store.list_attempts(run.id)] == [(1, "w1"), (2, "w2")]
+
+
+async def test_expired_lease_is_lost_then_retried_by_another_worker(store: SqlStore) -> None:
+    run = await fire_one(store, await new_job(store))
+    await store.claim_run(run.id, "w1", START, START + LEASE)
+    assert await store.expire_leases(START + LEASE) == []  # expires strictly after
+    [expired] = await store.expire_leases(START + LEASE + timedelta(microseconds=1))
+    now = START + LEASE + timedelta(microseconds=1)
+    assert (expired.id, expired.state, expired.next_attempt_at) == (run.id, RunState.RETRYING, now)
+    assert (expired.lease_owner, expired.attempts) == (None, 1)
+    assert expired == await store.get_run(run.id)
+    [lost] = await store.list_attempts(run.id)
+    assert (lost.outcome, lost.finished_at) == (Outcome.LOST, now)
+    assert await store.expire_leases(at(5)) == []
+    second = await store.claim_run(run.id, "w2", now, now + LEASE)
+    assert second is not None
+    assert second.attempts == 2
+    assert await store.finish_attempt(run.id, 1, "w1", SUCCESS, now, None) is None  # the lost worker
+    assert await store.heartbeat(run.id, 1, "w1", at(9)) is None
+    assert await store.finish_attempt(run.id, 2, "w2", SUCCESS, now, None) is not None
+
+
+async def test_a_run_that_keeps_losing_its_worker_fails(store: SqlStore) -> None:
+    run = await fire_one(store, await new_job(store))
+    now = START
+    states = []
+    for n in range(1, MAX_LOST_ATTEMPTS + 1):
+        claimed = await store.claim_run(run.id, f"w{n}", now, now + LEASE)
+        assert claimed is not None
+        assert claimed.attempts == n
+        now += 2 * LEASE
+        [changed] = await store.expire_leases(now)
+        states.append(changed.state)
+    assert states == [RunState.RETRYING] * (MAX_LOST_ATTEMPTS - 1) + [RunState.FAILED]
+    final = await store.get_run(run.id)
+    assert (final.state, final.finished_at, final.next_attempt_at) == (RunState.FAILED, now, None)
+    assert final.reason is not None
+    assert all(a.outcome is Outcome.LOST for a in await store.list_attempts(run.id))
+    assert await store.claim_run(run.id, "late", now, now + LEASE) is None
+
+
+async def test_expire_leases_respects_its_limit(store: SqlStore) -> None:
+    job = await new_job(store)
+    for _ in range(3):
+        run = await fire_one(store, job)
+        await store.claim_run(run.id, "w", START, START + LEASE)
+        job = await store.get_job(job.id)
+    assert len(await store.expire_leases(at(5), limit=2)) == 2
+    assert len(await store.expire_leases(at(5), limit=2)) == 1
+
+
+async def test_fail_run(store: SqlStore) -> None:
+    job = await new_job(store)
+    pending = await fire_one(store, job)
+    failed = await store.fail_run(pending.id, "job deleted", at(1))
+    assert failed is not None
+    assert (failed.state, failed.reason, failed.finished_at) == (RunState.FAILED, "job deleted", at(1))
+    job = await store.get_job(job.id)
+    retrying = await fire_one(store, job)
+    await store.claim_run(retrying.id, "w", START, START + LEASE)
+    await store.finish_attempt(retrying.id, 1, "w", FAILURE, START, at(5))
+    failed = await store.fail_run(retrying.id, "cancelled", at(2))
+    assert failed is not None
+    assert (failed.state, failed.next_attempt_at) == (RunState.FAILED, None)
+    assert await store.fail_run(new_id(), "gone", at(2)) is None
+
+
+async def test_illegal_transitions_are_refused(store: SqlStore) -> None:
+    job = await new_job(store)
+    done = await fire_one(store, job)
+    await store.claim_run(done.id, "w", START, START + LEASE)
+    await store.finish_attempt(done.id, 1, "w", SUCCESS, START, None)
+    job = await store.get_job(job.id)
+    skipped = await fire_one(store, job, RunState.SKIPPED, reason="paused")
+    job = await store.get_job(job.id)
+    running = await fire_one(store, job)
+    await store.claim_run(running.id, "w", START, START + LEASE)
+    job = await store.get_job(job.id)
+    pending = await fire_one(store, job)
+    before = {
+        run_id: await store.list_events(run_id) for run_id in (done.id, skipped.id, running.id, pending.id)
+    }
+
+    for terminal in (done, skipped):
+        assert await store.claim_run(terminal.id, "w2", at(9), at(9) + LEASE) is None
+        assert await store.fail_run(terminal.id, "nope", at(9)) is None
+        assert await store.finish_attempt(terminal.id, 1, "w", FAILURE, at(9), at(10)) is None
+    assert await store.fail_run(running.id, "not without its worker", at(9)) is None  # PENDING/RETRYING only
+    assert await store.finish_attempt(pending.id, 0, "w", SUCCESS, at(9), None) is None
+    assert await store.heartbeat(pending.id, 0, "w", at(9)) is None
+    assert await store.expire_leases(START) == []
+    with pytest.raises(InvalidInputError):
+        await store.create_manual_run(make_run(job, at(9), RunState.SUCCESS, kind=RunKind.MANUAL))
+    for run_id, events in before.items():
+        assert await store.list_events(run_id) == events
+    assert (await store.get_run(done.id)).state is RunState.SUCCESS
+
+
+async def test_request_cancel_marks_only_unfinished_runs(store: SqlStore) -> None:
+    job = await new_job(store)
+    done = await fire_one(store, job)
+    await store.claim_run(done.id, "w", START, START + LEASE)
+    await store.finish_attempt(done.id, 1, "w", SUCCESS, START, None)
+    job = await store.get_job(job.id)
+    pending = await fire_one(store, job)
+    await store.request_cancel([done.id, pending.id, new_id()], at(1))
+    assert (await store.get_run(pending.id)).cancel_requested
+    assert not (await store.get_run(done.id)).cancel_requested
+
+
+async def test_runs_to_dispatch_and_mark_queued(store: SqlStore) -> None:
+    job = await new_job(store)
+    fresh = await fire_one(store, job)
+    job = await store.get_job(job.id)
+    queued = await fire_one(store, job)
+    await store.mark_queued([queued.id], at(10))
+    job = await store.get_job(job.id)
+    running = await fire_one(store, job)
+    await store.claim_run(running.id, "w", at(10), at(10) + LEASE)
+    await store.mark_queued([running.id], at(10))  # not PENDING/RETRYING: ignored
+    job = await store.get_job(job.id)
+    retry_due = await fire_one(store, job)
+    await store.claim_run(retry_due.id, "w", at(10), at(10) + LEASE)
+    await store.finish_attempt(retry_due.id, 1, "w", FAILURE, at(10), at(11))
+    job = await store.get_job(job.id)
+    retry_later = await fire_one(store, job)
+    await store.claim_run(retry_later.id, "w", at(10), at(10) + LEASE)
+    await store.finish_attempt(retry_later.id, 1, "w", FAILURE, at(10), at(20))
+    job = await store.get_job(job.id)
+    skipped = await fire_one(store, job, RunState.SKIPPED)
+
+    async def dispatch(now: datetime, queued_before: datetime, limit: int = 1000) -> set[str]:
+        return {run.id for run in await store.runs_to_dispatch(now, queued_before, limit)}
+
+    assert await dispatch(at(12), queued_before=at(10)) == {fresh.id, retry_due.id}
+    assert await dispatch(at(12), queued_before=at(10.5)) == {fresh.id, queued.id, retry_due.id}
+    assert await dispatch(at(20), queued_before=at(10)) == {fresh.id, retry_due.id, retry_later.id}
+    assert len(await dispatch(at(20), queued_before=at(10), limit=2)) == 2
+    assert (await store.get_run(running.id)).queued_at is None
+    assert (await store.get_run(queued.id)).queued_at == at(10)
+    assert skipped.id not in await dispatch(at(99), at(99))
+
+
+async def test_active_runs(store: SqlStore) -> None:
+    job = await new_job(store)
+    idle = await new_job(store, "idle")
+    pending = await fire_one(store, job)
+    job = await store.get_job(job.id)
+    done = await fire_one(store, job)
+    await store.claim_run(done.id, "w", START, START + LEASE)
+    await store.finish_attempt(done.id, 1, "w", SUCCESS, START, None)
+    job = await store.get_job(job.id)
+    running = await fire_one(store, job)
+    await store.claim_run(running.id, "w", START, START + LEASE)
+    job = await store.get_job(job.id)
+    await fire_one(store, job, RunState.SKIPPED)
+    active = await store.active_runs([job.id, idle.id])
+    assert [run.id for run in active[job.id]] == [pending.id, running.id]
+    assert active[idle.id] == []
+
+
+async def test_list_runs_newest_first_with_stable_pages(store: SqlStore) -> None:
+    job = await new_job(store)
+    other = await new_job(store, "other")
+    runs = []
+    for _ in range(5):
+        runs.append(await fire_one(store, job))
+        job = await store.get_job(job.id)
+    same_slot = [  # manual runs share a slot: the id breaks the tie
+        (await store.create_manual_run(make_run(job, at(2), kind=RunKind.MANUAL)))[0] for _ in range(2)
+    ]
+    other_run = await fire_one(store, other)
+    newest_first = sorted([*runs, *same_slot], key=lambda run: (run.slot, run.id), reverse=True)
+
+    first = await store.list_runs(RunQuery(job_id=job.id, limit=3))
+    assert first.items == newest_first[:3]
+    await store.create_manual_run(make_run(job, at(60), kind=RunKind.MANUAL))  # newer: not in later pages
+    await store.create_manual_run(make_run(job, at(-60), kind=RunKind.MANUAL))  # older: at the end
+    seen = list(first.items)
+    cursor = first.next_cursor
+    while cursor is not None:
+        page = await store.list_runs(RunQuery(job_id=job.id, limit=3, cursor=cursor))
+        seen.extend(page.items)
+        cursor = page.next_cursor
+    assert [run.id for run in seen[: len(newest_first)]] == [run.id for run in newest_first]
+    assert len(seen) == len(newest_first) + 1
+    assert seen[-1].slot == at(-60)
+
+    everything = await store.list_runs(RunQuery(limit=100))
+    assert other_run.id in {run.id for run in everything.items}
+    assert everything.next_cursor is None
+    only_pending = await store.list_runs(RunQuery(job_id=job.id, states=(RunState.PENDING,)))
+    assert len(only_pending.items) == len(newest_first) + 2
+    assert (await store.list_runs(RunQuery(states=(RunState.RUNNING, RunState.SUCCESS)))).items == []
+
+
+async def test_every_state_change_is_recorded_in_order(store: SqlStore) -> None:
+    run = await fire_one(store, await new_job(store))
+    await store.claim_run(run.id, "w1", at(1), at(1) + LEASE)
+    await store.finish_attempt(run.id, 1, "w1", FAILURE, at(2), at(3))
+    await store.claim_run(run.id, "w2", at(3), at(3) + LEASE)
+    await store.expire_leases(at(10))
+    await store.claim_run(run.id, "w3", at(11), at(11) + LEASE)
+    await store.heartbeat(run.id, 3, "w3", at(12) + LEASE)  # not a state change
+    await store.finish_attempt(run.id, 3, "w3", SUCCESS, at(12), None)
+
+    events = await store.list_events(run.id)
+    assert [(e.previous, e.state, e.attempt, e.at) for e in events] == [
+        (None, RunState.PENDING, 0, START),
+        (RunState.PENDING, RunState.RUNNING, 1, at(1)),
+        (RunState.RUNNING, RunState.RETRYING, 1, at(2)),
+        (RunState.RETRYING, RunState.RUNNING, 2, at(3)),
+        (RunState.RUNNING, RunState.RETRYING, 2, at(10)),
+        (RunState.RETRYING, RunState.RUNNING, 3, at(11)),
+        (RunState.RUNNING, RunState.SUCCESS, 3, at(12)),
+    ]
+    for before, after in zip([None, *events], events, strict=False):
+        assert after.state in LEGAL_TRANSITIONS[after.previous]
+        assert after.previous == (None if before is None else before.state)
+    assert events[-1].state is (await store.get_run(run.id)).state
+    assert [a.outcome for a in await store.list_attempts(run.id)] == [
+        Outcome.FAILURE,
+        Outcome.LOST,
+        Outcome.SUCCESS,
+    ]
+
+
+async def test_history_of_a_missing_run_is_not_found(store: SqlStore) -> None:
+    with pytest.raises(NotFoundError):
+        await store.list_events(new_id())
+    with pytest.raises(NotFoundError):
+        await store.list_attempts(new_id())
+    with pytest.raises(NotFoundError):
+        await store.get_run(new_id())
+
+
+# -- concurrency and availability ----------------------------------------------------------------
+
+
+async def _lifecycle(store: SqlStore, job: Job, cycles: int, worker: str) -> list[Run]:
+    done = []
+    for _ in range(cycles):
+        job = await store.get_job(job.id)
+        assert job.next_run_at is not None
+        run = make_run(job, job.next_run_at)
+        result = await store.fire([firing_of(job, run)], START)
+        assert result.accepted
+        await store.mark_queued([run.id], START)
+        claimed = await store.claim_run(run.id, worker, START, START + LEASE)
+        assert claimed is not None
+        assert await store.heartbeat(run.id, 1, worker, START + 2 * LEASE) is not None
+        await store.list_runs(RunQuery(job_id=job.id, limit=2))
+        finished = await store.finish_attempt(run.id, 1, worker, SUCCESS, START, None)
+        assert finished is not None
+        done.append(finished)
+    return done
+
+
+async def test_concurrent_writers_never_fail(store: SqlStore, store_url: str) -> None:
+    """Many tasks on two stores (two processes' worth of engines) over one database: writes
+    wait for each other, none fails with "database is locked"."""
+    other = await open_store(store_url)
+    try:
+        jobs = [await new_job(store, f"job-{n}") for n in range(12)]
+        results = await asyncio.gather(
+            *(_lifecycle(store if n % 2 else other, job, 4, f"w{n}") for n, job in enumerate(jobs)),
+            *(store.expire_leases(START) for _ in range(4)),
+            *(other.runs_to_dispatch(START, START) for _ in range(4)),
+        )
+        finished = [run for result in results[: len(jobs)] for run in result]
+        assert len(finished) == 4 * len(jobs)
+        assert all(run.state is RunState.SUCCESS for run in finished)
+    finally:
+        await other.close()
+
+
+async def test_an_unreachable_backend_is_unavailable(unreachable_url: str) -> None:
+    threads = set(threading.enumerate())
+    with pytest.raises(BackendUnavailableError) as raised:
+        await open_store(unreachable_url)
+    assert raised.value.retryable
+    # aiosqlite stops the worker thread of a failed connection without waiting for it; let it
+    # finish while this test's event loop still runs (it reports back to the loop).
+    for thread in set(threading.enumerate()) - threads:
+        await asyncio.to_thread(thread.join, 5)

@@ -1,0 +1,173 @@
+"""Migrations build exactly schema.py's tables; engine setup, URLs and error translation."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Column, Integer, MetaData, exc, text
+from sqlalchemy.engine import Connection
+
+from cronwheel.errors import BackendUnavailableError, ConflictError, InvalidInputError, NotFoundError
+from cronwheel.store.driver import async_url, create_engine, translated_errors
+from cronwheel.store.migrate import (
+    alembic_config,
+    current_revision,
+    head_revision,
+    run_sync_at,
+    upgrade_database,
+)
+from cronwheel.store.schema import metadata
+from cronwheel.store.sql import SchemaOutdatedError, open_store
+
+
+def _diff(connection: Connection, target: MetaData) -> list[Any]:
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    diff: list[Any] = compare_metadata(context, target)
+    return diff
+
+
+async def _diff_at(url: str, target: MetaData) -> list[Any]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return await connection.run_sync(_diff, target)
+    finally:
+        await engine.dispose()
+
+
+async def test_migrated_schema_equals_the_metadata(store_url: str) -> None:
+    await upgrade_database(store_url)
+    assert await _diff_at(store_url, metadata) == []
+
+
+async def test_the_comparison_would_see_a_difference(store_url: str) -> None:
+    await upgrade_database(store_url)
+    changed = MetaData(naming_convention=metadata.naming_convention)
+    for table in metadata.tables.values():
+        table.to_metadata(changed)
+    changed.tables["runs"].append_column(Column("extra", Integer, nullable=True))
+    diff = await _diff_at(store_url, changed)
+    assert [(entry[0], entry[3].name) for entry in diff] == [("add_column", "extra")]
+
+
+async def test_upgrade_is_idempotent_and_reaches_head(store_url: str) -> None:
+    await upgrade_database(store_url)
+    await upgrade_database(store_url)
+    engine = create_engine(store_url)
+    try:
+        assert await current_revision(engine) == head_revision() == "0001"
+    finally:
+        await engine.dispose()
+
+
+async def test_concurrent_first_upgrades_serialize(store_url: str) -> None:
+    await asyncio.gather(*(upgrade_database(store_url) for _ in range(4)))
+    assert await _diff_at(store_url, metadata) == []
+
+
+async def test_downgrade_then_upgrade(store_url: str) -> None:
+    await upgrade_database(store_url)
+
+    def downgrade(connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, "base")
+
+    await run_sync_at(store_url, downgrade)
+    engine = create_engine(store_url)
+    try:
+        assert await current_revision(engine) is None
+    finally:
+        await engine.dispose()
+    await upgrade_database(store_url)
+    assert await _diff_at(store_url, metadata) == []
+
+
+async def test_the_alembic_command_line_path_makes_its_own_engine(store_url: str) -> None:
+    """env.py without a handed-over connection (``alembic -x url=... upgrade head``)."""
+    config = alembic_config()
+    config.set_main_option("sqlalchemy.url", store_url.replace("%", "%%"))
+    await asyncio.to_thread(command.upgrade, config, "head")
+    assert await _diff_at(store_url, metadata) == []
+
+
+async def test_open_store_without_migrating_refuses_an_old_schema(store_url: str) -> None:
+    with pytest.raises(SchemaOutdatedError):
+        await open_store(store_url, migrate=False)
+    await upgrade_database(store_url)
+    store = await open_store(store_url, migrate=False)
+    await store.close()
+
+
+async def test_sqlite_connections_are_set_up(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'pragmas.db'}"
+    engine = create_engine(url)
+    try:
+        connections = [await engine.connect() for _ in range(3)]  # three pooled connections
+        for connection in connections:
+            values = [
+                (await connection.execute(text(f"PRAGMA {name}"))).scalar()
+                for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")
+            ]
+            assert values == ["wal", 1, 1, 5000]
+        for connection in connections:
+            await connection.close()
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///x.db", "sqlite+aiosqlite:///x.db"),
+        ("sqlite+aiosqlite:////abs/x.db", "sqlite+aiosqlite:////abs/x.db"),
+        ("postgresql://u:p@h:5432/db", "postgresql+asyncpg://u:***@h:5432/db"),
+        ("postgres://h/db", "postgresql+asyncpg://h/db"),
+        ("postgresql+asyncpg://h/db", "postgresql+asyncpg://h/db"),
+    ],
+)
+def test_urls_get_their_async_driver(url: str, expected: str) -> None:
+    assert str(async_url(url)) == expected
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite://", "sqlite:///:memory:", "mysql://h/db", "postgresql+psycopg2://h/db"]
+)
+def test_unsupported_urls_are_refused(url: str) -> None:
+    with pytest.raises(InvalidInputError):
+        async_url(url)
+
+
+def _raise(error: Exception) -> None:
+    with translated_errors():
+        raise error
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (exc.IntegrityError("INSERT", {}, Exception("UNIQUE constraint failed: jobs.team")), ConflictError),
+        (exc.IntegrityError("INSERT", {}, Exception("FOREIGN KEY constraint failed")), NotFoundError),
+        (exc.OperationalError("UPDATE", {}, Exception("database is locked")), BackendUnavailableError),
+        (exc.InterfaceError("SELECT", {}, Exception("connection closed")), BackendUnavailableError),
+        (ConnectionRefusedError(111, "Connection refused"), BackendUnavailableError),
+        (exc.StatementError("bad value", "INSERT", {}, ValueError("naive datetime")), InvalidInputError),
+    ],
+)
+def test_driver_errors_are_translated(error: Exception, expected: type[Exception]) -> None:
+    with pytest.raises(expected) as raised:
+        _raise(error)
+    assert raised.value.__cause__ is error
+
+
+def test_other_errors_pass_through() -> None:
+    with pytest.raises(KeyError):
+        _raise(KeyError("x"))
+    with pytest.raises(NotFoundError):
+        _raise(NotFoundError("already ours"))
