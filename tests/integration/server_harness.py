@@ -70,7 +70,7 @@ async def sink() -> AsyncIterator[Sink]:
     recorder = Sink()
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", recorder.handle)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import itertools
 import json
 import os
 import sys
@@ -246,3 +247,73 @@ async def _cli(env: dict[str, str], *args: str) -> str:
     out, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 0, err.decode()
     return out.decode()
+
+
+async def test_overlap_forbid_and_replace(api: httpx.AsyncClient, sink: Sink) -> None:
+    forbid = await create(api, http_job("forbid", sink.answer("/forbid", (200, 2.2)), overlap="forbid"))
+    replace = await create(api, http_job("replace", sink.answer("/replace", (200, 8)), overlap="replace"))
+    await asyncio.sleep(4.5)
+    await api.post(f"/v1/jobs/{forbid['id']}/pause", json={})
+    await api.post(f"/v1/jobs/{replace['id']}/pause", json={})
+    runs = await runs_of(api, forbid["id"])
+    skipped = [r for r in runs if r["state"] == "SKIPPED"]
+    fired = [r for r in runs if r["state"] != "SKIPPED"]
+    assert skipped
+    assert {r["reason"] for r in skipped} == {"overlap"}
+    assert 1 <= len(fired) <= 3
+    arrivals = sorted(d.at for d in sink.at("/forbid"))
+    assert all(b - a >= 2.0 for a, b in itertools.pairwise(arrivals))  # never two at once
+    replaced = await wait_for(lambda: _cancelled(api, replace["id"]), timeout=5)
+    assert replaced["attempt_details"][0]["outcome"] == "cancelled"
+
+
+async def _cancelled(api: httpx.AsyncClient, job_id: str) -> dict[str, Any] | None:
+    for run in await runs_of(api, job_id):
+        if run["state"] == "FAILED":
+            detail: dict[str, Any] = (await api.get(f"/v1/runs/{run['id']}")).json()
+            return detail
+    return None
+
+
+@pytest.mark.parametrize(
+    ("misfire", "check"),
+    [
+        ({"policy": "skip", "grace_s": 0.5}, "skip"),
+        ({"policy": "run_once"}, "run_once"),
+        ({"policy": "catch_up", "max_catch_up": 2}, "catch_up"),
+    ],
+)
+async def test_misfire_policies_after_downtime(
+    server_factory: Callable[..., ServerProcess], sink: Sink, misfire: dict[str, Any], check: str
+) -> None:
+    server = server_factory()
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+        job = await create(api, http_job("down", sink.answer("/down", (200, 0)), misfire=misfire))
+        await wait_for(lambda: sink.at("/down"), timeout=5)
+    server.kill9()
+    down_from = time.time()
+    await asyncio.sleep(4)
+    server.start()
+    up_at = time.time()
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+        await asyncio.sleep(1.5)
+        runs = await runs_of(api, job["id"])
+    missed = [r for r in runs if down_from + 1 < _ts(r["slot"]) < up_at - 1]  # surely missed slots
+    assert len(missed) >= 2
+    states = [r["state"] for r in sorted(missed, key=lambda r: r["slot"])]
+    if check == "skip":
+        assert set(states) == {"SKIPPED"}
+        assert {r["reason"] for r in missed} == {"misfire"}
+    elif check == "run_once":
+        recovered = [r for r in runs if down_from < _ts(r["slot"]) < up_at and r["state"] != "SKIPPED"]
+        assert len(recovered) <= 1
+    else:
+        recovered = [r for r in runs if down_from < _ts(r["slot"]) < up_at and r["state"] != "SKIPPED"]
+        assert 1 <= len(recovered) <= 2
+        assert "SKIPPED" in states
+    slots = [r["slot"] for r in runs]
+    assert len(slots) == len(set(slots))
+
+
+def _ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

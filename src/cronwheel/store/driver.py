@@ -31,6 +31,7 @@ from cronwheel.errors import (
     CronwheelError,
     InvalidInputError,
     NotFoundError,
+    TransientError,
 )
 
 SQLITE_PRAGMAS = (
@@ -111,30 +112,43 @@ def insert_ignore(dialect: Dialect, table: Table) -> Insert:
 # -- errors --------------------------------------------------------------------------------------
 
 
+_RETRYABLE_SQLSTATES = {"40001", "40P01"}  # PostgreSQL serialization failure, deadlock detected
+
+
 def _is_foreign_key_violation(error: exc.IntegrityError) -> bool:
     orig = error.orig
     return getattr(orig, "sqlstate", None) == "23503" or "FOREIGN KEY constraint failed" in str(orig)
 
 
+def _translate(error: exc.DBAPIError) -> Exception:
+    if isinstance(error, exc.IntegrityError):
+        if _is_foreign_key_violation(error):
+            return NotFoundError(f"a referenced record does not exist: {error.orig}")
+        return ConflictError(f"conflicts with a stored record: {error.orig}")
+    if getattr(error.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES:
+        return TransientError(f"the write lost a race in the database; retry: {error.orig}")
+    if isinstance(error, (exc.OperationalError, exc.InterfaceError)) or error.connection_invalidated:
+        return BackendUnavailableError(f"the metadata store is unavailable: {error}")
+    return error
+
+
 @contextmanager
 def translated_errors() -> Iterator[None]:
     """Re-raise driver errors as cronwheel errors: unique violations -> ConflictError, foreign
-    key violations -> NotFoundError, connection and operational failures (including "database
-    is locked") -> BackendUnavailableError, values the column types refuse -> InvalidInputError."""
+    key violations -> NotFoundError, serialization failures and deadlocks -> TransientError,
+    connection and operational failures (including "database is locked") ->
+    BackendUnavailableError, values the column types refuse -> InvalidInputError."""
     try:
         yield
     except CronwheelError:
         raise
-    except exc.IntegrityError as error:
-        if _is_foreign_key_violation(error):
-            raise NotFoundError(f"a referenced record does not exist: {error.orig}") from error
-        raise ConflictError(f"conflicts with a stored record: {error.orig}") from error
-    except (exc.OperationalError, exc.InterfaceError, exc.DisconnectionError, exc.TimeoutError) as error:
-        raise BackendUnavailableError(f"the metadata store is unavailable: {error}") from error
     except exc.DBAPIError as error:
-        if error.connection_invalidated:
-            raise BackendUnavailableError(f"the metadata store connection was lost: {error}") from error
-        raise
+        translated = _translate(error)
+        if translated is error:
+            raise
+        raise translated from error
+    except (exc.DisconnectionError, exc.TimeoutError) as error:  # pool-level failures
+        raise BackendUnavailableError(f"the metadata store is unavailable: {error}") from error
     except exc.StatementError as error:
         if isinstance(error.orig, (ValueError, TypeError)):
             raise InvalidInputError(str(error.orig)) from error

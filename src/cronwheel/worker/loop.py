@@ -50,19 +50,27 @@ class Worker:
         self.lease = timedelta(seconds=lease_s)
         self.rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._tasks: set[asyncio.Task[None]] = set()
+        self._attempts: dict[str, asyncio.Task[AttemptResult]] = {}  # run id -> the attempt's work
+        self._cancelled: set[str] = set()
 
     async def run(self, stop: asyncio.Event, drain_s: float = 30.0) -> None:
         """Receive and handle triggers until ``stop``; then let running attempts finish for up to
-        ``drain_s`` seconds (their leases expire and the sweep retries whatever is left)."""
-        receivers = [
+        ``drain_s`` seconds (their leases expire and the sweep retries whatever is left). If one of
+        the worker's own loops fails, the error propagates: the process stops instead of limping."""
+        loops = [
             asyncio.create_task(self._receive(name, stop), name=f"worker-{name}") for name in self.queues
         ]
+        loops.append(asyncio.create_task(self._watch_cancellations(stop), name="worker-cancellations"))
+        stopping = asyncio.create_task(stop.wait())
         try:
-            await stop.wait()
+            done, _ = await asyncio.wait([*loops, stopping], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stopping and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
         finally:
-            for receiver in receivers:
-                receiver.cancel()
-            await asyncio.gather(*receivers, return_exceptions=True)
+            for task in [*loops, stopping]:
+                task.cancel()
+            await asyncio.gather(*loops, stopping, return_exceptions=True)
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=drain_s)
             for task in self._tasks:
@@ -87,6 +95,21 @@ class Worker:
             log.exception(
                 "attempt handling failed", extra={"action": "error", "run_id": delivery.trigger.run_id}
             )
+
+    async def _watch_cancellations(self, stop: asyncio.Event, every_s: float = 0.5) -> None:
+        """Stop attempts whose run was asked to stop (overlap=replace): one read for all of them."""
+        while not stop.is_set():
+            await asyncio.sleep(every_s)
+            await self.check_cancellations()
+
+    async def check_cancellations(self) -> None:
+        if not self._attempts:
+            return
+        for run_id in await self.store.cancel_requested(list(self._attempts)):
+            work = self._attempts.get(run_id)
+            if work is not None and not work.done():
+                self._cancelled.add(run_id)
+                work.cancel()
 
     # -- one trigger --------------------------------------------------------------------------
 
@@ -130,15 +153,20 @@ class Worker:
             },
         )
         work = asyncio.create_task(self.executors.execute(job.target, ctx))
+        self._attempts[run.id] = work
         beat = asyncio.create_task(self._heartbeat(run, work))
         try:
             return await work
         except asyncio.CancelledError:
+            if run.id in self._cancelled:
+                return AttemptResult(Outcome.CANCELLED, error="cancelled (replaced by a newer run)")
             if beat.done() and beat.result() is not None:
                 return beat.result()  # type: ignore[return-value]
             raise
         finally:
             beat.cancel()
+            self._attempts.pop(run.id, None)
+            self._cancelled.discard(run.id)
 
     async def _heartbeat(self, run: Run, work: asyncio.Task[AttemptResult]) -> AttemptResult | None:
         """Extend the lease every third of it; stop the attempt if the lease is lost or
