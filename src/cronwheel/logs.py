@@ -11,7 +11,12 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+    "color_message",
+}
 
 
 class LogfmtFormatter(logging.Formatter):

@@ -8,6 +8,7 @@ import calendar
 import itertools
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -317,3 +318,16 @@ async def test_misfire_policies_after_downtime(
 
 def _ts(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+async def test_metrics_export_fire_lateness(api: httpx.AsyncClient, sink: Sink) -> None:
+    await create(api, http_job("metered", sink.answer("/metered", (200, 0))))
+    await wait_for(lambda: len(sink.at("/metered")) >= 2, timeout=5)
+    text = (await api.get("/metrics")).text
+    count = re.search(r"^cronwheel_fire_lateness_seconds_count (\S+)$", text, re.MULTILINE)
+    assert count is not None
+    assert float(count.group(1)) >= 2
+    under_100ms = re.search(r'^cronwheel_fire_lateness_seconds_bucket\{le="0.1"\} (\S+)$', text, re.MULTILINE)
+    assert under_100ms is not None
+    assert float(under_100ms.group(1)) >= 2
+    assert 'cronwheel_attempts_total{outcome="success"}' in text

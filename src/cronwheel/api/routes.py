@@ -11,8 +11,10 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
+from cronwheel import metrics
 from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import (
@@ -466,3 +468,10 @@ async def readyz(services: Services) -> Response:
             503, "not-ready", "Not ready", f"failing checks: {', '.join(failed)}", checks=checks
         )
     return JSONResponse(Ready(status="ready", checks=checks).model_dump())
+
+
+@system_router.get("/metrics", response_class=Response, include_in_schema=True)
+async def prometheus_metrics() -> Response:
+    """Prometheus metrics of this process: fire and start lateness histograms, runs recorded,
+    attempts by outcome, sweeps."""
+    return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)

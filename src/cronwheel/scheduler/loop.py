@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import NotFoundError
 from cronwheel.model import Job, Overlap, Run, RunState, new_id
@@ -127,6 +128,9 @@ class Scheduler:
         self.stats.fired += len(result.accepted)
         self.stats.skipped += len(result.skipped)
         self.stats.stale += len(stale)
+        metrics.STALE_FIRINGS.inc(len(stale))
+        for run in result.skipped:
+            metrics.RUNS_RECORDED.labels("SKIPPED", run.reason or "").inc()
         _log_fires(result.accepted, result.skipped, now)
 
     async def _publish(self, runs: list[Run], now: datetime) -> None:
@@ -135,8 +139,11 @@ class Scheduler:
         await self.queue.publish([Trigger(run.id, run.job_id, run.queue) for run in runs])
         queued = self.clock.now()
         await self.store.mark_queued([run.id for run in runs], queued)
+        metrics.RUNS_RECORDED.labels("PENDING", "").inc(len(runs))
         for run in runs:
-            self.stats.record_lateness((queued - run.slot).total_seconds())
+            lateness = (queued - run.slot).total_seconds()
+            self.stats.record_lateness(lateness)
+            metrics.FIRE_LATENESS.observe(lateness)
 
     def _advance(self, job: Job, firing: Firing, now: datetime) -> None:
         if firing.next_run_at is None:

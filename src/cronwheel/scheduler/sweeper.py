@@ -17,6 +17,7 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 
+from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.model import Run, RunState
 from cronwheel.queue import Queue, Trigger
@@ -58,6 +59,7 @@ class Sweeper:
         runs += [run for run in await self.store.runs_to_dispatch(overdue, overdue) if run.id not in known]
         await self._queue(runs, now)
         if runs:
+            metrics.REQUEUED.inc(len(runs))
             log.warning("requeued", extra={"action": "requeue", "runs": len(runs)})
         return len(runs)
 

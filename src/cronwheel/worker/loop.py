@@ -14,9 +14,10 @@ import random
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import NotFoundError
-from cronwheel.model import Job, Outcome, Run, RunState
+from cronwheel.model import Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
 from cronwheel.store import AttemptResult, Store
 from cronwheel.worker.executors import Executors
@@ -128,6 +129,8 @@ class Worker:
             return await self._finish(
                 run, None, AttemptResult(Outcome.CANCELLED, error="the job was deleted")
             )
+        if run.attempts == 1 and run.kind is RunKind.SCHEDULED:
+            metrics.START_LATENESS.observe((now - run.slot).total_seconds())
         result = await self._attempt(job, run)
         return await self._finish(run, job, result)
 
@@ -188,6 +191,7 @@ class Worker:
             delay = retry_delay(job.retry, run.attempts, self.rng.random(), result.retry_after_s)
             next_at = now + timedelta(seconds=delay)
         recorded = await self.store.finish_attempt(run.id, run.attempts, self.node, result, now, next_at)
+        metrics.ATTEMPTS.labels(result.outcome.value).inc()
         if recorded is not None and recorded.state is RunState.RETRYING and next_at is not None:
             await self.queue.publish_at(Trigger(run.id, run.job_id, run.queue), next_at)
         log.info(

@@ -1,0 +1,49 @@
+"""What operators alert on, in the Prometheus text format (``GET /metrics``).
+
+Fire lateness above all: how long after its slot a run's trigger was queued
+(``cronwheel_fire_lateness_seconds``) and its first attempt started
+(``cronwheel_start_lateness_seconds``).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+_LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+FIRE_LATENESS = Histogram(
+    "cronwheel_fire_lateness_seconds",
+    "Seconds from a run's slot to its trigger being queued.",
+    buckets=_LATENESS_BUCKETS,
+    registry=REGISTRY,
+)
+START_LATENESS = Histogram(
+    "cronwheel_start_lateness_seconds",
+    "Seconds from a run's slot to the start of its first attempt.",
+    buckets=_LATENESS_BUCKETS,
+    registry=REGISTRY,
+)
+RUNS_RECORDED = Counter(
+    "cronwheel_runs_recorded_total",
+    "Runs recorded by the scheduler, by state (PENDING fired, SKIPPED) and reason.",
+    ["state", "reason"],
+    registry=REGISTRY,
+)
+STALE_FIRINGS = Counter(
+    "cronwheel_stale_firings_total",
+    "Firings the store refused because the job had moved on (edited, fired elsewhere).",
+    registry=REGISTRY,
+)
+ATTEMPTS = Counter(
+    "cronwheel_attempts_total",
+    "Finished attempts by outcome.",
+    ["outcome"],
+    registry=REGISTRY,
+)
+REQUEUED = Counter(
+    "cronwheel_requeued_runs_total",
+    "Runs the store-side sweep queued again (lost triggers, expired leases).",
+    registry=REGISTRY,
+)
