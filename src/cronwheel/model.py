@@ -200,7 +200,8 @@ class Run:
     reason: str | None = None  # why SKIPPED or FAILED without an attempt
     payload: Any = None  # manual override; None means the job's payload
     has_payload: bool = False
-    attempts: int = 0  # attempts started so far
+    attempts: int = 0  # attempts started so far (the last one's number)
+    lost_attempts: int = 0  # of those, attempts whose worker died (they do not use the retry budget)
     idempotency_key: str | None = None
     created_at: datetime | None = None
     queued_at: datetime | None = None

@@ -167,9 +167,10 @@ class JobService:
             paused_at=current.paused_at,
             deleted_at=None,
         )
-        if _timing(updated) != _timing(current):
+        retimed = _timing(updated) != _timing(current)
+        if retimed:
             updated = dataclasses.replace(updated, next_run_at=first_slot(updated, now))
-        stored = await self.store.update_job(updated, expected_version)
+        stored = await self.store.update_job(updated, expected_version, move_cursor=retimed)
         self.changes.job_changed(stored.id)
         return stored
 
@@ -198,7 +199,7 @@ class JobService:
         if missed == "skip":
             skipped = self._paused_slots(job, now)
             resumed = dataclasses.replace(resumed, next_run_at=first_slot(job, now))
-        stored = await self.store.update_job(resumed, expected_version)
+        stored = await self.store.update_job(resumed, expected_version, move_cursor=missed == "skip")
         if skipped:
             await self.store.record_skipped(skipped, now)
         self.changes.job_changed(job_id)
@@ -208,7 +209,7 @@ class JobService:
         slots: list[datetime] = []
         slot = job.next_run_at
         schedule = schedule_of(job)
-        while slot is not None and slot <= now:
+        while slot is not None and slot <= now and (job.end_at is None or slot <= job.end_at):
             slots.append(slot)
             following = schedule.next_after(slot)
             slot = None if following is None else following.astimezone(slot.tzinfo)
@@ -255,7 +256,11 @@ class JobService:
         return stored, created
 
     async def delete(self, job_id: str) -> Job:
-        deleted = await self.store.delete_job(job_id, self.clock.now())
+        """No further runs; unfinished ones are asked to stop; the history stays readable."""
+        now = self.clock.now()
+        deleted = await self.store.delete_job(job_id, now)
+        active = (await self.store.active_runs([job_id])).get(job_id, [])
+        await self.store.request_cancel([run.id for run in active], now)
         self.changes.job_changed(job_id)
         return deleted
 

@@ -304,6 +304,14 @@ async def test_fire_records_runs_and_moves_the_cursor(store: SqlStore) -> None:
     ]
 
 
+async def test_update_keeps_the_cursor_unless_told(store: SqlStore) -> None:
+    job = await store.create_job(make_job(next_run_at=at(1)))
+    kept = await store.update_job(replace(job, description="edited", next_run_at=at(9)), None)
+    assert kept.next_run_at == at(1)  # an edit that read the job earlier must not move the cursor back
+    moved = await store.update_job(replace(job, next_run_at=at(9)), None, move_cursor=True)
+    assert moved.next_run_at == at(9)
+
+
 @pytest.mark.parametrize("change", ["version", "cursor", "deleted", "missing"])
 async def test_stale_firing_writes_nothing(store: SqlStore, change: str) -> None:
     job = await new_job(store)
@@ -312,7 +320,7 @@ async def test_stale_firing_writes_nothing(store: SqlStore, change: str) -> None
     if change == "version":
         await store.update_job(replace(job, description="edited"), None)
     elif change == "cursor":
-        await store.update_job(replace(job, next_run_at=at(5)), None)
+        await store.update_job(replace(job, next_run_at=at(5)), None, move_cursor=True)
         firing = replace(firing, expected_version=2)
     elif change == "deleted":
         await store.delete_job(job.id, START)
@@ -736,9 +744,14 @@ async def test_request_cancel_marks_only_unfinished_runs(store: SqlStore) -> Non
     await store.finish_attempt(done.id, 1, "w", SUCCESS, START, None)
     job = await store.get_job(job.id)
     pending = await fire_one(store, job)
+    job = await store.get_job(job.id)
+    untouched = await fire_one(store, job)
+    assert await store.cancel_requested([done.id, pending.id, untouched.id]) == set()
     await store.request_cancel([done.id, pending.id, new_id()], at(1))
     assert (await store.get_run(pending.id)).cancel_requested
     assert not (await store.get_run(done.id)).cancel_requested
+    assert await store.cancel_requested([done.id, pending.id, untouched.id, new_id()]) == {pending.id}
+    assert await store.cancel_requested([]) == set()
 
 
 async def test_runs_to_dispatch_and_mark_queued(store: SqlStore) -> None:

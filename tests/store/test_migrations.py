@@ -13,7 +13,13 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Column, Integer, MetaData, exc, text
 from sqlalchemy.engine import Connection
 
-from cronwheel.errors import BackendUnavailableError, ConflictError, InvalidInputError, NotFoundError
+from cronwheel.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    TransientError,
+)
 from cronwheel.store.driver import async_url, create_engine, translated_errors
 from cronwheel.store.migrate import (
     alembic_config,
@@ -144,6 +150,12 @@ def test_unsupported_urls_are_refused(url: str) -> None:
         async_url(url)
 
 
+class _PgError(Exception):
+    def __init__(self, sqlstate: str, message: str) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
 def _raise(error: Exception) -> None:
     with translated_errors():
         raise error
@@ -158,6 +170,10 @@ def _raise(error: Exception) -> None:
         (exc.InterfaceError("SELECT", {}, Exception("connection closed")), BackendUnavailableError),
         (ConnectionRefusedError(111, "Connection refused"), BackendUnavailableError),
         (exc.StatementError("bad value", "INSERT", {}, ValueError("naive datetime")), InvalidInputError),
+        (exc.DBAPIError("UPDATE", {}, _PgError("40P01", "deadlock detected")), TransientError),
+        (exc.OperationalError("UPDATE", {}, _PgError("40001", "could not serialize")), TransientError),
+        (exc.IntegrityError("INSERT", {}, _PgError("23503", "violates foreign key")), NotFoundError),
+        (exc.IntegrityError("INSERT", {}, _PgError("23505", "duplicate key value")), ConflictError),
     ],
 )
 def test_driver_errors_are_translated(error: Exception, expected: type[Exception]) -> None:
@@ -169,5 +185,7 @@ def test_driver_errors_are_translated(error: Exception, expected: type[Exception
 def test_other_errors_pass_through() -> None:
     with pytest.raises(KeyError):
         _raise(KeyError("x"))
+    with pytest.raises(exc.ProgrammingError):
+        _raise(exc.ProgrammingError("SELECT", {}, Exception("syntax error")))
     with pytest.raises(NotFoundError):
         _raise(NotFoundError("already ours"))

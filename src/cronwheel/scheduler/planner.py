@@ -56,7 +56,8 @@ def plan(
     while slot is not None and slot <= now and len(due) < MAX_SLOTS_PER_PLAN:
         due.append(slot)
         slot = _within_end(job, _as_utc(schedule.next_after(slot)))
-    fire = _misfire(job, now, due)
+    later = _count_due(job, slot, now, _tail_size(job))  # due slots beyond this pass (bounded)
+    fire = _misfire(job, now, due, later)
     runs, cancel = _overlap(job, due, fire, active, new_id)
     return Firing(
         job_id=job.id,
@@ -68,15 +69,37 @@ def plan(
     )
 
 
-def _misfire(job: Job, now: datetime, due: list[datetime]) -> set[datetime]:
-    """The due slots the misfire policy lets fire; the others are SKIPPED (misfire)."""
+def _tail_size(job: Job) -> int:
+    """How many of the newest due slots the misfire policy may fire (0: decided by time alone)."""
+    if job.misfire.mode is MisfireMode.RUN_ONCE:
+        return 1
+    if job.misfire.mode is MisfireMode.CATCH_UP:
+        return max(job.misfire.max_catch_up, 1)
+    return 0
+
+
+def _count_due(job: Job, slot: datetime | None, now: datetime, limit: int) -> int:
+    """Due slots from ``slot`` on (those a pass capped at MAX_SLOTS_PER_PLAN left), up to ``limit``."""
+    count = 0
+    schedule = schedule_of(job)
+    while slot is not None and slot <= now and count < limit:
+        count += 1
+        slot = _within_end(job, _as_utc(schedule.next_after(slot)))
+    return count
+
+
+def _misfire(job: Job, now: datetime, due: list[datetime], later: int) -> set[datetime]:
+    """The due slots the misfire policy lets fire; the others are SKIPPED (misfire).
+
+    A job far behind is decided in passes of at most MAX_SLOTS_PER_PLAN slots; ``later`` counts
+    (up to the tail size) the due slots after this pass, so that run_once and catch_up fire only
+    the newest slots of the whole backlog, not of each pass."""
     policy = job.misfire
     if policy.mode is MisfireMode.SKIP:
         grace = timedelta(seconds=policy.grace_s)
         return {slot for slot in due if now - slot <= grace}
-    if policy.mode is MisfireMode.RUN_ONCE:
-        return {due[-1]}
-    return set(due[-max(policy.max_catch_up, 1) :])
+    room = _tail_size(job) - later
+    return set(due[-room:]) if room > 0 else set()
 
 
 def _overlap(

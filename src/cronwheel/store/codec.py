@@ -139,6 +139,7 @@ def job_to_row(job: Job) -> dict[str, Any]:
         "name": job.name,
         "shard": shard_of(job.id),
         **job_definition_to_row(job),
+        "next_run_at": job.next_run_at,
         "version": job.version,
         "created_at": job.created_at,
         "deleted_at": job.deleted_at,
@@ -146,8 +147,8 @@ def job_to_row(job: Job) -> dict[str, Any]:
 
 
 def job_definition_to_row(job: Job) -> dict[str, Any]:
-    """The columns an update rewrites: everything but identity, creation, version and deletion
-    (``team`` and ``name`` included: a job may be renamed)."""
+    """The columns an update rewrites: everything but identity, creation, version, deletion and
+    the scheduler's cursor ``next_run_at`` (``team`` and ``name`` included: a job may be renamed)."""
     return {
         "team": job.team,
         "name": job.name,
@@ -170,7 +171,6 @@ def job_definition_to_row(job: Job) -> dict[str, Any]:
         "queue": job.queue,
         "labels": pairs_to_json(job.labels),
         "updated_at": job.updated_at,
-        "next_run_at": job.next_run_at,
     }
 
 
@@ -253,6 +253,7 @@ def run_from_row(row: Row) -> Run:
         payload=row["payload"],
         has_payload=bool(row["has_payload"]),
         attempts=int(row["attempts"]),
+        lost_attempts=int(row["lost_attempts"]),
         idempotency_key=row["idempotency_key"],
         created_at=row["created_at"],
         queued_at=row["queued_at"],

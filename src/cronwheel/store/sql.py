@@ -208,7 +208,7 @@ class SqlStore:
         more = len(rows) > query.limit
         return Page(items, codec.encode_cursor(items[-1].id) if more else None)
 
-    async def update_job(self, job: Job, expected_version: int | None) -> Job:
+    async def update_job(self, job: Job, expected_version: int | None, *, move_cursor: bool = False) -> Job:
         job = replace(job, updated_at=job.updated_at or self._clock.now())
         async with self._write() as connection:
             stored = await _live_job(connection, job.id)
@@ -221,7 +221,11 @@ class SqlStore:
             result = await connection.execute(
                 update(jobs)
                 .where(*conditions)
-                .values(**codec.job_definition_to_row(job), version=jobs.c.version + 1)
+                .values(
+                    **codec.job_definition_to_row(job),
+                    **({"next_run_at": job.next_run_at} if move_cursor else {}),
+                    version=jobs.c.version + 1,
+                )
             )
             if result.rowcount != 1:  # changed or deleted since the read above (PostgreSQL)
                 if expected_version is None:

@@ -126,13 +126,16 @@ class Worker:
         try:
             job = await self.store.get_job(run.job_id)
         except NotFoundError:
-            return await self._finish(
-                run, None, AttemptResult(Outcome.CANCELLED, error="the job was deleted")
-            )
+            return await self._cancel(run, "the job was deleted")
+        if run.cancel_requested:  # replaced (overlap=replace) before it started
+            return await self._cancel(run, "cancelled before it started")
         if run.attempts == 1 and run.kind is RunKind.SCHEDULED:
             metrics.START_LATENESS.observe((now - run.slot).total_seconds())
         result = await self._attempt(job, run)
         return await self._finish(run, job, result)
+
+    async def _cancel(self, run: Run, reason: str) -> Run | None:
+        return await self._finish(run, None, AttemptResult(Outcome.CANCELLED, error=reason))
 
     async def _not_claimable(self, trigger: Trigger, now: datetime) -> None:
         """A trigger that came early for a retry is put back until its time; others are dropped."""
@@ -187,8 +190,9 @@ class Worker:
     async def _finish(self, run: Run, job: Job | None, result: AttemptResult) -> Run | None:
         now = self.clock.now()
         next_at: datetime | None = None
-        if job is not None and should_retry(job.retry, run.attempts, result.outcome):
-            delay = retry_delay(job.retry, run.attempts, self.rng.random(), result.retry_after_s)
+        tries = run.attempts - run.lost_attempts  # crashes of workers do not count against the target
+        if job is not None and should_retry(job.retry, tries, result.outcome):
+            delay = retry_delay(job.retry, tries, self.rng.random(), result.retry_after_s)
             next_at = now + timedelta(seconds=delay)
         recorded = await self.store.finish_attempt(run.id, run.attempts, self.node, result, now, next_at)
         metrics.ATTEMPTS.labels(result.outcome.value).inc()

@@ -1,0 +1,271 @@
+"""The scheduler role over the real store: one run per slot, the cursor, the wheel, lateness,
+start_at / end_at."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+from cronwheel.clock import ManualClock
+from cronwheel.model import Job, Overlap, RunKind, RunState
+from cronwheel.service import JobService
+from cronwheel.store import Store
+from cronwheel.store.sql import open_store
+
+from . import targets
+from .harness import START, Roles, at, minutes
+
+
+async def test_a_slot_fires_exactly_once_and_the_cursor_advances(roles: Roles) -> None:
+    job = await roles.create()
+    assert job.next_run_at == at(1)
+
+    assert await roles.tick(at(0, 59)) == at(1)  # nothing due yet; wakes at the slot
+    assert await roles.runs(job.id) == []
+
+    await roles.tick(at(1))
+    await roles.tick(at(1))  # the same instant again
+    runs = await roles.runs(job.id)
+    assert [(r.slot, r.state, r.kind) for r in runs] == [(at(1), RunState.PENDING, RunKind.SCHEDULED)]
+    assert runs[0].queued_at == at(1)
+    assert (await roles.store.get_job(job.id)).next_run_at == at(2)
+    assert roles.scheduler.stats.fired == 1
+    assert len(await roles.receive()) == 1  # exactly one trigger
+
+    # a full reload at the same instant does not bring the slot back either
+    await roles.scheduler.load(at(1))
+    await roles.tick(at(1))
+    assert len(await roles.runs(job.id)) == 1
+    assert await roles.receive() == []
+
+
+async def test_consecutive_slots_each_fire_once(roles: Roles) -> None:
+    job = await roles.create()
+    for minute in range(1, 6):
+        await roles.tick(at(minute))
+        await roles.tick(at(minute, 0.5))
+    assert await roles.table(job.id) == [(slot, RunState.PENDING, None) for slot in minutes(1, 2, 3, 4, 5)]
+    assert (await roles.store.get_job(job.id)).next_run_at == at(6)
+    assert roles.scheduler.stats.fired == 5
+
+
+async def test_second_scheduler_on_the_same_store_is_stale(roles: Roles) -> None:
+    """DESIGN guarantee 1: two schedulers that both think they own the job cannot both fire it."""
+    job = await roles.create()
+    other = roles.new_scheduler("scheduler-2", reload_every_s=3600)  # no periodic re-read meanwhile
+    await other.load(at(0))
+    await roles.scheduler.load(at(0))
+
+    await roles.tick(at(1))
+    await roles.tick(at(1), other)  # it still holds the old cursor in its wheel
+
+    assert [(r.slot, r.state) for r in await roles.runs(job.id)] == [(at(1), RunState.PENDING)]
+    assert other.stats.fired == 0
+    assert other.stats.stale == 1
+    assert len(await roles.receive()) == 1
+    # the stale scheduler re-read the job and carries on from the store's cursor, once
+    assert job.id in other.wheel
+    await roles.tick(at(2), other)
+    await roles.tick(at(2))
+    assert [(r.slot, r.state) for r in await roles.runs(job.id)] == [
+        (at(1), RunState.PENDING),
+        (at(2), RunState.PENDING),
+    ]
+    assert other.stats.fired + roles.scheduler.stats.fired == 2
+
+
+async def test_two_schedulers_on_two_connections_tick_concurrently(
+    roles: Roles, store_url: str, clock: ManualClock
+) -> None:
+    """As two processes: a second SqlStore on the same file, both ticking at the same instant."""
+    jobs = [await roles.create(f"job-{n}") for n in range(5)]
+    second_store = await open_store(store_url, clock=clock)
+    try:
+        one = roles.new_scheduler("scheduler-1", reload_every_s=3600)
+        other = roles.new_scheduler("scheduler-2", store=second_store, reload_every_s=3600)
+        await asyncio.gather(one.load(at(0)), other.load(at(0)))
+        for minute in (1, 2, 3):
+            clock.set(at(minute))
+            await asyncio.gather(one.tick(at(minute)), other.tick(at(minute)))
+    finally:
+        await second_store.close()
+    for job in jobs:
+        assert [r.slot for r in await roles.runs(job.id)] == minutes(1, 2, 3)
+    assert one.stats.fired + other.stats.fired == 15
+    assert one.stats.stale + other.stats.stale == 15  # every minute both tried; the store chose
+    assert len(await roles.receive()) == 15
+
+
+async def test_job_created_two_seconds_ahead_is_in_the_wheel_at_once(roles: Roles) -> None:
+    await roles.scheduler.load(at(0, 50))
+    roles.clock.set(at(0, 58))
+    job = await roles.create()  # notified through the ChangeFeed
+    assert job.next_run_at == at(1)
+    assert job.id in roles.scheduler.wheel
+    assert roles.scheduler.wheel.next_due() == int(at(1).timestamp())
+
+    assert await roles.tick(at(0, 59)) == at(1)
+    assert await roles.runs(job.id) == []
+    await roles.tick(at(1))
+    assert [r.slot for r in await roles.runs(job.id)] == [at(1)]
+
+
+async def test_second_resolution_job_created_mid_tick(roles: Roles) -> None:
+    await roles.scheduler.load(at(0))
+    roles.clock.set(at(0, 10.4))
+    job = await roles.create(schedule="*/2 * * * * *")
+    assert job.next_run_at == at(0, 12)
+    assert job.id in roles.scheduler.wheel
+    await roles.tick(at(0, 11))
+    await roles.tick(at(0, 12))
+    await roles.tick(at(0, 13))
+    await roles.tick(at(0, 14))
+    assert [r.slot for r in await roles.runs(job.id)] == [at(0, 12), at(0, 14)]
+
+
+async def test_queued_lateness_is_the_clock_difference(roles: Roles) -> None:
+    job = await roles.create()
+    await roles.tick(at(1, 0.25))
+    await roles.tick(at(2))
+    await roles.tick(at(3, 0.75))
+    assert roles.scheduler.stats.lateness_s == [0.25, 0.0, 0.75]
+    runs = await roles.runs(job.id)
+    assert [(r.queued_at - r.slot).total_seconds() for r in runs if r.queued_at] == [0.25, 0.0, 0.75]
+
+
+async def test_start_at_and_end_at_bound_the_slots(roles: Roles) -> None:
+    job = await roles.create(start_at=at(3, 30), end_at=at(6))
+    assert job.next_run_at == at(4)
+    for minute in range(1, 10):
+        await roles.tick(at(minute))
+    assert [r.slot for r in await roles.runs(job.id)] == minutes(4, 5, 6)
+    assert (await roles.store.get_job(job.id)).next_run_at is None
+    assert job.id not in roles.scheduler.wheel
+
+
+async def test_start_at_on_a_slot_includes_it(roles: Roles) -> None:
+    job = await roles.create(start_at=at(5))
+    assert job.next_run_at == at(5)
+    for minute in range(1, 7):
+        await roles.tick(at(minute))
+    assert [r.slot for r in await roles.runs(job.id)] == minutes(5, 6)
+
+
+async def test_fired_runs_are_worked_and_end_terminal(roles: Roles) -> None:
+    job = await roles.create(payload={"n": 1})
+    for minute in (1, 2, 3):
+        await roles.tick(at(minute))
+        done = await roles.work()
+        assert [r.state if r else None for r in done] == [RunState.SUCCESS]
+    runs = await roles.audit()
+    assert [r.id for r in runs] == [c.execution_id for c in targets.calls]
+    assert [c.scheduled_at for c in targets.calls] == minutes(1, 2, 3)
+    assert all(c.payload == {"n": 1} and c.attempt == 1 for c in targets.calls)
+    assert {r.job_id for r in runs} == {job.id}
+    for run in runs:
+        assert await roles.history(run.id) == [RunState.PENDING, RunState.RUNNING, RunState.SUCCESS]
+
+
+def test_start_is_a_monday_on_the_minute() -> None:
+    assert START.weekday() == 0
+    assert START.second == 0
+
+
+async def test_store_file_is_real(store_url: str, roles: Roles) -> None:
+    await roles.create()
+    assert Path(store_url.removeprefix("sqlite:///")).stat().st_size > 0
+
+
+async def test_an_edit_makes_an_unnotified_scheduler_stale_and_the_new_schedule_applies(
+    roles: Roles,
+) -> None:
+    job = await roles.create()
+    stale_view = roles.new_scheduler("scheduler-2", reload_every_s=3600)
+    await stale_view.load(at(0))
+    await roles.tick(at(1))
+    await roles.tick(at(1), stale_view)
+    roles.clock.set(at(1, 30))
+    edited = await roles.service.update(
+        dataclasses.replace(await roles.store.get_job(job.id), schedule="*/5 * * * *"), job.version
+    )
+    await roles.notify()
+    assert (edited.version, edited.next_run_at) == (job.version + 1, at(5))
+    for minute in range(2, 11):
+        await roles.tick(at(minute), stale_view)
+        await roles.tick(at(minute))
+    assert [(r.slot, r.job_version) for r in await roles.runs(job.id)] == [
+        (at(1), 1),
+        (at(5), 2),
+        (at(10), 2),
+    ]
+    assert stale_view.stats.stale == 2  # once for 12:01 (the other fired it), once for 12:02 (edited)
+
+
+async def test_pause_racing_a_fire_still_gives_one_run_per_slot(roles: Roles) -> None:
+    """JobService.pause reads the job, then writes it back whole (cursor included) without a
+    condition on the cursor: a slot fired in between is planned again after resume. The unique
+    (job, slot) key must keep it to one run and one trigger."""
+    job = await roles.create()
+    roles.clock.set(at(1))
+    racing = JobService(
+        cast(Store, FireDuringRead(roles, job.id)),
+        roles.queue,
+        roles.feed,
+        roles.clock,
+        roles.service.policy,
+    )
+    await racing.pause(job.id, "racing")
+    await roles.notify()
+    assert [r.slot for r in await roles.runs(job.id)] == [at(1)]
+
+    roles.clock.set(at(1, 20))
+    await roles.service.resume(job.id, missed="misfire")
+    await roles.notify()
+    await roles.tick(at(1, 20))
+    await roles.tick(at(2))
+    assert [r.slot for r in await roles.runs(job.id)] == [at(1), at(2)]
+    assert len(await roles.receive()) == 2
+
+
+async def test_an_edit_racing_a_fire_does_not_cancel_the_fired_run(roles: Roles) -> None:
+    job = await roles.create(overlap=Overlap.REPLACE, payload={"v": 1})
+    roles.clock.set(at(1))
+    racing = JobService(
+        cast(Store, FireDuringRead(roles, job.id)),
+        roles.queue,
+        roles.feed,
+        roles.clock,
+        roles.service.policy,
+    )
+    await racing.update(dataclasses.replace(job, payload={"v": 2}), job.version)
+    [fired] = await roles.runs(job.id)
+    claimed = await roles.store.claim_run(fired.id, "ghost", at(1, 1), at(1, 1) + timedelta(minutes=10))
+    assert claimed is not None
+    await roles.notify()
+    await roles.tick(at(1, 5))
+
+    assert (await roles.store.get_job(job.id)).next_run_at == at(2)
+    assert [r.id for r in await roles.runs(job.id)] == [fired.id]
+    assert not (await roles.store.get_run(fired.id)).cancel_requested
+
+
+class FireDuringRead:
+    """A store whose first ``get_job`` lets the scheduler fire the job before answering."""
+
+    def __init__(self, roles: Roles, job_id: str) -> None:
+        self._roles = roles
+        self._job_id = job_id
+        self._fired = False
+
+    async def get_job(self, job_id: str) -> Job:
+        job = await self._roles.store.get_job(job_id)
+        if not self._fired and job_id == self._job_id:
+            self._fired = True
+            await self._roles.tick(self._roles.now)
+        return job
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._roles.store, name)
