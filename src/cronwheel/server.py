@@ -51,6 +51,7 @@ class ServerSettings:
     python_allow: tuple[str, ...] = ()
     allowed_networks: tuple[str, ...] = ()
     concurrency: int = 64
+    queues: tuple[str, ...] = ("default",)
     lease_s: float = 30.0
     node: str = field(default_factory=default_node)
 
@@ -77,7 +78,9 @@ async def _run_roles(settings: ServerSettings, store: Store, announce: Callable[
     clock = SystemClock()
     queue = MemoryQueue(clock, visibility_timeout_s=settings.lease_s * 2)
     feed = ChangeFeed()
-    policy = TargetPolicy(settings.allow_commands, settings.python_allow, settings.allowed_networks)
+    policy = TargetPolicy(
+        settings.allow_commands, settings.python_allow, settings.allowed_networks, queues=settings.queues
+    )
     service = JobService(store, queue, feed, clock, policy)
     worker_settings = WorkerSettings(
         allow_commands=settings.allow_commands,
@@ -93,6 +96,7 @@ async def _run_roles(settings: ServerSettings, store: Store, announce: Callable[
         executors,
         clock,
         settings.node,
+        queues=settings.queues,
         concurrency=settings.concurrency,
         lease_s=settings.lease_s,
     )

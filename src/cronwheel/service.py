@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import ipaddress
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
+from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import (
@@ -32,12 +34,14 @@ from cronwheel.model import (
     new_id,
 )
 from cronwheel.queue import Queue, Trigger
-from cronwheel.scheduler.planner import first_slot, schedule_of
+from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
 from cronwheel.store import Store
+
+log = logging.getLogger("cronwheel.service")
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_TIMEOUT_S = 24 * 3600.0
-MAX_PAUSED_SKIPS = 1000  # SKIPPED(paused) runs recorded individually on resume; older ones are counted
+MAX_PAUSED_SKIPS = 1000  # SKIPPED(paused) runs recorded on resume; older ones are counted and logged
 
 
 class ChangeListener(Protocol):
@@ -69,6 +73,12 @@ class TargetPolicy:
     allow_commands: bool = False
     python_allow: tuple[str, ...] = ()
     allowed_networks: tuple[str, ...] = ()
+    queues: tuple[str, ...] | None = None  # worker queues served here (None: not known, any accepted)
+
+    def check_queue(self, queue: str) -> None:
+        if self.queues is not None and queue not in self.queues:
+            served = ", ".join(self.queues)
+            raise InvalidInputError(f"no worker serves queue {queue!r} (served: {served}; see --queue)")
 
     def check(self, target: HttpTarget | CommandTarget | PythonTarget) -> None:
         if isinstance(target, CommandTarget):
@@ -128,6 +138,7 @@ class JobService:
         """Refuse a job whole (InvalidInputError / ScheduleError) before anything is written."""
         schedule_of(job)  # raises ScheduleError with field, position and reason
         self.policy.check(job.target)
+        self.policy.check_queue(job.queue)
         if not 0 < job.timeout_s <= MAX_TIMEOUT_S:
             raise InvalidInputError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}], not {job.timeout_s}")
         if job.start_at is not None and job.end_at is not None and job.end_at <= job.start_at:
@@ -201,20 +212,23 @@ class JobService:
             resumed = dataclasses.replace(resumed, next_run_at=first_slot(job, now))
         stored = await self.store.update_job(resumed, expected_version, move_cursor=missed == "skip")
         if skipped:
-            await self.store.record_skipped(skipped, now)
+            recorded = await self.store.record_skipped(skipped, now)
+            metrics.RUNS_RECORDED.labels("SKIPPED", SkipReason.PAUSED.value).inc(len(recorded))
         self.changes.job_changed(job_id)
         return stored
 
     def _paused_slots(self, job: Job, now: datetime) -> list[Run]:
-        slots: list[datetime] = []
-        slot = job.next_run_at
-        schedule = schedule_of(job)
-        while slot is not None and slot <= now and (job.end_at is None or slot <= job.end_at):
-            slots.append(slot)
-            following = schedule.next_after(slot)
-            slot = None if following is None else following.astimezone(slot.tzinfo)
-            if len(slots) > MAX_PAUSED_SKIPS:
-                slots.pop(0)
+        """SKIPPED(paused) runs for the slots that passed while ``job`` was paused (the newest
+        MAX_PAUSED_SKIPS of them; when there were more, the rest is logged)."""
+        if job.next_run_at is None or job.next_run_at > now:
+            return []
+        end = now if job.end_at is None else min(now, job.end_at)
+        slots, more = last_slots(job, job.next_run_at, end, MAX_PAUSED_SKIPS)
+        if more:
+            log.warning(
+                "paused slots not recorded one by one",
+                extra={"action": "skip", "job_id": job.id, "reason": "paused", "recorded": len(slots)},
+            )
         return [
             Run(
                 id=self.new_run_id(),

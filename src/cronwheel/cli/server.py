@@ -42,6 +42,15 @@ from cronwheel.errors import CronwheelError
 @click.option(
     "--concurrency", default=64, show_default=True, type=click.IntRange(1, 100_000), help="Attempts at once."
 )
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    default=("default",),
+    show_default=True,
+    metavar="NAME",
+    help="Worker queue this process serves (repeatable); jobs naming another queue are refused.",
+)
 @click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL")
 def server(
     host: str,
@@ -51,6 +60,7 @@ def server(
     allow_python: tuple[str, ...],
     allow_network: tuple[str, ...],
     concurrency: int,
+    queues: tuple[str, ...],
     log_level: str,
 ) -> None:
     """Start cronwheel: API, scheduler and workers in one process."""
@@ -66,6 +76,7 @@ def server(
         python_allow=allow_python,
         allowed_networks=allow_network,
         concurrency=concurrency,
+        queues=queues,
     )
     try:
         asyncio.run(serve(settings, announce=lambda text: click.echo(text, err=True)))

@@ -143,3 +143,23 @@ def _run(job: Job, slot: datetime, state: RunState, run_id: str, reason: SkipRea
 
 def _as_utc(moment: datetime | None) -> datetime | None:
     return None if moment is None else moment.astimezone(UTC)
+
+
+def last_slots(job: Job, start: datetime, end: datetime, count: int) -> tuple[list[datetime], bool]:
+    """The newest ``count`` slots of ``job`` in [start, end], and whether older ones were left out.
+
+    Slots are only computed forwards, so windows that end at ``end`` are widened (x4) until they
+    hold ``count`` slots or reach ``start``: the cost is proportional to ``count``, not to the
+    length of [start, end]."""
+    schedule = schedule_of(job)
+    width = timedelta(minutes=1)
+    while True:
+        lo = max(start, end - width)
+        slots: list[datetime] = []
+        slot = _within_end(job, _as_utc(schedule.next_after(lo - _EPSILON)))
+        while slot is not None and slot <= end:
+            slots.append(slot)
+            slot = _within_end(job, _as_utc(schedule.next_after(slot)))
+        if len(slots) >= count or lo == start:
+            return slots[-count:], len(slots) > count or lo > start
+        width *= 4

@@ -44,6 +44,7 @@ class Sweeper:
         expired = await self.store.expire_leases(now, expired_before=FAR_FUTURE)
         runs = await self.store.runs_to_dispatch(FAR_FUTURE, now, limit=1_000_000)
         await self._queue(runs, now)
+        metrics.REQUEUED.inc(len(runs))
         log.info(
             "recovered",
             extra={"action": "recover", "expired_leases": len(expired), "requeued": len(runs)},

@@ -165,7 +165,9 @@ class Worker:
             return await work
         except asyncio.CancelledError:
             if run.id in self._cancelled:
-                return AttemptResult(Outcome.CANCELLED, error="cancelled (replaced by a newer run)")
+                return AttemptResult(
+                    Outcome.CANCELLED, error="cancelled (replaced by a newer run, or its job was deleted)"
+                )
             if beat.done() and beat.result() is not None:
                 return beat.result()  # type: ignore[return-value]
             raise
