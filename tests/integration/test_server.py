@@ -334,3 +334,11 @@ async def test_metrics_export_fire_lateness(api: httpx.AsyncClient, sink: Sink) 
     assert under_100ms is not None
     assert float(under_100ms.group(1)) >= 2
     assert 'cronwheel_attempts_total{outcome="success"}' in text
+
+
+async def test_sigterm_stops_cleanly(server_factory: Callable[..., ServerProcess]) -> None:
+    server = server_factory()
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+        assert (await api.get("/readyz")).status_code == 200
+    assert server.stop() == 0
+    assert "Traceback" not in server.log.read_text()

@@ -1,0 +1,128 @@
+"""Fire lateness of the embedded server, end to end (a benchmark, not a test).
+
+Starts `cronwheel server` over a fresh SQLite file, a local HTTP sink on 127.0.0.1, creates N jobs
+with a second-level schedule spread over the seconds, lets them fire for a while, then reads every
+run back over the API and prints queued lateness (queued - slot) and start lateness (started -
+slot) as p50 / p99 / max, plus how many deliveries reached the sink.
+
+    .venv/bin/python benchmarks/bench_embedded.py --jobs 200 --seconds 30
+    .venv/bin/python benchmarks/bench_embedded.py --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from aiohttp import web
+
+
+async def start_sink() -> tuple[web.AppRunner, str, list[float]]:
+    arrivals: list[float] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        arrivals.append(time.time())
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_post("/hook", handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/hook", arrivals
+
+
+def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    log = workdir / "server.log"
+    command = [sys.executable, "-m", "cronwheel", "server", "--port", "0", "--allow-network", "127.0.0.0/8",
+               "--database-url", f"sqlite:///{workdir / 'bench.db'}", "--log-level", "WARNING"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    for _ in range(400):
+        found = re.search(r"serving on (http://\S+)", log.read_text(errors="replace"))
+        if found:
+            return process, found.group(1)
+        time.sleep(0.05)
+    raise SystemExit(f"server did not start:\n{log.read_text()}")
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": float("nan"), "p99": float("nan"), "max": float("nan")}
+    ordered = sorted(values)
+    return {
+        "p50": statistics.median(ordered),
+        "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        "max": ordered[-1],
+    }
+
+
+async def collect_runs(api: httpx.AsyncClient) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
+        page = (await api.get("/v1/runs", params=params)).json()
+        runs.extend(page["items"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return runs
+
+
+async def main(jobs: int, seconds: float, every: int) -> dict[str, Any]:
+    runner, hook, arrivals = await start_sink()
+    with tempfile.TemporaryDirectory() as tmp:
+        process, url = start_server(Path(tmp))
+        try:
+            async with httpx.AsyncClient(base_url=url, timeout=30) as api:
+                for index in range(jobs):
+                    schedule = f"{index % every}/{every} * * * * *"
+                    target = {"type": "http", "url": hook}
+                    body = {"team": "bench", "name": f"job-{index}", "schedule": schedule, "target": target}
+                    response = await api.post("/v1/jobs", json=body)
+                    response.raise_for_status()
+                started = time.time()
+                await asyncio.sleep(seconds)
+                for page_job in (await api.get("/v1/jobs", params={"limit": 1000})).json()["items"]:
+                    await api.post(f"/v1/jobs/{page_job['id']}/pause", json={})
+                await asyncio.sleep(2)
+                runs = [r for r in await collect_runs(api) if r["kind"] == "scheduled"]
+        finally:
+            process.terminate()
+            process.wait(30)
+            await runner.cleanup()
+    queued = [r["queued_lateness_s"] for r in runs if r["queued_lateness_s"] is not None]
+    begun = [r["start_lateness_s"] for r in runs if r["start_lateness_s"] is not None]
+    return {
+        "jobs": jobs,
+        "seconds": round(time.time() - started, 1),
+        "runs": len(runs),
+        "states": {state: sum(r["state"] == state for r in runs) for state in {r["state"] for r in runs}},
+        "deliveries": len(arrivals),
+        "queued_lateness_ms": {k: round(v * 1000, 1) for k, v in percentiles(queued).items()},
+        "start_lateness_ms": {k: round(v * 1000, 1) for k, v in percentiles(begun).items()},
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--every", type=int, default=5, help="each job fires every N seconds")
+    parser.add_argument("--smoke", action="store_true", help="tiny run for CI (no timing judgement)")
+    args = parser.parse_args()
+    if args.smoke:
+        args.jobs, args.seconds = 5, 3.0
+    print(json.dumps(asyncio.run(main(args.jobs, args.seconds, args.every)), indent=2))
