@@ -1,0 +1,9 @@
+"""The coordinator port: membership, leadership and shard ownership with fencing.
+
+Backends: :class:`cronwheel.coordinator.local.LocalCoordinator` (embedded: this process is the only
+member, the leader, and owns every shard) and the etcd coordinator (cluster).
+"""
+
+from cronwheel.coordinator.port import Coordinator, Member, ShardLease
+
+__all__ = ["Coordinator", "Member", "ShardLease"]

@@ -1,0 +1,39 @@
+"""``LocalCoordinator``: the embedded coordinator. One process, leader of itself, owner of every
+shard with epoch 1, forever."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from cronwheel.clock import Clock
+from cronwheel.coordinator.port import Member, ShardLease
+from cronwheel.model import SHARDS
+
+
+class LocalCoordinator:
+    def __init__(self, node: str, roles: tuple[str, ...], clock: Clock, shards: int = SHARDS) -> None:
+        self.node = node
+        self.roles = roles
+        self._clock = clock
+        self._since: datetime | None = None
+        self._leases = {shard: ShardLease(shard, 1, float("inf")) for shard in range(shards)}
+
+    async def start(self) -> None:
+        self._since = self._clock.now()
+
+    async def stop(self) -> None:
+        self._leases = {}
+
+    def owned_shards(self) -> dict[int, ShardLease]:
+        return dict(self._leases)
+
+    async def members(self) -> list[Member]:
+        now = self._clock.now()
+        return [Member(self.node, self.roles, self._since, now)]
+
+    async def leader(self) -> str | None:
+        return self.node
+
+    async def wait_for_change(self, timeout_s: float) -> None:
+        await asyncio.sleep(timeout_s)
