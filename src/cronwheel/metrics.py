@@ -36,6 +36,11 @@ STALE_FIRINGS = Counter(
     "Firings the store refused because the job had moved on (edited, fired elsewhere).",
     registry=REGISTRY,
 )
+FENCED_FIRINGS = Counter(
+    "cronwheel_fenced_firings_total",
+    "Firings the store refused because another node holds a newer lease (epoch) on the shard.",
+    registry=REGISTRY,
+)
 ATTEMPTS = Counter(
     "cronwheel_attempts_total",
     "Finished attempts by outcome.",

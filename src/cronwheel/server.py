@@ -1,4 +1,5 @@
-"""``cronwheel server``: every role in one process over the embedded backends.
+"""Running a node: ``cronwheel server`` (every role, embedded backends by default) and
+``cronwheel api|scheduler|worker`` (one role each, cluster backends).
 
 The API, the scheduler, the sweeper and a worker pool run as named tasks in one task group: if one
 dies the others are stopped and the process exits non-zero, instead of limping on. SIGTERM and
@@ -23,14 +24,17 @@ from typing import IO
 import uvicorn
 
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.clock import SystemClock
+from cronwheel.backends import connect_store, is_postgres, open_coordinator, open_queue
+from cronwheel.clock import Clock, SystemClock
+from cronwheel.cluster import ClusterStatus
+from cronwheel.coordinator import Coordinator
 from cronwheel.errors import PermanentError
-from cronwheel.queue.memory import MemoryQueue
+from cronwheel.queue import Queue
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
-from cronwheel.store import Store
-from cronwheel.store.sql import open_store
+from cronwheel.store.notify import PostgresChangeListener
+from cronwheel.store.sql import SqlStore
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import Worker
@@ -42,18 +46,48 @@ def default_node() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+ALL_ROLES = ("api", "scheduler", "worker")
+
+
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     database_url: str = "sqlite:///cronwheel.db"
+    coordinator_url: str | None = None  # etcd://host:port[,...]; None: this process owns every shard
+    queue_url: str | None = None  # redis://host:port; None: in-process queue
+    roles: tuple[str, ...] = ALL_ROLES
     allow_commands: bool = False
     python_allow: tuple[str, ...] = ()
     allowed_networks: tuple[str, ...] = ()
     concurrency: int = 64
     queues: tuple[str, ...] = ("default",)
     lease_s: float = 30.0
+    ttl_s: float = 5.0  # coordinator membership / shard lease TTL
     node: str = field(default_factory=default_node)
+
+    @property
+    def embedded(self) -> bool:
+        return not self.coordinator_url and not self.queue_url and not is_postgres(self.database_url)
+
+    def check(self) -> None:
+        """Refuse combinations that cannot work, before touching any backend."""
+        unknown = set(self.roles) - set(ALL_ROLES)
+        if unknown or not self.roles:
+            raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
+        if self.embedded and set(self.roles) != set(ALL_ROLES):
+            raise PermanentError(
+                "the embedded backends (SQLite, in-process queue and coordinator) need every role in one "
+                "process: run `cronwheel server`, or set CRONWHEEL_DATABASE_URL=postgresql://..., "
+                "CRONWHEEL_COORDINATOR_URL=etcd://... and CRONWHEEL_QUEUE_URL=redis://..."
+            )
+        if not self.embedded and not (
+            self.queue_url and self.coordinator_url and is_postgres(self.database_url)
+        ):
+            raise PermanentError(
+                "cluster mode needs all three: CRONWHEEL_DATABASE_URL=postgresql://..., "
+                "CRONWHEEL_COORDINATOR_URL=etcd://... and CRONWHEEL_QUEUE_URL=redis://..."
+            )
 
 
 class _Server(uvicorn.Server):
@@ -65,61 +99,122 @@ class _Server(uvicorn.Server):
 
 
 async def serve(settings: ServerSettings, announce: Callable[[str], None] = print) -> None:
-    """Run every role until SIGTERM/SIGINT (or until one role fails)."""
-    with _single_owner(settings.database_url):
-        store = await open_store(settings.database_url)  # migrates to the newest schema first
+    """Run this node's roles until SIGTERM/SIGINT (or until one role fails)."""
+    settings.check()
+    with _single_owner(settings.database_url) if settings.embedded else contextlib.nullcontext():
+        store = await connect_store(settings.database_url)  # migrates to the newest schema first
         try:
             await _run_roles(settings, store, announce)
         finally:
             await store.close()
 
 
-async def _run_roles(settings: ServerSettings, store: Store, announce: Callable[[str], None]) -> None:
+async def _run_roles(settings: ServerSettings, store: SqlStore, announce: Callable[[str], None]) -> None:
     clock = SystemClock()
-    queue = MemoryQueue(clock, visibility_timeout_s=settings.lease_s * 2)
-    feed = ChangeFeed()
-    policy = TargetPolicy(
-        settings.allow_commands, settings.python_allow, settings.allowed_networks, queues=settings.queues
-    )
-    service = JobService(store, queue, feed, clock, policy)
-    worker_settings = WorkerSettings(
-        allow_commands=settings.allow_commands,
-        python_allow=settings.python_allow,
-        allowed_networks=settings.allowed_networks,
-    )
-    executors = Executors(worker_settings)
-    scheduler = Scheduler(store, queue, clock, settings.node)
-    sweeper = Sweeper(store, queue, clock)
-    worker = Worker(
-        store,
-        queue,
-        executors,
-        clock,
-        settings.node,
-        queues=settings.queues,
-        concurrency=settings.concurrency,
-        lease_s=settings.lease_s,
-    )
-    await sweeper.recover_after_restart(clock.now())
-    app = create_app(ApiServices(store=store, job_service=service, clock=clock))
-    server = _Server(
-        uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
+    queue = await open_queue(settings.queue_url, clock, visibility_timeout_s=settings.lease_s * 2)
+    coordinator = await open_coordinator(
+        settings.coordinator_url, settings.node, settings.roles, clock, settings.ttl_s
     )
     stop = asyncio.Event()
     _on_signals(stop)
-    changes = feed.subscribe()
+    closers: list[Callable[[], Awaitable[None]]] = [queue.close, coordinator.stop]
     try:
         async with asyncio.TaskGroup() as group:
-            group.create_task(_api(server, stop, announce, settings), name="api")
-            group.create_task(_until_stop(scheduler.run(changes, stop), stop), name="scheduler")
-            group.create_task(_until_stop(sweeper.run(stop), stop), name="sweeper")
-            group.create_task(_until_stop(worker.run(stop), stop), name="worker")
+            roles = _Roles(settings, store, queue, coordinator, clock, stop, group, closers)
+            await roles.start(announce)
     finally:
-        await executors.close()
-        await queue.close()
+        for close in closers:
+            with contextlib.suppress(Exception):
+                await close()
 
 
-async def _api(
+@dataclass
+class _Roles:
+    """Builds and starts the roles this node runs, each as a named task."""
+
+    settings: ServerSettings
+    store: SqlStore
+    queue: Queue
+    coordinator: Coordinator
+    clock: Clock
+    stop: asyncio.Event
+    group: asyncio.TaskGroup
+    closers: list[Callable[[], Awaitable[None]]]
+
+    async def start(self, announce: Callable[[str], None]) -> None:
+        roles = self.settings.roles
+        feed = ChangeFeed()
+        if "scheduler" in roles:
+            await self._scheduler(feed)
+        if "worker" in roles:
+            self._worker()
+        if "api" in roles:
+            self._api(feed, announce)
+        else:
+            announce(f"cronwheel {'+'.join(roles)} running (node {self.settings.node})")
+
+    def _task(self, role: Awaitable[None], name: str) -> None:
+        self.group.create_task(_until_stop(role, self.stop), name=name)
+
+    async def _scheduler(self, feed: ChangeFeed) -> None:
+        settings = self.settings
+        if settings.embedded:
+            changes = feed.subscribe()
+            ownership: Coordinator | None = None
+        else:
+            listener = PostgresChangeListener(settings.database_url)
+            changes = listener.subscribe()
+            await listener.start()
+            self.closers.append(listener.stop)
+            ownership = self.coordinator
+        scheduler = Scheduler(self.store, self.queue, self.clock, settings.node, ownership=ownership)
+        sweeper = Sweeper(self.store, self.queue, self.clock)
+        if settings.embedded:
+            await sweeper.recover_after_restart(self.clock.now())
+        leader = None if settings.embedded else self._is_leader
+        self._task(scheduler.run(changes, self.stop), "scheduler")
+        self._task(sweeper.run(self.stop, leader), "sweeper")
+
+    async def _is_leader(self) -> bool:
+        return await self.coordinator.leader() == self.settings.node
+
+    def _worker(self) -> None:
+        settings = self.settings
+        executors = Executors(
+            WorkerSettings(
+                allow_commands=settings.allow_commands,
+                python_allow=settings.python_allow,
+                allowed_networks=settings.allowed_networks,
+            )
+        )
+        self.closers.append(executors.close)
+        worker = Worker(
+            self.store,
+            self.queue,
+            executors,
+            self.clock,
+            settings.node,
+            queues=settings.queues,
+            concurrency=settings.concurrency,
+            lease_s=settings.lease_s,
+        )
+        self._task(worker.run(self.stop), "worker")
+
+    def _api(self, feed: ChangeFeed, announce: Callable[[str], None]) -> None:
+        settings = self.settings
+        policy = TargetPolicy(
+            settings.allow_commands, settings.python_allow, settings.allowed_networks, queues=settings.queues
+        )
+        service = JobService(self.store, self.queue, feed, self.clock, policy)
+        status = ClusterStatus(self.store, self.queue, self.coordinator, settings.queues)
+        app = create_app(ApiServices(store=self.store, job_service=service, clock=self.clock, cluster=status))
+        config = uvicorn.Config(
+            app, host=settings.host, port=settings.port, log_config=None, access_log=False
+        )
+        self.group.create_task(_serve_api(_Server(config), self.stop, announce, settings), name="api")
+
+
+async def _serve_api(
     server: _Server, stop: asyncio.Event, announce: Callable[[str], None], settings: ServerSettings
 ) -> None:
     serving = asyncio.create_task(server.serve())

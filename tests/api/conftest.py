@@ -41,6 +41,9 @@ class RecordingQueue:
     async def depth(self, queue: str) -> int:
         return len(self.published)
 
+    async def lag(self, queue: str) -> float:
+        return 0.0
+
     async def close(self) -> None:
         return None
 

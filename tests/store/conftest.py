@@ -1,15 +1,26 @@
 """Backends for the store contract suite.
 
-Every test that takes ``store`` (or ``store_url``) runs once per available backend:
+Every test that takes ``store`` (or ``store_url``, ``empty_store_url``) runs once per available
+backend:
 
 * ``sqlite``: a fresh database file in the test's ``tmp_path`` (always);
 * ``postgresql``: a fresh database per test on the live server named by the environment variable
-  ``CRONWHEEL_TEST_POSTGRES_URL`` (e.g. ``postgresql://postgres@127.0.0.1:5432/postgres``; needs
-  asyncpg), dropped afterwards. Without the variable the backend is not collected.
+  ``CRONWHEEL_TEST_POSTGRES_URL`` (an administrative URL: it must be allowed to CREATE DATABASE),
+  dropped afterwards. When the variable is unset it defaults to
+  ``postgresql://postgres@127.0.0.1:5432/postgres`` (the server CI runs on the same machine), so
+  the PostgreSQL half of the suite runs in every ``scripts/test`` run: a server that cannot be
+  reached FAILS those tests with a message saying so; they are never skipped. To opt out
+  locally, set the variable explicitly empty: ``CRONWHEEL_TEST_POSTGRES_URL= scripts/test``.
+
+``store_url`` is a database at the newest schema revision (PostgreSQL: copied from a template
+migrated once per session, which is much faster than migrating each one); ``empty_store_url`` has
+no tables at all (the migration tests).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -22,11 +33,14 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from cronwheel.clock import ManualClock
 from cronwheel.store import Store
 from cronwheel.store.driver import async_url
+from cronwheel.store.migrate import upgrade_database
 from cronwheel.store.sql import SqlStore, open_store
 
 from .support import START
 
-POSTGRES_ADMIN_URL = os.environ.get("CRONWHEEL_TEST_POSTGRES_URL")
+POSTGRES_ENV = "CRONWHEEL_TEST_POSTGRES_URL"
+DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+POSTGRES_ADMIN_URL = os.environ.get(POSTGRES_ENV, DEFAULT_POSTGRES_URL) or None  # "" opts out
 BACKENDS = ["sqlite"] + (["postgresql"] if POSTGRES_ADMIN_URL else [])
 
 
@@ -36,32 +50,116 @@ def backend(request: pytest.FixtureRequest) -> str:
     return name
 
 
-async def _postgres_database(name: str, create: bool) -> None:
-    assert POSTGRES_ADMIN_URL is not None
-    admin = create_async_engine(async_url(POSTGRES_ADMIN_URL), isolation_level="AUTOCOMMIT")
+# -- the PostgreSQL server -----------------------------------------------------------------------
+
+_probed: dict[str, str | None] = {}  # admin url -> why it cannot be used (None: it can), per session
+_templates: dict[str, str] = {}  # admin url -> name of the migrated template database
+
+
+async def _postgres_problem(url: str) -> str | None:
+    """Why ``url`` cannot be used to create test databases, or None."""
+    engine = create_async_engine(async_url(url))
     try:
-        async with admin.connect() as connection:
-            if create:
-                await connection.execute(text(f'CREATE DATABASE "{name}"'))
-            else:
-                await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        async with asyncio.timeout(10), engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+    except Exception as error:  # anything: report it, whatever the driver raised
+        return f"{type(error).__name__}: {error}"
     finally:
-        await admin.dispose()
+        await engine.dispose()
+    return None
+
+
+async def require_postgres() -> str:
+    """The admin URL of the suite's PostgreSQL; unreachable = test failure (never a skip)."""
+    assert POSTGRES_ADMIN_URL is not None
+    if POSTGRES_ADMIN_URL not in _probed:
+        _probed[POSTGRES_ADMIN_URL] = await _postgres_problem(POSTGRES_ADMIN_URL)
+    problem = _probed[POSTGRES_ADMIN_URL]
+    if problem is not None:
+        shown = async_url(POSTGRES_ADMIN_URL).set(drivername="postgresql")
+        pytest.fail(
+            f"PostgreSQL for the store contract suite is unreachable at {shown} ({problem}). "
+            f"Start it (CI runs it on 127.0.0.1:5432), point {POSTGRES_ENV} at another server, "
+            f"or opt out locally with {POSTGRES_ENV}= (empty).",
+            pytrace=False,
+        )
+    return POSTGRES_ADMIN_URL
+
+
+async def _admin(admin_url: str, statement: str) -> None:
+    engine = create_async_engine(async_url(admin_url), isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+def _database_url(admin_url: str, name: str) -> str:
+    return async_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+async def _migrated_template(admin_url: str) -> str:
+    if admin_url not in _templates:
+        name = f"cronwheel_test_template_{uuid.uuid4().hex[:12]}"
+        await _admin(admin_url, f'CREATE DATABASE "{name}"')
+        _templates[admin_url] = name
+        await upgrade_database(_database_url(admin_url, name))
+    return _templates[admin_url]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for admin_url, name in _templates.items():
+        asyncio.run(_admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    _templates.clear()
+
+
+@contextlib.asynccontextmanager
+async def fresh_postgres_database(*, migrated: bool) -> AsyncIterator[str]:
+    """A new database on the suite's server (its URL), dropped afterwards: empty, or
+    ``migrated`` to the newest schema revision."""
+    admin_url = await require_postgres()
+    template = f' TEMPLATE "{await _migrated_template(admin_url)}"' if migrated else ""
+    name = f"cronwheel_test_{uuid.uuid4().hex[:12]}"
+    await _admin(admin_url, f'CREATE DATABASE "{name}"{template}')
+    try:
+        yield _database_url(admin_url, name)
+    finally:
+        await _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- fixtures ------------------------------------------------------------------------------------
 
 
 @pytest.fixture
 async def store_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
-    """The URL of a fresh, empty database."""
+    """The URL of a fresh database at the newest schema revision (SQLite: a new file, which
+    ``open_store`` migrates)."""
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.db'}"
         return
-    assert POSTGRES_ADMIN_URL is not None
-    name = f"cronwheel_test_{uuid.uuid4().hex[:12]}"
-    await _postgres_database(name, create=True)
-    try:
-        yield async_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await _postgres_database(name, create=False)
+    async with fresh_postgres_database(migrated=True) as url:
+        yield url
+
+
+@pytest.fixture
+async def empty_store_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
+    """The URL of a fresh database without any tables."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    async with fresh_postgres_database(migrated=False) as url:
+        yield url
+
+
+@pytest.fixture
+async def postgres_url() -> AsyncIterator[str]:
+    """A fresh PostgreSQL database at the newest revision, for the tests of what only
+    PostgreSQL has (LISTEN/NOTIFY). Skipped only when PostgreSQL was opted out explicitly."""
+    if POSTGRES_ADMIN_URL is None:
+        pytest.skip(f"PostgreSQL opted out ({POSTGRES_ENV} is set empty)")
+    async with fresh_postgres_database(migrated=True) as url:
+        yield url
 
 
 @pytest.fixture
@@ -79,6 +177,15 @@ def clock() -> ManualClock:
 @pytest.fixture
 async def store(store_url: str, clock: ManualClock) -> AsyncIterator[SqlStore]:
     opened = await open_store(store_url, clock=clock)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def postgres_store(postgres_url: str, clock: ManualClock) -> AsyncIterator[SqlStore]:
+    opened = await open_store(postgres_url, clock=clock)
     try:
         yield opened
     finally:

@@ -690,6 +690,21 @@ async def test_expire_leases_respects_its_limit(store: SqlStore) -> None:
     assert len(await store.expire_leases(at(5), limit=2)) == 1
 
 
+async def test_count_runs_by_state(store: SqlStore) -> None:
+    job = await new_job(store)
+    first = await fire_one(store, job)
+    await fire_one(store, await store.get_job(job.id))
+    await fire_one(store, await store.get_job(job.id), RunState.SKIPPED, reason="misfire")
+    assert await store.claim_run(first.id, "w", START, START + LEASE) is not None
+    wanted = (RunState.PENDING, RunState.RUNNING, RunState.RETRYING, RunState.SKIPPED)
+    assert await store.count_runs(wanted) == {
+        RunState.PENDING: 1,
+        RunState.RUNNING: 1,
+        RunState.SKIPPED: 1,
+    }
+    assert await store.count_runs(()) == {}
+
+
 async def test_fail_run(store: SqlStore) -> None:
     job = await new_job(store)
     pending = await fire_one(store, job)

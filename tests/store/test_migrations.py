@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Column, Integer, MetaData, exc, text
+from sqlalchemy import Column, Integer, MetaData, exc, insert, inspect, select, text
 from sqlalchemy.engine import Connection
 
 from cronwheel.errors import (
@@ -20,6 +21,7 @@ from cronwheel.errors import (
     NotFoundError,
     TransientError,
 )
+from cronwheel.store import codec
 from cronwheel.store.driver import async_url, create_engine, translated_errors
 from cronwheel.store.migrate import (
     alembic_config,
@@ -28,8 +30,10 @@ from cronwheel.store.migrate import (
     run_sync_at,
     upgrade_database,
 )
-from cronwheel.store.schema import metadata
+from cronwheel.store.schema import jobs, metadata
 from cronwheel.store.sql import SchemaOutdatedError, open_store
+
+from .support import START, make_job
 
 
 def _diff(connection: Connection, target: MetaData) -> list[Any]:
@@ -47,67 +51,110 @@ async def _diff_at(url: str, target: MetaData) -> list[Any]:
         await engine.dispose()
 
 
-async def test_migrated_schema_equals_the_metadata(store_url: str) -> None:
-    await upgrade_database(store_url)
-    assert await _diff_at(store_url, metadata) == []
+async def test_migrated_schema_equals_the_metadata(empty_store_url: str) -> None:
+    await upgrade_database(empty_store_url)
+    assert await _diff_at(empty_store_url, metadata) == []
 
 
-async def test_the_comparison_would_see_a_difference(store_url: str) -> None:
-    await upgrade_database(store_url)
+async def test_the_comparison_would_see_a_difference(empty_store_url: str) -> None:
+    await upgrade_database(empty_store_url)
     changed = MetaData(naming_convention=metadata.naming_convention)
     for table in metadata.tables.values():
         table.to_metadata(changed)
     changed.tables["runs"].append_column(Column("extra", Integer, nullable=True))
-    diff = await _diff_at(store_url, changed)
+    diff = await _diff_at(empty_store_url, changed)
     assert [(entry[0], entry[3].name) for entry in diff] == [("add_column", "extra")]
 
 
-async def test_upgrade_is_idempotent_and_reaches_head(store_url: str) -> None:
-    await upgrade_database(store_url)
-    await upgrade_database(store_url)
-    engine = create_engine(store_url)
+async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> None:
+    await upgrade_database(empty_store_url)
+    await upgrade_database(empty_store_url)
+    engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0001"
+        assert await current_revision(engine) == head_revision() == "0002"
     finally:
         await engine.dispose()
 
 
-async def test_concurrent_first_upgrades_serialize(store_url: str) -> None:
-    await asyncio.gather(*(upgrade_database(store_url) for _ in range(4)))
-    assert await _diff_at(store_url, metadata) == []
+async def test_concurrent_first_upgrades_serialize(empty_store_url: str) -> None:
+    await asyncio.gather(*(upgrade_database(empty_store_url) for _ in range(4)))
+    assert await _diff_at(empty_store_url, metadata) == []
 
 
-async def test_downgrade_then_upgrade(store_url: str) -> None:
-    await upgrade_database(store_url)
+async def test_downgrade_then_upgrade(empty_store_url: str) -> None:
+    await upgrade_database(empty_store_url)
 
     def downgrade(connection: Connection) -> None:
         config = alembic_config()
         config.attributes["connection"] = connection
         command.downgrade(config, "base")
 
-    await run_sync_at(store_url, downgrade)
-    engine = create_engine(store_url)
+    await run_sync_at(empty_store_url, downgrade)
+    engine = create_engine(empty_store_url)
     try:
         assert await current_revision(engine) is None
     finally:
         await engine.dispose()
-    await upgrade_database(store_url)
-    assert await _diff_at(store_url, metadata) == []
+    await upgrade_database(empty_store_url)
+    assert await _diff_at(empty_store_url, metadata) == []
 
 
-async def test_the_alembic_command_line_path_makes_its_own_engine(store_url: str) -> None:
+def _to(revision: str, *, down: bool = False) -> Callable[[Connection], None]:
+    def migrate(connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, revision)
+
+    return migrate
+
+
+async def test_0002_adds_shard_epochs_to_a_0001_database_and_keeps_its_data(empty_store_url: str) -> None:
+    await run_sync_at(empty_store_url, _to("0001"))
+    job = make_job()
+    engine = create_engine(empty_store_url)
+    try:
+        assert await current_revision(engine) == "0001"
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert "shard_epochs" not in tables
+    finally:
+        await engine.dispose()
+
+    store = await open_store(empty_store_url)  # what a new release does on start: migrate to head
+    try:
+        assert await current_revision(store.engine) == "0002"
+        assert (await store.get_job(job.id)).name == job.name
+        assert await store.claim_shards({job.shard: 1}, "a", START) == {job.shard}
+    finally:
+        await store.close()
+    assert await _diff_at(empty_store_url, metadata) == []
+
+    await run_sync_at(empty_store_url, _to("0001", down=True))
+    engine = create_engine(empty_store_url)
+    try:
+        assert await current_revision(engine) == "0001"
+        async with engine.connect() as connection:
+            tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert "shard_epochs" not in tables
+            assert await connection.scalar(select(jobs.c.name).where(jobs.c.id == job.id)) == job.name
+    finally:
+        await engine.dispose()
+
+
+async def test_the_alembic_command_line_path_makes_its_own_engine(empty_store_url: str) -> None:
     """env.py without a handed-over connection (``alembic -x url=... upgrade head``)."""
     config = alembic_config()
-    config.set_main_option("sqlalchemy.url", store_url.replace("%", "%%"))
+    config.set_main_option("sqlalchemy.url", empty_store_url.replace("%", "%%"))
     await asyncio.to_thread(command.upgrade, config, "head")
-    assert await _diff_at(store_url, metadata) == []
+    assert await _diff_at(empty_store_url, metadata) == []
 
 
-async def test_open_store_without_migrating_refuses_an_old_schema(store_url: str) -> None:
+async def test_open_store_without_migrating_refuses_an_old_schema(empty_store_url: str) -> None:
     with pytest.raises(SchemaOutdatedError):
-        await open_store(store_url, migrate=False)
-    await upgrade_database(store_url)
-    store = await open_store(store_url, migrate=False)
+        await open_store(empty_store_url, migrate=False)
+    await upgrade_database(empty_store_url)
+    store = await open_store(empty_store_url, migrate=False)
     await store.close()
 
 

@@ -475,3 +475,12 @@ async def prometheus_metrics() -> Response:
     """Prometheus metrics of this process: fire and start lateness histograms, runs recorded,
     attempts by outcome, sweeps."""
     return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/cluster", tags=["cluster"], responses=_problems(404))
+async def cluster_status(services: Services) -> dict[str, Any]:
+    """Nodes with roles and last heartbeat, the leader, shard ownership with epochs, queue depth
+    and lag per queue, and how many runs are PENDING, RUNNING and RETRYING."""
+    if services.cluster is None:
+        raise ProblemError(404, "not-found", "Not found", "cluster status is not served by this process")
+    return await services.cluster.snapshot()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from cronwheel.clock import Clock
+from cronwheel.cluster import ClusterStatus
 from cronwheel.service import JobService
 from cronwheel.store import JobQuery, Store
 
@@ -24,6 +25,7 @@ class ApiServices:
     job_service: JobService
     clock: Clock
     readiness: Readiness | None = None
+    cluster: ClusterStatus | None = None  # GET /v1/cluster (absent in tests that do not need it)
 
     async def ready(self) -> dict[str, bool]:
         check = self.readiness if self.readiness is not None else store_readiness(self.store)

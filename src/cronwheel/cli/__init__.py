@@ -6,10 +6,11 @@ import click
 
 from cronwheel import __version__
 from cronwheel.cli.apply import apply
+from cronwheel.cli.cluster import cluster
 from cronwheel.cli.jobs import jobs
 from cronwheel.cli.runs import runs
 from cronwheel.cli.schedule import schedule
-from cronwheel.cli.server import server
+from cronwheel.cli.server import api, db, scheduler, server, worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,6 +20,11 @@ def cli() -> None:
 
 
 cli.add_command(server)
+cli.add_command(api)
+cli.add_command(scheduler)
+cli.add_command(worker)
+cli.add_command(db)
+cli.add_command(cluster)
 cli.add_command(schedule)
 cli.add_command(jobs)
 cli.add_command(runs)

@@ -1,85 +1,136 @@
-"""``cronwheel server``: the whole service in one process (embedded backends, zero configuration)."""
+"""``cronwheel server`` (every role in one process) and ``cronwheel api|scheduler|worker`` (one
+role each, for a cluster), plus ``cronwheel db upgrade``."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from cronwheel.errors import CronwheelError
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-@click.command()
-@click.option(
-    "--host", default="127.0.0.1", show_default=True, envvar="CRONWHEEL_HOST", help="Address to listen on."
-)
-@click.option(
-    "--port", default=8080, show_default=True, envvar="CRONWHEEL_PORT", type=click.IntRange(0, 65535)
-)
-@click.option(
-    "--database-url",
-    default="sqlite:///cronwheel.db",
-    show_default=True,
-    envvar="CRONWHEEL_DATABASE_URL",
-    help="Where jobs and runs are kept (a SQLite file in the working directory by default).",
-)
-@click.option(
-    "--allow-commands", is_flag=True, envvar="CRONWHEEL_ALLOW_COMMANDS", help="Allow command targets."
-)
-@click.option(
-    "--allow-python",
-    multiple=True,
-    metavar="PATTERN",
-    help="Allow python targets matching this 'module:function' pattern (repeatable, fnmatch).",
-)
-@click.option(
-    "--allow-network",
-    multiple=True,
-    metavar="CIDR",
-    help="Let HTTP targets reach this non-public network, e.g. 127.0.0.0/8 (repeatable).",
-)
-@click.option(
-    "--concurrency", default=64, show_default=True, type=click.IntRange(1, 100_000), help="Attempts at once."
-)
-@click.option(
-    "--queue",
-    "queues",
-    multiple=True,
-    default=("default",),
-    show_default=True,
-    metavar="NAME",
-    help="Worker queue this process serves (repeatable); jobs naming another queue are refused.",
-)
-@click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL")
-def server(
-    host: str,
-    port: int,
-    database_url: str,
-    allow_commands: bool,
-    allow_python: tuple[str, ...],
-    allow_network: tuple[str, ...],
-    concurrency: int,
-    queues: tuple[str, ...],
-    log_level: str,
-) -> None:
-    """Start cronwheel: API, scheduler and workers in one process."""
+
+def node_options(function: F) -> F:
+    """The options every node command takes (each also read from a CRONWHEEL_* variable)."""
+    options = [
+        click.option("--host", default="127.0.0.1", show_default=True, envvar="CRONWHEEL_HOST"),
+        click.option(
+            "--port", default=8080, show_default=True, envvar="CRONWHEEL_PORT", type=click.IntRange(0, 65535)
+        ),
+        click.option(
+            "--database-url",
+            default="sqlite:///cronwheel.db",
+            show_default=True,
+            envvar="CRONWHEEL_DATABASE_URL",
+            help="sqlite:///path.db (embedded) or postgresql://user@host:5432/db (cluster).",
+        ),
+        click.option(
+            "--coordinator-url",
+            envvar="CRONWHEEL_COORDINATOR_URL",
+            help="etcd://host:2379[,host:2379] (cluster). Unset: this process owns every shard.",
+        ),
+        click.option(
+            "--queue-url",
+            envvar="CRONWHEEL_QUEUE_URL",
+            help="redis://host:6379/0 (cluster). Unset: in-process.",
+        ),
+        click.option("--node-id", envvar="CRONWHEEL_NODE_ID", help="This node's name (default: host-pid)."),
+        click.option(
+            "--allow-commands", is_flag=True, envvar="CRONWHEEL_ALLOW_COMMANDS", help="Allow command targets."
+        ),
+        click.option(
+            "--allow-python", multiple=True, metavar="PATTERN", help="Allow python targets 'module:function'."
+        ),
+        click.option(
+            "--allow-network",
+            multiple=True,
+            metavar="CIDR",
+            help="Let webhooks reach this non-public network.",
+        ),
+        click.option("--concurrency", default=64, show_default=True, type=click.IntRange(1, 100_000)),
+        click.option(
+            "--queue", "queues", multiple=True, default=("default",), show_default=True, metavar="NAME"
+        ),
+        click.option(
+            "--ttl", "ttl_s", default=5.0, show_default=True, envvar="CRONWHEEL_TTL", help="Lease TTL (s)."
+        ),
+        click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _run(roles: tuple[str, ...], **options: Any) -> None:
     from cronwheel import logs  # noqa: PLC0415 - imported late: other commands stay quick to start
-    from cronwheel.server import ServerSettings, serve  # noqa: PLC0415
+    from cronwheel.server import ServerSettings, default_node, serve  # noqa: PLC0415
 
-    logs.configure(log_level)
+    logs.configure(options.pop("log_level"))
+    allow_python = options.pop("allow_python")
+    allow_network = options.pop("allow_network")
     settings = ServerSettings(
-        host=host,
-        port=port,
-        database_url=database_url,
-        allow_commands=allow_commands,
+        roles=roles,
+        node=options.pop("node_id") or default_node(),
         python_allow=allow_python,
         allowed_networks=allow_network,
-        concurrency=concurrency,
-        queues=queues,
+        **options,
     )
     try:
         asyncio.run(serve(settings, announce=lambda text: click.echo(text, err=True)))
     except CronwheelError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
+
+
+@click.command()
+@node_options
+def server(**options: Any) -> None:
+    """Start cronwheel: API, scheduler and workers in one process (embedded backends by default)."""
+    _run(("api", "scheduler", "worker"), **options)
+
+
+@click.command()
+@node_options
+def api(**options: Any) -> None:
+    """Run the REST API role (cluster mode)."""
+    _run(("api",), **options)
+
+
+@click.command()
+@node_options
+def scheduler(**options: Any) -> None:
+    """Run the scheduler role: fire the shards this node leases (cluster mode)."""
+    _run(("scheduler",), **options)
+
+
+@click.command()
+@node_options
+def worker(**options: Any) -> None:
+    """Run the worker role: attempt runs from the queue (cluster mode)."""
+    _run(("worker",), **options)
+
+
+@click.group()
+def db() -> None:
+    """Database maintenance."""
+
+
+@db.command()
+@click.option(
+    "--database-url", default="sqlite:///cronwheel.db", show_default=True, envvar="CRONWHEEL_DATABASE_URL"
+)
+def upgrade(database_url: str) -> None:
+    """Apply the schema migrations (idempotent)."""
+    from cronwheel.store.migrate import upgrade_database  # noqa: PLC0415
+
+    try:
+        asyncio.run(upgrade_database(database_url))
+    except CronwheelError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+    click.echo(f"database at {database_url.rsplit('@', maxsplit=1)[-1]} is at the newest schema")

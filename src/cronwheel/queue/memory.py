@@ -23,6 +23,7 @@ from cronwheel.queue.port import Delivery, Trigger
 @dataclass
 class _Lane:
     ready: deque[tuple[Trigger, int]] = field(default_factory=deque)  # (trigger, times handed out)
+    since: dict[str, float] = field(default_factory=dict)  # run id -> when first made ready
     delayed: list[tuple[float, int, Trigger]] = field(default_factory=list)  # heap by due time
     inflight: dict[str, tuple[Trigger, int, float]] = field(default_factory=dict)  # token -> ..., deadline
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -45,9 +46,11 @@ class MemoryQueue:
         return lane
 
     async def publish(self, triggers: Sequence[Trigger]) -> None:
+        now = self._clock.now().timestamp()
         for trigger in triggers:
             lane = self._lane(trigger.queue)
             lane.ready.append((trigger, 0))
+            lane.since.setdefault(trigger.run_id, now)
             lane.wakeup.set()
 
     async def publish_at(self, trigger: Trigger, at: datetime) -> None:
@@ -76,6 +79,7 @@ class MemoryQueue:
         while lane.delayed and lane.delayed[0][0] <= now:
             _, _, trigger = heapq.heappop(lane.delayed)
             lane.ready.append((trigger, 0))
+            lane.since.setdefault(trigger.run_id, now)
         for token, (trigger, count, deadline) in list(lane.inflight.items()):
             if deadline <= now:
                 del lane.inflight[token]
@@ -100,10 +104,17 @@ class MemoryQueue:
         lane = self._lane(queue)
         for delivery in deliveries:
             lane.inflight.pop(delivery.token, None)
+            lane.since.pop(delivery.trigger.run_id, None)
 
     async def depth(self, queue: str) -> int:
         lane = self._lane(queue)
         return len(lane.ready) + len(lane.delayed)
+
+    async def lag(self, queue: str) -> float:
+        lane = self._lane(queue)
+        if not lane.since:
+            return 0.0
+        return max(0.0, self._clock.now().timestamp() - min(lane.since.values()))
 
     async def close(self) -> None:
         self._lanes.clear()

@@ -16,12 +16,14 @@ from datetime import datetime, timedelta
 
 from cronwheel import metrics
 from cronwheel.clock import Clock
+from cronwheel.coordinator import Coordinator
 from cronwheel.errors import NotFoundError
 from cronwheel.model import Job, Overlap, Run, RunState, new_id
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import plan
 from cronwheel.scheduler.wheel import TimingWheel
 from cronwheel.store import Store
+from cronwheel.store.notify import RELOAD_ALL
 from cronwheel.store.port import Firing
 
 log = logging.getLogger("cronwheel.scheduler")
@@ -34,6 +36,7 @@ class SchedulerStats:
     fired: int = 0
     skipped: int = 0
     stale: int = 0
+    fenced: int = 0  # firings the store refused: a newer lease on the shard exists elsewhere
     lateness_s: list[float] = field(default_factory=list)  # queued - slot of recent fires
 
     def record_lateness(self, seconds: float) -> None:
@@ -53,6 +56,7 @@ class Scheduler:
         horizon_s: float = 120.0,
         reload_every_s: float = 30.0,
         shards: Sequence[int] | None = None,
+        ownership: Coordinator | None = None,
         new_run_id: Callable[[], str] = new_id,
     ) -> None:
         self.store = store
@@ -61,7 +65,9 @@ class Scheduler:
         self.node = node
         self.horizon = timedelta(seconds=horizon_s)
         self.reload_every = timedelta(seconds=reload_every_s)
-        self.shards = shards
+        self.shards: frozenset[int] | None = None if shards is None else frozenset(shards)
+        self.ownership = ownership  # cluster: fire only the shards leased to this node, fenced
+        self.epochs: dict[int, int] = {}
         self.new_run_id = new_run_id
         self.wheel = TimingWheel()
         self.jobs: dict[str, Job] = {}
@@ -73,7 +79,7 @@ class Scheduler:
     async def load(self, now: datetime) -> None:
         """(Re)read every job due within the horizon from the store: the slow periodic pass."""
         until = now + self.horizon
-        jobs = await self.store.due_jobs(until, self.shards)
+        jobs = await self.store.due_jobs(until, None if self.shards is None else sorted(self.shards))
         self.wheel.clear()
         self.jobs = {}
         for job in jobs:
@@ -81,7 +87,11 @@ class Scheduler:
         self._next_reload = now + self.reload_every
 
     async def job_changed(self, job_id: str, now: datetime) -> None:
-        """A job was created, edited, paused, resumed or deleted: re-read it at once."""
+        """A job was created, edited, paused, resumed or deleted: re-read it at once. ``"*"``
+        means notifications may have been lost (the listener reconnected): reload everything."""
+        if job_id == RELOAD_ALL:
+            self._next_reload = now
+            return
         self.wheel.remove(job_id)
         self.jobs.pop(job_id, None)
         try:
@@ -99,13 +109,39 @@ class Scheduler:
             self.jobs[job.id] = job
             self.wheel.add(job.id, _second(job.next_run_at))
 
+    async def _ownership_changed(self, now: datetime) -> bool:
+        """Take in the coordinator's current leases: register new epochs with the store (which
+        refuses them if a newer owner exists) and report whether the owned set changed."""
+        assert self.ownership is not None
+        leases = self.ownership.owned_shards()
+        wanted = {shard: lease.epoch for shard, lease in leases.items()}
+        if wanted == self.epochs:
+            return False
+        fresh = {shard: epoch for shard, epoch in wanted.items() if self.epochs.get(shard) != epoch}
+        accepted = await self.store.claim_shards(fresh, self.node, now) if fresh else set()
+        self.epochs = {
+            shard: epoch for shard, epoch in wanted.items() if shard not in fresh or shard in accepted
+        }
+        self.shards = frozenset(self.epochs)
+        log.info("shards", extra={"action": "own", "node": self.node, "shards": len(self.shards)})
+        return True
+
     # -- firing -------------------------------------------------------------------------------
 
     async def tick(self, now: datetime) -> datetime:
         """Fire everything due at ``now``; return when the next tick should run."""
+        if self.ownership is not None and await self._ownership_changed(now):
+            await self.load(now)
         if self._next_reload is None or now >= self._next_reload:
             await self.load(now)
         due = [self.jobs.pop(job_id) for job_id in self.wheel.pop_due(_second(now)) if job_id in self.jobs]
+        if self.ownership is not None:  # a lease may have lapsed since the last tick
+            valid = self.ownership.owned_shards()
+            due = [
+                job
+                for job in due
+                if job.shard in valid and valid[job.shard].epoch == self.epochs.get(job.shard)
+            ]
         for start in range(0, len(due), BATCH):
             await self._fire(due[start : start + BATCH], now)
         return self._wake_at(now)
@@ -117,8 +153,18 @@ class Scheduler:
         firings = [f for job in jobs if (f := plan(job, now, active.get(job.id, []), self.new_run_id))]
         if not firings:
             return
-        result = await self.store.fire(firings, now)
+        epochs = None if self.ownership is None else {job.shard: self.epochs[job.shard] for job in jobs}
+        result = await self.store.fire(firings, now, epochs)
         await self._publish(result.accepted, now)
+        if result.fenced_job_ids:  # another node holds a newer lease on these shards: let go
+            self.stats.fenced += len(result.fenced_job_ids)
+            metrics.FENCED_FIRINGS.inc(len(result.fenced_job_ids))
+            log.warning(
+                "fenced", extra={"action": "fenced", "jobs": len(result.fenced_job_ids), "node": self.node}
+            )
+            self._next_reload = now
+        fenced = set(result.fenced_job_ids)
+        firings = [firing for firing in firings if firing.job_id not in fenced]
         stale = set(result.stale_job_ids)
         for firing in firings:
             if firing.job_id in stale:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from cronwheel import metrics
@@ -69,9 +70,11 @@ class Sweeper:
             await self.queue.publish([Trigger(run.id, run.job_id, run.queue) for run in runs])
             await self.store.mark_queued([run.id for run in runs], now)
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event, leader: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Sweep every ``every_s`` seconds; in a cluster only while this node is the leader."""
         while not stop.is_set():
-            await self.sweep(self.clock.now())
+            if leader is None or await leader():
+                await self.sweep(self.clock.now())
             try:
                 await asyncio.wait_for(stop.wait(), self.every_s)
             except TimeoutError:

@@ -1,9 +1,10 @@
 """The metadata store port: the truth about jobs, runs and attempts.
 
 One ``Protocol``, :class:`Store`, with its contract in the docstrings; ``tests/store`` runs one
-contract suite against every backend (SQLite now, PostgreSQL next). Backends are named by their
+contract suite against every backend (SQLite and PostgreSQL). Backends are named by their
 technology: :class:`cronwheel.store.sql.SqlStore` serves SQLite and PostgreSQL through SQLAlchemy
-Core with one Alembic schema.
+Core with one Alembic schema; :class:`cronwheel.store.notify.PostgresChangeListener` carries
+job-change notifications between processes on PostgreSQL.
 """
 
 from cronwheel.store.port import (

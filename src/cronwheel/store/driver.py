@@ -100,6 +100,20 @@ def is_sqlite(dialect: Dialect) -> bool:
     return dialect.name == "sqlite"
 
 
+def is_postgresql(dialect: Dialect) -> bool:
+    return dialect.name == "postgresql"
+
+
+def upsert(dialect: Dialect, table: Table) -> sqlite.Insert | postgresql.Insert:
+    """The dialect's own ``INSERT`` construct, which has ``on_conflict_do_update`` and
+    ``excluded`` (SQLite >= 3.24 and PostgreSQL spell the upsert the same way)."""
+    if dialect.name == "sqlite":
+        return sqlite.insert(table)
+    if dialect.name == "postgresql":
+        return postgresql.insert(table)
+    raise NotImplementedError(f"no upsert for {dialect.name}")
+
+
 def insert_ignore(dialect: Dialect, table: Table) -> Insert:
     """``INSERT ... ON CONFLICT DO NOTHING`` for ``dialect`` (any unique key)."""
     if dialect.name == "sqlite":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
@@ -58,6 +58,8 @@ class FireResult:
     accepted: list[Run] = field(default_factory=list)  # PENDING runs now recorded: queue them
     skipped: list[Run] = field(default_factory=list)  # SKIPPED runs now recorded
     stale_job_ids: list[str] = field(default_factory=list)  # condition failed: nothing written
+    # the job's shard is not held at the given epoch (a newer lease exists): nothing written
+    fenced_job_ids: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,10 @@ class Store(Protocol):
     * Firing: ``fire`` applies each :class:`Firing` in one transaction; a firing whose job moved
       on (version, cursor, deleted) writes nothing and is reported stale; a run whose (job, slot)
       already exists is not inserted twice ("already exists" is success, not an error).
+    * Fencing: ``claim_shards`` records each shard's lease epoch unless a newer one is stored;
+      ``fire`` with ``epochs`` applies a firing only while its job's shard is stored at exactly
+      that epoch, and reports the others fenced (nothing written), so a scheduler paused past its
+      lease cannot write once the next owner has claimed the shard.
     * Runs move only along ``model.LEGAL_TRANSITIONS``; every change appends a ``RunEvent``.
       ``claim_run`` is a conditional PENDING/RETRYING -> RUNNING write that starts attempt n+1;
       ``heartbeat`` and ``finish_attempt`` succeed only for the current lease holder.
@@ -108,7 +114,23 @@ class Store(Protocol):
         first."""
         ...
 
-    async def fire(self, firings: Sequence[Firing], now: datetime) -> FireResult: ...
+    async def claim_shards(self, leases: Mapping[int, int], node: str, now: datetime) -> set[int]:
+        """Record that ``node`` holds each shard of ``leases`` (shard -> lease epoch): a shard's
+        stored epoch becomes the given one if that is not older than the stored one (or none is
+        stored). Returns the shards now stored at exactly the given epoch; a shard missing from
+        the result has a newer owner and must not be fired. Claiming again at the same epoch is
+        harmless (call it after every lease change)."""
+        ...
+
+    async def fire(
+        self, firings: Sequence[Firing], now: datetime, epochs: Mapping[int, int] | None = None
+    ) -> FireResult:
+        """Apply ``firings`` (see the class docstring). With ``epochs`` (shard -> lease epoch of
+        the caller), a firing is applied only if its job's shard is stored in ``claim_shards`` at
+        exactly that epoch; the others are reported in ``fenced_job_ids`` (not stale) and write
+        nothing. ``epochs=None`` (embedded: one process owns every shard) skips the check."""
+        ...
+
     async def active_runs(self, job_ids: Sequence[str]) -> dict[str, list[Run]]:
         """Non-terminal runs of each job (for overlap policies)."""
         ...

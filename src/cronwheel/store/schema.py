@@ -216,3 +216,14 @@ run_events = Table(
     Column("detail", Text, nullable=True),
     Index("ix_run_events_run_id_id", "run_id", "id"),
 )
+
+# The fencing token of each shard (guarantee 1, DESIGN §4): the epoch (etcd revision) of the
+# newest shard lease any scheduler has claimed. A firing write carrying an older epoch is refused.
+shard_epochs = Table(
+    "shard_epochs",
+    metadata,
+    Column("shard", Integer, primary_key=True, autoincrement=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("node", Text, nullable=False),  # the node that claimed ``epoch`` (informational)
+    Column("updated_at", Instant, nullable=False),
+)

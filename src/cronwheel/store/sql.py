@@ -8,6 +8,10 @@ On SQLite, write transactions are also serialized per store by an ``asyncio.Lock
 ``tests/store/bench_sqlite_writes.py``; see :class:`SqlStore`) and begin with ``BEGIN IMMEDIATE``
 (:mod:`cronwheel.store.driver`), so writers from other processes wait under ``busy_timeout``.
 
+Cluster mode (PostgreSQL): every job write also sends ``pg_notify('cronwheel_jobs', job_id)`` in
+its transaction (:mod:`cronwheel.store.notify` has the listener), and firing writes can be fenced
+by shard lease epochs (``claim_shards``, ``fire(..., epochs=...)``; table ``shard_epochs``).
+
 Open one with :func:`open_store`, which also migrates the schema to the newest revision.
 """
 
@@ -24,17 +28,20 @@ from typing import Any, TypeVar
 from sqlalchemy import (
     ColumnElement,
     ScalarSelect,
+    Select,
     and_,
     bindparam,
     case,
     cast,
     delete,
     exists,
+    func,
     insert,
     literal,
     null,
     or_,
     select,
+    text,
     true,
     update,
 )
@@ -45,8 +52,17 @@ from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, PermanentError
 from cronwheel.model import LEGAL_TRANSITIONS, Attempt, Job, Outcome, Run, RunEvent, RunState
 from cronwheel.store import codec
-from cronwheel.store.driver import WRITE, create_engine, insert_ignore, is_sqlite, translated_errors
+from cronwheel.store.driver import (
+    WRITE,
+    create_engine,
+    insert_ignore,
+    is_postgresql,
+    is_sqlite,
+    translated_errors,
+    upsert,
+)
 from cronwheel.store.migrate import current_revision, head_revision, upgrade_engine
+from cronwheel.store.notify import CHANNEL
 from cronwheel.store.port import (
     MAX_LOST_ATTEMPTS,
     AttemptResult,
@@ -67,6 +83,7 @@ from cronwheel.store.schema import (
     jobs,
     run_events,
     runs,
+    shard_epochs,
     to_micros,
 )
 
@@ -124,6 +141,12 @@ class SqlStore:
       (``list_attempts``/``list_events`` too, for a missing run).
     * ``request_cancel`` only flags unfinished runs (``cancel_requested``); it is not a state
       change, so it adds no ``RunEvent``.
+    * On PostgreSQL, ``create_job``, ``update_job``, ``delete_job`` and ``record_skipped`` (when
+      it inserted runs) notify channel ``cronwheel_jobs`` with each job id, in the writing
+      transaction; ``fire`` does not (the cursor moves only under its owner, which knows).
+    * Fencing: a refused firing of a job (deleted ones included) whose shard is not held is
+      reported fenced, even if it is also stale; a job id the store has never seen is stale; a
+      shard that ``claim_shards`` has never seen is not held.
     """
 
     def __init__(
@@ -167,6 +190,7 @@ class SqlStore:
             await _check_name_free(connection, job.team, job.name, job.id)
             await connection.execute(insert(jobs).values(codec.job_to_row(job)))
             await _write_labels(connection, job.id, job.labels)
+            await _notify_changed(connection, [job.id])
             return await _live_job(connection, job.id)
 
     async def get_job(self, job_id: str) -> Job:
@@ -233,6 +257,7 @@ class SqlStore:
                 raise ConflictError(f"job {job.id} changed concurrently; re-read it")
             await connection.execute(delete(job_labels).where(job_labels.c.job_id == job.id))
             await _write_labels(connection, job.id, job.labels)
+            await _notify_changed(connection, [job.id])
             return await _live_job(connection, job.id)
 
     async def delete_job(self, job_id: str, now: datetime) -> Job:
@@ -244,6 +269,8 @@ class SqlStore:
                 .returning(*jobs.c)
             )
             row = result.mappings().first()
+            if row is not None:
+                await _notify_changed(connection, [job_id])
         if row is None:
             raise NotFoundError(f"job {job_id} not found")
         return codec.job_from_row(row)
@@ -256,33 +283,80 @@ class SqlStore:
         if shards is not None and not shards:
             return []
         _check_limit(limit)
-        statement = select(jobs).where(JOB_DUE, jobs.c.next_run_at <= until)
-        if shards is not None:
-            statement = statement.where(jobs.c.shard.in_(sorted(set(shards))))
-        statement = statement.order_by(jobs.c.next_run_at, jobs.c.id).limit(limit)
         async with self._read() as connection:
-            rows = (await connection.execute(statement)).mappings().all()
+            rows = (await connection.execute(due_jobs_statement(until, shards, limit))).mappings().all()
         return [codec.job_from_row(row) for row in rows]
 
-    async def fire(self, firings: Sequence[Firing], now: datetime) -> FireResult:
+    async def claim_shards(self, leases: Mapping[int, int], node: str, now: datetime) -> set[int]:
+        """One upsert (``ON CONFLICT DO UPDATE ... WHERE stored epoch <= new epoch RETURNING``):
+        the rows it returns are exactly the shards now stored at the given epoch. On PostgreSQL
+        the row lock of the update waits for firing transactions that hold the shard's row
+        (``FOR SHARE``, see :meth:`fire`), so once this returns no firing under an older epoch
+        can still commit."""
+        if not leases:
+            return set()
+        rows = [
+            {"shard": shard, "epoch": leases[shard], "node": node, "updated_at": now}
+            for shard in sorted(leases)  # one lock order for every writer: no deadlocks
+        ]
+        claimed: set[int] = set()
+        async with self._write() as connection:
+            statement = upsert(connection.dialect, shard_epochs)
+            newer = statement.excluded
+            statement = statement.on_conflict_do_update(
+                index_elements=[shard_epochs.c.shard],
+                set_={"epoch": newer.epoch, "node": newer.node, "updated_at": newer.updated_at},
+                where=shard_epochs.c.epoch <= newer.epoch,
+            )
+            for chunk in _chunks(rows, _CHUNK):
+                result = await connection.execute(statement.returning(shard_epochs.c.shard), chunk)
+                claimed.update(result.scalars())
+        return claimed
+
+    async def shard_owners(self) -> dict[int, tuple[str, int]]:
+        """Each claimed shard's (node, epoch) as last recorded by ``claim_shards`` (cluster
+        status; the coordinator, not this table, says who holds a lease now)."""
+        async with self._read() as connection:
+            result = await connection.execute(
+                select(shard_epochs.c.shard, shard_epochs.c.node, shard_epochs.c.epoch)
+            )
+            return {row.shard: (row.node, row.epoch) for row in result}
+
+    async def fire(
+        self, firings: Sequence[Firing], now: datetime, epochs: Mapping[int, int] | None = None
+    ) -> FireResult:
+        """With ``epochs``, the transaction first reads (PostgreSQL: ``FOR SHARE``, which a
+        concurrent ``claim_shards`` of those shards must wait for; SQLite: inside the one write
+        transaction) which of ``epochs``' shards are still stored at the caller's epoch, and the
+        cursor UPDATE only matches jobs in those shards (``jobs.shard IN (...)``). Only firings
+        the UPDATE refused cost one more read, to tell fenced from stale. Pass the shards of the
+        firings' jobs (or all shards held); a job whose shard is missing from ``epochs`` is
+        fenced."""
         for firing in firings:
             for run in firing.runs:
                 _check_new_run(run, firing.job_id)
         if not firings:
             return FireResult()
         applied: set[int] = set()
+        fenced: set[str] = set()
         async with self._write() as connection:
+            held = None if epochs is None else await _held_shards(connection, epochs)
             for batch in _rounds(firings):
                 for chunk in _chunks(batch, _CHUNK):
-                    moved = await _advance_cursors(connection, [firing for _, firing in chunk])
+                    moved = await _advance_cursors(connection, [firing for _, firing in chunk], held)
                     applied.update(index for index, firing in chunk if firing.job_id in moved)
+            if held is not None:
+                refused = {firing.job_id for index, firing in enumerate(firings) if index not in applied}
+                fenced = await _outside_shards(connection, refused, held)
             chosen = [firing for index, firing in enumerate(firings) if index in applied]
             inserted = await _insert_runs(connection, [run for f in chosen for run in f.runs], now)
             await _request_cancel(connection, [run_id for f in chosen for run_id in f.cancel_run_ids])
+        refused_ids = [firing.job_id for index, firing in enumerate(firings) if index not in applied]
         return FireResult(
             accepted=[run for run in inserted if run.state is RunState.PENDING],
             skipped=[run for run in inserted if run.state is RunState.SKIPPED],
-            stale_job_ids=[firing.job_id for index, firing in enumerate(firings) if index not in applied],
+            stale_job_ids=[job_id for job_id in refused_ids if job_id not in fenced],
+            fenced_job_ids=[job_id for job_id in refused_ids if job_id in fenced],
         )
 
     async def active_runs(self, job_ids: Sequence[str]) -> dict[str, list[Run]]:
@@ -305,7 +379,9 @@ class SqlStore:
         if not runs:
             return []
         async with self._write() as connection:
-            return await _insert_runs(connection, runs, now)
+            inserted = await _insert_runs(connection, runs, now)
+            await _notify_changed(connection, [run.job_id for run in inserted])
+            return inserted
 
     async def create_manual_run(self, run: Run) -> tuple[Run, bool]:
         _check_new_run(run, run.job_id)
@@ -349,6 +425,18 @@ class SqlStore:
             return Page(items)
         last = items[-1]
         return Page(items, codec.encode_cursor(to_micros(last.slot), last.id))
+
+    async def count_runs(self, states: Sequence[RunState]) -> dict[RunState, int]:
+        """How many runs are in each of ``states`` (states without runs are left out)."""
+        if not states:
+            return {}
+        async with self._read() as connection:
+            result = await connection.execute(
+                select(runs.c.state, func.count().label("n"))
+                .where(runs.c.state.in_(sorted({state.value for state in states})))
+                .group_by(runs.c.state)
+            )
+            return {RunState(row.state): row.n for row in result}
 
     async def list_attempts(self, run_id: str) -> list[Attempt]:
         async with self._read() as connection:
@@ -691,24 +779,79 @@ async def _write_labels(
         await connection.execute(insert(job_labels), rows)
 
 
-async def _advance_cursors(connection: AsyncConnection, firings: Sequence[Firing]) -> set[str]:
+def due_jobs_statement(until: datetime, shards: Sequence[int] | None, limit: int) -> Select[Any]:
+    """The query of ``due_jobs``. Its WHERE contains ``JOB_DUE`` literally, so both databases use
+    the partial index ``ix_jobs_due`` (shard, next_run_at) for a shard filter (PostgreSQL: one
+    index range per shard, ``shard = ANY(...) AND next_run_at <= until``, then a sort of only the
+    due rows; checked by ``tests/store/test_indexes.py``) and ``ix_jobs_due_at`` without one."""
+    statement = select(jobs).where(JOB_DUE, jobs.c.next_run_at <= until)
+    if shards is not None:
+        statement = statement.where(jobs.c.shard.in_(sorted(set(shards))))
+    return statement.order_by(jobs.c.next_run_at, jobs.c.id).limit(limit)
+
+
+async def _notify_changed(connection: AsyncConnection, job_ids: Iterable[str]) -> None:
+    """PostgreSQL: ``pg_notify(CHANNEL, job_id)`` for each job, in the caller's transaction, so
+    listeners (:class:`cronwheel.store.notify.PostgresChangeListener`) hear of the change when,
+    and only if, it commits. SQLite: nothing (embedded mode has the in-process ChangeFeed)."""
+    ids = sorted(set(job_ids))
+    if ids and is_postgresql(connection.dialect):
+        await connection.execute(_NOTIFY, {"channel": CHANNEL, "ids": ids})
+
+
+_NOTIFY = text("SELECT pg_notify(:channel, id) FROM unnest(CAST(:ids AS text[])) AS id")
+
+
+async def _held_shards(connection: AsyncConnection, epochs: Mapping[int, int]) -> set[int]:
+    """Which shards of ``epochs`` are stored at exactly the given epoch. On PostgreSQL the rows
+    read are locked ``FOR SHARE`` (in shard order) until the transaction ends: a concurrent
+    ``claim_shards`` waits for this firing, and a firing that starts after a claim sees it."""
+    held: set[int] = set()
+    for chunk in _chunks(sorted(epochs), _CHUNK):
+        result = await connection.execute(
+            select(shard_epochs.c.shard, shard_epochs.c.epoch)
+            .where(shard_epochs.c.shard.in_(chunk))
+            .order_by(shard_epochs.c.shard)
+            .with_for_update(read=True)  # FOR SHARE on PostgreSQL; SQLite has no row locks
+        )
+        held.update(row.shard for row in result if row.epoch == epochs[row.shard])
+    return held
+
+
+async def _outside_shards(connection: AsyncConnection, job_ids: Iterable[str], held: set[int]) -> set[str]:
+    """The jobs of ``job_ids`` that exist and are not in a ``held`` shard (fenced firings)."""
+    found: set[str] = set()
+    for chunk in _chunks(sorted(job_ids), _CHUNK):
+        result = await connection.execute(select(jobs.c.id, jobs.c.shard).where(jobs.c.id.in_(chunk)))
+        found.update(row.id for row in result if row.shard not in held)
+    return found
+
+
+async def _advance_cursors(
+    connection: AsyncConnection, firings: Sequence[Firing], held: set[int] | None
+) -> set[str]:
     """One conditional UPDATE for a group of firings of distinct jobs: each job's cursor moves
-    only if the job is live, at the expected version and at the expected cursor. Returns the ids
-    of the jobs that moved."""
+    only if the job is live, at the expected version and at the expected cursor, and (when
+    ``held`` is given) in one of the ``held`` shards. Returns the ids of the jobs that moved."""
+    if held is not None and not held:
+        return set()  # every shard fenced: nothing can move
     parameters: dict[str, Any] = {}
     for n, firing in enumerate(firings):
         parameters[f"id_{n}"] = firing.job_id
         parameters[f"version_{n}"] = firing.expected_version
         parameters[f"expected_{n}"] = firing.expected_next_run_at
         parameters[f"next_{n}"] = firing.next_run_at
-    result = await connection.execute(_advance_statement(len(firings)), parameters)
+    if held is not None:
+        parameters["held_shards"] = sorted(held)
+    result = await connection.execute(_advance_statement(len(firings), fenced=held is not None), parameters)
     return set(result.scalars())
 
 
 @functools.lru_cache(maxsize=64)
-def _advance_statement(size: int) -> Update:
+def _advance_statement(size: int, *, fenced: bool = False) -> Update:
     """The statement of :func:`_advance_cursors` for ``size`` firings, built once per size
-    (building hundreds of expressions per batch costs more than running them)."""
+    (building hundreds of expressions per batch costs more than running them). ``fenced`` adds
+    ``jobs.shard IN (:held_shards)``: one list for the whole statement, not a check per row."""
 
     def instant(name: str) -> ColumnElement[datetime]:
         return cast(bindparam(name, type_=Instant()), Instant())  # typed for PostgreSQL's CASE
@@ -722,7 +865,10 @@ def _advance_statement(size: int) -> Update:
         for n in range(size)
     ]
     new_cursor = case(*[(jobs.c.id == bindparam(f"id_{n}"), instant(f"next_{n}")) for n in range(size)])
-    return update(jobs).where(JOB_LIVE, or_(*matches)).values(next_run_at=new_cursor).returning(jobs.c.id)
+    statement = update(jobs).where(JOB_LIVE, or_(*matches))
+    if fenced:
+        statement = statement.where(jobs.c.shard.in_(bindparam("held_shards", expanding=True)))
+    return statement.values(next_run_at=new_cursor).returning(jobs.c.id)
 
 
 async def _insert_runs(connection: AsyncConnection, new_runs: Sequence[Run], now: datetime) -> list[Run]:

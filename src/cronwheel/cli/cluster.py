@@ -1,0 +1,49 @@
+"""``cronwheel cluster status``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import click
+
+from cronwheel.cli.output import Ctx, api_command, table, when
+
+
+@click.group()
+def cluster() -> None:
+    """Look at the cluster."""
+
+
+@cluster.command()
+@api_command
+def status(ctx: Ctx) -> None:
+    """Nodes, leader, shard ownership with epochs, queues and active runs."""
+    data = ctx.client.request("GET", "/v1/cluster").data
+    ctx.emit(data, _render)
+
+
+def _render(data: dict[str, Any]) -> str:
+    owned = Counter(shard["node"] for shard in data["shards"])
+    nodes = table(
+        ["NODE", "ROLES", "LEADER", "SHARDS", "LAST HEARTBEAT"],
+        [
+            [
+                n["node"],
+                ",".join(n["roles"]),
+                "yes" if n["node"] == data["leader"] else "",
+                owned.get(n["node"], 0),
+                when(n["last_heartbeat"]),
+            ]
+            for n in data["nodes"]
+        ],
+    )
+    epochs = [shard["epoch"] for shard in data["shards"]]
+    shards = f"shards: {len(data['shards'])} owned" + (
+        f", epochs {min(epochs)}-{max(epochs)}" if epochs else ""
+    )
+    queues = table(
+        ["QUEUE", "DEPTH", "LAG"], [[q["name"], q["depth"], f"{q['lag_s']:.3f}s"] for q in data["queues"]]
+    )
+    runs = "runs: " + ", ".join(f"{state} {count}" for state, count in data["runs"].items())
+    return "\n".join([nodes, "", shards, "", queues, "", runs])

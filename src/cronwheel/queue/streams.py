@@ -1,0 +1,432 @@
+"""``RedisStreamQueue``: the cluster trigger queue, on Redis Streams.
+
+Keys, per queue name (``prefix`` defaults to ``cronwheel``)::
+
+    {prefix}:q:{name}        stream: one entry per trigger (run_id, job_id, queue; nothing else),
+                             read by one consumer group (``group``, default ``workers``)
+    {prefix}:delayed:{name}  sorted set: triggers held until a due time (the score, Unix seconds)
+    {prefix}:dead:{name}     stream: triggers handed out more than ``max_deliveries`` times
+
+Life of a trigger: ``publish`` XADDs it (or ``publish_at`` ZADDs it, and a promoter moves it to the
+stream once due); ``receive`` hands it to one consumer (XREADGROUP), where it sits in the group's
+pending entries list (PEL) until ``ack`` (XACK + XDEL: the stream holds only what is not yet
+acknowledged). A trigger whose consumer stays silent for the visibility timeout is handed to the
+next receiver (XAUTOCLAIM) with its delivery count raised; past ``max_deliveries`` it goes to the
+dead-letter stream instead.
+
+Every receive runs one Lua script — reclaim idle entries, promote due delayed triggers, read new
+entries — so a busy queue costs one round trip per ``receive``; an idle one then blocks in
+XREADGROUP for short slices. Scripts run atomically in Redis, which is what makes promotion safe
+with any number of concurrent promoters: ZRANGEBYSCORE + XADD + ZREM happen as one step, so a
+delayed trigger is moved exactly once and never lost between the set and the stream.
+
+Two clocks, on purpose:
+
+* **Due times** (``publish_at`` scores, promotion) use the injected :class:`~cronwheel.clock.Clock`:
+  the caller decides "run at 12:00:05", the same clock the store and the scheduler use.
+* **Visibility** uses Redis' own idle time (the PEL records when each entry was handed out, by
+  the server's clock, and XAUTOCLAIM compares server-side). A visibility timeout is a *duration*,
+  and measuring it with one clock — the server's — makes it immune to skew between worker
+  nodes; doing it with node clocks would need a second per-delivery timestamp written on every
+  receive and trusted across machines. The consequence: a manual clock cannot make a Redis
+  entry idle; tests of visibility on Redis use a short real timeout.
+
+The queue is never the record (the store-side sweep re-queues what it loses), so losing Redis'
+data is survivable: a missing stream or group (``NOGROUP``) is recreated and the call retried;
+connection failures surface as :class:`~cronwheel.errors.BackendUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, ParamSpec, TypeVar
+
+import redis.asyncio as aioredis
+from redis import exceptions as rx
+
+from cronwheel.clock import Clock
+from cronwheel.errors import BackendUnavailableError, InvalidInputError
+from cronwheel.queue.port import Delivery, Trigger
+
+log = logging.getLogger("cronwheel.queue")
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+# Move due delayed triggers (up to a batch) from the sorted set to the stream, atomically.
+# KEYS: delayed, stream. ARGV: now (score), batch, queue name.
+_PROMOTE_FN = """
+local function promote(delayed, stream, now, batch, queue)
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, batch)
+  for _, member in ipairs(due) do
+    local t = cjson.decode(member)
+    redis.call('XADD', stream, '*', 'run_id', t[2], 'job_id', t[3], 'queue', queue)
+  end
+  if #due > 0 then
+    redis.call('ZREM', delayed, unpack(due))
+  end
+  return #due
+end
+"""
+
+# Append triggers to one queue's stream. KEYS: stream. ARGV: queue name, run id, job id, run id, ...
+PUBLISH_SCRIPT = """
+for i = 2, #ARGV, 2 do
+  redis.call('XADD', KEYS[1], '*', 'run_id', ARGV[i], 'job_id', ARGV[i + 1], 'queue', ARGV[1])
+end
+return (#ARGV - 1) / 2
+"""
+PUBLISH_CHUNK = 1000  # triggers per script call: keeps each call's hold on Redis to a few ms
+
+PROMOTE_SCRIPT = _PROMOTE_FN + "return promote(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), ARGV[3])\n"
+
+# One receive step. KEYS: stream, delayed, dead.
+# ARGV: group, consumer, min idle ms, XAUTOCLAIM cursor, limit, max deliveries, now, promote batch,
+#       queue name, dead-letter stream cap.
+# Returns {next cursor, dead-lettered count, earliest delayed score or nil, {{id, deliveries, fields}...}}.
+# XAUTOCLAIM comes first: with no group it fails (NOGROUP) before anything was written.
+TAKE_SCRIPT = (
+    _PROMOTE_FN
+    + """
+local stream, delayed, dead = KEYS[1], KEYS[2], KEYS[3]
+local group, consumer = ARGV[1], ARGV[2]
+local limit = tonumber(ARGV[5])
+local max_deliveries = tonumber(ARGV[6])
+local out = {}
+local buried = 0
+local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[3], ARGV[4], 'COUNT', limit)
+for _, entry in ipairs(claimed[2]) do
+  local id, fields = entry[1], entry[2]
+  if fields then
+    local times = redis.call('XPENDING', stream, group, id, id, 1)[1][4]
+    if times > max_deliveries then
+      table.insert(fields, 'deliveries')
+      table.insert(fields, tostring(times - 1))
+      table.insert(fields, 'entry_id')
+      table.insert(fields, id)
+      redis.call('XADD', dead, 'MAXLEN', '~', ARGV[10], '*', unpack(fields))
+      redis.call('XACK', stream, group, id)
+      redis.call('XDEL', stream, id)
+      buried = buried + 1
+    else
+      table.insert(out, {id, times, fields})
+    end
+  end
+end
+promote(delayed, stream, ARGV[7], tonumber(ARGV[8]), ARGV[9])
+if #out < limit then
+  local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', limit - #out,
+                           'STREAMS', stream, '>')
+  if fresh then
+    for _, entry in ipairs(fresh[1][2]) do
+      table.insert(out, {entry[1], 1, entry[2]})
+    end
+  end
+end
+local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+return {claimed[1], buried, first[2] or false, out}
+"""
+)
+
+
+def _is_group_lost(error: rx.ResponseError) -> bool:
+    """The stream or its group is gone (deleted, or Redis restarted without its data); a client
+    blocked on it is woken with ``UNBLOCKED``."""
+    text = str(error)
+    return "NOGROUP" in text or text.startswith("UNBLOCKED")
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """The one place where redis-py errors become cronwheel errors."""
+    try:
+        yield
+    except (rx.ConnectionError, rx.TimeoutError, rx.ReadOnlyError, OSError) as error:
+        # ConnectionError covers refused connections, resets, LOADING and authentication failures;
+        # ReadOnlyError is a failover in progress (we are talking to a replica).
+        raise BackendUnavailableError(f"the queue (Redis) is unavailable: {error}") from error
+
+
+def _fields(raw: Any) -> dict[str, str]:
+    """Stream entry fields: a flat [k, v, ...] list from Lua, a dict from redis-py."""
+    if isinstance(raw, dict):
+        return {str(k): str(v) for k, v in raw.items()}
+    items = list(raw or [])
+    return {str(items[i]): str(items[i + 1]) for i in range(0, len(items) - 1, 2)}
+
+
+def _entry_ms(entry_id: str) -> int:
+    return int(entry_id.split("-", 1)[0])
+
+
+class RedisStreamQueue:
+    """The :class:`~cronwheel.queue.port.Queue` on Redis Streams (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        clock: Clock,
+        *,
+        prefix: str = "cronwheel",
+        visibility_timeout_s: float = 300.0,
+        group: str = "workers",
+        max_deliveries: int = 10,
+        poll_s: float = 1.0,
+        promote_batch: int = 1000,
+        publish_batch: int = 50_000,
+        dead_letter_max: int = 100_000,
+        connect_timeout_s: float = 5.0,
+        socket_timeout_s: float = 15.0,
+    ) -> None:
+        """Open lazily (no I/O here; ``ping`` checks the connection).
+
+        * ``visibility_timeout_s``: how long a handed-out trigger may stay unacknowledged before
+          another receiver gets it (measured by Redis; see the module docstring).
+        * ``max_deliveries``: a trigger is handed out at most this many times; the next reclaim
+          moves it to the dead-letter stream (capped near ``dead_letter_max`` entries) instead.
+          The store still holds the run, so the sweep may queue it again later.
+        * ``poll_s``: the longest single blocking read. A waiting receiver wakes at once for new
+          entries, and at least every ``min(poll_s, visibility_timeout_s)`` (or when the next
+          delayed trigger is due) to reclaim and promote. Must stay below ``socket_timeout_s``.
+        * ``promote_batch``: delayed triggers moved per script call; ``publish_batch``: triggers
+          sent per round trip.
+        """
+        if visibility_timeout_s <= 0 or max_deliveries < 1 or not 0 < poll_s < socket_timeout_s:
+            raise InvalidInputError(
+                "the Redis queue needs visibility_timeout_s > 0, max_deliveries >= 1 and "
+                "0 < poll_s < socket_timeout_s"
+            )
+        self._clock = clock
+        self._prefix = prefix
+        self._group = group
+        self._visibility = visibility_timeout_s
+        self._max_deliveries = max_deliveries
+        self._poll = poll_s
+        self._promote_batch = promote_batch
+        self._publish_batch = publish_batch
+        self._dead_letter_max = dead_letter_max
+        self._redis: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_connect_timeout=connect_timeout_s,
+            socket_timeout=socket_timeout_s,
+        )
+        self._take = self._redis.register_script(TAKE_SCRIPT)
+        self._promote = self._redis.register_script(PROMOTE_SCRIPT)
+        self._publish = self._redis.register_script(PUBLISH_SCRIPT)
+        self._groups: set[str] = set()  # queue names whose group this instance has made sure of
+        self._cursors: dict[str, str] = {}  # queue name -> XAUTOCLAIM cursor
+
+    # -- keys -----------------------------------------------------------------------------------
+
+    def stream_key(self, queue: str) -> str:
+        return f"{self._prefix}:q:{queue}"
+
+    def delayed_key(self, queue: str) -> str:
+        return f"{self._prefix}:delayed:{queue}"
+
+    def dead_key(self, queue: str) -> str:
+        return f"{self._prefix}:dead:{queue}"
+
+    # -- the group ------------------------------------------------------------------------------
+
+    async def _ensure_group(self, queue: str) -> None:
+        if queue in self._groups:
+            return
+        try:
+            # From id 0, not $: after a data loss, publishers may have re-created the stream
+            # before any receiver re-created the group, and those entries must be delivered.
+            await self._redis.xgroup_create(self.stream_key(queue), self._group, id="0", mkstream=True)
+        except rx.ResponseError as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+        self._groups.add(queue)
+
+    async def _in_group(
+        self, queue: str, op: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Run ``op`` with the group in place; if the stream or group vanished, recreate it and
+        run ``op`` once more."""
+        await self._ensure_group(queue)
+        try:
+            return await op(*args, **kwargs)
+        except rx.ResponseError as error:
+            if not _is_group_lost(error):
+                raise
+        log.warning(
+            "queue stream or consumer group missing; recreating it",
+            extra={"action": "recreate_group", "queue": queue},
+        )
+        self._groups.discard(queue)
+        self._cursors.pop(queue, None)
+        await self._ensure_group(queue)
+        return await op(*args, **kwargs)
+
+    # -- the Queue protocol ---------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        with _translated():
+            await self._redis.ping()
+
+    async def publish(self, triggers: Sequence[Trigger]) -> None:
+        """Append the triggers to their streams, in order per queue: one script call per
+        ``PUBLISH_CHUNK`` triggers of a queue, pipelined, so a batch costs two round trips (redis-py
+        checks that the script is loaded, then sends every call) per ``publish_batch`` triggers.
+        A script rather than pipelined XADDs: about five times faster for big batches, because
+        the client builds one command per chunk instead of one per trigger."""
+        with _translated():
+            for start in range(0, len(triggers), self._publish_batch):
+                by_queue: dict[str, list[str]] = {}
+                for trigger in triggers[start : start + self._publish_batch]:
+                    by_queue.setdefault(trigger.queue, []).extend((trigger.run_id, trigger.job_id))
+                pipe = self._redis.pipeline(transaction=False)
+                for name, ids in by_queue.items():
+                    for chunk in range(0, len(ids), 2 * PUBLISH_CHUNK):
+                        args = [name, *ids[chunk : chunk + 2 * PUBLISH_CHUNK]]
+                        await self._publish(keys=[self.stream_key(name)], args=args, client=pipe)
+                await pipe.execute()
+
+    async def publish_at(self, trigger: Trigger, at: datetime) -> None:
+        # A nonce keeps two holds of the same trigger apart, like the in-process queue does.
+        member = json.dumps([uuid.uuid4().hex[:12], trigger.run_id, trigger.job_id], separators=(",", ":"))
+        with _translated():
+            await self._redis.zadd(self.delayed_key(trigger.queue), {member: at.timestamp()})
+
+    async def promote_due(self, queue: str) -> int:
+        """Move every delayed trigger of ``queue`` that is due (by the injected clock) to its
+        stream; returns how many moved. ``receive`` does this too; safe to run concurrently."""
+        moved = 0
+        with _translated():
+            while True:
+                now = self._clock.now().timestamp()
+                keys = [self.delayed_key(queue), self.stream_key(queue)]
+                count = int(await self._promote(keys=keys, args=[repr(now), self._promote_batch, queue]))
+                moved += count
+                if count < self._promote_batch:
+                    return moved
+
+    async def receive(self, queue: str, consumer: str, limit: int, timeout_s: float) -> list[Delivery]:
+        if limit <= 0:
+            return []
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + timeout_s
+        with _translated():
+            while True:
+                deliveries, next_due_in = await self._in_group(queue, self._take_once, queue, consumer, limit)
+                if deliveries:
+                    return deliveries
+                remaining = give_up - loop.time()
+                if remaining <= 0:
+                    return []
+                wait = min(remaining, self._poll, self._visibility, next_due_in)
+                if wait < 0.001:  # more delayed triggers are due than one promotion moves
+                    continue
+                deliveries = await self._in_group(queue, self._read_blocking, queue, consumer, limit, wait)
+                if deliveries:
+                    return deliveries
+
+    async def _take_once(self, queue: str, consumer: str, limit: int) -> tuple[list[Delivery], float]:
+        """Reclaim, promote, read new: one script, one round trip. Returns the deliveries and
+        how long (seconds, by the injected clock) until the next delayed trigger is due."""
+        now = self._clock.now().timestamp()
+        cursor, buried, first_due, entries = await self._take(
+            keys=[self.stream_key(queue), self.delayed_key(queue), self.dead_key(queue)],
+            args=[
+                self._group,
+                consumer,
+                max(1, int(self._visibility * 1000)),
+                self._cursors.get(queue, "0-0"),
+                limit,
+                self._max_deliveries,
+                repr(now),
+                self._promote_batch,
+                queue,
+                self._dead_letter_max,
+            ],
+        )
+        self._cursors[queue] = str(cursor)
+        if buried:
+            log.warning(
+                "triggers dead-lettered",
+                extra={
+                    "action": "dead_letter",
+                    "queue": queue,
+                    "count": int(buried),
+                    "max_deliveries": self._max_deliveries,
+                },
+            )
+        deliveries = [self._delivery(queue, str(i), int(n), f) for i, n, f in entries]
+        next_due_in = math.inf if first_due is None else float(first_due) - now
+        return deliveries, next_due_in
+
+    async def _read_blocking(self, queue: str, consumer: str, limit: int, wait_s: float) -> list[Delivery]:
+        stream = self.stream_key(queue)
+        reply: Any = await self._redis.xreadgroup(
+            self._group, consumer, {stream: ">"}, count=limit, block=max(1, int(wait_s * 1000))
+        )
+        return [
+            self._delivery(queue, str(entry_id), 1, fields)
+            for _, entries in reply or []
+            for entry_id, fields in entries
+        ]
+
+    def _delivery(self, queue: str, entry_id: str, times: int, raw: Any) -> Delivery:
+        fields = _fields(raw)
+        return Delivery(Trigger(fields.get("run_id", ""), fields.get("job_id", ""), queue), entry_id, times)
+
+    async def ack(self, queue: str, deliveries: Sequence[Delivery]) -> None:
+        """XACK and XDEL in one transaction: acknowledged triggers leave the stream, so the
+        stream holds exactly what is undelivered or pending. The token is the entry id, so a late
+        ack from a consumer whose trigger was meanwhile reclaimed by another also removes it:
+        harmless, since the claim in the store, not the queue, decides who attempts a run."""
+        ids = [delivery.token for delivery in deliveries]
+        if not ids:
+            return
+        stream = self.stream_key(queue)
+        with _translated():
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.xack(stream, self._group, *ids)
+            pipe.xdel(stream, *ids)
+            for result in await pipe.execute(raise_on_error=False):
+                # No group (the data was lost): nothing is pending, and XDEL ran anyway.
+                if isinstance(result, rx.ResponseError) and not _is_group_lost(result):
+                    raise result
+
+    async def depth(self, queue: str) -> int:
+        """Undelivered + pending (handed out, not acknowledged) + delayed triggers."""
+        with _translated():
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.xlen(self.stream_key(queue))
+            pipe.zcard(self.delayed_key(queue))
+            in_stream, delayed = await pipe.execute()
+        return int(in_stream) + int(delayed)
+
+    async def lag(self, queue: str) -> float:
+        """Age in seconds of the oldest trigger that is due and not acknowledged: the oldest
+        stream entry (undelivered or pending; by Redis' clock, which stamped its id) or the most
+        overdue delayed trigger not yet promoted (by the injected clock). 0 when there is none."""
+        with _translated():
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.time()
+            pipe.xrange(self.stream_key(queue), count=1)
+            pipe.zrange(self.delayed_key(queue), 0, 0, withscores=True)
+            results: list[Any] = await pipe.execute()
+        (seconds, micros), oldest, first_delayed = results
+        age = 0.0
+        if oldest:
+            server_ms = int(seconds) * 1000 + int(micros) // 1000
+            age = (server_ms - _entry_ms(str(oldest[0][0]))) / 1000
+        if first_delayed:
+            age = max(age, self._clock.now().timestamp() - float(first_delayed[0][1]))
+        return max(0.0, age)
+
+    async def close(self) -> None:
+        with _translated():
+            await self._redis.aclose()

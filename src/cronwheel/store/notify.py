@@ -1,0 +1,205 @@
+"""Job-change notifications across processes: PostgreSQL ``LISTEN``/``NOTIFY``.
+
+:class:`~cronwheel.store.sql.SqlStore` on PostgreSQL sends ``pg_notify('cronwheel_jobs', job_id)``
+in the same transaction as every job write (``create_job``, ``update_job``, ``delete_job``,
+``record_skipped``), so a notification is delivered when, and only if, the change commits. The
+payload is only the job id; listeners re-read the job from the store.
+
+:class:`PostgresChangeListener` is the cluster's counterpart of the in-process
+``cronwheel.service.ChangeFeed``: it holds one dedicated asyncpg connection (outside any pool)
+that ``LISTEN``\\ s on :data:`CHANNEL` and puts each job id on every subscriber's
+``asyncio.Queue[str]``. PostgreSQL does not keep notifications for a listener that is not
+connected, so after losing its connection (server restart, ``pg_terminate_backend``, a network
+failure found by the periodic health check) it reconnects with exponential backoff and then puts
+:data:`RELOAD_ALL` (``"*"``) on every queue: "changes may have been missed, re-read everything".
+
+Start it before the scheduler's first full load, so no change falls between the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from types import TracebackType
+from typing import Any
+
+from cronwheel.errors import BackendUnavailableError, InvalidInputError
+from cronwheel.store.driver import async_url
+
+CHANNEL = "cronwheel_jobs"
+RELOAD_ALL = "*"  # not a job id: "notifications may have been lost, reload every job"
+
+log = logging.getLogger("cronwheel.store.notify")
+
+
+def listener_dsn(url: str) -> str:
+    """A DSN asyncpg accepts for a store URL (``postgresql://``, ``postgres://`` or
+    ``postgresql+asyncpg://``)."""
+    parsed = async_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        raise InvalidInputError(
+            f"job-change notifications need a PostgreSQL store, not {parsed.drivername!r}"
+        )
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class PostgresChangeListener:
+    """``LISTEN cronwheel_jobs`` on a dedicated connection; job ids to every subscriber's queue.
+
+    ``start()`` connects and listens (raising ``BackendUnavailableError`` when it cannot), then
+    a background task keeps the connection: every ``health_check_s`` it runs ``SELECT 1`` (a
+    connection that silently stopped answering counts as lost), and after a loss it reconnects
+    with exponential backoff (``min_backoff_s`` doubling up to ``max_backoff_s``, jittered; the
+    first retry is immediate) for as long as it runs, then signals :data:`RELOAD_ALL`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        channel: str = CHANNEL,
+        min_backoff_s: float = 0.1,
+        max_backoff_s: float = 5.0,
+        health_check_s: float = 10.0,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self._dsn = listener_dsn(url)
+        self.channel = channel
+        self._min_backoff_s = min_backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._health_check_s = health_check_s
+        self._timeout_s = timeout_s
+        self._subscribers: list[asyncio.Queue[str]] = []
+        self._connection: Any = None  # asyncpg.Connection (asyncpg ships no type information)
+        self._lost = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.reconnects = 0  # connections re-established after a loss
+
+    # -- the consumer side -------------------------------------------------------------------
+
+    def subscribe(self) -> asyncio.Queue[str]:
+        """A new queue that receives every job id (and :data:`RELOAD_ALL`) from now on."""
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._subscribers.append(queue)
+        return queue
+
+    @property
+    def listening(self) -> bool:
+        return self._connection is not None and not self._lost.is_set()
+
+    @property
+    def server_pid(self) -> int | None:
+        """The PostgreSQL backend process of the listening connection (diagnostics, tests)."""
+        if self._connection is None:
+            return None
+        pid: int = self._connection.get_server_pid()
+        return pid
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._task is not None:
+            return
+        try:
+            await self._connect()
+        except Exception as error:
+            raise BackendUnavailableError(f"cannot listen for job changes: {error}") from error
+        self._task = asyncio.create_task(self._keep(), name=f"listen {self.channel}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._drop(graceful=True)
+
+    async def __aenter__(self) -> PostgresChangeListener:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # -- the connection ------------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        import asyncpg  # noqa: PLC0415 (embedded mode never needs it)
+
+        connection = await asyncpg.connect(
+            self._dsn,
+            timeout=self._timeout_s,
+            server_settings={"application_name": "cronwheel-listener"},
+        )
+        lost = asyncio.Event()
+        try:
+            connection.add_termination_listener(lambda _connection: lost.set())
+            await asyncio.wait_for(connection.add_listener(self.channel, self._deliver), self._timeout_s)
+            if connection.is_closed():  # lost before the termination listener was in place
+                lost.set()
+        except BaseException:
+            connection.terminate()
+            raise
+        self._connection, self._lost = connection, lost
+
+    def _deliver(self, _connection: object, _pid: int, _channel: str, payload: str) -> None:
+        if payload:
+            self._publish(payload)
+
+    def _publish(self, item: str) -> None:
+        for queue in self._subscribers:
+            queue.put_nowait(item)
+
+    async def _keep(self) -> None:
+        while True:
+            await self._watch()
+            await self._drop(graceful=False)
+            await self._reconnect()
+            self.reconnects += 1
+            log.info(
+                "job-change listener reconnected", extra={"action": "listen", "reconnects": self.reconnects}
+            )
+            self._publish(RELOAD_ALL)
+
+    async def _watch(self) -> None:
+        """Return when the connection is lost (closed by the server or the network, or
+        unresponsive to a health check)."""
+        while not self._lost.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lost.wait(), self._health_check_s)
+                return
+            try:
+                await asyncio.wait_for(self._connection.fetchval("SELECT 1"), self._timeout_s)
+            except Exception as error:  # any failure: treat the connection as gone
+                log.warning("job-change listener health check failed", extra={"error": str(error)})
+                return
+
+    async def _reconnect(self) -> None:
+        delay = 0.0
+        while True:
+            if delay:
+                await asyncio.sleep(random.uniform(delay / 2, delay))  # noqa: S311 (jitter)
+            try:
+                await self._connect()
+                return
+            except Exception as error:
+                delay = min(max(delay * 2, self._min_backoff_s), self._max_backoff_s)
+                log.warning(
+                    "job-change listener cannot reconnect",
+                    extra={"error": str(error), "retry_in_s": delay},
+                )
+
+    async def _drop(self, *, graceful: bool) -> None:
+        connection, self._connection = self._connection, None
+        self._lost.set()
+        if connection is None or connection.is_closed():
+            return
+        if graceful:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(connection.close(), self._timeout_s)
+                return
+        connection.terminate()

@@ -1,0 +1,204 @@
+"""A real cluster on loopback: etcd (its own process), PostgreSQL (a fresh database on the live
+server), Redis (a dedicated key prefix on the live server), and cronwheel api / scheduler /
+worker processes started as a user would, plus a webhook sink that records every delivery."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from aiohttp import web
+
+POSTGRES_ADMIN = (
+    os.environ.get("CRONWHEEL_TEST_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+REDIS_URL = os.environ.get("CRONWHEEL_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Etcd:
+    data_dir: Path
+    client_port: int = field(default_factory=free_port)
+    peer_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"etcd://127.0.0.1:{self.client_port}"
+
+    def start(self) -> None:
+        binary = shutil.which("etcd") or "/usr/bin/etcd"
+        if not Path(binary).exists():
+            raise AssertionError("etcd is not installed: run scripts/etcd (installs Debian's etcd-server)")
+        client, peer = f"http://127.0.0.1:{self.client_port}", f"http://127.0.0.1:{self.peer_port}"
+        command = [binary, "--data-dir", str(self.data_dir), "--name", "test",
+                   "--listen-client-urls", client, "--advertise-client-urls", client,
+                   "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                   "--initial-cluster", f"test={peer}"]  # fmt: skip
+        log = (self.data_dir.parent / "etcd.log").open("ab")
+        self.process = subprocess.Popen(command, stdout=log, stderr=log)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{client}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("etcd did not start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@dataclass
+class Node:
+    role: str
+    name: str
+    log: Path
+    process: subprocess.Popen[bytes]
+    url: str = ""
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.process.send_signal(sig)
+
+
+@dataclass
+class Cluster:
+    workdir: Path
+    etcd: Etcd
+    database_url: str
+    queue_url: str
+    ttl_s: float = 2.0
+    nodes: list[Node] = field(default_factory=list)
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "CRONWHEEL_DATABASE_URL": self.database_url,
+            "CRONWHEEL_COORDINATOR_URL": self.etcd.url,
+            "CRONWHEEL_QUEUE_URL": self.queue_url,
+            "CRONWHEEL_TTL": str(self.ttl_s),
+        }
+
+    def start(self, role: str, name: str, *args: str) -> Node:
+        log = self.workdir / f"{name}.log"
+        command = [sys.executable, "-m", "cronwheel", role, "--node-id", name, "--port", "0",
+                   "--allow-network", "127.0.0.0/8", *args]  # fmt: skip
+        process = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=self.env())
+        node = Node(role, name, log, process)
+        self.nodes.append(node)
+        pattern = r"serving on (http://\S+)" if role == "api" else r"running \(node"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = re.search(pattern, node.text())
+            if found:
+                node.url = found.group(1) if role == "api" else ""
+                return node
+            if process.poll() is not None:
+                raise AssertionError(f"{name} exited with {process.returncode}:\n{node.text()}")
+            time.sleep(0.05)
+        raise AssertionError(f"{name} did not start:\n{node.text()}")
+
+    def stop_all(self) -> None:
+        for node in self.nodes:
+            if node.process.poll() is None:
+                node.process.send_signal(signal.SIGCONT)
+                node.process.terminate()
+        for node in self.nodes:
+            try:
+                node.process.wait(15)
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+
+
+async def create_database() -> tuple[str, Callable[[], Any]]:
+    """A fresh PostgreSQL database; returns its URL and an async function that drops it."""
+    import asyncpg
+
+    name = f"cronwheel_cluster_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(POSTGRES_ADMIN.replace("postgresql://", "postgres://"))
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    base = POSTGRES_ADMIN.rsplit("/", 1)[0]
+
+    async def drop() -> None:
+        admin = await asyncpg.connect(POSTGRES_ADMIN.replace("postgresql://", "postgres://"))
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+    return f"{base}/{name}", drop
+
+
+@dataclass
+class Delivery:
+    run_id: str
+    job_id: str
+    slot: str
+    attempt: int
+    at: float
+
+
+@dataclass
+class Sink:
+    url: str = ""
+    deliveries: list[Delivery] = field(default_factory=list)
+    delay_s: dict[str, float] = field(default_factory=dict)  # path -> answer delay
+
+    async def handle(self, request: web.Request) -> web.Response:
+        await request.read()
+        headers = request.headers
+        self.deliveries.append(
+            Delivery(
+                headers["Idempotency-Key"],
+                headers["X-Cronwheel-Job-Id"],
+                headers["X-Cronwheel-Scheduled-At"],
+                int(headers["X-Cronwheel-Attempt"]),
+                time.time(),
+            )
+        )
+        delay = self.delay_s.get(request.path, 0.0)
+        if delay:
+            await asyncio.sleep(delay)
+        return web.Response(text="ok")
+
+
+async def start_sink() -> tuple[Sink, web.AppRunner]:
+    sink = Sink()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", sink.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    sink.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    return sink, runner

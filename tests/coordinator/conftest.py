@@ -1,0 +1,237 @@
+"""Live etcd servers for the coordinator tests (never mocks: DESIGN.md §5).
+
+The fixtures start ``etcd`` themselves, on free loopback ports with a data directory under the
+test's temporary directory: ``etcd`` (one server shared by the session; each test gets its own key
+prefix) and ``own_etcd`` (a server of the test's own, which it may stop, kill and restart on the
+same data). The binary is ``$ETCD_BIN``, else ``etcd`` on PATH, else ``/usr/bin/etcd``; without
+one the tests fail (``scripts/etcd`` installs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+
+from cronwheel.clock import SystemClock
+from cronwheel.coordinator.etcd import EtcdCoordinator
+
+TTL_S = 2.0  # etcd's smallest lease TTL with its default heartbeat and election timeout
+
+
+def etcd_binary() -> str:
+    configured = os.environ.get("ETCD_BIN")
+    if configured:
+        if not os.access(configured, os.X_OK):
+            pytest.fail(f"ETCD_BIN={configured} is not an executable etcd")
+        return configured
+    for candidate in (shutil.which("etcd"), "/usr/bin/etcd", "/usr/local/bin/etcd"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail(
+        "no etcd binary: the coordinator tests run against a real etcd. Run scripts/etcd (it installs "
+        "the Debian package etcd-server), install etcd 3.4+ on PATH, or set ETCD_BIN."
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class EtcdServer:
+    """One etcd member on loopback that can be stopped (or killed) and started again on the same
+    ports and data; alone (a single-member cluster) or one of ``initial_cluster``."""
+
+    def __init__(
+        self,
+        binary: str,
+        directory: Path,
+        *,
+        name: str = "test",
+        client_port: int | None = None,
+        peer_port: int | None = None,
+        initial_cluster: str | None = None,
+    ) -> None:
+        self.binary = binary
+        self.directory = directory
+        self.name = name
+        self.client_port = client_port or _free_port()
+        self.peer_port = peer_port or _free_port()
+        self.initial_cluster = initial_cluster or f"{name}=http://127.0.0.1:{self.peer_port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / f"{self.name}.log"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / f"{self.name}.etcd"
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to answer."""
+        assert self.process is None, "already running"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    self.binary,
+                    f"--name={self.name}",
+                    f"--data-dir={self.data_dir}",
+                    f"--listen-client-urls={self.url}",
+                    f"--advertise-client-urls={self.url}",
+                    f"--listen-peer-urls={peer}",
+                    f"--initial-advertise-peer-urls={peer}",
+                    f"--initial-cluster={self.initial_cluster}",
+                    "--initial-cluster-token=cronwheel-test",
+                    "--log-level=warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        self.launch()
+        self.wait_healthy(timeout_s)
+
+    def wait_healthy(self, timeout_s: float = 20.0) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                self.process = None
+                pytest.fail(f"etcd exited at start:\n{tail}")
+            if self.healthy():
+                return
+            time.sleep(0.05)
+        self.stop()
+        pytest.fail(f"etcd did not answer /health within {timeout_s} s (log: {self.log_path})")
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=0.5) as response:
+                return b'"health":"true"' in response.read()
+        except OSError:
+            return False
+
+    def stop(self, *, kill: bool = False) -> None:
+        """SIGTERM (or SIGKILL: a crash) and wait for the process to go."""
+        if self.process is None:
+            return
+        if kill:
+            self.process.kill()
+        else:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+def etcd_cluster(directory: Path, size: int) -> list[EtcdServer]:
+    """``size`` etcd members forming one cluster, started and healthy."""
+    binary = etcd_binary()
+    peers = [(f"m{i}", _free_port()) for i in range(size)]
+    initial = ",".join(f"{name}=http://127.0.0.1:{port}" for name, port in peers)
+    members = [
+        EtcdServer(binary, directory, name=name, peer_port=port, initial_cluster=initial)
+        for name, port in peers
+    ]
+    for member in members:
+        member.launch()  # all at once: a member waits for its peers before it answers
+    for member in members:
+        member.wait_healthy()
+    return members
+
+
+@pytest.fixture(scope="session")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    server = EtcdServer(etcd_binary(), tmp_path_factory.mktemp("etcd"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
+    server = EtcdServer(etcd_binary(), tmp_path / "etcd")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_etcd_cluster(tmp_path: Path) -> Iterator[list[EtcdServer]]:
+    members = etcd_cluster(tmp_path / "etcd", 3)
+    yield members
+    for member in members:
+        member.stop()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"/cronwheel-test/{uuid.uuid4().hex[:10]}"
+
+
+class NodeFactory(Protocol):
+    def __call__(
+        self,
+        node: str,
+        roles: tuple[str, ...] = ("scheduler",),
+        *,
+        server: EtcdServer | Sequence[EtcdServer] | None = None,
+        shards: int = ...,
+    ) -> Awaitable[EtcdCoordinator]: ...
+
+
+@pytest.fixture
+async def start_node(etcd: EtcdServer, prefix: str) -> AsyncIterator[NodeFactory]:
+    """``await start_node("n1")``: a started coordinator on the shared etcd (or on ``server=``:
+    one server, or the members of a cluster), stopped at the end of the test."""
+    started: list[EtcdCoordinator] = []
+
+    async def start(
+        node: str,
+        roles: tuple[str, ...] = ("scheduler",),
+        *,
+        server: EtcdServer | Sequence[EtcdServer] | None = None,
+        shards: int = 256,
+    ) -> EtcdCoordinator:
+        servers = [server or etcd] if server is None or isinstance(server, EtcdServer) else server
+        coordinator = EtcdCoordinator(
+            [each.url for each in servers],
+            node,
+            roles,
+            SystemClock(),
+            ttl_s=TTL_S,
+            shards=shards,
+            prefix=prefix,
+        )
+        await coordinator.start()
+        started.append(coordinator)
+        return coordinator
+
+    yield start
+    await asyncio.gather(*(coordinator.stop() for coordinator in started), return_exceptions=True)

@@ -1,0 +1,150 @@
+"""Backends for the queue contract suite, and the live Redis the Redis tests use.
+
+Redis is the server named by ``CRONWHEEL_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
+Every test gets its own key prefix and its keys are deleted afterwards; nothing here flushes the
+server. Without a reachable server the Redis tests are skipped locally and fail in CI (``CI`` set):
+a backend that is not exercised in CI is not tested.
+
+The test modules declare their fixtures on top of these helpers. (A module with a unique name,
+and no ``conftest.py``: a ``tests/queue`` package would shadow the standard library's ``queue``,
+and a second package-less ``conftest`` module would clash with ``tests/integration``'s for mypy.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from cronwheel.clock import ManualClock
+from cronwheel.queue import Queue
+from cronwheel.queue.memory import MemoryQueue
+from cronwheel.queue.streams import RedisStreamQueue
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+REDIS_URL = os.environ.get("CRONWHEEL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_VISIBILITY_S = 0.3  # real seconds: Redis measures idle time itself
+
+_reachable: bool | None = None
+
+
+def require_redis() -> str:
+    """The test Redis URL; skip (locally) or fail (in CI) when it cannot be reached."""
+    global _reachable  # noqa: PLW0603 - one probe per session
+    if _reachable is None:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+        try:
+            _reachable = bool(client.ping())
+        except redis.exceptions.RedisError:
+            _reachable = False
+        finally:
+            client.close()
+    if not _reachable:
+        message = f"no Redis at {REDIS_URL} (set CRONWHEEL_TEST_REDIS_URL)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return REDIS_URL
+
+
+def new_prefix() -> str:
+    return f"cwtest:{uuid.uuid4().hex[:12]}"
+
+
+async def delete_prefix(prefix: str) -> None:
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@dataclass
+class Backend:
+    """A queue under test plus how to let its visibility timeout pass.
+
+    The in-process queue measures visibility with the manual clock; Redis measures idle time with
+    its own clock, so on Redis "almost expired" is simply "just handed out" and "expired" means
+    waiting (a receive with a timeout longer than the visibility polls for the re-delivery).
+    """
+
+    name: str
+    queue: Queue
+    clock: ManualClock
+    visibility_s: float
+
+    @property
+    def real_time(self) -> bool:
+        return self.name == "redis"
+
+    @property
+    def redelivery_timeout_s(self) -> float:
+        """How long a receive may wait for a trigger whose visibility timeout has passed."""
+        return 5 * self.visibility_s + 1.0 if self.real_time else 0.1
+
+    async def before_visibility_expires(self) -> None:
+        if not self.real_time:
+            self.clock.advance(0.9 * self.visibility_s)
+
+    async def after_visibility_expires(self) -> None:
+        if not self.real_time:
+            self.clock.advance(0.2 * self.visibility_s)
+
+    async def long_after(self, seconds: float = 60) -> None:
+        """Well past any visibility timeout."""
+        self.clock.advance(seconds)
+        if self.real_time:
+            await asyncio.sleep(1.5 * self.visibility_s)
+
+
+@asynccontextmanager
+async def open_backend(name: str, clock: ManualClock) -> AsyncIterator[Backend]:
+    """``memory`` or ``redis`` (on a key prefix of its own, deleted afterwards)."""
+    if name == "memory":
+        memory = MemoryQueue(clock, visibility_timeout_s=10)
+        try:
+            yield Backend("memory", memory, clock, 10)
+        finally:
+            await memory.close()
+        return
+    url = require_redis()
+    prefix = new_prefix()
+    streams = RedisStreamQueue(url, clock, prefix=prefix, visibility_timeout_s=REDIS_VISIBILITY_S)
+    try:
+        yield Backend("redis", streams, clock, REDIS_VISIBILITY_S)
+    finally:
+        await streams.close()
+        await delete_prefix(prefix)
+
+
+class RedisQueues:
+    """Makes ``RedisStreamQueue`` instances (think: processes) sharing one test's key prefix."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.url = require_redis()
+        self.prefix = new_prefix()
+        self.clock = clock
+        self.made: list[RedisStreamQueue] = []
+
+    def __call__(self, **options: Any) -> RedisStreamQueue:
+        options.setdefault("prefix", self.prefix)
+        options.setdefault("visibility_timeout_s", REDIS_VISIBILITY_S)
+        queue = RedisStreamQueue(self.url, self.clock, **options)
+        self.made.append(queue)
+        return queue
+
+    async def aclose(self) -> None:
+        for queue in self.made:
+            await queue.close()
+        await delete_prefix(self.prefix)
