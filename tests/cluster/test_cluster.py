@@ -4,8 +4,11 @@ PostgreSQL, etcd and Redis, with faults (DESIGN guarantees 1-3 across processes)
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -118,6 +121,10 @@ async def test_cluster_fires_every_slot_once_through_failover_rebalance_and_spli
         end = time.time() - 3  # slots before this have had time to be delivered
         await asyncio.sleep(2)
         status = (await api.get("/v1/cluster")).json()
+        shown = subprocess.run(
+            [sys.executable, "-m", "cronwheel", "cluster", "status", "--url", api_node.url],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
 
     report = check_exactly_once(sink, job_ids, calm_start, end)
     assert report["doubled"] == {}, report["doubled"]
@@ -128,6 +135,9 @@ async def test_cluster_fires_every_slot_once_through_failover_rebalance_and_spli
     assert set(owners) <= {"sched-2", "sched-3", "sched-4"}
     assert len(status["shards"]) == 256
     assert status["leader"] in {"sched-2", "sched-3", "sched-4"}
+    assert shown.returncode == 0, shown.stderr
+    assert "sched-2" in shown.stdout
+    assert "shards: 256 owned" in shown.stdout
     fenced = len(re.findall(r"action=fenced", schedulers[1].text()))
     print(f"failover after kill -9 at {killed_at:.1f}; fenced writes of the paused scheduler: {fenced}")
 
@@ -201,3 +211,30 @@ async def _until_run(api: httpx.AsyncClient, run_id: str, states: set[str], time
         if time.monotonic() > deadline:
             raise AssertionError(f"run still {run['state']}")
         await asyncio.sleep(0.2)
+
+
+async def test_a_process_waits_for_its_backends(tmp_path: Path) -> None:
+    """Started against an etcd that is not there, a scheduler waits with backoff and says so."""
+    database_url, drop = await create_database()
+    log = tmp_path / "sched.log"
+    env = {
+        **os.environ,
+        "CRONWHEEL_DATABASE_URL": database_url,
+        "CRONWHEEL_COORDINATOR_URL": "etcd://127.0.0.1:9",  # nothing listens on the discard port
+        "CRONWHEEL_QUEUE_URL": REDIS_URL,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cronwheel", "scheduler", "--node-id", "patient"],
+        stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    try:
+        await asyncio.sleep(4)
+        assert process.poll() is None  # still waiting, not crash-looping
+        text = log.read_text()
+        assert "backend unavailable, retrying" in text
+        assert "backend=coordinator" in text
+        assert "running (node" not in text  # never fired without its coordinator
+    finally:
+        process.terminate()
+        process.wait(10)
+        await drop()
