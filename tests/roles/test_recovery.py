@@ -97,12 +97,9 @@ async def test_worker_dies_mid_attempt_sweep_retries_with_the_same_execution_id(
     assert zombie is None
     assert await roles.store.heartbeat(run_id, 1, "worker-dead", roles.now + timedelta(seconds=30)) is None
 
-    # the dead worker's unacked delivery comes back after the visibility timeout: harmless
+    # the dead worker had acknowledged its trigger once it held the run: nothing comes back
     roles.clock.set(at(1) + timedelta(seconds=301))
-    [late] = await roles.receive()
-    assert late.trigger.run_id == run_id
-    assert late.deliveries == 2
-    assert await rescuer.handle(late) is None
+    assert await roles.receive() == []
     assert len(targets.calls) == 2
     assert await roles.sweeper.sweep(roles.now) == 0
     assert (await roles.store.get_job(job.id)).next_run_at == at(2)

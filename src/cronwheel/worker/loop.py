@@ -1,4 +1,5 @@
-"""The worker role: take triggers off the queue, claim the run, attempt it, record the outcome.
+"""The worker role: take triggers off the queue, claim the run, acknowledge the trigger, attempt
+the run, record the outcome.
 
 Every attempt is claimed in the store first (a conditional PENDING/RETRYING -> RUNNING write), so
 a trigger delivered twice starts at most one attempt. A long attempt heartbeats its lease; if the
@@ -91,7 +92,6 @@ class Worker:
     async def _handle_and_ack(self, queue_name: str, delivery: Delivery) -> None:
         try:
             await self.handle(delivery)
-            await self.queue.ack(queue_name, [delivery])
         except Exception:  # the store is the record: the sweep retries what this left behind
             log.exception(
                 "attempt handling failed", extra={"action": "error", "run_id": delivery.trigger.run_id}
@@ -122,6 +122,11 @@ class Worker:
         run = await self.store.claim_run(trigger.run_id, self.node, now, now + self.lease)
         if run is None:
             await self._not_claimable(trigger, now)
+        # Acknowledged as soon as the store has decided: from here on the run's lease, not the
+        # queue's visibility timeout, covers a crash (the sweep retries an expired lease), so an
+        # attempt longer than the visibility timeout is never handed out again meanwhile.
+        await self.queue.ack(trigger.queue, [delivery])
+        if run is None:
             return None
         try:
             job = await self.store.get_job(run.job_id)
