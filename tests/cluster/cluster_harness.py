@@ -74,6 +74,39 @@ class Etcd:
 
 
 @dataclass
+class Redis:
+    """A private redis-server (no persistence) that a test may restart with its data gone."""
+
+    workdir: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not Path(binary).exists():
+            raise AssertionError("redis-server is not installed")
+        command = [binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                   "--save", "", "--appendonly", "no", "--dir", str(self.workdir)]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()  # no persistence: everything it held is gone
+            self.process.wait(10)
+
+
+@dataclass
 class Node:
     role: str
     name: str
@@ -95,6 +128,7 @@ class Cluster:
     database_url: str
     queue_url: str
     ttl_s: float = 2.0
+    redis: Redis | None = None
     nodes: list[Node] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:

@@ -18,8 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
-from cluster_harness import REDIS_URL, Cluster, Etcd, Sink, create_database, start_sink
+from cluster_harness import REDIS_URL, Cluster, Etcd, Redis, Sink, create_database, start_sink
 
 pytestmark = pytest.mark.integration
 
@@ -32,20 +31,18 @@ TTL = 2.0
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Cluster, Sink]]:
     etcd = Etcd(tmp_path / "etcd-data")
     etcd.start()
+    redis_server = Redis(tmp_path)
+    redis_server.start()
     database_url, drop = await create_database()
-    queue_url = REDIS_URL.rsplit("/", 1)[0] + "/7"
-    client = aioredis.from_url(queue_url)
-    await client.flushdb()
     sink, runner = await start_sink()
-    cluster = Cluster(tmp_path, etcd, database_url, queue_url, ttl_s=TTL)
+    cluster = Cluster(tmp_path, etcd, database_url, redis_server.url, ttl_s=TTL, redis=redis_server)
     try:
         yield cluster, sink
     finally:
         cluster.stop_all()
         etcd.stop()
+        redis_server.stop()
         await runner.cleanup()
-        await client.flushdb()
-        await client.aclose()
         await drop()
 
 
@@ -168,12 +165,13 @@ async def test_worker_crash_redis_data_loss_and_etcd_restart(cluster: tuple[Clus
             run["id"]
         }  # same execution id
 
-        # Redis loses everything: nothing accepted is lost, every run still ends terminal
+        # Redis restarts with its data gone: nothing accepted is lost, every run still ends terminal
         steady = await create_jobs(api, f"{sink.url}/steady", 10)
         await asyncio.sleep(3)
-        client = aioredis.from_url(nodes.queue_url)
-        await client.flushdb()
-        await client.aclose()
+        assert nodes.redis is not None
+        nodes.redis.stop()
+        await asyncio.sleep(1)
+        nodes.redis.start()
         await asyncio.sleep(4)
 
         # etcd restarts: the cluster recovers with no duplicate

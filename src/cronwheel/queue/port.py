@@ -23,7 +23,7 @@ class Delivery:
 
 
 class Queue(Protocol):
-    """Contract (``tests/queue/test_contract.py``):
+    """Contract (``tests/queue/test_queue_contract.py``, on every backend):
 
     * ``publish`` makes each trigger available to exactly one ``receive`` at a time on its queue
       name; ``publish_at`` holds it until the given instant.

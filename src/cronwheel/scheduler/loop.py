@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.coordinator import Coordinator
-from cronwheel.errors import NotFoundError
+from cronwheel.errors import NotFoundError, TransientError
 from cronwheel.model import Job, Overlap, Run, RunState, new_id
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import plan
@@ -212,7 +212,15 @@ class Scheduler:
         """Tick, then sleep until the next due second, a job change, or ``stop``."""
         while not stop.is_set():
             now = self.clock.now()
-            wake = await self.tick(now)
+            try:
+                wake = await self.tick(now)
+            except TransientError as error:  # a backend is down: what was written is the truth
+                log.warning(
+                    "backend unavailable", extra={"action": "wait", "node": self.node, "error": str(error)}
+                )
+                self._next_reload = None  # the wheel may be out of step with the store: reload
+                await asyncio.sleep(1.0)
+                continue
             while not changes.empty():
                 await self.job_changed(changes.get_nowait(), self.clock.now())
             delay = (wake - self.clock.now()).total_seconds()

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronwheel import metrics
 from cronwheel.clock import Clock
+from cronwheel.errors import TransientError
 from cronwheel.model import Run, RunState
 from cronwheel.queue import Queue, Trigger
 from cronwheel.store import Store
@@ -73,8 +74,11 @@ class Sweeper:
     async def run(self, stop: asyncio.Event, leader: Callable[[], Awaitable[bool]] | None = None) -> None:
         """Sweep every ``every_s`` seconds; in a cluster only while this node is the leader."""
         while not stop.is_set():
-            if leader is None or await leader():
-                await self.sweep(self.clock.now())
+            try:
+                if leader is None or await leader():
+                    await self.sweep(self.clock.now())
+            except TransientError as error:  # try again next pass
+                log.warning("sweep failed", extra={"action": "wait", "error": str(error)})
             try:
                 await asyncio.wait_for(stop.wait(), self.every_s)
             except TimeoutError:

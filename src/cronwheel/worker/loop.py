@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from cronwheel import metrics
 from cronwheel.clock import Clock
-from cronwheel.errors import NotFoundError
+from cronwheel.errors import NotFoundError, TransientError
 from cronwheel.model import Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
 from cronwheel.store import AttemptResult, Store
@@ -84,7 +84,15 @@ class Worker:
             if free <= 0:  # bounded concurrency: wait for an attempt to finish
                 await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
                 continue
-            for delivery in await self.queue.receive(queue_name, self.node, free, 1.0):
+            try:
+                deliveries = await self.queue.receive(queue_name, self.node, free, 1.0)
+            except TransientError as error:  # the queue is down: wait and try again, don't die
+                log.warning(
+                    "queue unavailable", extra={"action": "wait", "node": self.node, "error": str(error)}
+                )
+                await asyncio.sleep(1.0)
+                continue
+            for delivery in deliveries:
                 task = asyncio.create_task(self._handle_and_ack(queue_name, delivery))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -101,7 +109,10 @@ class Worker:
         """Stop attempts whose run was asked to stop (overlap=replace): one read for all of them."""
         while not stop.is_set():
             await asyncio.sleep(every_s)
-            await self.check_cancellations()
+            try:
+                await self.check_cancellations()
+            except TransientError:  # the store is down: the next pass will tell
+                continue
 
     async def check_cancellations(self) -> None:
         if not self._attempts:
