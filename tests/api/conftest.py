@@ -3,7 +3,7 @@ clock. The queue is a recording double: the API only publishes triggers for manu
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,39 +13,12 @@ import pytest
 
 from cronwheel.api.app import ApiServices, create_app, store_readiness
 from cronwheel.clock import ManualClock
-from cronwheel.queue import Delivery, Trigger
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
 
+from .doubles import RecordingQueue
+
 START = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)  # a Monday
-
-
-class RecordingQueue:
-    """Remembers what was published; delivers nothing."""
-
-    def __init__(self) -> None:
-        self.published: list[Trigger] = []
-
-    async def publish(self, triggers: Sequence[Trigger]) -> None:
-        self.published.extend(triggers)
-
-    async def publish_at(self, trigger: Trigger, at: datetime) -> None:
-        self.published.append(trigger)
-
-    async def receive(self, queue: str, consumer: str, limit: int, timeout_s: float) -> list[Delivery]:
-        return []
-
-    async def ack(self, queue: str, deliveries: Sequence[Delivery]) -> None:
-        return None
-
-    async def depth(self, queue: str) -> int:
-        return len(self.published)
-
-    async def lag(self, queue: str) -> float:
-        return 0.0
-
-    async def close(self) -> None:
-        return None
 
 
 class Readiness:

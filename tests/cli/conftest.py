@@ -7,7 +7,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,42 +17,14 @@ import pytest
 import uvicorn
 from click.testing import CliRunner, Result
 
+from api.doubles import RecordingQueue
 from cronwheel.api.app import ApiServices, create_app, store_readiness
 from cronwheel.cli import cli
 from cronwheel.clock import ManualClock
-from cronwheel.queue import Delivery, Trigger
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
 
 START = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
-
-
-class RecordingQueue:
-    """Remembers what was published; delivers nothing."""
-
-    def __init__(self) -> None:
-        self.published: list[Trigger] = []
-
-    async def publish(self, triggers: Sequence[Trigger]) -> None:
-        self.published.extend(triggers)
-
-    async def publish_at(self, trigger: Trigger, at: datetime) -> None:
-        self.published.append(trigger)
-
-    async def receive(self, queue: str, consumer: str, limit: int, timeout_s: float) -> list[Delivery]:
-        return []
-
-    async def ack(self, queue: str, deliveries: Sequence[Delivery]) -> None:
-        return None
-
-    async def depth(self, queue: str) -> int:
-        return len(self.published)
-
-    async def lag(self, queue: str) -> float:
-        return 0.0
-
-    async def close(self) -> None:
-        return None
 
 
 @dataclass
