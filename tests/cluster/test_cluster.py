@@ -117,17 +117,25 @@ async def test_cluster_fires_every_slot_once_through_failover_rebalance_and_spli
         await asyncio.sleep(TTL * 2 + 1)
         schedulers[1].signal(signal.SIGCONT)
         await asyncio.sleep(4)
-        end = time.time() - 3  # slots before this have had time to be delivered
-        await asyncio.sleep(2)
+        end = time.time() - 3  # every slot up to here must be delivered, once
+        # a slot fired late (by the node that took over a shard) may still be on its way: no miss
+        # is allowed, but delivery gets up to 30 s (lateness bounds are the chaos suite's subject)
+        deadline = time.monotonic() + 30
+        while check_exactly_once(sink, job_ids, calm_start, end)["missing"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+        report = check_exactly_once(sink, job_ids, calm_start, end)
+        late = [
+            (await api.get(f"/v1/jobs/{job_id}/runs", params={"limit": 20})).json()["items"][:3]
+            for job_id, _ in report["missing"][:3]
+        ]
         status = (await api.get("/v1/cluster")).json()
         shown = subprocess.run(
             [sys.executable, "-m", "cronwheel", "cluster", "status", "--url", api_node.url],
             capture_output=True, text=True, check=False, timeout=60,
         )  # fmt: skip
 
-    report = check_exactly_once(sink, job_ids, calm_start, end)
     assert report["doubled"] == {}, report["doubled"]
-    assert report["missing"] == [], f"{len(report['missing'])} of {report['expected']} slots missed"
+    assert report["missing"] == [], f"{len(report['missing'])} of {report['expected']} slots missed: {late}"
     assert report["expected"] > JOBS
     owners = Counter(shard["node"] for shard in status["shards"])
     assert "sched-1" not in owners  # the killed node owns nothing
