@@ -6,6 +6,7 @@ Everything else receives ``now`` or a :class:`Clock`, so that tests drive time w
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -21,6 +22,48 @@ class SystemClock:
 
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+
+class AnchoredClock:
+    """A reference clock carried forward by this machine's monotonic clock.
+
+    Cluster nodes anchor to the store's clock (:meth:`anchor`, every few seconds), so every node
+    agrees on "now" whatever its wall clock says, and a wall-clock step (NTP, an operator, a VM
+    resumed from a snapshot) cannot make a slot fire early or late: between anchors, time advances
+    by ``time.monotonic()``, which never steps. Until the first anchor it reads the wall clock.
+    """
+
+    HOLD_AT_MOST = timedelta(seconds=0.5)  # a smaller step back is absorbed by holding time still
+
+    def __init__(self) -> None:
+        self._base = datetime.now(UTC)
+        self._base_mono = time.monotonic()
+        self._latest = self._base
+
+    def now(self) -> datetime:
+        """Never earlier than an instant it already returned: a re-anchor that moves the base a
+        little back holds time still until it catches up, so nothing is stamped or fired twice."""
+        current = self._base + timedelta(seconds=time.monotonic() - self._base_mono)
+        self._latest = max(self._latest, current)
+        return self._latest
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def anchor(self, reference: datetime, sent_mono: float, received_mono: float) -> float:
+        """Re-anchor on ``reference``, read by the store between ``sent_mono`` and
+        ``received_mono`` (assumed read at the midpoint). Returns how far this machine's wall clock
+        is ahead of the reference, in seconds (negative: behind)."""
+        midpoint = (sent_mono + received_mono) / 2
+        self._base = reference.astimezone(UTC) + timedelta(seconds=received_mono - midpoint)
+        self._base_mono = received_mono
+        current = self._base + timedelta(seconds=time.monotonic() - self._base_mono)
+        if current < self._latest - self.HOLD_AT_MOST:  # a real step (first anchor): take it
+            self._latest = current
+        return self.wall_skew_s()
+
+    def wall_skew_s(self) -> float:
+        return (datetime.now(UTC) - self.now()).total_seconds()
 
 
 class ManualClock:

@@ -7,7 +7,7 @@ Fire lateness above all: how long after its slot a run's trigger was queued
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -50,5 +50,10 @@ ATTEMPTS = Counter(
 REQUEUED = Counter(
     "cronwheel_requeued_runs_total",
     "Runs the store-side sweep queued again (lost triggers, expired leases).",
+    registry=REGISTRY,
+)
+WALL_CLOCK_SKEW = Gauge(
+    "cronwheel_wall_clock_skew_seconds",
+    "How far this node's wall clock is ahead of the store's clock (cluster nodes fire by the store's).",
     registry=REGISTRY,
 )

@@ -24,8 +24,8 @@ from typing import IO
 import uvicorn
 
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.backends import connect_store, is_postgres, open_coordinator, open_queue
-from cronwheel.clock import Clock, SystemClock
+from cronwheel.backends import connect_store, is_postgres, open_coordinator, open_queue, with_backoff
+from cronwheel.clock import AnchoredClock, Clock, SystemClock
 from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import PermanentError
@@ -35,6 +35,7 @@ from cronwheel.scheduler.sweeper import Sweeper
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore
+from cronwheel.timekeeping import anchor_once, keep_anchored
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import Worker
@@ -110,7 +111,11 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
 
 
 async def _run_roles(settings: ServerSettings, store: SqlStore, announce: Callable[[str], None]) -> None:
-    clock = SystemClock()
+    clock: Clock = SystemClock()
+    if not settings.embedded:  # cluster: every node fires, leases and records by the store's clock
+        anchored = AnchoredClock()
+        await with_backoff("store clock", lambda: anchor_once(anchored, store))
+        clock = anchored
     queue = await open_queue(settings.queue_url, clock, visibility_timeout_s=settings.lease_s * 2)
     coordinator = await open_coordinator(
         settings.coordinator_url, settings.node, settings.roles, clock, settings.ttl_s
@@ -144,6 +149,8 @@ class _Roles:
     async def start(self, announce: Callable[[str], None]) -> None:
         roles = self.settings.roles
         feed = ChangeFeed()
+        if isinstance(self.clock, AnchoredClock):
+            self._task(keep_anchored(self.clock, self.store, self.stop, self.settings.node), "clock")
         if "scheduler" in roles:
             await self._scheduler(feed)
         if "worker" in roles:
@@ -167,8 +174,13 @@ class _Roles:
             await listener.start()
             self.closers.append(listener.stop)
             ownership = self.coordinator
-        scheduler = Scheduler(self.store, self.queue, self.clock, settings.node, ownership=ownership)
-        sweeper = Sweeper(self.store, self.queue, self.clock)
+        scheduler = Scheduler(
+            self.store, self.queue, self.clock, settings.node, ownership=ownership, stall_s=settings.ttl_s
+        )
+        self.coordinator.set_health_check(scheduler.healthy)
+        # a cluster sweeps every second: a scheduler killed between its store commit and its queue
+        # publish leaves PENDING runs that only the sweep queues, and their lateness is this period
+        sweeper = Sweeper(self.store, self.queue, self.clock, every_s=5.0 if settings.embedded else 1.0)
         if settings.embedded:
             await sweeper.recover_after_restart(self.clock.now())
         leader = None if settings.embedded else self._is_leader

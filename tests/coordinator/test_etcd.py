@@ -114,7 +114,8 @@ async def test_a_node_that_cannot_renew_stops_claiming_before_its_lease_expires(
     stuck, other = nodes
     stuck_shards = set(stuck.owned_shards())
     async with OwnershipMonitor(list(nodes)) as monitor:
-        stuck._keepalive_paused = True  # as if partitioned from etcd, or SIGSTOPped
+        healthy = False
+        stuck.set_health_check(lambda: healthy)  # stops heartbeating: as if partitioned or SIGSTOPped
         lapsed_after = await eventually(lambda: not stuck.owned_shards(), TTL_S, what="stuck stops claiming")
         lapsed_at = time.monotonic()
         last_renewal = stuck._renewed_at  # send time of the last keepalive that got through
@@ -125,7 +126,7 @@ async def test_a_node_that_cannot_renew_stops_claiming_before_its_lease_expires(
         assert taken_at > lapsed_at + 0.5
         print(f"\nstuck node stopped claiming {taken_at - lapsed_at:.2f} s before the takeover")
         record_property("lapse_before_takeover_s", round(taken_at - lapsed_at, 3))
-        stuck._keepalive_paused = False  # back: it joins again with a new lease and gets its share
+        healthy = True  # back: it joins again with a new lease and gets its share
         await eventually(lambda: balanced(nodes, SHARDS) and bool(stuck.owned_shards()), 5, what="rejoin")
     monitor.assert_never_doubled()
     assert lapsed_after < TTL_S

@@ -271,3 +271,43 @@ async def test_a_lost_retry_trigger_is_requeued_once_overdue(roles: Roles) -> No
     assert done is not None
     assert (done.id, done.state, done.attempts) == (retrying.id, SUCCESS, 2)
     await roles.audit()
+
+
+class HangingStore:
+    """Wraps the real store; ``due_jobs`` hangs, as over a link that silently drops packets."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+        self.hang = asyncio.Event()
+        self.hang.set()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    async def due_jobs(self, *args: object, **kwargs: object) -> object:
+        await self.hang.wait()
+        return await self._inner.due_jobs(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+async def test_a_scheduler_whose_store_hangs_turns_unhealthy_and_recovers(roles: Roles) -> None:
+    """The coordinator heartbeats only while ``healthy()``: a scheduler that cannot reach its
+    store within ``stall_s`` lets its shards go to others (tests/coordinator covers the handover)."""
+    await roles.create("every-minute")
+    store = HangingStore(roles.store)
+    scheduler = Scheduler(store, roles.queue, roles.clock, "s1", stall_s=5.0)  # type: ignore[arg-type]
+    await scheduler.tick(roles.now)
+    assert scheduler.healthy()
+    roles.clock.advance(4.9)
+    assert scheduler.healthy()  # quiet, not stalled: a tick answered 4.9 s ago
+
+    store.hang.clear()
+    scheduler._next_reload = None  # the next tick reads the store ... and hangs
+    stuck = asyncio.create_task(scheduler.tick(roles.now))
+    await asyncio.sleep(0.05)
+    roles.clock.advance(0.2)
+    assert not scheduler.healthy()
+    assert not stuck.done()
+
+    store.hang.set()  # the link heals: the tick completes and the scheduler is healthy again
+    await asyncio.wait_for(stuck, 5)
+    assert scheduler.healthy()

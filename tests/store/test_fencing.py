@@ -5,11 +5,11 @@ nothing for that shard, and learns so (``fenced_job_ids``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.model import Job, Run
@@ -169,11 +169,14 @@ async def test_a_claim_waits_for_a_firing_in_flight_and_then_fences_the_old_owne
     insert_runs = sql._insert_runs
 
     async def slow_insert_runs(
-        connection: AsyncConnection, new_runs: Sequence[Run], now: datetime
+        connection: AsyncConnection,
+        new_runs: Sequence[Run],
+        now: datetime,
+        epochs: Mapping[int, int] | None = None,
     ) -> list[Run]:
         inside.set()
         await release.wait()
-        return await insert_runs(connection, new_runs, now)
+        return await insert_runs(connection, new_runs, now, epochs)
 
     monkeypatch.setattr(sql, "_insert_runs", slow_insert_runs)
     new_owner = await open_store(store_url)
@@ -199,3 +202,22 @@ async def test_shard_owners_are_the_latest_claims(store: SqlStore) -> None:
     await store.claim_shards({1: 5, 2: 5}, "a", START)
     await store.claim_shards({2: 6, 1: 4}, "b", at(1))  # 1 refused, 2 taken over
     assert await store.shard_owners() == {1: ("a", 5), 2: ("b", 6)}
+
+
+async def test_each_fired_run_keeps_the_epoch_it_was_written_under(store: SqlStore) -> None:
+    """The audit trail the chaos checker reads: per shard, epochs never decrease."""
+    job = await new_job(store)
+    assert await store.claim_shards({job.shard: 5}, "a", START) == {job.shard}
+    await store.fire([_next(job)], START, {job.shard: 5})
+    job = await store.get_job(job.id)
+    assert await store.claim_shards({job.shard: 9}, "b", at(1)) == {job.shard}
+    await store.fire([_next(job)], at(1), {job.shard: 9})
+    job = await store.get_job(job.id)
+    await store.fire([_next(job)], at(2))  # embedded: no epoch
+    async with store.engine.connect() as connection:
+        result = await connection.execute(
+            select(schema.runs.c.epoch)
+            .where(schema.runs.c.job_id == job.id)
+            .order_by(schema.runs.c.created_at)
+        )
+        assert [row.epoch for row in result] == [5, 9, None]

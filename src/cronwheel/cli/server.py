@@ -59,6 +59,15 @@ def node_options(function: F) -> F:
         click.option(
             "--ttl", "ttl_s", default=5.0, show_default=True, envvar="CRONWHEEL_TTL", help="Lease TTL (s)."
         ),
+        click.option(
+            "--lease",
+            "lease_s",
+            default=30.0,
+            show_default=True,
+            envvar="CRONWHEEL_LEASE",
+            type=click.FloatRange(min=1.0),
+            help="How long a worker's claim on a running attempt lasts between renewals (s).",
+        ),
         click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
     ]
     for option in reversed(options):

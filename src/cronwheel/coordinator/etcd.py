@@ -141,7 +141,7 @@ class EtcdCoordinator:
         self._renewed_at = -math.inf  # monotonic send time of the last successful grant/keepalive
         self._lease_lost = asyncio.Event()
         self._expiry: asyncio.TimerHandle | None = None
-        self._keepalive_paused = False  # fault injection (tests): the heartbeat stops, nothing else
+        self._healthy: Callable[[], bool] = _always  # heartbeat only while this node can do its work
         # the local copy of every key under the prefix, complete up to _revision (0: re-read)
         self._kvs: dict[str, KeyValue] = {}
         self._revision = 0
@@ -260,6 +260,19 @@ class EtcdCoordinator:
         self._notify()
         log.info("joined the cluster", extra={"action": "join", "node": self.node, "lease": f"{lease:x}"})
 
+    def set_health_check(self, healthy: Callable[[], bool]) -> None:
+        """Heartbeat only while ``healthy()``: a node that cannot do its work (its store hangs or
+        is unreachable) lets its lease lapse so that others take its shards within the TTL, and
+        joins again, with a new lease, once ``healthy()`` is true again."""
+        self._healthy = healthy
+
+    def _report_unhealthy(self) -> None:
+        if self._lease and time.monotonic() < self._valid_until():
+            log.warning(
+                "unhealthy: not renewing the lease, so that other nodes take the shards",
+                extra={"action": "step_down", "node": self.node, "shards": len(self._held)},
+            )
+
     async def _renew(self) -> None:
         lease = self._lease
         sent = time.monotonic()
@@ -323,7 +336,8 @@ class EtcdCoordinator:
                 await asyncio.sleep(_backoff(failures, self.ttl_s / 3))
             elif self._lease:
                 await _wait(self._lease_lost, self.ttl_s / 3)  # next heartbeat, or at once when lost
-            if self._keepalive_paused:
+            if not self._healthy():
+                self._report_unhealthy()
                 await asyncio.sleep(self.ttl_s / 3)
                 continue
             try:
@@ -568,6 +582,10 @@ class EtcdCoordinator:
         if remaining < 0:
             return None
         return self._clock.now() - timedelta(seconds=max(0, granted - remaining))
+
+
+def _always() -> bool:
+    return True
 
 
 async def _wait(event: asyncio.Event, timeout_s: float) -> None:

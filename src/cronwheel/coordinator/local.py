@@ -4,6 +4,7 @@ shard with epoch 1, forever."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
 
 from cronwheel.clock import Clock
@@ -37,3 +38,6 @@ class LocalCoordinator:
 
     async def wait_for_change(self, timeout_s: float) -> None:
         await asyncio.sleep(timeout_s)
+
+    def set_health_check(self, healthy: Callable[[], bool]) -> None:
+        """One process owns everything: there is nobody to hand shards to."""

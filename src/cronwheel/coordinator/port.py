@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -50,3 +51,7 @@ class Coordinator(Protocol):
     async def members(self) -> list[Member]: ...
     async def leader(self) -> str | None: ...
     async def wait_for_change(self, timeout_s: float) -> None: ...
+    def set_health_check(self, healthy: Callable[[], bool]) -> None:
+        """Stay a member only while ``healthy()``: an unhealthy node stops heartbeating, so its
+        shards move to others within the TTL; it joins again once healthy (no-op on one node)."""
+        ...

@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from cronwheel import metrics
+from cronwheel import failpoints, metrics
 from cronwheel.clock import Clock
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import NotFoundError, TransientError
-from cronwheel.model import Job, Overlap, Run, RunState, new_id
+from cronwheel.model import Job, Overlap, Run, RunState, new_id, shard_of
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import plan
 from cronwheel.scheduler.wheel import TimingWheel
@@ -58,6 +58,7 @@ class Scheduler:
         shards: Sequence[int] | None = None,
         ownership: Coordinator | None = None,
         new_run_id: Callable[[], str] = new_id,
+        stall_s: float = 5.0,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -73,6 +74,8 @@ class Scheduler:
         self.jobs: dict[str, Job] = {}
         self.stats = SchedulerStats()
         self._next_reload: datetime | None = None
+        self.stall = timedelta(seconds=stall_s)
+        self._progress_at = clock.now()  # the store last answered this scheduler
 
     # -- feeding the wheel ----------------------------------------------------------------------
 
@@ -94,6 +97,8 @@ class Scheduler:
             return
         self.wheel.remove(job_id)
         self.jobs.pop(job_id, None)
+        if self.shards is not None and shard_of(job_id) not in self.shards:
+            return  # another scheduler's job: no need to read it (a job's shard never changes)
         try:
             job = await self.store.get_job(job_id)
         except NotFoundError:
@@ -126,6 +131,15 @@ class Scheduler:
         log.info("shards", extra={"action": "own", "node": self.node, "shards": len(self.shards)})
         return True
 
+    def healthy(self) -> bool:
+        """False once the store has not answered for ``stall_s`` (unreachable, or a link that
+        drops packets and hangs every call): the coordinator then stops heartbeating for this
+        node, so that its shards move to schedulers that can fire them."""
+        return self.clock.now() - self._progress_at < self.stall
+
+    def _progressed(self) -> None:
+        self._progress_at = self.clock.now()
+
     # -- firing -------------------------------------------------------------------------------
 
     async def tick(self, now: datetime) -> datetime:
@@ -142,8 +156,10 @@ class Scheduler:
                 for job in due
                 if job.shard in valid and valid[job.shard].epoch == self.epochs.get(job.shard)
             ]
+        self._progressed()
         for start in range(0, len(due), BATCH):
             await self._fire(due[start : start + BATCH], now)
+            self._progressed()
         return self._wake_at(now)
 
     async def _fire(self, jobs: list[Job], now: datetime) -> None:
@@ -155,6 +171,7 @@ class Scheduler:
             return
         epochs = None if self.ownership is None else {job.shard: self.epochs[job.shard] for job in jobs}
         result = await self.store.fire(firings, now, epochs)
+        failpoints.hit("scheduler.after_commit")  # runs recorded, triggers not yet queued
         await self._publish(result.accepted, now)
         if result.fenced_job_ids:  # another node holds a newer lease on these shards: let go
             self.stats.fenced += len(result.fenced_job_ids)
@@ -183,6 +200,7 @@ class Scheduler:
         if not runs:
             return
         await self.queue.publish([Trigger(run.id, run.job_id, run.queue) for run in runs])
+        failpoints.hit("scheduler.after_publish")  # triggers queued, not yet marked queued
         queued = self.clock.now()
         await self.store.mark_queued([run.id for run in runs], queued)
         metrics.RUNS_RECORDED.labels("PENDING", "").inc(len(runs))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
@@ -201,6 +201,15 @@ class Store(Protocol):
         budget), or to FAILED once it has lost ``MAX_LOST_ATTEMPTS`` attempts. Returns the runs
         changed. ``expired_before`` (default ``now``) moves the cutoff: a process that knows every
         lease is orphaned (embedded restart) expires them all at once."""
+        ...
+
+    async def server_time(
+        self, stamp: Callable[[], float], samples: int = 3
+    ) -> list[tuple[float, datetime, float]]:
+        """The store's own clock (PostgreSQL: ``clock_timestamp()``), the one reference every
+        node of a cluster anchors to: ``samples`` reads on one connection, each as ``(stamp()
+        just before, the store's time, stamp() just after)`` so that the caller can keep the
+        tightest (NTP's rule). A single-process store answers with its process clock."""
         ...
 
     async def close(self) -> None: ...

@@ -172,6 +172,7 @@ runs = Table(
     Column("lease_owner", NAME, nullable=True),
     Column("lease_expires_at", Instant, nullable=True),
     Column("cancel_requested", Boolean, nullable=False),
+    Column("epoch", BigInteger, nullable=True),  # the shard's fencing epoch it was fired under
     UniqueConstraint("job_id", "dedup_key"),
     CheckConstraint(_in("state", _STATES), name="state"),
     CheckConstraint(_in("kind", _KINDS), name="kind"),

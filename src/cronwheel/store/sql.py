@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -50,7 +50,7 @@ from sqlalchemy.sql.dml import Update
 
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, PermanentError
-from cronwheel.model import LEGAL_TRANSITIONS, Attempt, Job, Outcome, Run, RunEvent, RunState
+from cronwheel.model import LEGAL_TRANSITIONS, Attempt, Job, Outcome, Run, RunEvent, RunState, shard_of
 from cronwheel.store import codec
 from cronwheel.store.driver import (
     WRITE,
@@ -179,6 +179,21 @@ class SqlStore:
 
     async def close(self) -> None:
         await self.engine.dispose()
+
+    async def server_time(
+        self, stamp: Callable[[], float], samples: int = 3
+    ) -> list[tuple[float, datetime, float]]:
+        if not is_postgresql(self.engine.dialect):  # SQLite lives in this process: its clock is ours
+            return [(stamp(), self._clock.now(), stamp())]
+        found = []
+        async with self._read() as connection:
+            for _ in range(max(1, samples)):
+                sent = stamp()
+                value = (await connection.execute(text("SELECT clock_timestamp()"))).scalar_one()
+                received = stamp()
+                assert isinstance(value, datetime)
+                found.append((sent, value.astimezone(UTC), received))
+        return found
 
     # -- jobs ------------------------------------------------------------------------------------
 
@@ -349,7 +364,7 @@ class SqlStore:
                 refused = {firing.job_id for index, firing in enumerate(firings) if index not in applied}
                 fenced = await _outside_shards(connection, refused, held)
             chosen = [firing for index, firing in enumerate(firings) if index in applied]
-            inserted = await _insert_runs(connection, [run for f in chosen for run in f.runs], now)
+            inserted = await _insert_runs(connection, [run for f in chosen for run in f.runs], now, epochs)
             await _request_cancel(connection, [run_id for f in chosen for run_id in f.cancel_run_ids])
         refused_ids = [firing.job_id for index, firing in enumerate(firings) if index not in applied]
         return FireResult(
@@ -871,12 +886,21 @@ def _advance_statement(size: int, *, fenced: bool = False) -> Update:
     return statement.values(next_run_at=new_cursor).returning(jobs.c.id)
 
 
-async def _insert_runs(connection: AsyncConnection, new_runs: Sequence[Run], now: datetime) -> list[Run]:
+async def _insert_runs(
+    connection: AsyncConnection,
+    new_runs: Sequence[Run],
+    now: datetime,
+    epochs: Mapping[int, int] | None = None,
+) -> list[Run]:
     """Insert runs that do not exist yet (by id, or by job and dedup key), in one multi-row
-    statement, with their first history event. Returns the inserted runs as stored, in order."""
+    statement, with their first history event. Returns the inserted runs as stored, in order.
+    ``epochs`` (cluster fires) stamps each run with its shard's fencing epoch."""
     if not new_runs:
         return []
     rows = [codec.run_to_row(replace(run, created_at=run.created_at or now)) for run in new_runs]
+    if epochs is not None:
+        for row in rows:
+            row["epoch"] = epochs.get(shard_of(row["job_id"]))
     result = await connection.execute(insert_ignore(connection.dialect, runs).returning(*runs.c), rows)
     stored = {row["id"]: codec.run_from_row(row) for row in result.mappings()}
     inserted = [stored.pop(run.id) for run in new_runs if run.id in stored]

@@ -1,11 +1,18 @@
 """Command targets: one program run per attempt, as an argv list, never through a shell.
 
-The program starts in a new session (``start_new_session=True``), so it leads its own process
-group and everything it spawns is in that group. When the attempt ends, by timeout or by
-cancellation, or because the program exited and left children behind, the whole group gets
-SIGTERM, then SIGKILL after ``WorkerSettings.kill_grace_s``, and the program is reaped: no orphan
-outlives its attempt. (A descendant that deliberately leaves the group with ``setsid`` is out of
-reach; containing those takes cgroups, which the worker's deployment must provide.)
+The program starts in a new session, so it leads its own process group and everything it spawns
+is in that group. When the attempt ends, by timeout or by cancellation, or because the program
+exited and left children behind, the whole group gets SIGTERM, then SIGKILL after
+``WorkerSettings.kill_grace_s``, and the program is reaped: no orphan outlives its attempt. (A
+descendant that deliberately leaves the group with ``setsid`` is out of reach; containing those
+takes cgroups, which the worker's deployment must provide.)
+
+The worker does not fork the program itself: a small guard process per attempt
+(:mod:`cronwheel.worker.executors.guard`, which says why this design) forks it and SIGKILLs its
+whole process group the moment the worker dies, ``kill -9`` included, so a retry of the run never
+overlaps an attempt whose worker is gone. :class:`_Guarded` is the program as the worker sees it
+through the guard (pid = process group id, exit code, ``wait()``); the guard costs one small
+interpreter start per attempt (about 15 ms, see the guard's docstring).
 
 Stdout and stderr share one pipe (as ``2>&1`` would), so the kept output is the last
 ``output_limit`` bytes of what a terminal would have shown, in order; memory stays bounded however
@@ -19,18 +26,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
 import signal
+import socket
+import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.model import CommandTarget, Outcome
 from cronwheel.store.port import AttemptResult
+from cronwheel.worker.executors import guard
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, decode_cut, rfc3339
 
 log = logging.getLogger(__name__)
@@ -40,6 +51,8 @@ DISABLED = "command targets are disabled on this worker"
 _DRAIN_S = 0.5  # after the program exits, how long its output may still flow
 _POLL_S = 0.02
 _READ_CHUNK = 65536
+_GUARD_DIRECTORY = str(Path(guard.__file__).resolve().parent)
+_GUARD_EXIT_S = 5.0  # how long a guard told to go may take to exit before it is killed
 
 
 def base_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -96,6 +109,7 @@ class CommandExecutor:
             return await self._supervise(proc, output, budget)
         finally:
             output.close()
+            await proc.release()
 
     def _refusal(self, target: CommandTarget) -> str | None:
         if not self._settings.allow_commands:
@@ -120,43 +134,56 @@ class CommandExecutor:
         )
         return env
 
-    async def _spawn(
-        self, target: CommandTarget, ctx: AttemptContext
-    ) -> tuple[asyncio.subprocess.Process, _Output]:
-        """Start the program with the payload as stdin and our own pipe as stdout and stderr.
+    async def _spawn(self, target: CommandTarget, ctx: AttemptContext) -> tuple[_Guarded, _Output]:
+        """Start the program, through its guard, with the payload as stdin and our own pipe as
+        stdout and stderr.
 
         The pipe is ours, not asyncio's: ``Process.wait()`` of a process started with ``PIPE``
         also waits until every holder of the pipe has closed it, so a background child that
         inherited stdout would keep the attempt open after the program itself exited.
         """
+        spec = _spec(target.argv, self._environment(target, ctx))
         read_fd, write_fd = os.pipe()
+        ours, theirs = socket.socketpair()
         try:
             with _stdin_for(ctx.payload) as stdin:
-                proc = await asyncio.create_subprocess_exec(
-                    *target.argv,
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-c",
+                    guard.BOOTSTRAP,
+                    _GUARD_DIRECTORY,
+                    str(theirs.fileno()),
                     stdin=stdin,
                     stdout=write_fd,
                     stderr=asyncio.subprocess.STDOUT,
                     cwd=target.cwd,
-                    env=self._environment(target, ctx),
+                    env=_guard_environment(),
                     start_new_session=True,
                     close_fds=True,
+                    pass_fds=(theirs.fileno(),),
                 )
         except BaseException:
             os.close(read_fd)
+            ours.close()
             raise
         finally:
-            os.close(write_fd)  # the child has its copy: EOF comes when the last holder exits
-        try:
+            os.close(write_fd)  # the guard has its copy: EOF comes when the last holder exits
+            theirs.close()
+        try:  # from here on, closing ``ours`` makes the guard end whatever it started, and exit
             output = await _Output.connect(read_fd, self._settings.output_limit)
         except BaseException:
-            _signal_group(proc.pid, signal.SIGKILL)
+            ours.close()
+            await _reap(process)
             raise
-        return proc, output
+        try:
+            return await _Guarded.start(process, ours, spec), output
+        except BaseException:
+            output.close()
+            raise
 
-    async def _supervise(
-        self, proc: asyncio.subprocess.Process, output: _Output, budget: float
-    ) -> AttemptResult:
+    async def _supervise(self, proc: _Guarded, output: _Output, budget: float) -> AttemptResult:
         try:
             try:
                 async with asyncio.timeout(budget):
@@ -187,7 +214,7 @@ class CommandExecutor:
             return AttemptResult(Outcome.SUCCESS, exit_code=0, output=text)
         return AttemptResult(Outcome.FAILURE, exit_code=code, error=_exit_text(code), output=text)
 
-    async def _terminate(self, proc: asyncio.subprocess.Process) -> bool:
+    async def _terminate(self, proc: _Guarded) -> bool:
         """SIGTERM the process group, SIGKILL it after the grace, reap the program. Returns
         whether SIGKILL was needed."""
         pgid = proc.pid  # a session leader's pid is its process group id
@@ -205,6 +232,114 @@ class CommandExecutor:
             _signal_group(pgid, signal.SIGKILL)
         await proc.wait()
         return killed
+
+
+class _Guarded:
+    """The program as the worker sees it through its guard (:mod:`.guard`): what this module
+    used of ``asyncio.subprocess.Process`` (``pid``, ``returncode``, ``wait()``), plus
+    ``release()``, which every attempt calls once at its very end."""
+
+    def __init__(
+        self,
+        guard_process: asyncio.subprocess.Process,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        pid: int,
+    ) -> None:
+        self.pid = pid  # also its process group id
+        self.returncode: int | None = None
+        self._guard = guard_process
+        self._reader = reader
+        self._writer = writer
+        self._exit = asyncio.ensure_future(self._read_exit())
+
+    @classmethod
+    async def start(
+        cls, guard_process: asyncio.subprocess.Process, channel: socket.socket, spec: bytes
+    ) -> _Guarded:
+        """Tell the guard what to run; return once it runs, or raise the ``OSError`` of its exec
+        (``FileNotFoundError``, ``PermissionError`` ...)."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=channel)
+        except BaseException:
+            channel.close()
+            await _reap(guard_process)
+            raise
+        try:
+            writer.write(spec)
+            await writer.drain()
+            tag, value = guard.decode_record(await reader.readexactly(guard.RECORD_SIZE))
+        except (asyncio.IncompleteReadError, ConnectionError) as error:
+            writer.close()
+            await _reap(guard_process)
+            raise OSError(
+                errno.EIO, f"its guard process failed (exit status {guard_process.returncode})"
+            ) from error
+        except BaseException:
+            writer.close()  # the guard sees EOF: it ends the program if it started it, and exits
+            await _reap(guard_process)
+            raise
+        if tag != guard.STARTED:
+            writer.close()
+            await _reap(guard_process)
+            raise OSError(value, os.strerror(value))
+        return cls(guard_process, reader, writer, value)
+
+    async def _read_exit(self) -> int:
+        try:
+            tag, code = guard.decode_record(await self._reader.readexactly(guard.RECORD_SIZE))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            tag, code = b"", -signal.SIGKILL
+        if tag != guard.EXITED:  # the guard died first: nothing watches the group but us
+            log.warning("the guard of command pid %d went away; killing its process group", self.pid)
+            _signal_group(self.pid, signal.SIGKILL)
+            code = -signal.SIGKILL
+        self.returncode = code
+        return code
+
+    async def wait(self) -> int:
+        """The program's exit code (negative: the signal that ended it), once it exited."""
+        return await asyncio.shield(self._exit)
+
+    async def release(self) -> None:
+        """The attempt is over and its group dealt with: let the guard go (it SIGKILLs the group
+        if the program still runs) and reap it."""
+        self._exit.cancel()
+        with contextlib.suppress(OSError):
+            self._writer.write(guard.DONE)
+        self._writer.close()
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()
+        await _reap(self._guard)
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Wait for a guard that was told to go (it exits at once); kill one that does not."""
+    try:
+        async with asyncio.timeout(_GUARD_EXIT_S):
+            await process.wait()
+    except TimeoutError:
+        log.warning("command guard pid %d did not exit; killing it", process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+
+def _spec(argv: Sequence[str], env: Mapping[str, str]) -> bytes:
+    """The guard's instructions; refuses what ``subprocess`` would refuse, with its words."""
+    args = [os.fsencode(arg) for arg in argv]
+    variables = {os.fsencode(key): os.fsencode(value) for key, value in env.items()}
+    if any(b"\0" in item for item in [*args, *variables, *variables.values()]):
+        raise ValueError("embedded null byte")
+    if any(b"=" in key for key in variables):
+        raise ValueError("illegal environment variable name")
+    return guard.encode_spec(args, variables)
+
+
+def _guard_environment() -> dict[str, str]:
+    """The guard's own environment (the program's travels over the socket): only what this
+    Python interpreter may need to start."""
+    return {key: os.environ[key] for key in ("LD_LIBRARY_PATH",) if key in os.environ}
 
 
 class _Tail:
@@ -280,7 +415,7 @@ def _stdin_for(payload: Any) -> Iterator[int]:
         yield file.fileno()
 
 
-def _kill_now(proc: asyncio.subprocess.Process) -> None:
+def _kill_now(proc: _Guarded) -> None:
     """SIGKILL what is left of the attempt's process group."""
     if proc.returncode is None or _group_alive(proc.pid):
         _signal_group(proc.pid, signal.SIGKILL)

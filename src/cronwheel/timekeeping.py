@@ -1,0 +1,58 @@
+"""Keeping a cluster node's clock anchored to the store's clock.
+
+Schedulers on different machines must agree on when a slot is due, and a wall-clock step on one
+machine must not make it fire early (or stop firing). Every cluster node therefore runs on an
+:class:`~cronwheel.clock.AnchoredClock` that this loop re-anchors on PostgreSQL's clock every few
+seconds; between anchors it advances by the monotonic clock. A wall clock that strays from the
+store's is reported (log ``action=clock``, gauge ``cronwheel_wall_clock_skew_seconds``) but no
+longer matters to firing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from cronwheel import metrics
+from cronwheel.clock import AnchoredClock
+from cronwheel.errors import TransientError
+from cronwheel.store import Store
+
+log = logging.getLogger("cronwheel.clock")
+
+ANCHOR_EVERY_S = 5.0
+REPORT_SKEW_S = 0.5  # a wall clock further off than this is logged (it does not affect firing)
+
+
+async def anchor_once(clock: AnchoredClock, store: Store) -> float:
+    """Read the store's clock a few times and re-anchor on the read with the shortest round trip
+    (its midpoint is the most certain); returns the wall clock's skew in seconds."""
+    samples = await store.server_time(clock.monotonic, samples=3)
+    sent, reference, received = min(samples, key=lambda sample: sample[2] - sample[0])
+    skew = clock.anchor(reference, sent, received)
+    metrics.WALL_CLOCK_SKEW.set(skew)
+    return skew
+
+
+async def keep_anchored(
+    clock: AnchoredClock, store: Store, stop: asyncio.Event, node: str, every_s: float = ANCHOR_EVERY_S
+) -> None:
+    """Re-anchor every ``every_s`` until ``stop``; a store that cannot be reached leaves the last
+    anchor in force (the monotonic clock carries it)."""
+    reported = 0.0
+    while not stop.is_set():
+        try:
+            skew = await anchor_once(clock, store)
+        except TransientError as error:
+            extra = {"action": "wait", "node": node, "error": str(error)}
+            log.warning("store clock unavailable", extra=extra)
+        else:
+            if abs(skew - reported) > REPORT_SKEW_S / 2 and max(abs(skew), abs(reported)) > REPORT_SKEW_S:
+                log.warning(
+                    "wall clock differs from the store's clock; firing follows the store's",
+                    extra={"action": "clock", "node": node, "skew_ms": round(skew * 1000)},
+                )
+                reported = skew
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)

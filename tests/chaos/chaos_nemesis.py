@@ -1,0 +1,362 @@
+"""The nemesis: faults injected into a running :class:`~chaos_cluster.ChaosCluster`, chosen and
+timed by one seeded random generator, so that a failing history replays with the same seed.
+
+Each fault records a :class:`FaultRecord` (what, on which node, from when to when, and the
+lateness bound the guarantees promise while it lasts) and may add *findings*: guarantees checked
+on the spot rather than from the history (no orphaned command process after a worker is killed;
+the clock-jumped scheduler really saw the fake time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from chaos_cluster import ChaosCluster, Node
+from chaos_witness import (
+    Behaviour,
+    CommandLine,
+    Error,
+    Ok,
+    Slow,
+    Throttle,
+    WitnessProcess,
+    read_command_lines,
+)
+from chaos_workload import Workload
+
+HERD_RATE = 80.0  # deliveries per second the two workers sustain on top of the steady load
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    target: str
+    start: float
+    end: float = 0.0
+    bound_s: float | None = 0.0  # extra lateness allowed from start to end + bound; None: unbounded
+    detail: str = ""
+
+
+@dataclass
+class Nemesis:
+    cluster: ChaosCluster
+    witness: WitnessProcess
+    append_file: Path
+    rng: random.Random
+    faults: list[FaultRecord] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # violations seen on the spot
+    workload: Workload | None = None
+    herd_size: int = 400
+    log: Callable[[str], None] = print
+
+    @property
+    def ttl(self) -> float:
+        return self.cluster.ttl_s
+
+    def scheduler_bound(self) -> float:
+        """Lateness a scheduler fault may cause: the lease TTL, one tick, one sweep, and a reload."""
+        return self.ttl + 3.0
+
+    def worker_bound(self) -> float:
+        return self.cluster.lease_s + 4.0
+
+    def _begin(self, kind: str, target: str, bound_s: float | None, detail: str = "") -> FaultRecord:
+        record = FaultRecord(kind, target, time.time(), bound_s=bound_s, detail=detail)
+        self.faults.append(record)
+        self.log(f"nemesis: {kind} {target} {detail}".rstrip())
+        return record
+
+    def _end(self, record: FaultRecord) -> None:
+        record.end = time.time()
+
+    def _scheduler(self, *, faketime: bool | None = None) -> Node:
+        nodes = [n for n in self.cluster.of_role("scheduler") if n.alive()]
+        if faketime is not None:
+            nodes = [n for n in nodes if (n.faketime_file is not None) == faketime]
+        return self.rng.choice(sorted(nodes, key=lambda n: n.name))
+
+    def _worker(self) -> Node:
+        nodes = [n for n in self.cluster.of_role("worker") if n.alive()]
+        return self.rng.choice(sorted(nodes, key=lambda n: n.name))
+
+    # -- scheduler faults ------------------------------------------------------------------------
+
+    def kill_scheduler(self) -> None:
+        node = self._scheduler()
+        record = self._begin("kill -9 scheduler", node.name, self.scheduler_bound())
+        time.sleep(self.rng.uniform(0, 1))
+        node.kill()
+        time.sleep(self.rng.uniform(2, 4))
+        self.cluster.restart(node.name)
+        self._end(record)
+
+    def kill_scheduler_between_commit_and_publish(self) -> None:
+        node = self._scheduler(faketime=False)
+        hits = self.rng.randint(2, 8)
+        record = self._begin(
+            "kill -9 scheduler after commit", node.name, self.scheduler_bound(), f"failpoint pass {hits}"
+        )
+        node.kill()
+        crashing = self.cluster.start_scheduler(node.name, failpoints=f"scheduler.after_commit=kill@{hits}")
+        deadline = time.monotonic() + 60
+        while crashing.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if crashing.alive():
+            self.findings.append(f"{node.name}: failpoint after_commit@{hits} never fired")
+        elif "failpoint" not in crashing.text():
+            self.findings.append(f"{node.name} died without reaching its failpoint")
+        record.detail += f"; died {time.time() - record.start:.1f} s after start"
+        time.sleep(self.rng.uniform(1, 3))
+        self.cluster.start_scheduler(node.name)
+        self._end(record)
+
+    def pause_scheduler(self) -> None:
+        """SIGSTOP past the lease, then SIGCONT: the woken node must not fire stale shards."""
+        node = self._scheduler()
+        record = self._begin("SIGSTOP scheduler past lease", node.name, self.scheduler_bound())
+        node.signal(signal.SIGSTOP)
+        time.sleep(self.ttl * 2 + self.rng.uniform(1, 3))
+        node.signal(signal.SIGCONT)
+        self._end(record)
+
+    def blackhole_scheduler_etcd(self) -> None:
+        node = self._scheduler()
+        assert node.links is not None
+        record = self._begin("black-hole scheduler->etcd", node.name, self.scheduler_bound())
+        for proxy in node.links.etcd:
+            proxy.blackhole()
+        time.sleep(self.ttl * 3 + self.rng.uniform(0, 2))
+        for proxy in node.links.etcd:
+            proxy.heal()
+        self._end(record)
+
+    def blackhole_scheduler_postgres(self) -> None:
+        node = self._scheduler()
+        assert node.links is not None
+        record = self._begin("black-hole scheduler->postgres", node.name, self.scheduler_bound())
+        node.links.postgres.blackhole()
+        time.sleep(self.ttl * 3 + self.rng.uniform(0, 2))
+        node.links.postgres.heal()
+        self._end(record)
+
+    def latency(self) -> None:
+        node = self._scheduler()
+        assert node.links is not None
+        delay = self.rng.choice([50, 150, 300])
+        record = self._begin("latency on scheduler links", node.name, 2.0, f"{delay} ms +-50%")
+        for proxy in node.links.all():
+            proxy.delay(delay, jitter_ms=delay / 2)
+        time.sleep(self.rng.uniform(6, 10))
+        for proxy in node.links.all():
+            proxy.heal()
+        self._end(record)
+
+    def clock_jump(self) -> None:
+        """Step one scheduler's wall clock forward, then back past the truth, then home."""
+        node = self._scheduler(faketime=True)
+        jump = self.rng.choice([30, 90, 600])
+        record = self._begin("clock jump on scheduler", node.name, 0.0, f"+{jump} s, then -{jump} s")
+        before = node.text().count("action=clock")
+        node.step_clock(jump)
+        time.sleep(self.rng.uniform(6, 8))
+        node.step_clock(-jump)
+        time.sleep(self.rng.uniform(6, 8))
+        node.step_clock(0)
+        self._end(record)
+        seen = [int(v) for v in re.findall(r"action=clock.*?skew_ms=(-?\d+)", node.text())]
+        if node.text().count("action=clock") <= before or not any(abs(v - jump * 1000) < 2000 for v in seen):
+            self.findings.append(
+                f"{node.name} never reported the +{jump} s wall clock: the fault did not bite"
+            )
+
+    # -- worker faults ---------------------------------------------------------------------------
+
+    def kill_worker_mid_http(self) -> None:
+        node = self._worker()
+        record = self._begin("kill -9 worker mid-HTTP", node.name, self.worker_bound())
+        self.witness.behave("/slow", Slow(3.0))
+        deadline = time.monotonic() + 15
+        start = self._slow_requests()
+        while self._slow_requests() == start and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # requests in flight now
+        node.kill()
+        time.sleep(1)
+        self.cluster.restart(node.name)
+        self.witness.behave("/slow", Slow(1.0))
+        self._end(record)
+
+    def _slow_requests(self) -> int:
+        return self.witness.count("/slow")
+
+    def kill_worker_mid_command(self) -> None:
+        """Kill the worker running a long command: the command and its child must die with it."""
+        record = self._begin("kill -9 worker mid-command", "", self.worker_bound())
+        line = self._fresh_long_command()
+        if line is None:
+            self.findings.append("no long command started within 20 s: nothing to kill mid-command")
+            self._end(record)
+            return
+        owner = self._owner_of(line.pid)
+        if owner is None:
+            self.findings.append(f"command pid {line.pid} has no worker ancestor")
+            self._end(record)
+            return
+        record.target = owner.name
+        owner.kill()
+        survivors = _still_alive([pid for pid in (line.pid, line.child_pid) if pid], within_s=3.0)
+        if survivors:
+            self.findings.append(f"orphans after kill -9 of {owner.name}: pids {survivors} still run")
+            for pid in survivors:
+                _kill_quietly(pid)
+        time.sleep(0.5)
+        self.cluster.restart(owner.name)
+        self._end(record)
+
+    def _fresh_long_command(self) -> CommandLine | None:
+        started_after = time.time()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            lines = read_command_lines(self.append_file)
+            done = {(line.execution_id, line.attempt) for line in lines if line.kind == "done"}
+            for line in reversed(lines):
+                if (
+                    line.kind == "start"
+                    and line.child_pid
+                    and line.at >= started_after - 5
+                    and (line.execution_id, line.attempt) not in done
+                    and _alive(line.pid)
+                ):
+                    return line
+            time.sleep(0.2)
+        return None
+
+    def _owner_of(self, pid: int) -> Node | None:
+        ancestors = _ancestors(pid)
+        for node in self.cluster.of_role("worker"):
+            if node.process.pid in ancestors:
+                return node
+        return None
+
+    def pause_worker(self) -> None:
+        """SIGSTOP a worker past its lease: its attempts are handed to another worker."""
+        node = self._worker()
+        record = self._begin("SIGSTOP worker past lease", node.name, self.worker_bound())
+        node.signal(signal.SIGSTOP)
+        time.sleep(self.cluster.lease_s * 2 + self.rng.uniform(1, 2))
+        node.signal(signal.SIGCONT)
+        self._end(record)
+
+    # -- backend faults --------------------------------------------------------------------------
+
+    def restart_postgres(self) -> None:
+        hold = self.rng.uniform(2, 5)
+        record = self._begin("restart PostgreSQL (crash)", "postgres", None, f"down {hold:.1f} s")
+        self.cluster.postgres.kill()
+        time.sleep(hold)
+        self.cluster.postgres.start()
+        self._end(record)
+        record.bound_s = (record.end - record.start) + 10.0
+
+    def restart_redis(self) -> None:
+        hold = self.rng.uniform(1, 3)
+        record = self._begin("restart Redis, data lost", "redis", None, f"down {hold:.1f} s")
+        self.cluster.redis.kill()
+        time.sleep(hold)
+        self.cluster.redis.start()
+        self._end(record)
+        record.bound_s = (record.end - record.start) + 40.0  # lost triggers: the sweep requeues
+
+    def kill_etcd_member(self) -> None:
+        member = self.rng.choice(self.cluster.etcd.members)
+        record = self._begin("kill -9 one etcd member", member.name, self.scheduler_bound())
+        self.cluster.etcd.kill_member(member)
+        time.sleep(self.rng.uniform(3, 6))
+        self.cluster.etcd.start_member(member)
+        self._end(record)
+
+    def lose_etcd_quorum(self) -> None:
+        """Two of three members down: no lease can be renewed, so nothing may fire (rather than
+        fire twice); every slot of the outage is made good by its misfire policy afterwards."""
+        members = self.rng.sample(self.cluster.etcd.members, 2)
+        names = "+".join(m.name for m in members)
+        record = self._begin("etcd quorum lost", names, None)
+        for member in members:
+            self.cluster.etcd.kill_member(member)
+        time.sleep(self.rng.uniform(5, 8))
+        for member in members:
+            self.cluster.etcd.start_member(member, wait=False)
+        self.cluster.etcd.wait_quorum()
+        self._end(record)
+
+    # -- load ----------------------------------------------------------------------------------
+
+    def herd(self) -> None:
+        """Thousands of jobs created at once (eight API clients) and all due in one second. The
+        fault lasts from the first create to the herd's delivery; allowed lateness: two seconds
+        plus the time the workers need to deliver them at their calm pace (``HERD_RATE``/s)."""
+        assert self.workload is not None
+        count = self.herd_size
+        created = time.time()
+        due = datetime.fromtimestamp(int(created) + 10 + count // 15, UTC)  # the API creates ~20/s here
+        bound = 2.0 + count / HERD_RATE
+        record = self._begin("thundering herd", "workload", bound, f"{count} jobs due at {due:%H:%M:%S}")
+        self.workload.create_herd(count, due)
+        if time.time() > due.timestamp() - 2:
+            self.findings.append(f"herd: creating {count} jobs took too long to aim at {due:%H:%M:%S}")
+        time.sleep(max(0.0, due.timestamp() - time.time()) + bound)
+        self._end(record)
+
+    # -- target faults ---------------------------------------------------------------------------
+
+    def target_faults(self) -> None:
+        choices: list[Behaviour] = [Throttle(1.0), Error(503)]
+        behaviour = self.rng.choice(choices)
+        record = self._begin("target faults on /flaky", "witness", 2.0, type(behaviour).__name__)
+        self.witness.behave("/flaky", behaviour)
+        time.sleep(self.rng.uniform(3, 5))
+        self.witness.behave("/flaky", Ok())
+        self._end(record)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _still_alive(pids: list[int], within_s: float) -> list[int]:
+    deadline = time.monotonic() + within_s
+    alive = [pid for pid in pids if _alive(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [pid for pid in alive if _alive(pid)]
+    return alive
+
+
+def _kill_quietly(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _ancestors(pid: int) -> set[int]:
+    found: set[int] = set()
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                pid = int(handle.read().split(")")[-1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        found.add(pid)
+    return found

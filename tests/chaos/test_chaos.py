@@ -1,0 +1,39 @@
+"""The short chaos profile, run by CI on every change: a real cluster on loopback (two api nodes,
+three schedulers behind their own proxies, one of them under libfaketime, two workers, private
+PostgreSQL and Redis, three etcd members), every fault of ``SHORT_FAULTS`` injected once by a
+seeded nemesis while the API is used, then the whole history judged by the independent checker.
+
+Replay a failure with the seed it printed: ``CRONWHEEL_CHAOS_SEED=<seed> scripts/test tests/chaos``.
+The long profile and its report: ``scripts/chaos`` (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from chaos_scenario import SHORT, SHORT_FAULTS, run, write_report
+
+pytestmark = pytest.mark.integration
+
+SEED = int(os.environ.get("CRONWHEEL_CHAOS_SEED", "20261129"))
+
+
+def test_short_profile_loses_nothing_doubles_nothing_and_stays_on_time(tmp_path: Path) -> None:
+    outcome = run(SHORT, SEED, tmp_path)
+    report_path = tmp_path / "chaos-report.json"
+    write_report(outcome, report_path)
+    print(json.dumps(outcome.figures, indent=1))
+    context = f"seed {SEED}; report {report_path}\n{outcome.report.summary()}\nfindings: {outcome.findings}"
+    assert [fault.kind for fault in outcome.faults], context
+    assert len(outcome.faults) == len(SHORT_FAULTS), context
+    assert outcome.report.ok, context
+    assert outcome.findings == [], context
+    counts = outcome.report.to_dict()["counts"]
+    assert counts["expected_slots"] > 5_000, counts  # the history is big enough to mean something
+    assert outcome.report.lateness_calm.count > 300, context  # the calm phase was judged too
+    logs = outcome.figures["scheduler_logs"]
+    assert logs["step_downs"] > 0, logs  # the PostgreSQL black hole made a scheduler step down
+    assert logs["clock_reports"] > 0, logs  # the clock jump reached the scheduler

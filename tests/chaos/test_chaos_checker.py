@@ -1,0 +1,563 @@
+"""The chaos judge on synthetic histories: a clean history passes, and each check catches the
+violation it exists for. Plus the checker's cron reference against hand-computed fire times."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from chaos_checker import (
+    CHECKS,
+    Delivery,
+    EventRow,
+    FaultWindow,
+    History,
+    JobPlan,
+    ManualTrigger,
+    Report,
+    RunRow,
+    Version,
+    Window,
+    check,
+)
+from chaos_reference import fires_at, slots
+from croniter import croniter
+
+# -- the reference -------------------------------------------------------------------------------
+
+
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+
+
+def test_reference_five_fields_steps_and_exclusive_start() -> None:
+    start = utc(2026, 1, 15, 12, 0)
+    assert slots("*/15 * * * *", "UTC", start, start + timedelta(hours=1)) == [
+        utc(2026, 1, 15, 12, 15),
+        utc(2026, 1, 15, 12, 30),
+        utc(2026, 1, 15, 12, 45),
+        utc(2026, 1, 15, 13, 0),
+    ]
+    assert [s.minute for s in slots("5/15 * * * *", "UTC", start, start + timedelta(hours=1))] == [
+        5,
+        20,
+        35,
+        50,
+    ]
+    assert [s.minute for s in slots("10-30/10,59 * * * *", "UTC", start, start + timedelta(hours=1))] == [
+        10,
+        20,
+        30,
+        59,
+    ]
+
+
+def test_reference_six_fields() -> None:
+    start = utc(2026, 1, 15, 12, 0, 0)
+    assert slots("*/20 * * * * *", "UTC", start, start + timedelta(minutes=1)) == [
+        utc(2026, 1, 15, 12, 0, 20),
+        utc(2026, 1, 15, 12, 0, 40),
+        utc(2026, 1, 15, 12, 1, 0),
+    ]
+    assert slots("1/4 30 12 * * *", "UTC", start, start + timedelta(hours=1))[:3] == [
+        utc(2026, 1, 15, 12, 30, 1),
+        utc(2026, 1, 15, 12, 30, 5),
+        utc(2026, 1, 15, 12, 30, 9),
+    ]
+    assert len(slots("* * * * * *", "UTC", start, start + timedelta(minutes=30))) == 1800
+
+
+def test_reference_zone_and_names() -> None:
+    day = utc(2026, 1, 15)
+    # Asia/Kolkata is UTC+05:30: 09:30 local is 04:00 UTC
+    assert slots("30 9 * * *", "Asia/Kolkata", day, day + timedelta(days=1)) == [utc(2026, 1, 15, 4, 0)]
+    # America/New_York in January is UTC-5: noon local is 17:00 UTC; 2026-01-15 is a Thursday
+    week = slots("0 12 * * mon-FRI", "America/New_York", day, day + timedelta(days=7))
+    assert [s.day for s in week] == [15, 16, 19, 20, 21]
+    assert all(s.hour == 17 for s in week)
+    assert slots("0 0 1 jan *", "UTC", utc(2025, 12, 31), utc(2026, 1, 2)) == [utc(2026, 1, 1)]
+
+
+def test_reference_sunday_is_0_and_7() -> None:
+    start, end = utc(2026, 1, 1), utc(2026, 1, 31, 23)
+    sundays = [4, 11, 18, 25]
+    assert [s.day for s in slots("0 0 * * 0", "UTC", start, end)] == sundays
+    assert [s.day for s in slots("0 0 * * 7", "UTC", start, end)] == sundays
+    assert [s.day for s in slots("0 0 * * SUN", "UTC", start, end)] == sundays
+    assert [s.day for s in slots("0 0 * * 5-7", "UTC", start, end)] == [
+        2,
+        3,
+        4,
+        9,
+        10,
+        11,
+        16,
+        17,
+        18,
+        23,
+        24,
+        25,
+        30,
+        31,
+    ]
+
+
+def test_reference_day_of_month_or_day_of_week() -> None:
+    start, end = utc(2025, 12, 31, 1), utc(2026, 1, 31, 23)
+    # both restricted: the 1st (a Thursday) OR any Monday
+    assert [s.day for s in slots("0 0 1 * MON", "UTC", start, end)] == [1, 5, 12, 19, 26]
+    # day of month starts with '*': both must match, so Mondays with an odd date
+    assert [s.day for s in slots("0 0 */2 * MON", "UTC", start, end)] == [5, 19]
+    # day of week '*': every day
+    assert len(slots("0 0 * * *", "UTC", start, end)) == 31
+
+
+def test_reference_refuses_dst_windows_and_bad_input() -> None:
+    # Europe/Berlin springs forward at 2026-03-29 01:00 UTC
+    with pytest.raises(ValueError, match="DST"):
+        slots("* * * * *", "Europe/Berlin", utc(2026, 3, 29, 0, 30), utc(2026, 3, 29, 1, 30))
+    assert len(slots("* * * * *", "Europe/Berlin", utc(2026, 3, 29, 1, 0), utc(2026, 3, 29, 1, 30))) == 30
+    with pytest.raises(ValueError, match="DST"):
+        fires_at("0 * * * * *", "Europe/Berlin", utc(2026, 3, 29, 1, 0))
+    for bad in ("* * * *", "61 * * * *", "*/0 * * * *", "5-1 * * * *", "0 0 * * FUNDAY", "1-/2 * * * *"):
+        with pytest.raises(ValueError, match=r"fields|outside|not a number"):
+            slots(bad, "UTC", utc(2026, 1, 1), utc(2026, 1, 1, 1))
+    with pytest.raises(ValueError, match="naive"):
+        slots("* * * * *", "UTC", datetime(2026, 1, 1), utc(2026, 1, 1, 1))  # noqa: DTZ001
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone"),
+    [
+        ("*/7 * * * *", "UTC"),
+        ("5,35 */3 * * *", "Asia/Tokyo"),
+        ("0 9-17 * * 1-5", "America/New_York"),
+        ("15 4 1,15 * 3", "Australia/Sydney"),
+        ("0 0 * JAN,FEB *", "Europe/Berlin"),
+    ],
+)
+def test_reference_agrees_with_croniter(expression: str, zone: str) -> None:
+    tz = ZoneInfo(zone)
+    start = datetime(2026, 1, 10, tzinfo=tz)  # weeks clear of any DST change in these zones
+    end = start + timedelta(days=8)
+    expected = []
+    moments = croniter(expression, start)
+    while (moment := moments.get_next(datetime)) <= end:
+        expected.append(moment.astimezone(UTC))
+    assert slots(expression, zone, start, end) == expected
+
+
+def test_fires_at_agrees_with_slots() -> None:
+    rng = random.Random(7)
+    start = utc(2026, 1, 15, 12)
+    for expression in ("*/3 * * * * *", "1/4 */2 * * * *", "*/5 * * * *", "0 13 * * 4"):
+        fired = set(slots(expression, "UTC", start, start + timedelta(hours=2)))
+        for _ in range(300):
+            moment = start + timedelta(seconds=rng.randrange(1, 7200))
+            assert fires_at(expression, "UTC", moment) == (moment in fired)
+    assert not fires_at("* * * * * *", "UTC", start + timedelta(microseconds=5))
+
+
+# -- synthetic histories -------------------------------------------------------------------------
+
+T0 = utc(2026, 1, 15, 12, 0).timestamp()
+EVERY_5S = "*/5 * * * * *"
+
+
+def at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(T0 + seconds, UTC)
+
+
+def plan(job_id: str = "job-a", expression: str = EVERY_5S, **changes: object) -> JobPlan:
+    """A job created long before the window, live throughout unless ``changes`` say otherwise."""
+    job = JobPlan(job_id, shard=1, versions=[Version(expression, "UTC", T0 - 100, None, T0 - 101)])
+    return replace(job, **changes)  # type: ignore[arg-type]
+
+
+PATHS = {
+    "SUCCESS": ["PENDING", "RUNNING", "SUCCESS"],
+    "FAILED": ["PENDING", "RUNNING", "FAILED"],
+    "SKIPPED": ["SKIPPED"],
+    "RUNNING": ["PENDING", "RUNNING"],
+}
+
+
+class Recorder:
+    """Builds the store's rows and the sink's deliveries the way a healthy cronwheel would."""
+
+    def __init__(self) -> None:
+        self.runs: list[RunRow] = []
+        self.events: list[EventRow] = []
+        self.deliveries: list[Delivery] = []
+        self.manual: list[ManualTrigger] = []
+        self.count = 0
+
+    def run(
+        self,
+        job_id: str,
+        slot_s: float,
+        *,
+        state: str = "SUCCESS",
+        lateness: float = 0.02,
+        deliver: bool = True,
+        run_id: str | None = None,
+        kind: str = "scheduled",
+        reason: str | None = None,
+        key: str | None = None,
+        epoch: int | None = None,
+        path: Sequence[str] | None = None,
+    ) -> RunRow:
+        self.count += 1
+        slot = at(slot_s)
+        row = RunRow(
+            id=run_id or f"run-{self.count}",
+            job_id=job_id,
+            kind=kind,
+            slot=slot,
+            state=state,
+            reason=reason,
+            attempts=0 if state == "SKIPPED" else 1,
+            idempotency_key=key,
+            created_at=at(slot_s + lateness / 2),
+            queued_at=None if state == "SKIPPED" else at(slot_s + lateness / 2),
+            finished_at=at(slot_s + lateness + 0.1),
+            epoch=epoch,
+        )
+        self.runs.append(row)
+        self.history_of(row, path or PATHS[state])
+        if deliver and state != "SKIPPED":
+            self.deliveries.append(Delivery(row.id, job_id, slot, 1, T0 + slot_s + lateness, 200))
+        return row
+
+    def drop(self, *slots_s: float) -> list[RunRow]:
+        """Forget the runs, events and deliveries of these scheduled slots; returns the runs."""
+        gone = {at(slot_s) for slot_s in slots_s}
+        dropped = [r for r in self.runs if r.kind == "scheduled" and r.slot in gone]
+        ids = {r.id for r in dropped}
+        self.runs = [r for r in self.runs if r.id not in ids]
+        self.events = [e for e in self.events if e.run_id not in ids]
+        self.deliveries = [d for d in self.deliveries if d.execution_id not in ids]
+        return dropped
+
+    def history_of(self, row: RunRow, states: Sequence[str]) -> None:
+        previous = None
+        for state in states:
+            self.events.append(EventRow(len(self.events) + 1, row.id, state, previous, row.slot, "node-1"))
+            previous = state
+
+    def all_slots(self, job: JobPlan, start: float = 0, end: float = 60, **options: object) -> None:
+        for slot in slots(job.versions[-1].expression, "UTC", at(start), at(end)):
+            self.run(job.job_id, slot.timestamp() - T0, **options)  # type: ignore[arg-type]
+
+    def history(self, jobs: Sequence[JobPlan], **options: object) -> History:
+        return History(
+            jobs=jobs,
+            deliveries=self.deliveries,
+            runs=self.runs,
+            events=self.events,
+            manual=self.manual,
+            window_start=T0,
+            window_end=T0 + 60,
+            calm_bound_s=0.5,
+            **options,  # type: ignore[arg-type]
+        )
+
+
+def only(report: Report, name: str) -> list[str]:
+    """The messages of check ``name``, after asserting that no other check complained."""
+    others = {other: found for other, found in report.violations.items() if other != name and found}
+    assert not others, report.summary()
+    return [violation.message for violation in report.violations[name]]
+
+
+def clean() -> tuple[Recorder, JobPlan]:
+    job = plan()
+    recorder = Recorder()
+    recorder.all_slots(job, start=-20, end=70)  # a little history on both sides of the window
+    return recorder, job
+
+
+def test_clean_history_passes() -> None:
+    recorder, job = clean()
+    other = plan("job-b", "*/10 * * * * *", misfire="run_once", overlap="forbid")
+    recorder.all_slots(other, end=60, epoch=4)
+    recorder.run("job-a", 33.3, kind="manual", key="k1", run_id="manual-1")
+    recorder.manual.append(ManualTrigger("job-a", "k1", ["manual-1", "manual-1"]))
+    report = check(recorder.history([job, other]))
+    assert report.ok, report.summary()
+    assert report.counts.expected_slots == 12 + 6
+    assert report.counts.delivered_slots == 18
+    assert report.counts.manual == 1
+    assert report.lateness_calm.count == 18
+    assert report.lateness_calm.max == pytest.approx(0.02)
+    assert report.lateness_faulty.count == 0
+    assert set(report.to_dict()["violations"]) == set(CHECKS)
+    assert "chaos check OK" in report.summary()
+
+
+def test_missing_slot() -> None:
+    recorder, job = clean()
+    recorder.drop(25)
+    report = check(recorder.history([job]))
+    assert only(report, "missed") == ["no delivery and no run record"]
+    assert report.violations["missed"][0].slot == at(25)
+
+
+def test_success_without_delivery_and_calm_failure_are_misses() -> None:
+    recorder, job = clean()
+    recorder.deliveries = [d for d in recorder.deliveries if d.slot not in (at(25), at(30))]
+    recorder.runs = [replace(r, state="FAILED") if r.slot == at(30) else r for r in recorder.runs]
+    for index, event in enumerate(recorder.events):
+        if event.state == "SUCCESS" and event.at == at(30):
+            recorder.events[index] = replace(event, state="FAILED")
+    report = check(recorder.history([job]))
+    assert only(report, "missed") == ["no delivery and no explained record"] * 2
+    assert check(recorder.history([replace(job, expect_failure=True)])).violations["missed"][0].slot == at(25)
+
+
+def test_skipped_misfire_needs_a_fault_and_the_policy() -> None:
+    recorder, job = clean()
+    recorder.drop(20, 25)
+    for slot in (20, 25):  # recorded 10 s after the slot
+        recorder.run("job-a", slot, state="SKIPPED", reason="misfire", lateness=20)
+    job = replace(job, grace_s=5.0)
+    calm = check(recorder.history([job]))
+    assert only(calm, "missed") == ["no delivery and no explained record"] * 2
+    outage = [FaultWindow("etcd-quorum", T0 + 18, T0 + 27, None)]
+    assert check(recorder.history([job], faults=outage)).ok  # skip: a recorded miss is fine
+    # ... unless the record was written within the grace period: the slot should have run
+    in_grace = check(recorder.history([replace(job, grace_s=60.0)], faults=outage))
+    assert len(only(in_grace, "missed")) == 2
+    # run_once: explained when a later slot under the same fault was fired (30 is in recovery)
+    assert check(recorder.history([replace(job, misfire="run_once")], faults=outage)).ok
+    # catch_up: every missed slot must run (up to max_catch_up, beyond which the oldest skip)
+    strict = check(recorder.history([replace(job, misfire="catch_up", max_catch_up=100)], faults=outage))
+    assert len(only(strict, "missed")) == 2
+    capped = check(recorder.history([replace(job, misfire="catch_up", max_catch_up=2)], faults=outage))
+    assert capped.ok, capped.summary()
+
+
+def test_skipped_overlap_only_for_forbid() -> None:
+    recorder, job = clean()
+    recorder.drop(40)
+    recorder.run("job-a", 40, state="SKIPPED", reason="overlap")
+    assert len(only(check(recorder.history([job])), "missed")) == 1
+    assert check(recorder.history([replace(job, overlap="forbid")])).ok
+
+
+def test_two_execution_ids_for_one_slot() -> None:
+    recorder, job = clean()
+    recorder.run("job-a", 15, run_id="twin")
+    report = check(recorder.history([job]))
+    assert only(report, "doubled") == ["several scheduled runs", "several execution ids delivered"]
+    assert "twin" in report.violations["doubled"][1].run_ids
+    # the same execution id delivered twice (a re-delivery after a lost answer) is fine
+    recorder, job = clean()
+    recorder.deliveries.append(replace(recorder.deliveries[3], arrived=recorder.deliveries[3].arrived + 0.3))
+    assert check(recorder.history([job])).ok
+
+
+def test_phantom_after_delete() -> None:
+    recorder, job = clean()
+    deleted = replace(job, deleted=Window(T0 + 29.9, T0 + 30.5))
+    recorder.drop(50, 55, 60, 65, 70)
+    report = check(recorder.history([deleted]))
+    phantoms = report.violations["phantom"]
+    assert (
+        only(report, "phantom")
+        == ["run after the deletion was acknowledged"] * 3
+        + ["delivery after the deletion was acknowledged"] * 3
+    )
+    assert {v.slot for v in phantoms} == {at(35), at(40), at(45)}
+    # the slot at 30 lies in the deletion's ambiguity band: delivered is fine, and so is missing
+    recorder.drop(35, 40, 45)
+    assert check(recorder.history([deleted])).ok
+    recorder.drop(30)
+    assert check(recorder.history([deleted])).ok
+
+
+def test_phantom_in_a_pause_and_ambiguous_edges_both_ways() -> None:
+    recorder, job = clean()
+    # paused over [20.5, 40.5]; requested at 19.9 (20 is in the band), resumed at 39.8..40.2 (40 too)
+    paused = replace(job, paused=[Window(T0 + 19.9, T0 + 20.5, T0 + 39.8, T0 + 40.2)])
+    recorder.drop(30, 35)
+    recorder.run("job-a", 30, state="SKIPPED", reason="paused")
+    report = check(recorder.history([paused]))
+    assert only(report, "phantom") == ["run inside a pause", "delivery inside a pause"]
+    assert {v.slot for v in report.violations["phantom"]} == {at(25)}
+    # without the run at 25, the pause is clean; the edge slots 20 and 40 ran (tolerated) ...
+    recorder.drop(25)
+    assert check(recorder.history([paused])).ok
+    # ... and they may as well not run
+    recorder.drop(20, 40)
+    report = check(recorder.history([paused]))
+    assert report.ok, report.summary()
+    assert report.counts.optional_slots == 5  # 20 to 40: 45 is 4.8 s after the resume's ack
+    assert report.counts.expected_slots == 7
+
+
+def test_phantom_of_an_edited_schedule() -> None:
+    recorder = Recorder()
+    edited = plan(
+        versions=[
+            Version(EVERY_5S, "UTC", T0 - 100, T0 + 30.4, T0 - 101),
+            Version("*/3 * * * * *", "UTC", T0 + 30.4, None, T0 + 29.5),
+        ]
+    )
+    for slot in (5, 10, 15, 20, 25, 30, 33, 36, 39, 42, 45, 48, 51, 54, 57, 60):
+        recorder.run("job-a", slot)
+    assert check(recorder.history([edited])).ok  # 30: old definition, in the edit's band
+    recorder.run("job-a", 35)
+    report = check(recorder.history([edited]))
+    assert only(report, "phantom") == [
+        "run not a slot of any definition live at that time",
+        "delivery not a slot of any definition live at that time",
+    ]
+
+
+def test_late_in_calm_but_allowed_in_a_fault() -> None:
+    recorder, job = clean()
+    recorder.drop(30)
+    recorder.run("job-a", 30, lateness=4.0)
+    report = check(recorder.history([job]))
+    assert only(report, "late") == [
+        "delivered 4.000s late (calm, allowed 0.500s)",
+        "queued 2.000s late (calm, allowed 0.500s)",
+    ]
+    assert report.lateness_calm.max == pytest.approx(4.0)
+    crash = [FaultWindow("scheduler-kill", T0 + 29, T0 + 31, 6.0)]
+    faulty = check(recorder.history([job], faults=crash))
+    assert faulty.ok, faulty.summary()
+    assert faulty.lateness_faulty.count == 2  # 30 and 35 (the fault's cover ends at 31 + 6)
+    assert faulty.lateness_faulty.max == pytest.approx(4.0)
+    assert faulty.lateness_calm.max == pytest.approx(0.02)
+    short = [FaultWindow("scheduler-kill", T0 + 29, T0 + 31, 3.0)]
+    assert len(only(check(recorder.history([job], faults=short)), "late")) == 1
+    unbounded = [FaultWindow("etcd-quorum", T0 + 29, T0 + 31, None)]
+    exempt = check(recorder.history([job], faults=unbounded))
+    assert exempt.ok
+    assert exempt.lateness_unbounded.count == 7  # 30 to 60: recovery_s (30) after the fault
+
+
+def test_early_delivery_is_reported() -> None:
+    recorder, job = clean()
+    recorder.deliveries = [
+        replace(d, arrived=d.arrived - 1.0) if d.slot == at(10) else d for d in recorder.deliveries
+    ]
+    assert only(check(recorder.history([job])), "late") == ["delivered 0.980s early (calm, allowed 0.500s)"]
+
+
+def test_unfinished_run() -> None:
+    recorder, job = clean()
+    recorder.run("job-a", 75, state="RUNNING")
+    assert only(check(recorder.history([job])), "unfinished") == ["scheduled run left RUNNING"]
+
+
+def test_illegal_transitions() -> None:
+    recorder, job = clean()
+    recorder.run("job-a", 75, path=["PENDING", "SUCCESS"])
+    recorder.run("job-a", 80, path=["RUNNING", "SUCCESS"], state="SUCCESS")
+    recorder.run("job-a", 85, path=["PENDING", "RUNNING", "SUCCESS", "RUNNING", "SUCCESS"])
+    recorder.run("job-a", 90, path=["PENDING", "FAILED"], state="FAILED", deliver=False)  # cancelled
+    recorder.run("job-a", 95, path=["PENDING", "RUNNING", "RETRYING", "RUNNING", "FAILED"], state="SUCCESS")
+    row = recorder.run("job-a", 100)
+    recorder.events[-2] = replace(recorder.events[-2], previous="RETRYING")
+    recorder.events.append(EventRow(999, "ghost", "PENDING", None, at(100)))
+    report = check(recorder.history([job]))
+    assert only(report, "illegal_transition") == [
+        "illegal step PENDING -> SUCCESS",
+        "illegal step None -> RUNNING",
+        "illegal step SUCCESS -> RUNNING",
+        "illegal step PENDING -> FAILED",
+        "row state SUCCESS but history ends in FAILED",
+        "event says previous RETRYING, history says PENDING",
+        "events of a run that has no row",
+    ]
+    assert report.violations["illegal_transition"][-2].run_ids == (row.id,)
+    recorder.runs.append(RunRow("silent", "job-a", "scheduled", at(105), "SUCCESS", attempts=1))
+    recorder.deliveries.append(Delivery("silent", "job-a", at(105), 1, T0 + 105.01))
+    assert "run has no history" in only(check(recorder.history([job])), "illegal_transition")
+
+
+def test_retry_and_lost_lease_paths_are_legal() -> None:
+    recorder, job = clean()
+    recorder.run(
+        "job-a", 75, path=["PENDING", "RUNNING", "RETRYING", "RUNNING", "RETRYING", "RUNNING", "SUCCESS"]
+    )
+    recorder.run("job-a", 80, path=["SKIPPED"], state="SKIPPED", reason="misfire")
+    recorder.run("job-a", 85, path=["PENDING", "RUNNING", "RETRYING", "RUNNING", "FAILED"], state="FAILED")
+    report = check(recorder.history([job]))
+    assert report.ok, report.summary()
+
+
+def test_epoch_decrease() -> None:
+    recorder = Recorder()
+    job, other = plan(), plan("job-b")
+    for slot, epoch in ((5, 3), (10, 3), (15, 5), (20, 4), (25, 5), (30, 6)):
+        recorder.run("job-a", slot, epoch=epoch)
+    for slot in range(5, 61, 5):
+        recorder.run("job-b", slot, epoch=1 if slot < 50 else None)  # embedded-mode rows are ignored
+    for slot in range(35, 61, 5):
+        recorder.run("job-a", slot, epoch=6)
+    other = replace(other, shard=2)
+    report = check(recorder.history([job, other]))
+    assert only(report, "stale_epoch") == ["shard 1: epoch 4 written after epoch 5 (run run-3)"]
+    assert report.violations["stale_epoch"][0].run_ids == ("run-4", "run-3")
+    # on one shard, job-b's epoch-1 rows, created after job-a's epoch 5 and 6, are stale
+    shared = check(recorder.history([job, replace(other, shard=1)]))
+    assert len(shared.violations["stale_epoch"]) == 1 + 9
+
+
+def test_manual_trigger_with_two_runs() -> None:
+    recorder, job = clean()
+    recorder.run("job-a", 33.3, kind="manual", key="k1", run_id="m1")
+    recorder.run("job-a", 33.4, kind="manual", key="k1", run_id="m2")
+    recorder.manual.append(ManualTrigger("job-a", "k1", ["m1", "m2"]))
+    report = check(recorder.history([job]))
+    assert only(report, "manual") == ["responses name different runs"]
+    recorder.manual[0] = ManualTrigger("job-a", "k1", ["m1", "m1"])
+    assert only(check(recorder.history([job])), "manual") == ["2 manual runs for one key"]
+
+
+def test_manual_trigger_not_delivered_or_unasked() -> None:
+    recorder, job = clean()
+    recorder.run("job-a", 33.3, kind="manual", key="k1", run_id="m1", deliver=False)
+    recorder.manual.append(ManualTrigger("job-a", "k1", ["m1"]))
+    recorder.run("job-a", 34.3, kind="manual", key="k2", run_id="m2")
+    assert only(check(recorder.history([job])), "manual") == [
+        "manual run SUCCESS and never delivered",
+        "manual run with key 'k2' nobody asked for",
+    ]
+    # a trigger whose calls never got an answer may or may not have created its run
+    recorder = clean()[0]
+    recorder.manual.append(ManualTrigger("job-a", "k3", []))
+    assert check(recorder.history([job])).ok
+
+
+def test_orphan_deliveries() -> None:
+    recorder, job = clean()
+    recorder.deliveries.append(Delivery("nobody", "job-a", at(10), 1, T0 + 10.3))
+    first = recorder.deliveries[0]
+    recorder.deliveries.append(replace(first, attempt=2))
+    report = check(recorder.history([job]))
+    assert report.violations["orphan_delivery"][0].message == "execution id names no run"
+    assert report.violations["orphan_delivery"][1].message == "attempt 2 but the row recorded 1"
+    # an orphan for a slot that was also delivered under its real run is a second execution id too
+    assert [v.run_ids for v in report.violations["doubled"]] == [("nobody", "run-6")]
+    assert {name for name, found in report.violations.items() if found} == {"orphan_delivery", "doubled"}
+
+
+def test_report_serializes() -> None:
+    recorder, job = clean()
+    recorder.run("job-a", 75, state="RUNNING")
+    report = check(recorder.history([job]))
+    text = json.dumps(report.to_dict())
+    assert '"ok": false' in text
+    assert json.loads(text)["violations"]["unfinished"][0]["run_ids"] == ["run-19"]
+    assert "unfinished: 1" in report.summary()
+    assert "chaos check FAILED" in report.summary()
