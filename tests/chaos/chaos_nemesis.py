@@ -78,6 +78,16 @@ class Nemesis:
     def _end(self, record: FaultRecord) -> None:
         record.end = time.time()
 
+    def revive(self) -> None:
+        """Between faults every node must be alive: a process that died on its own (a fault it
+        could not ride out) is a finding; it is restarted so that the run goes on."""
+        for node in list(self.cluster.nodes.values()):
+            if not node.alive():
+                code = node.process.returncode
+                self.findings.append(f"{node.name} died on its own (exit {code}); see {node.log}")
+                self.log(f"nemesis: {node.name} had died (exit {code}): restarting it")
+                self.cluster.restart(node.name)
+
     def _scheduler(self, *, faketime: bool | None = None) -> Node:
         nodes = [n for n in self.cluster.of_role("scheduler") if n.alive()]
         if faketime is not None:

@@ -141,6 +141,7 @@ def run(profile: Profile, seed: int, workdir: Path, log: Callable[[str], None] =
             time.sleep(profile.calm_first_s)  # a calm phase: the bound without faults is checked too
             _unleash(profile, nemesis, workload, rng, log)
             time.sleep(profile.calm_s)
+            nemesis.revive()
             window_end = time.time()
             log("chaos: healed; waiting for every run of the window to finish")
             _quiet(cluster, window_end, deadline_s=90)
@@ -166,6 +167,7 @@ def _unleash(
         if profile.shuffle:
             rng.shuffle(faults)
         for fault in faults:
+            nemesis.revive()
             log(f"chaos: round {round_number + 1}: edit {workload.random_edit()}")
             getattr(nemesis, fault)()
             time.sleep(profile.calm_s)

@@ -257,6 +257,12 @@ def insert_ignore(dialect: Dialect, table: Table) -> Insert:
 
 
 _RETRYABLE_SQLSTATES = {"40001", "40P01"}  # PostgreSQL serialization failure, deadlock detected
+# The server cannot serve now, whatever the statement: connection exceptions (class 08), shutting
+# down or starting up (57P01-57P03: admin/crash shutdown, "not yet accepting connections" while it
+# recovers), too many connections, out of resources (53xxx). Found by crashing PostgreSQL under
+# the chaos suite: a connect during recovery failed with 57P03 as a generic DBAPIError.
+_UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03"}
+_UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53")
 
 
 def _is_foreign_key_violation(error: exc.IntegrityError) -> bool:
@@ -271,9 +277,19 @@ def _translate(error: exc.DBAPIError) -> Exception:
         return ConflictError(f"conflicts with a stored record: {error.orig}")
     if getattr(error.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES:
         return TransientError(f"the write lost a race in the database; retry: {error.orig}")
-    if isinstance(error, (exc.OperationalError, exc.InterfaceError)) or error.connection_invalidated:
+    if (
+        isinstance(error, (exc.OperationalError, exc.InterfaceError))
+        or error.connection_invalidated
+        or _server_unavailable(getattr(error.orig, "sqlstate", None))
+    ):
         return BackendUnavailableError(f"the metadata store is unavailable: {error}")
     return error
+
+
+def _server_unavailable(sqlstate: str | None) -> bool:
+    return sqlstate is not None and (
+        sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith(_UNAVAILABLE_SQLSTATE_CLASSES)
+    )
 
 
 @contextmanager

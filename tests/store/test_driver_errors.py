@@ -1,0 +1,36 @@
+"""Driver errors that mean "the server cannot serve now" are retryable, whatever their class."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import exc
+
+from cronwheel.errors import TransientError
+from cronwheel.store.driver import translated_errors
+
+
+class PgError(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"server said {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    "sqlstate",
+    [
+        "57P03",  # cannot_connect_now: the server is recovering after a crash (seen under chaos)
+        "57P01",  # admin_shutdown
+        "57P02",  # crash_shutdown
+        "08006",  # connection_failure
+        "08001",  # sqlclient_unable_to_establish_sqlconnection
+        "53300",  # too_many_connections
+    ],
+)
+def test_an_unavailable_server_is_a_transient_error(sqlstate: str) -> None:
+    with pytest.raises(TransientError, match="unavailable"), translated_errors():
+        raise exc.DBAPIError("SELECT 1", None, PgError(sqlstate))
+
+
+def test_other_database_errors_are_not_retried() -> None:
+    with pytest.raises(exc.DBAPIError), translated_errors():
+        raise exc.DBAPIError("SELECT nope", None, PgError("42P01"))  # undefined_table: a bug, not an outage
