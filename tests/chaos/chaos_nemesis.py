@@ -152,7 +152,8 @@ class Nemesis:
     def blackhole_scheduler_postgres(self) -> None:
         node = self._scheduler()
         assert node.links is not None
-        record = self._begin("black-hole scheduler->postgres", node.name, self.scheduler_bound())
+        # detection takes one TTL (the store has not answered: step down), then the handover
+        record = self._begin("black-hole scheduler->postgres", node.name, self.ttl + self.scheduler_bound())
         node.links.postgres.blackhole()
         time.sleep(self.ttl * 3 + self.rng.uniform(0, 2))
         node.links.postgres.heal()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncpg
 import pytest
 from sqlalchemy import exc
 
@@ -34,3 +35,21 @@ def test_an_unavailable_server_is_a_transient_error(sqlstate: str) -> None:
 def test_other_database_errors_are_not_retried() -> None:
     with pytest.raises(exc.DBAPIError), translated_errors():
         raise exc.DBAPIError("SELECT nope", None, PgError("42P01"))  # undefined_table: a bug, not an outage
+
+
+def test_a_connection_lost_mid_statement_is_a_transient_error() -> None:
+    """asyncpg's ConnectionDoesNotExistError (over a reset socket) reaches us as a generic
+    DBAPIError with no SQLSTATE: seen when the chaos suite crashed PostgreSQL under a scheduler."""
+    reset = ConnectionResetError(104, "Connection reset by peer")
+    try:
+        try:
+            raise reset
+        except ConnectionResetError as error:
+            raise asyncpg.exceptions.ConnectionDoesNotExistError(
+                "connection was closed in the middle of operation"
+            ) from error
+    except asyncpg.exceptions.ConnectionDoesNotExistError as lost:
+        wrapped = exc.DBAPIError("SELECT 1", None, Exception(str(lost)))
+        wrapped.__cause__ = lost
+    with pytest.raises(TransientError, match="unavailable"), translated_errors():
+        raise wrapped

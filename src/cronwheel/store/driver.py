@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
+import asyncpg
 from sqlalchemy import Table, event, exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Dialect, ExecutionContext, make_url
@@ -281,9 +282,24 @@ def _translate(error: exc.DBAPIError) -> Exception:
         isinstance(error, (exc.OperationalError, exc.InterfaceError))
         or error.connection_invalidated
         or _server_unavailable(getattr(error.orig, "sqlstate", None))
+        or _lost_connection(error)
     ):
         return BackendUnavailableError(f"the metadata store is unavailable: {error}")
     return error
+
+
+def _lost_connection(error: BaseException) -> bool:
+    """Whether a socket error, or asyncpg's "connection was closed in the middle of operation",
+    lies under ``error`` (SQLAlchemy wraps the latter as a generic DBAPIError). Found by the chaos
+    suite: a PostgreSQL restart reset a scheduler's connection mid-query and stopped the process."""
+    cause = error.__cause__ or error.__context__
+    for _ in range(10):
+        if cause is None:
+            return False
+        if isinstance(cause, (OSError, asyncpg.exceptions.ConnectionDoesNotExistError)):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _server_unavailable(sqlstate: str | None) -> bool:

@@ -100,6 +100,11 @@ class Worker:
     async def _handle_and_ack(self, queue_name: str, delivery: Delivery) -> None:
         try:
             await self.handle(delivery)
+        except TransientError as error:  # a backend is down: the sweep retries what this left behind
+            log.warning(
+                "attempt interrupted: backend unavailable",
+                extra={"action": "wait", "run_id": delivery.trigger.run_id, "error": str(error)},
+            )
         except Exception:  # the store is the record: the sweep retries what this left behind
             log.exception(
                 "attempt handling failed", extra={"action": "error", "run_id": delivery.trigger.run_id}
