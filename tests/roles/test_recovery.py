@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from cronwheel.errors import BackendUnavailableError
 from cronwheel.model import Outcome, RetryPolicy, RunState
 from cronwheel.queue import Delivery, Trigger
 from cronwheel.queue.memory import MemoryQueue
@@ -311,3 +312,44 @@ async def test_a_scheduler_whose_store_hangs_turns_unhealthy_and_recovers(roles:
     store.hang.set()  # the link heals: the tick completes and the scheduler is healthy again
     await asyncio.wait_for(stuck, 5)
     assert scheduler.healthy()
+
+
+class FlakyStore:
+    """Wraps the real store; the first ``get_job`` fails as over a connection reset mid-query."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+        self.failed = False
+        self.loads_after_failure = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    async def get_job(self, *args: object, **kwargs: object) -> object:
+        if not self.failed:
+            self.failed = True
+            raise BackendUnavailableError("the metadata store is unreachable: connection reset")
+        return await self._inner.get_job(*args, **kwargs)  # type: ignore[attr-defined]
+
+    async def due_jobs(self, *args: object, **kwargs: object) -> object:
+        if self.failed:
+            self.loads_after_failure += 1
+        return await self._inner.due_jobs(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+async def test_a_store_outage_while_reading_a_changed_job_does_not_stop_the_scheduler(roles: Roles) -> None:
+    """Found by the chaos suite's long profile: the change notifications were read outside the
+    loop's outage handling, so a connection reset there stopped the scheduler process."""
+    job = await roles.create("every-minute")
+    store = FlakyStore(roles.store)
+    scheduler = Scheduler(store, roles.queue, roles.clock, "s1")  # type: ignore[arg-type]
+    changes: asyncio.Queue[str] = asyncio.Queue()
+    stop = asyncio.Event()
+    changes.put_nowait(job.id)
+    running = asyncio.create_task(scheduler.run(changes, stop))
+    await wait_until(lambda: store.loads_after_failure > 0 or running.done(), 10)
+    stop.set()
+    await asyncio.wait_for(running, 5)  # ended by stop, not by the error
+    assert store.failed
+    assert store.loads_after_failure > 0  # the wheel was rebuilt from the store afterwards
+    assert job.id in scheduler.jobs

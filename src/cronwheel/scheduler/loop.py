@@ -229,21 +229,23 @@ class Scheduler:
     async def run(self, changes: asyncio.Queue[str], stop: asyncio.Event) -> None:
         """Tick, then sleep until the next due second, a job change, or ``stop``."""
         while not stop.is_set():
-            now = self.clock.now()
             try:
-                wake = await self.tick(now)
+                await self._pass(changes, stop)
             except TransientError as error:  # a backend is down: what was written is the truth
                 log.warning(
                     "backend unavailable", extra={"action": "wait", "node": self.node, "error": str(error)}
                 )
-                self._next_reload = None  # the wheel may be out of step with the store: reload
+                self._next_reload = None  # the wheel (or a change being read) is out of step: reload
                 await asyncio.sleep(1.0)
-                continue
-            while not changes.empty():
-                await self.job_changed(changes.get_nowait(), self.clock.now())
-            delay = (wake - self.clock.now()).total_seconds()
-            if delay > 0:
-                await _wait_for_change(changes, stop, delay, self, self.clock)
+
+    async def _pass(self, changes: asyncio.Queue[str], stop: asyncio.Event) -> None:
+        """One tick, the job changes that arrived meanwhile, then the wait for the next."""
+        wake = await self.tick(self.clock.now())
+        while not changes.empty():
+            await self.job_changed(changes.get_nowait(), self.clock.now())
+        delay = (wake - self.clock.now()).total_seconds()
+        if delay > 0:
+            await _wait_for_change(changes, stop, delay, self, self.clock)
 
 
 async def _wait_for_change(
