@@ -67,7 +67,9 @@ class Nemesis:
         return self.ttl + 3.0
 
     def worker_bound(self) -> float:
-        return self.cluster.lease_s + 4.0
+        """A trigger the dead worker had read but not yet claimed waits for the queue's visibility
+        timeout (two leases); one it had claimed, for its lease and the next sweep."""
+        return 2 * self.cluster.lease_s + 2.0
 
     def _begin(self, kind: str, target: str, bound_s: float | None, detail: str = "") -> FaultRecord:
         record = FaultRecord(kind, target, time.time(), bound_s=bound_s, detail=detail)
