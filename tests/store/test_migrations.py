@@ -236,3 +236,21 @@ def test_other_errors_pass_through() -> None:
         _raise(exc.ProgrammingError("SELECT", {}, Exception("syntax error")))
     with pytest.raises(NotFoundError):
         _raise(NotFoundError("already ours"))
+
+
+async def test_a_sqlite_upgrade_waits_out_a_lock_held_longer_than_busy_timeout(tmp_path: Path) -> None:
+    """Seen in CI: four processes migrating one new SQLite file at once, under load, and the last
+    one waited more than busy_timeout (5 s) behind the others: "database is locked". It waits on."""
+    import sqlite3
+
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=WAL")  # as every cronwheel connection sets it
+    holder.execute("BEGIN IMMEDIATE")  # another process's long migration holds the write lock
+    upgrade = asyncio.create_task(upgrade_database(f"sqlite:///{path}"))
+    await asyncio.sleep(6.0)
+    assert not upgrade.done()  # still waiting, not failed
+    holder.execute("COMMIT")
+    holder.close()
+    await asyncio.wait_for(upgrade, 60)
+    assert await _diff_at(f"sqlite:///{path}", metadata) == []

@@ -8,6 +8,7 @@ newest revision it only reads ``alembic_version``; concurrent callers are serial
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from cronwheel.errors import BackendUnavailableError
 from cronwheel.store.driver import WRITE, create_engine, translated_errors
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -64,7 +66,28 @@ async def run_sync_at(url: str, function: Callable[[Connection], None]) -> None:
         await engine.dispose()
 
 
+_SQLITE_LOCK_ATTEMPTS = 24  # each waits up to busy_timeout (5 s) for the writer ahead: ~2 min
+
+
 async def run_sync_in(engine: AsyncEngine, function: Callable[[Connection], None]) -> None:
+    """Run ``function`` in one serialized write transaction. On SQLite, where waiting for another
+    process's migration is bounded by ``busy_timeout``, a "database is locked" is tried again: a
+    first migration can hold the lock longer than one wait, and starting processes queue behind it."""
+    for attempt in range(1, _SQLITE_LOCK_ATTEMPTS + 1):
+        try:
+            await _run_sync_once(engine, function)
+            return
+        except BackendUnavailableError as error:
+            if (
+                engine.dialect.name != "sqlite"
+                or "locked" not in str(error)
+                or attempt == _SQLITE_LOCK_ATTEMPTS
+            ):
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def _run_sync_once(engine: AsyncEngine, function: Callable[[Connection], None]) -> None:
     with translated_errors():
         async with engine.connect() as connection:
             await connection.execution_options(**WRITE)
