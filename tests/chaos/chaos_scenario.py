@@ -199,7 +199,7 @@ async def _count_active(url: str, window_end: float) -> int:
 
 
 def _micros(value: int | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1_000_000, UTC)
+    return None if value is None else _instant(value)
 
 
 def _instant(value: int) -> datetime:
