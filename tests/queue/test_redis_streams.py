@@ -101,6 +101,46 @@ async def test_a_silent_consumers_trigger_is_reclaimed_by_another(
     assert await second_node.depth("default") == 0
 
 
+async def test_a_restarted_consumer_takes_back_its_unacknowledged_triggers_at_once(
+    make_redis_queue: MakeQueue, raw: aioredis.Redis
+) -> None:
+    before = make_redis_queue(visibility_timeout_s=30.0)  # the process that dies
+    stream = before.stream_key("default")
+    await before.publish([Trigger(f"r{i}", "j") for i in range(5)])
+    mine = await before.receive("default", "node-a", 3, 0.1)
+    (theirs,) = await before.receive("default", "node-b", 1, 0.1)
+    await before.ack("default", mine[:1])
+    await raw.xdel(stream, mine[1].token)  # gone from the stream while pending: nothing to hand out
+    await before.publish([Trigger("new", "j")])
+
+    after = make_redis_queue(visibility_timeout_s=30.0)  # node-a again, restarted
+    started = time.monotonic()
+    (back,) = await after.receive("default", "node-a", 10, 1.0)
+    assert time.monotonic() - started < 5.0  # not after the 30 s visibility timeout
+    assert (back.token, back.trigger, back.deliveries) == (mine[2].token, mine[2].trigger, 2)
+    fresh = await after.receive("default", "node-a", 10, 1.0)  # then on to new entries
+    assert [d.trigger.run_id for d in fresh] == ["r4", "new"]
+    pending = await raw.xpending_range(stream, "workers", "-", "+", 10)
+    assert {p["message_id"]: p["consumer"] for p in pending} == {
+        back.token: "node-a",
+        theirs.token: "node-b",  # another consumer's: left to the visibility timeout
+        **{d.token: "node-a" for d in fresh},
+    }
+    await after.ack("default", [back, *fresh, theirs])
+    assert await after.depth("default") == 0
+
+
+async def test_a_long_history_comes_back_in_batches(make_redis_queue: MakeQueue) -> None:
+    before = make_redis_queue()
+    await before.publish([Trigger(f"r{i}", "j") for i in range(7)])
+    taken = await before.receive("default", "node-a", 7, 0.1)
+    after = make_redis_queue()
+    batches = [await after.receive("default", "node-a", 3, 0.1) for _ in range(4)]
+    assert [len(batch) for batch in batches] == [3, 3, 1, 0]
+    assert [d.token for batch in batches for d in batch] == [d.token for d in taken]
+    assert all(d.deliveries == 2 for batch in batches for d in batch)
+
+
 async def test_a_trigger_handed_out_too_often_is_dead_lettered(
     make_redis_queue: MakeQueue, raw: aioredis.Redis
 ) -> None:

@@ -176,7 +176,12 @@ async def test_scheduler_dies_between_store_and_queue_the_sweep_publishes(roles:
     assert (run.state, run.queued_at) == (PENDING, None)  # written, never queued
     assert (await roles.store.get_job(job.id)).next_run_at == at(2)
 
-    assert await roles.sweeper.sweep(roles.now) == 1  # never queued: no need to wait
+    roles.clock.set(at(1, 1))
+    assert await roles.sweeper.sweep(roles.now) == 0  # its scheduler may be publishing it now
+    assert (await roles.store.get_run(run.id)).queued_at is None
+    roles.clock.set(at(1, 2.5))
+    assert await roles.sweeper.sweep(roles.now) == 1  # never queued after the grace: no 30 s wait
+    assert (await roles.store.get_run(run.id)).queued_at == at(1, 2.5)
     [done] = await roles.work()
     assert done is not None
     assert (done.id, done.state) == (run.id, SUCCESS)

@@ -797,6 +797,13 @@ async def test_runs_to_dispatch_and_mark_queued(store: SqlStore) -> None:
     assert await dispatch(at(12), queued_before=at(10.5)) == {fresh.id, queued.id, retry_due.id}
     assert await dispatch(at(20), queued_before=at(10)) == {fresh.id, retry_due.id, retry_later.id}
     assert len(await dispatch(at(20), queued_before=at(10), limit=2)) == 2
+    created = fresh.created_at
+    assert created is not None
+    young = await store.runs_to_dispatch(at(12), at(10), unqueued_before=created)
+    assert {run.id for run in young} == {retry_due.id}  # never queued, but not created before
+    after = created + timedelta(microseconds=1)
+    older = await store.runs_to_dispatch(at(12), at(10), unqueued_before=after)
+    assert {run.id for run in older} == {fresh.id, retry_due.id}
     assert (await store.get_run(running.id)).queued_at is None
     assert (await store.get_run(queued.id)).queued_at == at(10)
     assert skipped.id not in await dispatch(at(99), at(99))

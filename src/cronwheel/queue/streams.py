@@ -12,7 +12,9 @@ stream once due); ``receive`` hands it to one consumer (XREADGROUP), where it si
 pending entries list (PEL) until ``ack`` (XACK + XDEL: the stream holds only what is not yet
 acknowledged). A trigger whose consumer stays silent for the visibility timeout is handed to the
 next receiver (XAUTOCLAIM) with its delivery count raised; past ``max_deliveries`` it goes to the
-dead-letter stream instead.
+dead-letter stream instead. A consumer name's first receive in a process reads that name's own
+pending entries back first: a worker restarted under its node name takes over at once what its
+previous life was handed and never acknowledged, rather than leaving it to the timeout.
 
 Every receive runs one Lua script — reclaim idle entries, promote due delayed triggers, read new
 entries — so a busy queue costs one round trip per ``receive``; an idle one then blocks in
@@ -87,6 +89,55 @@ PUBLISH_CHUNK = 1000  # triggers per script call: keeps each call's hold on Redi
 
 PROMOTE_SCRIPT = _PROMOTE_FN + "return promote(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), ARGV[3])\n"
 
+# Hand out entries taken again (reclaimed, or read back from a consumer's own history): append
+# {id, deliveries, fields} to ``out``, or move those handed out more than max_deliveries times to
+# the dead-letter stream; entries deleted meanwhile (no fields) are only acknowledged.
+# Returns how many were dead-lettered.
+_HAND_OUT_FN = """
+local function hand_out(entries, stream, dead, group, max_deliveries, dead_cap, out)
+  local buried = 0
+  for _, entry in ipairs(entries) do
+    local id, fields = entry[1], entry[2]
+    if not fields or #fields == 0 then
+      redis.call('XACK', stream, group, id)
+    else
+      local times = redis.call('XPENDING', stream, group, id, id, 1)[1][4]
+      if times > max_deliveries then
+        table.insert(fields, 'deliveries')
+        table.insert(fields, tostring(times - 1))
+        table.insert(fields, 'entry_id')
+        table.insert(fields, id)
+        redis.call('XADD', dead, 'MAXLEN', '~', dead_cap, '*', unpack(fields))
+        redis.call('XACK', stream, group, id)
+        redis.call('XDEL', stream, id)
+        buried = buried + 1
+      else
+        table.insert(out, {id, times, fields})
+      end
+    end
+  end
+  return buried
+end
+"""
+
+# A restarted consumer takes back what its previous life was handed and never acknowledged
+# (XREADGROUP from an id reads the consumer's own pending entries, raising their delivery
+# counts), instead of leaving it to the visibility timeout. KEYS: stream, dead.
+# ARGV: group, consumer, history cursor, limit, max deliveries, dead-letter stream cap.
+# Returns {last id read or false, entries read, dead-lettered count, {{id, deliveries, fields}...}}.
+HISTORY_SCRIPT = (
+    _HAND_OUT_FN
+    + """
+local read = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[4],
+                        'STREAMS', KEYS[1], ARGV[3])
+local entries = read and read[1][2] or {}
+local out = {}
+local buried = hand_out(entries, KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[5]), ARGV[6], out)
+local last = #entries > 0 and entries[#entries][1] or false
+return {last, #entries, buried, out}
+"""
+)
+
 # One receive step. KEYS: stream, delayed, dead.
 # ARGV: group, consumer, min idle ms, XAUTOCLAIM cursor, limit, max deliveries, now, promote batch,
 #       queue name, dead-letter stream cap.
@@ -94,32 +145,15 @@ PROMOTE_SCRIPT = _PROMOTE_FN + "return promote(KEYS[1], KEYS[2], ARGV[1], tonumb
 # XAUTOCLAIM comes first: with no group it fails (NOGROUP) before anything was written.
 TAKE_SCRIPT = (
     _PROMOTE_FN
+    + _HAND_OUT_FN
     + """
 local stream, delayed, dead = KEYS[1], KEYS[2], KEYS[3]
 local group, consumer = ARGV[1], ARGV[2]
 local limit = tonumber(ARGV[5])
 local max_deliveries = tonumber(ARGV[6])
 local out = {}
-local buried = 0
 local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[3], ARGV[4], 'COUNT', limit)
-for _, entry in ipairs(claimed[2]) do
-  local id, fields = entry[1], entry[2]
-  if fields then
-    local times = redis.call('XPENDING', stream, group, id, id, 1)[1][4]
-    if times > max_deliveries then
-      table.insert(fields, 'deliveries')
-      table.insert(fields, tostring(times - 1))
-      table.insert(fields, 'entry_id')
-      table.insert(fields, id)
-      redis.call('XADD', dead, 'MAXLEN', '~', ARGV[10], '*', unpack(fields))
-      redis.call('XACK', stream, group, id)
-      redis.call('XDEL', stream, id)
-      buried = buried + 1
-    else
-      table.insert(out, {id, times, fields})
-    end
-  end
-end
+local buried = hand_out(claimed[2], stream, dead, group, max_deliveries, ARGV[10], out)
 promote(delayed, stream, ARGV[7], tonumber(ARGV[8]), ARGV[9])
 if #out < limit then
   local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', limit - #out,
@@ -219,10 +253,13 @@ class RedisStreamQueue:
             socket_timeout=socket_timeout_s,
         )
         self._take = self._redis.register_script(TAKE_SCRIPT)
+        self._history_script = self._redis.register_script(HISTORY_SCRIPT)
         self._promote = self._redis.register_script(PROMOTE_SCRIPT)
         self._publish = self._redis.register_script(PUBLISH_SCRIPT)
         self._groups: set[str] = set()  # queue names whose group this instance has made sure of
         self._cursors: dict[str, str] = {}  # queue name -> XAUTOCLAIM cursor
+        # (queue, consumer) -> how far its own history has been read back; None: all of it
+        self._history: dict[tuple[str, str], str | None] = {}
 
     # -- keys -----------------------------------------------------------------------------------
 
@@ -318,6 +355,10 @@ class RedisStreamQueue:
         loop = asyncio.get_running_loop()
         give_up = loop.time() + timeout_s
         with _translated():
+            if self._history.get((queue, consumer), "0") is not None:
+                recovered = await self._in_group(queue, self._take_history, queue, consumer, limit)
+                if recovered:
+                    return recovered
             while True:
                 deliveries, next_due_in = await self._in_group(queue, self._take_once, queue, consumer, limit)
                 if deliveries:
@@ -365,6 +406,38 @@ class RedisStreamQueue:
         deliveries = [self._delivery(queue, str(i), int(n), f) for i, n, f in entries]
         next_due_in = math.inf if first_due is None else float(first_due) - now
         return deliveries, next_due_in
+
+    async def _take_history(self, queue: str, consumer: str, limit: int) -> list[Delivery]:
+        """The first receives of a consumer name in this process: what that name was handed
+        before (by a previous process, which died or stopped without acknowledging) comes back
+        at once rather than after the visibility timeout. Consumer names must be unique among
+        live processes (node names are)."""
+        key = (queue, consumer)
+        last, read, buried, entries = await self._history_script(
+            keys=[self.stream_key(queue), self.dead_key(queue)],
+            args=[
+                self._group,
+                consumer,
+                self._history.get(key) or "0",
+                limit,
+                self._max_deliveries,
+                self._dead_letter_max,
+            ],
+        )
+        self._history[key] = str(last) if int(read) >= limit else None
+        deliveries = [self._delivery(queue, str(i), int(n), f) for i, n, f in entries]
+        if deliveries or buried:
+            log.info(
+                "took back unacknowledged triggers",
+                extra={
+                    "action": "recover",
+                    "queue": queue,
+                    "node": consumer,
+                    "count": len(deliveries),
+                    "dead_lettered": int(buried),
+                },
+            )
+        return deliveries
 
     async def _read_blocking(self, queue: str, consumer: str, limit: int, wait_s: float) -> list[Delivery]:
         stream = self.stream_key(queue)

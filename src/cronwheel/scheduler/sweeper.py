@@ -5,7 +5,8 @@ runs the queue may have lost and queues them again:
 
 * RUNNING runs whose lease expired (their worker died): the attempt is recorded LOST and the run
   goes back to RETRYING with the same execution id;
-* PENDING runs that were never queued, or queued long ago without being claimed;
+* PENDING runs that were never queued (created more than ``unqueued_after_s`` ago: younger ones
+  are being published by their scheduler right now), or queued long ago without being claimed;
 * RETRYING runs whose next attempt is overdue.
 
 A trigger queued twice is harmless: the claim is a conditional write.
@@ -32,13 +33,21 @@ FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)
 
 class Sweeper:
     def __init__(
-        self, store: Store, queue: Queue, clock: Clock, *, every_s: float = 5.0, requeue_after_s: float = 30.0
+        self,
+        store: Store,
+        queue: Queue,
+        clock: Clock,
+        *,
+        every_s: float = 5.0,
+        requeue_after_s: float = 30.0,
+        unqueued_after_s: float = 2.0,
     ) -> None:
         self.store = store
         self.queue = queue
         self.clock = clock
         self.every_s = every_s
         self.requeue_after = timedelta(seconds=requeue_after_s)
+        self.unqueued_after = timedelta(seconds=unqueued_after_s)
 
     async def recover_after_restart(self, now: datetime) -> int:
         """Embedded mode, at start: this process is the only one using the store, so every lease
@@ -59,7 +68,8 @@ class Sweeper:
         overdue = now - self.requeue_after
         runs = [run for run in expired if run.state is RunState.RETRYING]
         known = {run.id for run in runs}
-        runs += [run for run in await self.store.runs_to_dispatch(overdue, overdue) if run.id not in known]
+        lost = await self.store.runs_to_dispatch(overdue, overdue, unqueued_before=now - self.unqueued_after)
+        runs += [run for run in lost if run.id not in known]
         await self._queue(runs, now)
         if runs:
             metrics.REQUEUED.inc(len(runs))

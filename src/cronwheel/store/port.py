@@ -188,9 +188,17 @@ class Store(Protocol):
         ...
 
     # sweeps (the store-side backstop of at-least-once delivery)
-    async def runs_to_dispatch(self, now: datetime, queued_before: datetime, limit: int = 1000) -> list[Run]:
-        """PENDING runs never queued or queued before ``queued_before``, and RETRYING runs whose
-        ``next_attempt_at`` has come."""
+    async def runs_to_dispatch(
+        self,
+        now: datetime,
+        queued_before: datetime,
+        limit: int = 1000,
+        *,
+        unqueued_before: datetime | None = None,
+    ) -> list[Run]:
+        """PENDING runs queued before ``queued_before`` or never queued (when ``unqueued_before``
+        is given: only those created before it, so a run whose scheduler is publishing it right
+        now is left to that scheduler), and RETRYING runs whose ``next_attempt_at`` has come."""
         ...
 
     async def expire_leases(

@@ -616,13 +616,23 @@ class SqlStore:
 
     # -- sweeps ----------------------------------------------------------------------------------
 
-    async def runs_to_dispatch(self, now: datetime, queued_before: datetime, limit: int = 1000) -> list[Run]:
+    async def runs_to_dispatch(
+        self,
+        now: datetime,
+        queued_before: datetime,
+        limit: int = 1000,
+        *,
+        unqueued_before: datetime | None = None,
+    ) -> list[Run]:
         _check_limit(limit)
+        never_queued: ColumnElement[bool] = runs.c.queued_at.is_(None)
+        if unqueued_before is not None:
+            never_queued = and_(never_queued, runs.c.created_at < unqueued_before)
         pending = (
             select(runs)
             .where(
                 runs.c.state == RunState.PENDING.value,
-                or_(runs.c.queued_at.is_(None), runs.c.queued_at < queued_before),
+                or_(never_queued, runs.c.queued_at < queued_before),
             )
             .order_by(runs.c.slot, runs.c.id)
             .limit(limit)
