@@ -482,13 +482,19 @@ def _phase(history: History, slot: float) -> _Phase:
     unbounded = [
         f for f in history.faults if f.bound_s is None and _covers(f, slot, calm, history.recovery_s)
     ]
+    # One outage, however many faults make it up: a slot's misfire decision may be taken as
+    # late as the last covering fault's coverage ends (an unbounded fault's recovery can reach
+    # into a later bounded fault, whose stall then collapses the slot with later ones).
+    cover_end = max(
+        [f.end + history.recovery_s for f in unbounded] + [f.end + (f.bound_s or 0.0) for f in bounded],
+        default=slot,
+    )
     if unbounded:
         end = max(f.end for f in unbounded) + history.recovery_s
-        return _Phase("unbounded", _INF, max(end, slot + calm), tuple(unbounded), end)
+        return _Phase("unbounded", _INF, max(end, slot + calm), tuple(unbounded), cover_end)
     if bounded:
         # late by up to bound_s, counted from the later of the slot and the fault's start
         allowed = max(calm, *((f.bound_s or 0.0) + max(0.0, f.start - slot) for f in bounded))
-        cover_end = max(f.end + (f.bound_s or 0.0) for f in bounded)
         return _Phase("bounded", allowed, slot + allowed, tuple(bounded), cover_end)
     return _Phase("calm", calm, slot + calm, (), slot)
 
@@ -1016,4 +1022,41 @@ def _counts(index: _Index, expected: int, optional: int) -> Counts:
         manual=sum(run.kind == "manual" for run in history.runs),
         runs=len(history.runs),
         deliveries=len(history.deliveries),
+    )
+
+
+def load_history(raw: Mapping[str, Any]) -> History:
+    """A History from its JSON dump (``history.json`` beside a run), to judge it again."""
+
+    def instant(value: Any) -> datetime | None:
+        return None if value is None else datetime.fromisoformat(str(value))
+
+    def job(row: Mapping[str, Any]) -> JobPlan:
+        deleted = row.get("deleted")
+        return JobPlan(
+            **{
+                **row,
+                "versions": [Version(**version) for version in row["versions"]],
+                "paused": [Window(**window) for window in row.get("paused", ())],
+                "deleted": None if deleted is None else Window(**deleted),
+            }
+        )
+
+    def stamped(row: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+        return {**row, **{name: instant(row.get(name)) for name in names if name in row}}
+
+    run_times = ("slot", "created_at", "queued_at", "started_at", "finished_at")
+    return History(
+        jobs=[job(row) for row in raw["jobs"]],
+        deliveries=[Delivery(**stamped(row, ("slot",))) for row in raw["deliveries"]],
+        runs=[RunRow(**stamped(row, run_times)) for row in raw["runs"]],
+        events=[EventRow(**stamped(row, ("at",))) for row in raw["events"]],
+        window_start=raw["window_start"],
+        window_end=raw["window_end"],
+        faults=[FaultWindow(**row) for row in raw.get("faults", ())],
+        manual=[ManualTrigger(**row) for row in raw.get("manual", ())],
+        calm_bound_s=raw["calm_bound_s"],
+        edit_margin_s=raw["edit_margin_s"],
+        recovery_s=raw["recovery_s"],
+        early_tolerance_s=raw["early_tolerance_s"],
     )

@@ -165,7 +165,10 @@ class Nemesis:
         node = self._scheduler()
         assert node.links is not None
         delay = self.rng.choice([50, 150, 300])
-        record = self._begin("latency on scheduler links", node.name, 2.0, f"{delay} ms +-50%")
+        # A link slow enough that a tick's round trips add up to a TTL stalls the node: it steps
+        # aside (and sits out), as when its store is black-holed; a milder one slows its ticks.
+        bound = self.ttl + self.scheduler_bound()
+        record = self._begin("latency on scheduler links", node.name, bound, f"{delay} ms +-50%")
         for proxy in node.links.all():
             proxy.delay(delay, jitter_ms=delay / 2)
         time.sleep(self.rng.uniform(6, 10))

@@ -3,6 +3,8 @@
     scripts/chaos                            the long profile, seed from the clock (printed)
     scripts/chaos --profile short --seed 7   the CI profile, replaying seed 7
     scripts/chaos --out reports/chaos        where chaos-<profile>-<seed>.json/.md go
+    scripts/chaos --profile short --faults latency,restart_postgres --rounds 3
+                                             some faults only, with the profile's workload
 
 Exit status 0 when the checker found nothing and no finding was raised, 1 otherwise.
 """
@@ -10,6 +12,7 @@ Exit status 0 when the checker found nothing and no finding was raised, 1 otherw
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import shutil
 import sys
@@ -17,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos_scenario import PROFILES, Outcome, run, write_report
+from chaos_scenario import ALL_FAULTS, PROFILES, Outcome, run, write_report
 
 COUNT_KEYS = ("expected_slots", "optional_slots", "delivered_slots", "skipped", "failed", "manual", "runs",
               "deliveries")  # fmt: skip
@@ -30,7 +33,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="long")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", type=Path, default=Path("reports/chaos"))
+    parser.add_argument("--faults", help=f"comma-separated, of: {', '.join(ALL_FAULTS)}")
+    parser.add_argument("--rounds", type=int, default=None)
     args = parser.parse_args(argv)
+    profile = PROFILES[args.profile]
+    if args.faults:
+        unknown = set(args.faults.split(",")) - set(ALL_FAULTS)
+        if unknown:
+            parser.error(f"unknown faults: {', '.join(sorted(unknown))}")
+        profile = dataclasses.replace(profile, faults=tuple(args.faults.split(",")))
+    if args.rounds is not None:
+        profile = dataclasses.replace(profile, rounds=args.rounds)
     seed = args.seed if args.seed is not None else int(time.time())
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"chaos: profile {args.profile}, seed {seed} (replay with --seed {seed})", flush=True)
@@ -38,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.out / f"chaos-{args.profile}-{seed}-work"  # logs and history.json, kept
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    outcome = run(PROFILES[args.profile], seed, workdir, log=lambda line: print(line, flush=True))
+    outcome = run(profile, seed, workdir, log=lambda line: print(line, flush=True))
     elapsed = time.monotonic() - started
     stem = args.out / f"chaos-{args.profile}-{seed}"
     write_report(outcome, stem.with_suffix(".json"))

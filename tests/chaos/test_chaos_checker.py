@@ -342,6 +342,20 @@ def test_skipped_misfire_needs_a_fault_and_the_policy() -> None:
     assert capped.ok, capped.summary()
 
 
+def test_run_once_collapse_under_faults_that_overlap_is_one_outage() -> None:
+    """Seen in a run: slot 20 lay in the recovery of an etcd quorum loss (unbounded) and in a
+    PostgreSQL restart (bounded) that began just before; the restart's stall collapsed 20 into 25."""
+    recorder, job = clean()
+    job = replace(job, misfire="run_once")
+    recorder.drop(20)
+    recorder.run("job-a", 20, state="SKIPPED", reason="misfire", lateness=6)  # decided at 23
+    quorum = FaultWindow("etcd quorum lost", T0 - 15, T0 - 10, None)  # its recovery ends at 20.5
+    restart = FaultWindow("restart PostgreSQL", T0 + 18, T0 + 22, 10.0)
+    alone = check(recorder.history([job], faults=[quorum], recovery_s=30.5))
+    assert only(alone, "missed") == ["no delivery and no explained record"]  # nothing stalled at 20
+    assert check(recorder.history([job], faults=[quorum, restart], recovery_s=30.5)).ok
+
+
 def test_skipped_overlap_only_for_forbid() -> None:
     recorder, job = clean()
     recorder.drop(40)

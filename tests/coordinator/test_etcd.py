@@ -126,10 +126,46 @@ async def test_a_node_that_cannot_renew_stops_claiming_before_its_lease_expires(
         assert taken_at > lapsed_at + 0.5
         print(f"\nstuck node stopped claiming {taken_at - lapsed_at:.2f} s before the takeover")
         record_property("lapse_before_takeover_s", round(taken_at - lapsed_at, 3))
+        stuck.hold_s = 0.0  # (sitting out before rejoining has tests of its own, below)
         healthy = True  # back: it joins again with a new lease and gets its share
         await eventually(lambda: balanced(nodes, SHARDS) and bool(stuck.owned_shards()), 5, what="rejoin")
     monitor.assert_never_doubled()
     assert lapsed_after < TTL_S
+
+
+async def test_a_node_that_stepped_down_sits_out_while_others_serve(start_node: NodeFactory) -> None:
+    """A flapping node (a slow link stalls it, a quick call makes it healthy again) would take its
+    shards back at once and stall on them again: after a lapse it waits hold_s first."""
+    nodes = await cluster(start_node, 2)
+    flappy, other = nodes
+    flappy.hold_s = 3.0
+    healthy = False
+    flappy.set_health_check(lambda: healthy)
+    await eventually(lambda: len(other.owned_shards()) == SHARDS, TTL_S + 2, what="other takes all")
+    healthy = True
+    back_at = time.monotonic()
+    await asyncio.sleep(flappy.hold_s * 0.7)
+    assert not flappy.owned_shards()
+    assert [m.node for m in await other.members()] == [other.node]
+    await eventually(lambda: balanced(nodes, SHARDS) and bool(flappy.owned_shards()), 5, what="rejoin")
+    assert time.monotonic() - back_at >= flappy.hold_s * 0.9
+
+
+async def test_when_every_node_stepped_down_they_rejoin_at_once(start_node: NodeFactory) -> None:
+    """Everyone's store was down: nobody serves, so nobody sits out."""
+    nodes = await cluster(start_node, 2)
+    healthy = False
+    for node in nodes:
+        node.hold_s = 60.0
+        node.set_health_check(lambda: healthy)
+    await eventually(lambda: not any(node.owned_shards() for node in nodes), TTL_S, what="both stop")
+    await eventually_async(lambda: _no_members(nodes[0]), TTL_S + 2, what="both leases expired at etcd")
+    healthy = True
+    await eventually(lambda: balanced(nodes, SHARDS), 10, what="both rejoin, well before hold_s")
+
+
+async def _no_members(node: EtcdCoordinator) -> bool:
+    return not await node.members()
 
 
 async def test_the_cluster_recovers_from_an_etcd_restart(

@@ -238,6 +238,17 @@ async def test_the_queue_survives_losing_its_data(
     assert await queue.depth("default") == 0
 
 
+async def test_publishing_survives_a_redis_that_forgot_the_script(
+    make_redis_queue: MakeQueue, raw: aioredis.Redis
+) -> None:
+    queue = make_redis_queue()
+    await queue.publish([Trigger("before", "j")])
+    await raw.script_flush()  # what a Redis restart does to loaded scripts
+    await queue.publish([Trigger("after", "j"), Trigger("other", "j", "q2")])
+    assert [d.trigger.run_id for d in await _drain(queue)] == ["before", "after"]
+    assert [d.trigger.run_id for d in await _drain(queue, "q2")] == ["other"]
+
+
 def _group_recreations(caplog: pytest.LogCaptureFixture) -> int:
     return sum(getattr(record, "action", None) == "recreate_group" for record in caplog.records)
 

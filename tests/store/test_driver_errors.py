@@ -8,6 +8,10 @@ from sqlalchemy import exc
 
 from cronwheel.errors import TransientError
 from cronwheel.store.driver import translated_errors
+from cronwheel.store.sql import SqlStore
+
+from .support import START, new_job
+from .test_notify import _admin
 
 
 class PgError(Exception):
@@ -53,3 +57,25 @@ def test_a_connection_lost_mid_statement_is_a_transient_error() -> None:
         wrapped.__cause__ = lost
     with pytest.raises(TransientError, match="unavailable"), translated_errors():
         raise wrapped
+
+
+async def test_connections_the_server_dropped_cost_one_failed_call_at_most(postgres_store: SqlStore) -> None:
+    """There is no pre-ping (three round trips per checkout): after the server drops every
+    connection (a restart), the first statement on a dead one fails as retryable, SQLAlchemy
+    invalidates the whole pool, and the next call reconnects."""
+    job = await new_job(postgres_store)
+    held = [postgres_store.engine.connect() for _ in range(3)]  # several pooled connections
+    for connection in held:
+        await connection.start()
+    for connection in held:
+        await connection.close()
+    database = postgres_store.engine.url.database
+    await _admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'")
+    failures = 0
+    for _ in range(4):
+        try:
+            assert (await postgres_store.get_job(job.id)).id == job.id
+        except TransientError:
+            failures += 1
+    assert failures <= 1, f"{failures} calls failed"
+    await postgres_store.mark_queued(["no-such-run"], START)  # writes too

@@ -79,6 +79,7 @@ from cronwheel.coordinator.etcd_client import (
     prefix_end,
 )
 from cronwheel.coordinator.plan import (
+    SCHEDULER,
     Plan,
     ShardKey,
     View,
@@ -142,6 +143,10 @@ class EtcdCoordinator:
         self._lease_lost = asyncio.Event()
         self._expiry: asyncio.TimerHandle | None = None
         self._healthy: Callable[[], bool] = _always  # heartbeat only while this node can do its work
+        self.hold_s = 5 * ttl_s  # after a step-down, rejoin this much later while others serve
+        self._unhealthy_at = -math.inf  # monotonic: when the health check last said no
+        self._trouble_revision: int | None = None  # the view's revision when it first said no
+        self._sitting_out = False
         # the local copy of every key under the prefix, complete up to _revision (0: re-read)
         self._kvs: dict[str, KeyValue] = {}
         self._revision = 0
@@ -258,13 +263,45 @@ class EtcdCoordinator:
         self._renewed(sent)
         self._dirty.set()
         self._notify()
+        self._sitting_out = False
         log.info("joined the cluster", extra={"action": "join", "node": self.node, "lease": f"{lease:x}"})
 
     def set_health_check(self, healthy: Callable[[], bool]) -> None:
         """Heartbeat only while ``healthy()``: a node that cannot do its work (its store hangs or
         is unreachable) lets its lease lapse so that others take its shards within the TTL, and
-        joins again, with a new lease, once ``healthy()`` is true again."""
+        joins again, with a new lease, once ``healthy()`` is true again. If its lease did lapse
+        and other schedulers are serving, it waits ``hold_s`` after the last unhealthy answer
+        first: a node on a slow or flapping link would otherwise take its shards back the moment
+        one call is quick, stall on them again, and make their slots late once per flap. When no
+        other scheduler has served throughout (everyone's store was down), it joins at once."""
         self._healthy = healthy
+
+    def _sits_out(self) -> bool:
+        """Not rejoining yet: stepped down less than ``hold_s`` ago, and other schedulers that
+        were members before this node's trouble began are still members (schedulers that
+        rejoined since had the same trouble, and do not count)."""
+        if self._lease or time.monotonic() >= self._unhealthy_at + self.hold_s:
+            return False
+        others = self._serving_since(self._trouble_revision or 0)
+        if others and not self._sitting_out:
+            log.info(
+                "sitting out before rejoining: other schedulers serve meanwhile",
+                extra={"action": "sit_out", "node": self.node, "hold_s": self.hold_s, "others": len(others)},
+            )
+        self._sitting_out = bool(others)
+        return self._sitting_out
+
+    def _serving_since(self, revision: int) -> list[str]:
+        """Other scheduler members whose member key exists since ``revision`` or earlier."""
+        root = self._key("members", "")
+        return [
+            key[len(root) :]
+            for key, kv in self._kvs.items()
+            if key.startswith(root)
+            and key[len(root) :] != self.node
+            and kv.create_revision <= revision
+            and SCHEDULER in _member_record(kv.value)[0]
+        ]
 
     def _report_unhealthy(self) -> None:
         if self._lease and time.monotonic() < self._valid_until():
@@ -285,6 +322,7 @@ class EtcdCoordinator:
         self._renewed(sent)
 
     def _renewed(self, sent: float) -> None:
+        self._trouble_revision = None  # healthy again in time, or joined again
         lapsed = time.monotonic() >= self._valid_until()
         self._renewed_at = max(self._renewed_at, sent)
         if self._expiry is not None:
@@ -338,6 +376,12 @@ class EtcdCoordinator:
                 await _wait(self._lease_lost, self.ttl_s / 3)  # next heartbeat, or at once when lost
             if not self._healthy():
                 self._report_unhealthy()
+                self._unhealthy_at = time.monotonic()
+                if self._trouble_revision is None:
+                    self._trouble_revision = self._revision
+                await asyncio.sleep(self.ttl_s / 3)
+                continue
+            if self._sits_out():
                 await asyncio.sleep(self.ttl_s / 3)
                 continue
             try:

@@ -154,7 +154,10 @@ def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> Asy
 def _postgresql_engine(url: URL, timeouts: PostgresTimeouts) -> AsyncEngine:
     engine = create_async_engine(
         url,
-        pool_pre_ping=True,
+        # No pre-ping: it costs three round trips per checkout (BEGIN, SELECT 1, ROLLBACK). A
+        # connection that died (server restart) fails its first statement instead; SQLAlchemy then
+        # invalidates the whole pool and the caller's retry (next tick, next sweep) reconnects.
+        pool_pre_ping=False,
         # at most 15 connections per process, as SQLAlchemy's default, but 10 of them kept open:
         # a worker's bursts (every job of a second at once) otherwise open and close 10 at a time
         pool_size=10,

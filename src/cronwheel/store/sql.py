@@ -153,6 +153,7 @@ class SqlStore:
         self, engine: AsyncEngine, *, clock: Clock | None = None, serialize_writes: bool | None = None
     ) -> None:
         self.engine = engine
+        self._postgres = is_postgresql(engine.dialect)
         self._clock: Clock = clock or SystemClock()
         if serialize_writes is None:
             serialize_writes = is_sqlite(engine.dialect)
@@ -162,8 +163,26 @@ class SqlStore:
 
     @contextlib.asynccontextmanager
     async def _read(self) -> AsyncIterator[AsyncConnection]:
+        """PostgreSQL reads run in autocommit: under READ COMMITTED every statement takes its own
+        snapshot anyway, so a transaction around them only cost two more round trips (BEGIN,
+        ROLLBACK). SQLite reads keep their transaction: there it is one snapshot, and free."""
         with translated_errors():
             async with self.engine.connect() as connection:
+                if self._postgres:
+                    await connection.execution_options(isolation_level="AUTOCOMMIT")
+                yield connection
+
+    @contextlib.asynccontextmanager
+    async def _write_each(self) -> AsyncIterator[AsyncConnection]:
+        """For writes whose statements need no common transaction (each commits on its own):
+        one round trip per statement on PostgreSQL; SQLite takes the usual write transaction."""
+        if not self._postgres:
+            async with self._write() as connection:
+                yield connection
+            return
+        with translated_errors():
+            async with self.engine.connect() as connection:
+                await connection.execution_options(isolation_level="AUTOCOMMIT")
                 yield connection
 
     @contextlib.asynccontextmanager
@@ -484,7 +503,7 @@ class SqlStore:
     async def mark_queued(self, run_ids: Sequence[str], now: datetime) -> None:
         if not run_ids:
             return
-        async with self._write() as connection:
+        async with self._write_each() as connection:
             for chunk in _chunks(list(run_ids), _CHUNK):
                 await connection.execute(
                     update(runs)
