@@ -273,12 +273,22 @@ async def test_due_jobs(store: SqlStore) -> None:
     assert [job.id for job in await store.due_jobs(at(5))] == [first.id, second.id]
     assert [job.id for job in await store.due_jobs(at(2))] == [first.id, second.id]  # inclusive
     assert [job.id for job in await store.due_jobs(at(5), limit=1)] == [first.id]
+    assert first.next_run_at is not None
+    paged = await store.due_jobs(at(5), limit=1, after=(first.next_run_at, first.id))
+    assert [job.id for job in paged] == [second.id]
     in_second_shard = [job.id for job in (first, second) if shard_of(job.id) == shard_of(second.id)]
     assert [job.id for job in await store.due_jobs(at(5), shards=[shard_of(second.id)])] == in_second_shard
     others = [shard for shard in range(256) if shard not in (shard_of(first.id), shard_of(second.id))]
     assert await store.due_jobs(at(5), shards=others) == []
     assert await store.due_jobs(at(5), shards=[]) == []
     assert await store.due_jobs(at(0.5)) == []
+    ties = sorted([(await new_job(store, f"tie-{n}", next_run_at=at(3))).id for n in range(3)])
+    seen: list[Job] = []
+    while page := await store.due_jobs(
+        at(5), limit=2, after=(seen[-1].next_run_at or at(0), seen[-1].id) if seen else None
+    ):
+        seen += page
+    assert [job.id for job in seen] == [first.id, second.id, *ties]  # ties in id order, none twice
 
 
 # -- firing --------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from cronwheel.store.port import Firing
 log = logging.getLogger("cronwheel.scheduler")
 
 BATCH = 2000  # firings per store transaction
+LOAD_PAGE = 10_000  # jobs per read while loading the wheel
 
 
 @dataclass
@@ -55,6 +56,8 @@ class Scheduler:
         *,
         horizon_s: float = 120.0,
         reload_every_s: float = 30.0,
+        full_reload_every_s: float | None = None,
+        load_page: int = LOAD_PAGE,
         shards: Sequence[int] | None = None,
         ownership: Coordinator | None = None,
         new_run_id: Callable[[], str] = new_id,
@@ -66,6 +69,9 @@ class Scheduler:
         self.node = node
         self.horizon = timedelta(seconds=horizon_s)
         self.reload_every = timedelta(seconds=reload_every_s)
+        self.full_reload_every = timedelta(
+            seconds=10 * reload_every_s if full_reload_every_s is None else full_reload_every_s
+        )
         self.shards: frozenset[int] | None = None if shards is None else frozenset(shards)
         self.ownership = ownership  # cluster: fire only the shards leased to this node, fenced
         self.epochs: dict[int, int] = {}
@@ -73,27 +79,60 @@ class Scheduler:
         self.wheel = TimingWheel()
         self.jobs: dict[str, Job] = {}
         self.stats = SchedulerStats()
-        self._next_reload: datetime | None = None
+        self.load_page = load_page
+        self._next_reload: datetime | None = None  # None: a full reload is due
+        self._next_full = clock.now()
+        self._loaded_until = clock.now()  # the wheel holds every job due up to here
         self.stall = timedelta(seconds=stall_s)
         self._progress_at = clock.now()  # the store last answered this scheduler
 
     # -- feeding the wheel ----------------------------------------------------------------------
 
     async def load(self, now: datetime) -> None:
-        """(Re)read every job due within the horizon from the store: the slow periodic pass."""
+        """(Re)read every job due within the horizon from the store: the full pass, at start,
+        after an outage or a change of shards, and every ``full_reload_every_s`` as a safety net
+        for job changes this scheduler may not have heard of."""
         until = now + self.horizon
-        jobs = await self.store.due_jobs(until, None if self.shards is None else sorted(self.shards))
+        jobs = await self._read_due(until, None)
         self.wheel.clear()
         self.jobs = {}
+        self._loaded_until = until
         for job in jobs:
-            self._keep(job, until)
+            self._keep(job)
         self._next_reload = now + self.reload_every
+        self._next_full = now + self.full_reload_every
+
+    async def _extend(self, now: datetime) -> None:
+        """Read only the jobs that came within the horizon since the last read (every
+        ``reload_every_s``, and before half the horizon is used up): jobs already in the wheel
+        stay there, moved by this scheduler's own firings and by change notifications, so a big
+        wheel is not read again every time."""
+        until = now + self.horizon
+        arrived = await self._read_due(until, (self._loaded_until, ""))
+        self._loaded_until = until
+        for job in arrived:
+            self.wheel.remove(job.id)
+            self.jobs.pop(job.id, None)
+            self._keep(job)
+        self._next_reload = now + self.reload_every
+
+    async def _read_due(self, until: datetime, after: tuple[datetime, str] | None) -> list[Job]:
+        """Every due job up to ``until`` (after ``after``), page by page."""
+        shards = None if self.shards is None else sorted(self.shards)
+        found: list[Job] = []
+        while True:
+            page = await self.store.due_jobs(until, shards, self.load_page, after=after)
+            found += page
+            last = page[-1] if len(page) == self.load_page else None
+            if last is None or last.next_run_at is None:
+                return found
+            after = (last.next_run_at, last.id)
 
     async def job_changed(self, job_id: str, now: datetime) -> None:
         """A job was created, edited, paused, resumed or deleted: re-read it at once. ``"*"``
         means notifications may have been lost (the listener reconnected): reload everything."""
         if job_id == RELOAD_ALL:
-            self._next_reload = now
+            self._next_reload = None
             return
         self.wheel.remove(job_id)
         self.jobs.pop(job_id, None)
@@ -105,12 +144,14 @@ class Scheduler:
             return
         if self.shards is not None and job.shard not in self.shards:
             return
-        self._keep(job, now + self.horizon)
+        self._keep(job)
 
-    def _keep(self, job: Job, until: datetime) -> None:
+    def _keep(self, job: Job) -> None:
+        """Into the wheel if due within what was loaded; a job due later is read when the
+        horizon reaches it."""
         if job.paused or job.deleted_at is not None or job.next_run_at is None:
             return
-        if job.next_run_at <= until:
+        if job.next_run_at <= self._loaded_until:
             self.jobs[job.id] = job
             self.wheel.add(job.id, _second(job.next_run_at))
 
@@ -146,8 +187,10 @@ class Scheduler:
         """Fire everything due at ``now``; return when the next tick should run."""
         if self.ownership is not None and await self._ownership_changed(now):
             await self.load(now)
-        if self._next_reload is None or now >= self._next_reload:
+        if self._next_reload is None or now >= self._next_full:
             await self.load(now)
+        elif now >= self._next_reload or self._loaded_until - now < self.horizon / 2:
+            await self._extend(now)
         due = [self.jobs.pop(job_id) for job_id in self.wheel.pop_due(_second(now)) if job_id in self.jobs]
         if self.ownership is not None:  # a lease may have lapsed since the last tick
             valid = self.ownership.owned_shards()
@@ -179,7 +222,7 @@ class Scheduler:
             log.warning(
                 "fenced", extra={"action": "fenced", "jobs": len(result.fenced_job_ids), "node": self.node}
             )
-            self._next_reload = now
+            self._next_reload = None
         fenced = set(result.fenced_job_ids)
         firings = [firing for firing in firings if firing.job_id not in fenced]
         stale = set(result.stale_job_ids)
@@ -187,7 +230,7 @@ class Scheduler:
             if firing.job_id in stale:
                 await self.job_changed(firing.job_id, now)
             else:
-                self._advance(by_id[firing.job_id], firing, now)
+                self._advance(by_id[firing.job_id], firing)
         self.stats.fired += len(result.accepted)
         self.stats.skipped += len(result.skipped)
         self.stats.stale += len(stale)
@@ -209,10 +252,10 @@ class Scheduler:
             self.stats.record_lateness(lateness)
             metrics.FIRE_LATENESS.observe(lateness)
 
-    def _advance(self, job: Job, firing: Firing, now: datetime) -> None:
+    def _advance(self, job: Job, firing: Firing) -> None:
         if firing.next_run_at is None:
             return
-        self._keep(dataclasses.replace(job, next_run_at=firing.next_run_at), now + self.horizon)
+        self._keep(dataclasses.replace(job, next_run_at=firing.next_run_at))
 
     def _wake_at(self, now: datetime) -> datetime:
         wake = now + timedelta(seconds=1)

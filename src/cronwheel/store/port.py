@@ -108,10 +108,16 @@ class Store(Protocol):
 
     # scheduling
     async def due_jobs(
-        self, until: datetime, shards: Sequence[int] | None = None, limit: int = 10_000
+        self,
+        until: datetime,
+        shards: Sequence[int] | None = None,
+        limit: int = 10_000,
+        *,
+        after: tuple[datetime, str] | None = None,
     ) -> list[Job]:
         """Live, unpaused jobs with ``next_run_at <= until`` (in ``shards`` if given), soonest
-        first."""
+        first (by ``next_run_at``, then id), at most ``limit``: page on with ``after`` = the
+        last job's (``next_run_at``, id)."""
         ...
 
     async def claim_shards(self, leases: Mapping[int, int], node: str, now: datetime) -> set[int]:
