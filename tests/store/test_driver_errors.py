@@ -10,8 +10,8 @@ from cronwheel.errors import TransientError
 from cronwheel.store.driver import translated_errors
 from cronwheel.store.sql import SqlStore
 
+from . import conftest
 from .support import START, new_job
-from .test_notify import _admin
 
 
 class PgError(Exception):
@@ -70,7 +70,11 @@ async def test_connections_the_server_dropped_cost_one_failed_call_at_most(postg
     for connection in held:
         await connection.close()
     database = postgres_store.engine.url.database
-    await _admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'")
+    assert conftest.POSTGRES_ADMIN_URL is not None
+    await conftest._admin(
+        conftest.POSTGRES_ADMIN_URL,
+        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'",
+    )
     failures = 0
     for _ in range(4):
         try:

@@ -89,6 +89,7 @@ from cronwheel.store.schema import (
 
 ACTIVE_STATES = (RunState.PENDING, RunState.RUNNING, RunState.RETRYING)
 CLAIMABLE = frozenset({RunState.PENDING, RunState.RETRYING})
+_CLAIMABLE_VALUES = sorted(state.value for state in CLAIMABLE)
 T = TypeVar("T")
 _CHUNK = 500  # rows per statement for IN lists and batched conditional updates
 _DETAIL_MAX = 500
@@ -509,17 +510,15 @@ class SqlStore:
     async def mark_queued(self, run_ids: Sequence[str], now: datetime) -> None:
         if not run_ids:
             return
-        if self._postgres:
-            async with self._write_each() as connection:
-                await connection.execute(
-                    _MARK_QUEUED_POSTGRESQL, {"ids": list(run_ids), "queued": to_micros(now)}
-                )
-            return
         async with self._write_each() as connection:
+            if self._postgres:
+                parameters = {"ids": list(run_ids), "queued": to_micros(now), "states": _CLAIMABLE_VALUES}
+                await connection.execute(_MARK_QUEUED_POSTGRESQL, parameters)
+                return
             for chunk in _chunks(list(run_ids), _CHUNK):
                 await connection.execute(
                     update(runs)
-                    .where(runs.c.id.in_(chunk), runs.c.state.in_([s.value for s in CLAIMABLE]))
+                    .where(runs.c.id.in_(chunk), runs.c.state.in_(_CLAIMABLE_VALUES))
                     .values(queued_at=now)
                 )
 
@@ -918,7 +917,7 @@ async def _advance_cursors(
 # second per call with 40,000 PENDING runs).
 _MARK_QUEUED_POSTGRESQL = text(
     "UPDATE runs SET queued_at = :queued FROM unnest(CAST(:ids AS varchar[])) AS queued(id) "
-    "WHERE runs.id = queued.id AND runs.state IN ('PENDING', 'RETRYING')"
+    "WHERE runs.id = queued.id AND runs.state = ANY(CAST(:states AS varchar[]))"
 )
 
 # PostgreSQL: the firings as four arrays joined to jobs by primary key. One statement text for
