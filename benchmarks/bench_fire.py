@@ -15,12 +15,17 @@ Systems, each in a fresh child process, one after the other in one run:
 * ``apscheduler``: APScheduler 3.11, AsyncIOScheduler, in-memory job store, a no-op coroutine.
 
 For cronwheel, *queued lateness* is ``queued_at - slot`` as the store recorded it (the trigger is
-on the queue); for APScheduler it is the moment the job is submitted to its executor
-(``EVENT_JOB_SUBMITTED``) minus its scheduled run time. Workers are not part of this benchmark:
-start lateness and deliveries are measured by ``bench_embedded.py`` and, at scale, by a later
-workload. CPU seconds and peak memory are the child process's own (PostgreSQL's and Redis' CPU is
-not included). Jobs are written to the store in bulk before the clock starts; that setup is not
-measured, but loading them into the scheduler is (``load_s``: start to first tick).
+on the queue) and *start lateness* is ``started_at - slot`` (a worker claimed the run and began its
+first attempt; the target is ``bench_fire:noop``, a Python coroutine that does nothing). Embedded
+runs one worker task in the scheduler's process, as ``cronwheel server`` does; cluster runs
+``--workers`` worker processes (default 1) on the same database and stream; ``--workers 0``
+measures the scheduler alone. After the window, workers get up to 60 s to start what was fired;
+runs not started by then are left out of ``started``. For APScheduler, queued lateness is the moment
+the job is submitted to its executor (``EVENT_JOB_SUBMITTED``) minus its scheduled run time (it has
+no separate start). CPU seconds and peak memory are each process's own (PostgreSQL's and Redis' CPU
+is not included; embedded includes its worker task). Jobs are written to the store in bulk before
+the clock starts; that setup is not measured, but loading them into the scheduler is (``load_s``:
+start to first tick).
 
     .venv/bin/python benchmarks/bench_fire.py --workload steady --jobs 100000 --seconds 60
     .venv/bin/python benchmarks/bench_fire.py --workload herd --jobs 100000
@@ -40,6 +45,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -67,9 +73,13 @@ from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.planner import first_slot
+from cronwheel.server import tune_collector
 from cronwheel.store import codec
 from cronwheel.store.schema import jobs, runs
 from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.worker.executors import Executors
+from cronwheel.worker.executors.base import WorkerSettings
+from cronwheel.worker.loop import Worker
 
 SYSTEMS = ("embedded", "cluster", "apscheduler")
 POSTGRES_ADMIN = os.environ.get("CRONWHEEL_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -93,6 +103,13 @@ class Figures:
     cpu_s_per_1000: float
     peak_rss_mb: float
     setup_overran: bool  # loading ended after the window began: raise --settle
+    started: int = 0  # runs a worker started by the end (0: run without workers)
+    start_p50_ms: float = float("nan")
+    start_p99_ms: float = float("nan")
+    start_max_ms: float = float("nan")
+    workers: int = 0
+    worker_cpu_s_per_1000: float = float("nan")  # all worker processes' CPU per 1,000 starts
+    worker_peak_rss_mb: float = float("nan")  # the largest worker process
 
 
 # -- the workload ----------------------------------------------------------------------------------
@@ -125,6 +142,13 @@ def make_plan(workload: str, jobs: int, seconds: float, settle_s: float) -> Plan
     start = float(int(time.time() + settle_s) + 1)
     end = start + (1 if workload == "herd" else seconds)
     return Plan(workload, jobs, start, end)
+
+
+def percentiles_ms(values: Sequence[float]) -> tuple[float, float, float]:
+    """p50, p99 and max of ``values`` (seconds) in milliseconds."""
+    ordered = sorted(values) or [float("nan")]
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return round(statistics.median(ordered) * 1000, 2), round(p99 * 1000, 2), round(ordered[-1] * 1000, 2)
 
 
 def summary(
@@ -160,44 +184,142 @@ def cpu_now() -> float:
 # -- cronwheel -------------------------------------------------------------------------------------
 
 
-async def run_cronwheel(system: str, plan: Plan) -> Figures:
+async def run_cronwheel(system: str, plan: Plan, workers: int) -> Figures:
     clock = SystemClock()
-    async with backends(system, clock) as (store, queue):
+    async with backends(system, clock) as (store, queue, url, prefix):
         await seed(store, plan)
         scheduler = Scheduler(store, queue, clock, "bench")
         stop = asyncio.Event()
-        cpu_before = cpu_now()
-        started = time.monotonic()
-        await scheduler.load(clock.now())
-        load_s = time.monotonic() - started
-        overran = time.time() > plan.start
-        task = asyncio.create_task(scheduler.run(asyncio.Queue(), stop), name="scheduler")
-        await asyncio.sleep(max(0.0, plan.end - time.time()) + 1.0)  # the last batch's mark_queued
-        stop.set()
-        await task
-        cpu_s = cpu_now() - cpu_before
-        lateness = await queued_lateness(store, plan)
-    return summary(system, plan, lateness, load_s, cpu_s, overran)
+        async with worker_pool(system, workers, (store, queue, url, prefix), clock) as usage:
+            cpu_before = cpu_now()
+            started = time.monotonic()
+            await scheduler.load(clock.now())
+            load_s = time.monotonic() - started
+            overran = time.time() > plan.start
+            task = asyncio.create_task(scheduler.run(asyncio.Queue(), stop), name="scheduler")
+            await asyncio.sleep(max(0.0, plan.end - time.time()) + 1.0)  # the last batch's mark_queued
+            stop.set()
+            await task
+            cpu_s = cpu_now() - cpu_before
+            lateness = await queued_lateness(store, plan)
+            if workers:
+                await until_started(store, plan, len(lateness), DRAIN_S)
+        starts = await start_lateness(store, plan) if workers else []
+    figures = summary(system, plan, lateness, load_s, cpu_s, overran)
+    start_p50, start_p99, start_max = percentiles_ms(starts)
+    worker_cpu = usage.get("cpu_s", float("nan")) / max(len(starts), 1) * 1000
+    return dataclasses.replace(
+        figures, started=len(starts), start_p50_ms=start_p50, start_p99_ms=start_p99, start_max_ms=start_max,
+        workers=workers, worker_cpu_s_per_1000=round(worker_cpu, 4),
+        worker_peak_rss_mb=usage.get("peak_rss_mb", float("nan")),
+    )  # fmt: skip
+
+
+# -- workers -----------------------------------------------------------------------------------------
+
+DRAIN_S = 60.0  # after the window, how long workers get to start what was fired
+
+
+async def noop(payload: object, ctx: object) -> None:
+    """The benchmark's target: a Python function that does nothing (``bench_fire:noop``)."""
+
+
+def bench_executors() -> Executors:
+    return Executors(WorkerSettings(python_allow=("bench_fire:noop",)))
 
 
 @contextlib.asynccontextmanager
-async def backends(system: str, clock: SystemClock) -> AsyncIterator[tuple[SqlStore, Queue]]:
+async def worker_pool(
+    system: str, count: int, backend: tuple[SqlStore, Queue, str, str], clock: SystemClock
+) -> AsyncIterator[dict[str, float]]:
+    """``count`` workers for the run: embedded, one worker task in this process (as ``cronwheel
+    server`` runs it; its CPU is this process'); cluster, ``count`` worker processes on the same
+    PostgreSQL database and Redis stream. Yields the usage figures, filled in at exit."""
+    usage: dict[str, float] = {}
+    if count == 0:
+        yield usage
+        return
+    store, queue, url, prefix = backend
+    if system == "embedded":
+        executors, stop = bench_executors(), asyncio.Event()
+        worker = Worker(store, queue, executors, clock, "bench-worker")
+        task = asyncio.create_task(worker.run(stop, drain_s=1.0), name="worker")
+        try:
+            yield usage
+        finally:
+            stop.set()
+            await task
+            await executors.close()
+        return
+    command = [sys.executable, __file__, "--child-worker", url, "--prefix", prefix]
+    nodes = [f"bench-worker-{n}" for n in range(count)]
+    processes = [
+        subprocess.Popen([*command, "--node", node], stdout=subprocess.PIPE, text=True) for node in nodes
+    ]
+    try:
+        yield usage
+    finally:
+        reports = [stop_worker(process) for process in processes]
+        usage["cpu_s"] = sum(report["cpu_s"] for report in reports)
+        usage["peak_rss_mb"] = max(report["peak_rss_mb"] for report in reports)
+
+
+def stop_worker(process: subprocess.Popen[str]) -> dict[str, float]:
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=60)
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+async def worker_main(url: str, prefix: str, node: str) -> None:
+    """A cluster worker process: works the bench queue until SIGTERM, then prints its usage."""
+    clock = SystemClock()
+    store = await open_store(url, clock=clock)
+    queue = RedisStreamQueue(REDIS_URL, clock, prefix=prefix)
+    executors, stop = bench_executors(), asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    try:
+        await Worker(store, queue, executors, clock, node).run(stop, drain_s=1.0)
+    finally:
+        await executors.close()
+        await queue.close()
+        await store.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"cpu_s": cpu_now(), "peak_rss_mb": round(peak, 1)}), flush=True)
+
+
+async def until_started(store: SqlStore, plan: Plan, fired: int, timeout_s: float) -> None:
+    """Wait (up to ``timeout_s``) until the workers have started every run of the window."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and len(await start_lateness(store, plan)) < fired:
+        await asyncio.sleep(0.5)
+
+
+async def start_lateness(store: SqlStore, plan: Plan) -> list[float]:
+    return [
+        (started - slot).total_seconds()
+        for slot, started in await window_runs(store, plan, runs.c.started_at)
+    ]
+
+
+@contextlib.asynccontextmanager
+async def backends(system: str, clock: SystemClock) -> AsyncIterator[tuple[SqlStore, Queue, str, str]]:
     """The store and queue of ``system`` on fresh, private storage, removed afterwards."""
     if system == "embedded":
         with tempfile.TemporaryDirectory(prefix="cronwheel-bench-") as folder:
             store = await open_store(f"sqlite:///{folder}/bench.db", clock=clock)
             queue = MemoryQueue(clock, visibility_timeout_s=60.0)
             try:
-                yield store, queue
+                yield store, queue, "", ""
             finally:
                 await store.close()
         return
     name = f"cronwheel_bench_{uuid.uuid4().hex[:10]}"
     await admin(f'CREATE DATABASE "{name}"')
-    store = await open_store(POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}", clock=clock)
+    url = POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    store = await open_store(url, clock=clock)
     streams = RedisStreamQueue(REDIS_URL, clock, prefix=f"bench-{name}")
     try:
-        yield store, streams
+        yield store, streams, url, f"bench-{name}"
     finally:
         await streams.close()
         await store.close()
@@ -229,7 +351,7 @@ async def seed(store: SqlStore, plan: Plan) -> None:
     after = datetime.fromtimestamp(plan.start, UTC) - timedelta(microseconds=1)
     rows = []
     for index in range(plan.jobs):
-        job = Job(new_id(), "bench", f"job-{index}", plan.expression(index), PythonTarget("bench:noop"),
+        job = Job(new_id(), "bench", f"job-{index}", plan.expression(index), PythonTarget("bench_fire:noop"),
                   created_at=now, updated_at=now)  # fmt: skip
         rows.append(codec.job_to_row(dataclasses.replace(job, next_run_at=first_slot(job, after))))
     for start in range(0, len(rows), SEED_CHUNK):
@@ -238,12 +360,20 @@ async def seed(store: SqlStore, plan: Plan) -> None:
 
 
 async def queued_lateness(store: SqlStore, plan: Plan) -> list[float]:
+    return [
+        (queued - slot).total_seconds() for slot, queued in await window_runs(store, plan, runs.c.queued_at)
+    ]
+
+
+async def window_runs(store: SqlStore, plan: Plan, column: Any) -> list[tuple[datetime, datetime]]:
+    """(slot, ``column``) of the window's runs where ``column`` is set."""
     start = datetime.fromtimestamp(plan.start, UTC)
     end = datetime.fromtimestamp(plan.end, UTC)
-    statement = select(runs.c.slot, runs.c.queued_at).where(runs.c.slot >= start, runs.c.slot < end)
+    statement = select(runs.c.slot, column).where(
+        runs.c.slot >= start, runs.c.slot < end, column.is_not(None)
+    )
     async with store.engine.connect() as connection:
-        rows = (await connection.execute(statement)).all()
-    return [(queued - slot).total_seconds() for slot, queued in rows if queued is not None]
+        return [(slot, moment) for slot, moment in (await connection.execute(statement)).all()]
 
 
 # -- APScheduler 3.11 ------------------------------------------------------------------------------
@@ -286,15 +416,18 @@ async def run_apscheduler(plan: Plan) -> Figures:
 # -- the parent: one child per system --------------------------------------------------------------
 
 
-def child(system: str, plan: Plan) -> Figures:
-    runner = run_apscheduler(plan) if system == "apscheduler" else run_cronwheel(system, plan)
-    return asyncio.run(runner)
+def child(system: str, plan: Plan, workers: int) -> Figures:
+    if system == "apscheduler":
+        return asyncio.run(run_apscheduler(plan))
+    tune_collector()  # as ``cronwheel server`` runs (APScheduler keeps Python's defaults, as its users do)
+    return asyncio.run(run_cronwheel(system, plan, workers))
 
 
 def spawn(system: str, args: argparse.Namespace) -> Figures:
     settle = args.settle if args.settle is not None else 5.0 + args.jobs / 5_000
     command = [sys.executable, __file__, "--child", system, "--workload", args.workload,
-               "--jobs", str(args.jobs), "--seconds", str(args.seconds), "--settle", str(settle)]  # fmt: skip
+               "--jobs", str(args.jobs), "--seconds", str(args.seconds), "--settle", str(settle),
+               "--workers", str(args.workers)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{system} failed:\n{done.stdout}\n{done.stderr}")
@@ -311,13 +444,15 @@ def machine() -> dict[str, Any]:
 
 
 def report(results: list[Figures]) -> str:
-    head = ("system", "fires", "expected", "fires/s", "p50 ms", "p99 ms", "max ms", "load s",
-            "CPU s/1000", "peak MB")  # fmt: skip
+    head = ("system", "fires", "expected", "fires/s", "queued p50 ms", "p99", "max", "started",
+            "start p50 ms", "p99", "max", "load s", "CPU s/1000", "peak MB", "worker CPU s/1000",
+            "worker MB")  # fmt: skip
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in results:
-        lines.append(" | ".join(str(v) for v in (r.system, r.fires, r.expected, r.fires_per_s, r.p50_ms,
-                                                  r.p99_ms, r.max_ms, r.load_s, r.cpu_s_per_1000,
-                                                  r.peak_rss_mb)))  # fmt: skip
+        row = (r.system, r.fires, r.expected, r.fires_per_s, r.p50_ms, r.p99_ms, r.max_ms, r.started,
+               r.start_p50_ms, r.start_p99_ms, r.start_max_ms, r.load_s, r.cpu_s_per_1000, r.peak_rss_mb,
+               r.worker_cpu_s_per_1000, r.worker_peak_rss_mb)  # fmt: skip
+        lines.append(" | ".join(str(value) for value in row))
     by_system = {r.system: r for r in results}
     peer = by_system.get("apscheduler")
     for name in ("embedded", "cluster"):
@@ -338,11 +473,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=None, help="seconds before the window starts")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (cluster); 0: none")
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
+    parser.add_argument("--child-worker", metavar="DATABASE_URL", help=argparse.SUPPRESS)
+    parser.add_argument("--prefix", help=argparse.SUPPRESS)
+    parser.add_argument("--node", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child_worker:
+        asyncio.run(worker_main(args.child_worker, args.prefix, args.node))
+        return 0
     if args.child:
         plan = make_plan(args.workload, args.jobs, args.seconds, args.settle)
-        print(json.dumps(asdict(child(args.child, plan))))
+        print(json.dumps(asdict(child(args.child, plan, args.workers if args.child != "apscheduler" else 0))))
         return 0
     if args.smoke:
         args.jobs, args.seconds, args.settle = 120, 2.0, 2.0

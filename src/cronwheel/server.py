@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import logging
 import os
 import signal
@@ -41,6 +42,22 @@ from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import Worker
 
 log = logging.getLogger("cronwheel.server")
+
+# The cyclic garbage collector's thresholds for a node (issue #6): a young collection every 50,000
+# net allocations instead of 700, and full collections ten times rarer. A scheduler holds a large
+# heap (every job of the horizon) and allocates fast while firing; with the defaults, full
+# collections scanned that heap every few seconds. Measured with ``benchmarks/bench_fire.py``
+# (steady, 100,000 jobs, embedded): time in the collector 3.2 s -> 0.7 s over the run, p99 queued
+# lateness 442 -> 228 ms. Cycles are still collected, only in bigger, rarer passes.
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def tune_collector() -> None:
+    """Set :data:`GC_THRESHOLDS` and move what start-up created (modules, settings) out of the
+    collector's scans (``gc.freeze``). Call it once per process, before serving."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def default_node() -> str:

@@ -13,7 +13,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.model import Job, Run
-from cronwheel.store import codec, schema, sql
+from cronwheel.store import bulk, codec, schema
 from cronwheel.store.port import FireResult, Firing, RunQuery
 from cronwheel.store.sql import SqlStore, open_store
 
@@ -166,7 +166,7 @@ async def test_a_claim_waits_for_a_firing_in_flight_and_then_fences_the_old_owne
     job = await new_job(store)
     await store.claim_shards({job.shard: 1}, "a", START)
     inside, release = asyncio.Event(), asyncio.Event()
-    insert_runs = sql._insert_runs
+    insert_runs = bulk.insert_runs
 
     async def slow_insert_runs(
         connection: AsyncConnection,
@@ -178,7 +178,7 @@ async def test_a_claim_waits_for_a_firing_in_flight_and_then_fences_the_old_owne
         await release.wait()
         return await insert_runs(connection, new_runs, now, epochs)
 
-    monkeypatch.setattr(sql, "_insert_runs", slow_insert_runs)
+    monkeypatch.setattr(bulk, "insert_runs", slow_insert_runs)
     new_owner = await open_store(store_url)
     try:
         firing = asyncio.create_task(store.fire([_next(job)], START, {job.shard: 1}))

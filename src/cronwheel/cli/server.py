@@ -77,7 +77,7 @@ def node_options(function: F) -> F:
 
 def _run(roles: tuple[str, ...], **options: Any) -> None:
     from cronwheel import logs  # noqa: PLC0415 - imported late: other commands stay quick to start
-    from cronwheel.server import ServerSettings, default_node, serve  # noqa: PLC0415
+    from cronwheel.server import ServerSettings, default_node, serve, tune_collector  # noqa: PLC0415
 
     logs.configure(options.pop("log_level"))
     allow_python = options.pop("allow_python")
@@ -89,6 +89,7 @@ def _run(roles: tuple[str, ...], **options: Any) -> None:
         allowed_networks=allow_network,
         **options,
     )
+    tune_collector()
     try:
         asyncio.run(serve(settings, announce=lambda text: click.echo(text, err=True)))
     except CronwheelError as error:

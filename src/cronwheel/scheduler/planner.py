@@ -6,6 +6,7 @@ No I/O and no clock: everything comes in as arguments, so tests drive it with pl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -27,6 +28,14 @@ def first_slot(job: Job, after: datetime) -> datetime | None:
     if job.start_at is not None and job.start_at > after:
         after = job.start_at - _EPSILON  # start_at itself may be a slot
     return _within_end(job, _as_utc(schedule_of(job).next_after(after)))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _next_slot(schedule: Schedule, slot: datetime) -> datetime | None:
+    """The slot after ``slot`` (UTC), computed once per (schedule, slot): the many jobs that share
+    an expression and fire together share the computation (schedules are cached per expression,
+    zone and options; a job with ``H`` has its own)."""
+    return _as_utc(schedule.next_after(slot))
 
 
 def _within_end(job: Job, slot: datetime | None) -> datetime | None:
@@ -55,10 +64,10 @@ def plan(
     slot: datetime | None = cursor
     while slot is not None and slot <= now and len(due) < MAX_SLOTS_PER_PLAN:
         due.append(slot)
-        slot = _within_end(job, _as_utc(schedule.next_after(slot)))
+        slot = _within_end(job, _next_slot(schedule, slot))
     later = _count_due(job, slot, now, _tail_size(job))  # due slots beyond this pass (bounded)
     fire = _misfire(job, now, due, later)
-    runs, cancel = _overlap(job, due, fire, active, new_id)
+    runs, cancel = _overlap(job, now, due, fire, active, new_id)
     return Firing(
         job_id=job.id,
         expected_version=job.version,
@@ -84,7 +93,7 @@ def _count_due(job: Job, slot: datetime | None, now: datetime, limit: int) -> in
     schedule = schedule_of(job)
     while slot is not None and slot <= now and count < limit:
         count += 1
-        slot = _within_end(job, _as_utc(schedule.next_after(slot)))
+        slot = _within_end(job, _next_slot(schedule, slot))
     return count
 
 
@@ -104,6 +113,7 @@ def _misfire(job: Job, now: datetime, due: list[datetime], later: int) -> set[da
 
 def _overlap(
     job: Job,
+    now: datetime,
     due: list[datetime],
     fire: set[datetime],
     active: Sequence[Run],
@@ -118,17 +128,19 @@ def _overlap(
     busy = bool(running)
     for slot in due:
         if slot not in fire:
-            runs.append(_run(job, slot, RunState.SKIPPED, new_id(), SkipReason.MISFIRE))
+            runs.append(_run(job, now, slot, RunState.SKIPPED, new_id(), SkipReason.MISFIRE))
         elif slot not in firing or (busy and job.overlap is Overlap.FORBID):
-            runs.append(_run(job, slot, RunState.SKIPPED, new_id(), SkipReason.OVERLAP))
+            runs.append(_run(job, now, slot, RunState.SKIPPED, new_id(), SkipReason.OVERLAP))
         else:
-            runs.append(_run(job, slot, RunState.PENDING, new_id(), None))
+            runs.append(_run(job, now, slot, RunState.PENDING, new_id(), None))
             busy = True
     cancel = running if job.overlap is Overlap.REPLACE and firing else []
     return runs, cancel
 
 
-def _run(job: Job, slot: datetime, state: RunState, run_id: str, reason: SkipReason | None) -> Run:
+def _run(
+    job: Job, now: datetime, slot: datetime, state: RunState, run_id: str, reason: SkipReason | None
+) -> Run:
     return Run(
         id=run_id,
         job_id=job.id,
@@ -138,6 +150,7 @@ def _run(job: Job, slot: datetime, state: RunState, run_id: str, reason: SkipRea
         queue=job.queue,
         job_version=job.version,
         reason=None if reason is None else reason.value,
+        created_at=now,
     )
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -46,16 +45,14 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.sql.dml import Update
 
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, PermanentError
-from cronwheel.model import LEGAL_TRANSITIONS, Attempt, Job, Outcome, Run, RunEvent, RunState, shard_of
-from cronwheel.store import codec
+from cronwheel.model import LEGAL_TRANSITIONS, Attempt, Job, Outcome, Run, RunEvent, RunState
+from cronwheel.store import bulk, codec
 from cronwheel.store.driver import (
     WRITE,
     create_engine,
-    insert_ignore,
     is_postgresql,
     is_sqlite,
     translated_errors,
@@ -383,14 +380,15 @@ class SqlStore:
         async with self._write() as connection:
             held = None if epochs is None else await _held_shards(connection, epochs)
             for batch in _rounds(firings):
-                for chunk in _chunks(batch, _CHUNK):
-                    moved = await _advance_cursors(connection, [firing for _, firing in chunk], held)
-                    applied.update(index for index, firing in chunk if firing.job_id in moved)
+                moved = await bulk.advance_cursors(connection, [firing for _, firing in batch], held)
+                applied.update(index for index, firing in batch if firing.job_id in moved)
             if held is not None:
                 refused = {firing.job_id for index, firing in enumerate(firings) if index not in applied}
                 fenced = await _outside_shards(connection, refused, held)
             chosen = [firing for index, firing in enumerate(firings) if index in applied]
-            inserted = await _insert_runs(connection, [run for f in chosen for run in f.runs], now, epochs)
+            inserted = await bulk.insert_runs(
+                connection, [run for f in chosen for run in f.runs], now, epochs
+            )
             await _request_cancel(connection, [run_id for f in chosen for run_id in f.cancel_run_ids])
         refused_ids = [firing.job_id for index, firing in enumerate(firings) if index not in applied]
         return FireResult(
@@ -420,7 +418,7 @@ class SqlStore:
         if not runs:
             return []
         async with self._write() as connection:
-            inserted = await _insert_runs(connection, runs, now)
+            inserted = await bulk.insert_runs(connection, runs, now)
             await _notify_changed(connection, [run.job_id for run in inserted])
             return inserted
 
@@ -428,7 +426,7 @@ class SqlStore:
         _check_new_run(run, run.job_id)
         async with self._write() as connection:
             await _live_job(connection, run.job_id)
-            inserted = await _insert_runs(connection, [run], run.created_at or self._clock.now())
+            inserted = await bulk.insert_runs(connection, [run], run.created_at or self._clock.now())
             if inserted:
                 return inserted[0], True
             result = await connection.execute(
@@ -889,28 +887,6 @@ async def _outside_shards(connection: AsyncConnection, job_ids: Iterable[str], h
     return found
 
 
-async def _advance_cursors(
-    connection: AsyncConnection, firings: Sequence[Firing], held: set[int] | None
-) -> set[str]:
-    """One conditional UPDATE for a group of firings of distinct jobs: each job's cursor moves
-    only if the job is live, at the expected version and at the expected cursor, and (when
-    ``held`` is given) in one of the ``held`` shards. Returns the ids of the jobs that moved."""
-    if held is not None and not held:
-        return set()  # every shard fenced: nothing can move
-    if is_postgresql(connection.dialect):
-        return await _advance_cursors_postgresql(connection, firings, held)
-    parameters: dict[str, Any] = {}
-    for n, firing in enumerate(firings):
-        parameters[f"id_{n}"] = firing.job_id
-        parameters[f"version_{n}"] = firing.expected_version
-        parameters[f"expected_{n}"] = firing.expected_next_run_at
-        parameters[f"next_{n}"] = firing.next_run_at
-    if held is not None:
-        parameters["held_shards"] = sorted(held)
-    result = await connection.execute(_advance_statement(len(firings), fenced=held is not None), parameters)
-    return set(result.scalars())
-
-
 # PostgreSQL: the ids as one array joined by primary key. With ``id IN (...500 ids...) AND state IN
 # (...)`` the planner, misled by stale statistics while runs were being inserted fast, scanned
 # the state index and filtered every PENDING run against the list (the fire benchmark: most of a
@@ -919,86 +895,6 @@ _MARK_QUEUED_POSTGRESQL = text(
     "UPDATE runs SET queued_at = :queued FROM unnest(CAST(:ids AS varchar[])) AS queued(id) "
     "WHERE runs.id = queued.id AND runs.state = ANY(CAST(:states AS varchar[]))"
 )
-
-# PostgreSQL: the firings as four arrays joined to jobs by primary key. One statement text for
-# any batch size, planned once per connection; the OR-of-ANDs form below made PostgreSQL plan 500
-# index conditions per statement (a third of a second each with 100,000 jobs).
-_ADVANCE_POSTGRESQL = """
-UPDATE jobs SET next_run_at = firing.next
-FROM unnest(CAST(:ids AS varchar[]), CAST(:versions AS integer[]), CAST(:expected AS bigint[]),
-            CAST(:next AS bigint[])) AS firing(id, version, expected, next)
-WHERE jobs.id = firing.id AND jobs.version = firing.version
-  AND jobs.next_run_at IS NOT DISTINCT FROM firing.expected AND jobs.deleted_at IS NULL
-"""
-
-
-async def _advance_cursors_postgresql(
-    connection: AsyncConnection, firings: Sequence[Firing], held: set[int] | None
-) -> set[str]:
-    sql = _ADVANCE_POSTGRESQL
-    parameters: dict[str, Any] = {
-        "ids": [firing.job_id for firing in firings],
-        "versions": [firing.expected_version for firing in firings],
-        "expected": [_micros(firing.expected_next_run_at) for firing in firings],
-        "next": [_micros(firing.next_run_at) for firing in firings],
-    }
-    if held is not None:
-        sql += "  AND jobs.shard = ANY(CAST(:held AS integer[]))\n"
-        parameters["held"] = sorted(held)
-    result = await connection.execute(text(sql + "RETURNING jobs.id"), parameters)
-    return set(result.scalars())
-
-
-def _micros(moment: datetime | None) -> int | None:
-    return None if moment is None else to_micros(moment)
-
-
-@functools.lru_cache(maxsize=64)
-def _advance_statement(size: int, *, fenced: bool = False) -> Update:
-    """The statement of :func:`_advance_cursors` for ``size`` firings, built once per size
-    (building hundreds of expressions per batch costs more than running them). ``fenced`` adds
-    ``jobs.shard IN (:held_shards)``: one list for the whole statement, not a check per row."""
-
-    def instant(name: str) -> ColumnElement[datetime]:
-        return cast(bindparam(name, type_=Instant()), Instant())  # typed for PostgreSQL's CASE
-
-    matches = [
-        and_(
-            jobs.c.id == bindparam(f"id_{n}"),
-            jobs.c.version == bindparam(f"version_{n}"),
-            jobs.c.next_run_at.is_not_distinct_from(instant(f"expected_{n}")),
-        )
-        for n in range(size)
-    ]
-    new_cursor = case(*[(jobs.c.id == bindparam(f"id_{n}"), instant(f"next_{n}")) for n in range(size)])
-    statement = update(jobs).where(JOB_LIVE, or_(*matches))
-    if fenced:
-        statement = statement.where(jobs.c.shard.in_(bindparam("held_shards", expanding=True)))
-    return statement.values(next_run_at=new_cursor).returning(jobs.c.id)
-
-
-async def _insert_runs(
-    connection: AsyncConnection,
-    new_runs: Sequence[Run],
-    now: datetime,
-    epochs: Mapping[int, int] | None = None,
-) -> list[Run]:
-    """Insert runs that do not exist yet (by id, or by job and dedup key), in one multi-row
-    statement, with their first history event. Returns the inserted runs as stored, in order.
-    ``epochs`` (cluster fires) stamps each run with its shard's fencing epoch."""
-    if not new_runs:
-        return []
-    rows = [codec.run_to_row(replace(run, created_at=run.created_at or now)) for run in new_runs]
-    if epochs is not None:
-        for row in rows:
-            row["epoch"] = epochs.get(shard_of(row["job_id"]))
-    result = await connection.execute(insert_ignore(connection.dialect, runs).returning(*runs.c), rows)
-    stored = {row["id"]: codec.run_from_row(row) for row in result.mappings()}
-    inserted = [stored.pop(run.id) for run in new_runs if run.id in stored]
-    await _append_events(
-        connection, [codec.event_row(run.id, now, run.state, None, detail=run.reason) for run in inserted]
-    )
-    return inserted
 
 
 async def _request_cancel(connection: AsyncConnection, run_ids: Sequence[str]) -> None:
