@@ -29,7 +29,7 @@ from cronwheel.model import (
     new_id,
     shard_of,
 )
-from cronwheel.store.port import MAX_LOST_ATTEMPTS, AttemptResult, JobQuery, RunQuery
+from cronwheel.store.port import MAX_LOST_ATTEMPTS, AttemptResult, Finish, JobQuery, RunQuery
 from cronwheel.store.sql import SqlStore, open_store
 
 from .support import LEASE, START, at, fire_one, firing_of, make_job, make_run, new_job
@@ -584,6 +584,97 @@ async def test_concurrent_claims_have_one_winner(store: SqlStore) -> None:
     assert len(winners) == 1
     assert len(await store.list_attempts(run.id)) == 1
     assert (await store.get_run(run.id)).lease_owner == winners[0].lease_owner
+
+
+async def test_claim_runs_claims_what_is_claimable_in_one_call(store: SqlStore) -> None:
+    """A batch mixing a PENDING run, a due retry, a retry not due yet, a running run, a finished
+    run and an unknown id claims exactly the first two, each with its attempt and RUNNING event."""
+    pending, due, early, running, finished = [await fire_one(store, await new_job(store, name=f"j{n}"))
+                                              for n in range(5)]  # fmt: skip
+    for run in (due, early, running, finished):
+        await store.claim_run(run.id, "w0", at(0), at(0) + LEASE)
+    await store.finish_attempt(due.id, 1, "w0", FAILURE, at(1), at(2))
+    await store.finish_attempt(early.id, 1, "w0", FAILURE, at(1), at(9))
+    await store.finish_attempt(finished.id, 1, "w0", SUCCESS, at(1), None)
+    ids = [pending.id, due.id, early.id, running.id, finished.id, new_id(), pending.id]
+    claimed = await store.claim_runs(ids, "w1", at(3), at(3) + LEASE)
+    assert set(claimed) == {pending.id, due.id}
+    assert (claimed[pending.id].attempts, claimed[due.id].attempts) == (1, 2)
+    for run in claimed.values():
+        assert run == await store.get_run(run.id)
+        assert (run.state, run.lease_owner, run.lease_expires_at) == (RunState.RUNNING, "w1", at(3) + LEASE)
+        assert (await store.list_attempts(run.id))[-1].worker == "w1"
+        [*_, event] = await store.list_events(run.id)
+        assert (event.state, event.attempt, event.node) == (RunState.RUNNING, run.attempts, "w1")
+    assert [e.previous for e in await store.list_events(due.id)][-1] is RunState.RETRYING
+    assert (await store.get_run(early.id)).state is RunState.RETRYING
+    assert (await store.get_run(running.id)).lease_owner == "w0"
+    assert await store.claim_runs([pending.id, due.id], "w2", at(4), at(4) + LEASE) == {}
+    assert await store.claim_runs([], "w2", at(4), at(4) + LEASE) == {}
+
+
+async def test_concurrent_batch_claims_give_each_run_to_one_worker(store: SqlStore) -> None:
+    fired = [await fire_one(store, await new_job(store, name=f"j{n}")) for n in range(6)]
+    ids = [run.id for run in fired]
+    claims = await asyncio.gather(
+        *(store.claim_runs(ids[n % 3 :] + ids[: n % 3], f"w{n}", START, START + LEASE) for n in range(6))
+    )
+    owners = [run_id for claim in claims for run_id in claim]
+    assert sorted(owners) == sorted(ids)  # every run claimed, none twice
+    for run_id in ids:
+        assert len(await store.list_attempts(run_id)) == 1
+
+
+async def test_finish_attempts_records_many_outcomes_in_one_call(store: SqlStore) -> None:
+    """Success, retry and failure in one batch, each with its attempt row and event; a run whose
+    lease the worker lost and a run named twice are left alone."""
+    fired = [await fire_one(store, await new_job(store, name=f"j{n}")) for n in range(5)]
+    ok, retry, failed, lost, twice = fired
+    await store.claim_runs([run.id for run in fired], "w1", at(0), at(0) + LEASE)
+    finishes = [
+        Finish(ok.id, 1, SUCCESS),
+        Finish(retry.id, 1, FAILURE, at(7)),
+        Finish(failed.id, 1, AttemptResult(Outcome.FAILURE, status_code=500, error="boom", output="x")),
+        Finish(lost.id, 2, SUCCESS),  # not its attempt: as with a lost lease
+        Finish(twice.id, 1, SUCCESS),
+        Finish(twice.id, 1, FAILURE),
+    ]
+    recorded = await store.finish_attempts(finishes, "w1", at(2))
+    assert {run_id: run.state for run_id, run in recorded.items()} == {
+        ok.id: RunState.SUCCESS,
+        retry.id: RunState.RETRYING,
+        failed.id: RunState.FAILED,
+    }
+    assert (recorded[retry.id].next_attempt_at, recorded[retry.id].finished_at) == (at(7), None)
+    assert (recorded[ok.id].finished_at, recorded[ok.id].lease_owner) == (at(2), None)
+    for run in recorded.values():
+        assert run == await store.get_run(run.id)
+    [attempt] = await store.list_attempts(failed.id)
+    assert (attempt.outcome, attempt.status_code, attempt.error, attempt.finished_at) == (
+        Outcome.FAILURE,
+        500,
+        "boom",
+        at(2),
+    )
+    [*_, event] = await store.list_events(failed.id)
+    assert (event.state, event.previous, event.node, event.detail) == (
+        RunState.FAILED,
+        RunState.RUNNING,
+        "w1",
+        "failure: boom",
+    )
+    for run in (lost, twice):
+        assert (await store.get_run(run.id)).state is RunState.RUNNING
+    assert await store.finish_attempts([Finish(ok.id, 1, SUCCESS)], "w1", at(3)) == {}
+    assert await store.finish_attempts([], "w1", at(3)) == {}
+
+
+async def test_get_jobs_reads_the_live_jobs_of_many_ids(store: SqlStore) -> None:
+    kept, gone = await new_job(store, name="kept"), await new_job(store, name="gone")
+    await store.delete_job(gone.id, START)
+    found = await store.get_jobs([kept.id, gone.id, new_id(), kept.id])
+    assert found == {kept.id: await store.get_job(kept.id)}
+    assert await store.get_jobs([]) == {}
 
 
 async def test_only_the_lease_holder_heartbeats_and_finishes(store: SqlStore) -> None:

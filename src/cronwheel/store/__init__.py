@@ -9,6 +9,7 @@ job-change notifications between processes on PostgreSQL.
 
 from cronwheel.store.port import (
     AttemptResult,
+    Finish,
     FireResult,
     Firing,
     JobQuery,
@@ -17,4 +18,4 @@ from cronwheel.store.port import (
     Store,
 )
 
-__all__ = ["AttemptResult", "FireResult", "Firing", "JobQuery", "Page", "RunQuery", "Store"]
+__all__ = ["AttemptResult", "Finish", "FireResult", "Firing", "JobQuery", "Page", "RunQuery", "Store"]

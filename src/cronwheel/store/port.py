@@ -72,6 +72,16 @@ class AttemptResult:
     retry_after_s: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """One attempt's outcome, for :meth:`Store.finish_attempts`."""
+
+    run_id: str
+    attempt: int
+    result: AttemptResult
+    next_attempt_at: datetime | None = None  # given: the run is RETRYING (unless it succeeded)
+
+
 class Store(Protocol):
     """The metadata store. Every method is atomic; every instant is aware UTC.
 
@@ -96,6 +106,10 @@ class Store(Protocol):
     # jobs
     async def create_job(self, job: Job) -> Job: ...
     async def get_job(self, job_id: str) -> Job: ...
+    async def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """The live jobs among ``job_ids``, by id, in one read (deleted or unknown ones are absent)."""
+        ...
+
     async def find_job(self, team: str, name: str) -> Job | None: ...
     async def list_jobs(self, query: JobQuery) -> Page[Job]: ...
     async def update_job(self, job: Job, expected_version: int | None, *, move_cursor: bool = False) -> Job:
@@ -166,6 +180,14 @@ class Store(Protocol):
         """PENDING/RETRYING (due) -> RUNNING with a new attempt; None if not claimable."""
         ...
 
+    async def claim_runs(
+        self, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
+    ) -> dict[str, Run]:
+        """:meth:`claim_run` for many runs in one transaction (a worker claims what one receive
+        handed it): the runs claimed, by id; the others (unknown, taken, finished, not due yet)
+        are absent. Each claimed run gets its attempt and its RUNNING event, as with claim_run."""
+        ...
+
     async def heartbeat(self, run_id: str, attempt: int, worker: str, lease_until: datetime) -> Run | None:
         """Extend the lease; None if this worker no longer holds it. The returned run says
         whether cancellation was requested."""
@@ -182,6 +204,11 @@ class Store(Protocol):
     ) -> Run | None:
         """Record the attempt's outcome and move the run to SUCCESS, RETRYING (when
         ``next_attempt_at`` is given) or FAILED; None if the lease was lost."""
+        ...
+
+    async def finish_attempts(self, finishes: Sequence[Finish], worker: str, now: datetime) -> dict[str, Run]:
+        """:meth:`finish_attempt` for many attempts of ``worker`` in one transaction: the runs
+        recorded, by id; a run whose lease this worker lost (or named twice) is absent."""
         ...
 
     async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None: ...

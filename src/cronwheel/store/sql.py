@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -42,6 +43,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    tuple_,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -63,6 +65,7 @@ from cronwheel.store.notify import CHANNEL
 from cronwheel.store.port import (
     MAX_LOST_ATTEMPTS,
     AttemptResult,
+    Finish,
     FireResult,
     Firing,
     JobQuery,
@@ -228,6 +231,14 @@ class SqlStore:
     async def get_job(self, job_id: str) -> Job:
         async with self._read() as connection:
             return await _live_job(connection, job_id)
+
+    async def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        found: dict[str, Job] = {}
+        async with self._read() as connection:
+            for chunk in _chunks(sorted(set(job_ids)), _CHUNK):
+                result = await connection.execute(select(jobs).where(jobs.c.id.in_(chunk), JOB_LIVE))
+                found.update((row["id"], codec.job_from_row(row)) for row in result.mappings())
+        return found
 
     async def find_job(self, team: str, name: str) -> Job | None:
         async with self._read() as connection:
@@ -521,31 +532,18 @@ class SqlStore:
                 )
 
     async def claim_run(self, run_id: str, worker: str, now: datetime, lease_until: datetime) -> Run | None:
+        return (await self.claim_runs([run_id], worker, now, lease_until)).get(run_id)
+
+    async def claim_runs(
+        self, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
+    ) -> dict[str, Run]:
+        claimed: dict[str, Run] = {}
+        if not run_ids:
+            return claimed
         async with self._write() as connection:
-            changed = await _transition(
-                connection,
-                run_id,
-                RunState.RUNNING,
-                CLAIMABLE,
-                conditions=[or_(runs.c.next_attempt_at.is_(None), runs.c.next_attempt_at <= now)],
-                values={
-                    "attempts": runs.c.attempts + 1,
-                    "lease_owner": worker,
-                    "lease_expires_at": lease_until,
-                    "started_at": case((runs.c.started_at.is_(None), _instant(now)), else_=runs.c.started_at),
-                    "next_attempt_at": None,
-                },
-            )
-            if changed is None:
-                return None
-            run, previous = changed
-            await connection.execute(
-                insert(attempts).values(run_id=run_id, number=run.attempts, worker=worker, started_at=now)
-            )
-            await _append_events(
-                connection, [codec.event_row(run_id, now, run.state, previous, run.attempts, worker)]
-            )
-            return run
+            for chunk in _chunks(sorted(set(run_ids)), _CHUNK):
+                claimed.update(await _claim(connection, chunk, worker, now, lease_until))
+        return claimed
 
     async def heartbeat(self, run_id: str, attempt: int, worker: str, lease_until: datetime) -> Run | None:
         async with self._write() as connection:
@@ -567,46 +565,19 @@ class SqlStore:
         now: datetime,
         next_attempt_at: datetime | None,
     ) -> Run | None:
-        if result.outcome is Outcome.SUCCESS:
-            state = RunState.SUCCESS
-        else:
-            state = RunState.RETRYING if next_attempt_at is not None else RunState.FAILED
+        finish = Finish(run_id, attempt, result, next_attempt_at)
+        return (await self.finish_attempts([finish], worker, now)).get(run_id)
+
+    async def finish_attempts(self, finishes: Sequence[Finish], worker: str, now: datetime) -> dict[str, Run]:
+        recorded: dict[str, Run] = {}
+        if not finishes:
+            return recorded
+        named = Counter(finish.run_id for finish in finishes)
+        unique = [finish for finish in finishes if named[finish.run_id] == 1]  # twice: neither is trusted
         async with self._write() as connection:
-            changed = await _transition(
-                connection,
-                run_id,
-                state,
-                frozenset({RunState.RUNNING}),
-                conditions=_lease_held(run_id, attempt, worker),
-                values={
-                    "lease_owner": None,
-                    "lease_expires_at": None,
-                    "next_attempt_at": next_attempt_at if state is RunState.RETRYING else None,
-                    "finished_at": now if state.terminal else None,
-                },
-            )
-            if changed is None:
-                return None
-            run, previous = changed
-            await connection.execute(
-                update(attempts)
-                .where(attempts.c.run_id == run_id, attempts.c.number == attempt)
-                .values(
-                    finished_at=now,
-                    outcome=result.outcome.value,
-                    status_code=result.status_code,
-                    exit_code=result.exit_code,
-                    error=result.error,
-                    output=result.output,
-                    retry_after_s=result.retry_after_s,
-                )
-            )
-            detail = result.outcome.value if result.error is None else f"{result.outcome}: {result.error}"
-            await _append_events(
-                connection,
-                [codec.event_row(run_id, now, state, previous, attempt, worker, detail[:_DETAIL_MAX])],
-            )
-            return run
+            for chunk in _chunks(unique, _CHUNK):
+                recorded.update(await _finish(connection, chunk, worker, now))
+        return recorded
 
     async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None:
         if run_ids:
@@ -799,6 +770,112 @@ def _lease_held(run_id: str, attempt: int, worker: str) -> list[ColumnElement[bo
         runs.c.lease_owner == worker,
         runs.c.attempts == attempt,
     ]
+
+
+async def _claim(
+    connection: AsyncConnection, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
+) -> dict[str, Run]:
+    """Claim the due PENDING/RETRYING runs of ``run_ids``: one UPDATE per state they were read in
+    (the UPDATE re-checks it, so a concurrent change makes a run drop out), then their attempts
+    and RUNNING events in one statement each."""
+    result = await connection.execute(select(runs.c.id, runs.c.state).where(runs.c.id.in_(run_ids)))
+    by_state: dict[RunState, list[str]] = {}
+    for run_id, state in result.all():
+        if RunState(state) in CLAIMABLE:
+            by_state.setdefault(RunState(state), []).append(run_id)
+    claimed: dict[str, tuple[Run, RunState]] = {}
+    for previous, ids in sorted(by_state.items(), key=lambda item: item[0].value):
+        _require_legal(previous, RunState.RUNNING)
+        result = await connection.execute(
+            update(runs)
+            .where(runs.c.id.in_(ids), runs.c.state == previous.value)
+            .where(or_(runs.c.next_attempt_at.is_(None), runs.c.next_attempt_at <= now))
+            .values(
+                state=RunState.RUNNING.value,
+                attempts=runs.c.attempts + 1,
+                lease_owner=worker,
+                lease_expires_at=lease_until,
+                started_at=case((runs.c.started_at.is_(None), _instant(now)), else_=runs.c.started_at),
+                next_attempt_at=None,
+            )
+            .returning(*runs.c)
+        )
+        claimed.update((row["id"], (codec.run_from_row(row), previous)) for row in result.mappings())
+    if claimed:
+        rows = [{"run_id": run.id, "number": run.attempts, "worker": worker, "started_at": now}
+                for run, _ in claimed.values()]  # fmt: skip
+        await connection.execute(insert(attempts), rows)
+        events = [bulk.event_values(run.id, now, run.state, previous, run.attempts, worker)
+                  for run, previous in claimed.values()]  # fmt: skip
+        await bulk.insert_events(connection, events)
+    return {run_id: run for run_id, (run, _) in claimed.items()}
+
+
+def _finished_state(finish: Finish) -> RunState:
+    if finish.result.outcome is Outcome.SUCCESS:
+        return RunState.SUCCESS
+    return RunState.RETRYING if finish.next_attempt_at is not None else RunState.FAILED
+
+
+async def _finish(
+    connection: AsyncConnection, finishes: Sequence[Finish], worker: str, now: datetime
+) -> dict[str, Run]:
+    """Record the outcomes whose lease ``worker`` still holds: one UPDATE of the runs per final
+    state (a retry's own time each), one executemany for the attempts, one insert of events."""
+    groups: dict[tuple[RunState, datetime | None], list[Finish]] = {}
+    for finish in finishes:
+        state = _finished_state(finish)
+        key = (state, finish.next_attempt_at if state is RunState.RETRYING else None)
+        groups.setdefault(key, []).append(finish)
+    recorded: dict[str, Run] = {}
+    for (state, next_at), group in groups.items():
+        held = tuple_(runs.c.id, runs.c.attempts).in_([(f.run_id, f.attempt) for f in group])
+        result = await connection.execute(
+            update(runs)
+            .where(held, runs.c.state == RunState.RUNNING.value, runs.c.lease_owner == worker)
+            .values(lease_owner=None, lease_expires_at=None, next_attempt_at=next_at,
+                    finished_at=now if state.terminal else None, state=state.value)
+            .returning(*runs.c)
+        )  # fmt: skip
+        recorded.update((row["id"], codec.run_from_row(row)) for row in result.mappings())
+    done = [finish for finish in finishes if finish.run_id in recorded]
+    if done:
+        await connection.execute(_FINISH_ATTEMPT, [_attempt_outcome(finish, now) for finish in done])
+        events = [
+            bulk.event_values(f.run_id, now, recorded[f.run_id].state, RunState.RUNNING, f.attempt, worker,
+                              _outcome_detail(f.result))
+            for f in done
+        ]  # fmt: skip
+        await bulk.insert_events(connection, events)
+    return recorded
+
+
+_FINISH_ATTEMPT = (
+    update(attempts)
+    .where(attempts.c.run_id == bindparam("b_run_id"), attempts.c.number == bindparam("b_number"))
+    .values(
+        finished_at=bindparam("b_finished_at", type_=Instant()),
+        outcome=bindparam("b_outcome"),
+        status_code=bindparam("b_status_code"),
+        exit_code=bindparam("b_exit_code"),
+        error=bindparam("b_error"),
+        output=bindparam("b_output"),
+        retry_after_s=bindparam("b_retry_after_s"),
+    )
+)
+
+
+def _attempt_outcome(finish: Finish, now: datetime) -> dict[str, Any]:
+    result = finish.result
+    return {"b_run_id": finish.run_id, "b_number": finish.attempt, "b_finished_at": now,
+            "b_outcome": result.outcome.value, "b_status_code": result.status_code,
+            "b_exit_code": result.exit_code, "b_error": result.error, "b_output": result.output,
+            "b_retry_after_s": result.retry_after_s}  # fmt: skip
+
+
+def _outcome_detail(result: AttemptResult) -> str:
+    detail = result.outcome.value if result.error is None else f"{result.outcome}: {result.error}"
+    return detail[:_DETAIL_MAX]
 
 
 async def _live_job(connection: AsyncConnection, job_id: str) -> Job:

@@ -20,9 +20,10 @@ from cronwheel.clock import Clock
 from cronwheel.errors import NotFoundError, TransientError
 from cronwheel.model import Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
-from cronwheel.store import AttemptResult, Store
+from cronwheel.store import AttemptResult, Finish, Store
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import AttemptContext
+from cronwheel.worker.finisher import Finisher
 from cronwheel.worker.retry import retry_delay, should_retry
 
 log = logging.getLogger("cronwheel.worker")
@@ -54,6 +55,7 @@ class Worker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._attempts: dict[str, asyncio.Task[AttemptResult]] = {}  # run id -> the attempt's work
         self._cancelled: set[str] = set()
+        self.finisher = Finisher(store, clock, node)  # outcomes recorded many per transaction
 
     async def run(self, stop: asyncio.Event, drain_s: float = 30.0) -> None:
         """Receive and handle triggers until ``stop``; then let running attempts finish for up to
@@ -92,23 +94,42 @@ class Worker:
                 )
                 await asyncio.sleep(1.0)
                 continue
-            for delivery in deliveries:
-                task = asyncio.create_task(self._handle_and_ack(queue_name, delivery))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            if deliveries:
+                await self._start_guarded(deliveries)
 
-    async def _handle_and_ack(self, queue_name: str, delivery: Delivery) -> None:
+    async def _start_guarded(self, deliveries: Sequence[Delivery]) -> None:
+        """Claim what one receive handed out (one store transaction for all of it) and start an
+        attempt task for each claimed run. A failure leaves the triggers unacknowledged: they come
+        back after the visibility timeout, and the sweep retries what the store holds."""
         try:
-            await self.handle(delivery)
+            started = await self.start(deliveries)
+        except TransientError as error:  # a backend is down: the sweep retries what this left behind
+            log.warning(
+                "claim interrupted: backend unavailable",
+                extra={"action": "wait", "node": self.node, "runs": len(deliveries), "error": str(error)},
+            )
+            await asyncio.sleep(1.0)
+            return
+        except Exception:  # the store is the record: the sweep retries what this left behind
+            log.exception(
+                "claim failed", extra={"action": "error", "node": self.node, "runs": len(deliveries)}
+            )
+            return
+        for run, job in started:
+            task = asyncio.create_task(self._guarded(run, job))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _guarded(self, run: Run, job: Job | None) -> None:
+        try:
+            await self.attempt(run, job)
         except TransientError as error:  # a backend is down: the sweep retries what this left behind
             log.warning(
                 "attempt interrupted: backend unavailable",
-                extra={"action": "wait", "run_id": delivery.trigger.run_id, "error": str(error)},
+                extra={"action": "wait", "run_id": run.id, "error": str(error)},
             )
         except Exception:  # the store is the record: the sweep retries what this left behind
-            log.exception(
-                "attempt handling failed", extra={"action": "error", "run_id": delivery.trigger.run_id}
-            )
+            log.exception("attempt handling failed", extra={"action": "error", "run_id": run.id})
 
     async def _watch_cancellations(self, stop: asyncio.Event, every_s: float = 0.5) -> None:
         """Stop attempts whose run was asked to stop (overlap=replace): one read for all of them."""
@@ -133,25 +154,34 @@ class Worker:
     async def handle(self, delivery: Delivery) -> Run | None:
         """Claim and attempt the triggered run; returns the run as recorded afterwards, or None
         when there was nothing to do (already taken, finished, or not due yet)."""
-        trigger = delivery.trigger
+        started = await self.start([delivery])
+        return await self.attempt(*started[0]) if started else None
+
+    async def start(self, deliveries: Sequence[Delivery]) -> list[tuple[Run, Job | None]]:
+        """Claim the triggered runs in one store call, then acknowledge the triggers: from there
+        on each run's lease, not the queue's visibility timeout, covers a crash (the sweep retries
+        an expired lease), so an attempt longer than the visibility timeout is never handed out
+        again meanwhile. Returns the claimed runs with their jobs (None: the job was deleted)."""
         now = self.clock.now()
-        run = await self.store.claim_run(trigger.run_id, self.node, now, now + self.lease)
-        if run is None:
-            await self._not_claimable(trigger, now)
-        # Acknowledged as soon as the store has decided: from here on the run's lease, not the
-        # queue's visibility timeout, covers a crash (the sweep retries an expired lease), so an
-        # attempt longer than the visibility timeout is never handed out again meanwhile.
-        await self.queue.ack(trigger.queue, [delivery])
-        if run is None:
-            return None
-        try:
-            job = await self.store.get_job(run.job_id)
-        except NotFoundError:
+        triggers = [delivery.trigger for delivery in deliveries]
+        claimed = await self.store.claim_runs([t.run_id for t in triggers], self.node, now, now + self.lease)
+        for trigger in triggers:
+            if trigger.run_id not in claimed:
+                await self._not_claimable(trigger, now)
+        for queue_name in dict.fromkeys(trigger.queue for trigger in triggers):
+            await self.queue.ack(queue_name, [d for d in deliveries if d.trigger.queue == queue_name])
+        jobs = await self.store.get_jobs([run.job_id for run in claimed.values()]) if claimed else {}
+        runs = [claimed[run_id] for run_id in dict.fromkeys(t.run_id for t in triggers) if run_id in claimed]
+        return [(run, jobs.get(run.job_id)) for run in runs]  # a trigger delivered twice: one attempt
+
+    async def attempt(self, run: Run, job: Job | None) -> Run | None:
+        """Attempt a claimed run and record the outcome; returns the run as recorded."""
+        if job is None:
             return await self._cancel(run, "the job was deleted")
         if run.cancel_requested:  # replaced (overlap=replace) before it started
             return await self._cancel(run, "cancelled before it started")
-        if run.attempts == 1 and run.kind is RunKind.SCHEDULED:
-            metrics.START_LATENESS.observe((now - run.slot).total_seconds())
+        if run.attempts == 1 and run.kind is RunKind.SCHEDULED and run.started_at is not None:
+            metrics.START_LATENESS.observe((run.started_at - run.slot).total_seconds())
         result = await self._attempt(job, run)
         return await self._finish(run, job, result)
 
@@ -217,7 +247,7 @@ class Worker:
         if job is not None and should_retry(job.retry, tries, result.outcome):
             delay = retry_delay(job.retry, tries, self.rng.random(), result.retry_after_s)
             next_at = now + timedelta(seconds=delay)
-        recorded = await self.store.finish_attempt(run.id, run.attempts, self.node, result, now, next_at)
+        recorded = await self.finisher.record(Finish(run.id, run.attempts, result, next_at))
         metrics.ATTEMPTS.labels(result.outcome.value).inc()
         if recorded is not None and recorded.state is RunState.RETRYING and next_at is not None:
             await self.queue.publish_at(Trigger(run.id, run.job_id, run.queue), next_at)
