@@ -42,8 +42,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
-import platform
 import resource
 import signal
 import statistics
@@ -58,14 +56,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-import redis.asyncio as aioredis
 from apscheduler.events import EVENT_JOB_SUBMITTED, JobSubmissionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import insert, select
 
+from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine
 from cronwheel.clock import SystemClock
 from cronwheel.model import Job, PythonTarget, new_id
 from cronwheel.queue import Queue
@@ -82,8 +79,6 @@ from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import Worker
 
 SYSTEMS = ("embedded", "cluster", "apscheduler")
-POSTGRES_ADMIN = os.environ.get("CRONWHEEL_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("CRONWHEEL_BENCH_REDIS", "redis://127.0.0.1:6379/0")
 SEED_CHUNK = 2000
 
 
@@ -174,11 +169,6 @@ def summary(
         peak_rss_mb=round(peak_kb / 1024, 1),
         setup_overran=overran,
     )
-
-
-def cpu_now() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 # -- cronwheel -------------------------------------------------------------------------------------
@@ -315,7 +305,7 @@ async def backends(system: str, clock: SystemClock) -> AsyncIterator[tuple[SqlSt
         return
     name = f"cronwheel_bench_{uuid.uuid4().hex[:10]}"
     await admin(f'CREATE DATABASE "{name}"')
-    url = POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    url = database_url(name)
     store = await open_store(url, clock=clock)
     streams = RedisStreamQueue(REDIS_URL, clock, prefix=f"bench-{name}")
     try:
@@ -325,24 +315,6 @@ async def backends(system: str, clock: SystemClock) -> AsyncIterator[tuple[SqlSt
         await store.close()
         await admin(f'DROP DATABASE "{name}" WITH (FORCE)')
         await drop_keys(f"bench-{name}")
-
-
-async def admin(sql: str) -> None:
-    connection = await asyncpg.connect(POSTGRES_ADMIN)
-    try:
-        await connection.execute(sql)
-    finally:
-        await connection.close()
-
-
-async def drop_keys(prefix: str) -> None:
-    client = aioredis.Redis.from_url(REDIS_URL)
-    try:
-        keys = [key async for key in client.scan_iter(f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
-    finally:
-        await client.aclose()
 
 
 async def seed(store: SqlStore, plan: Plan) -> None:
@@ -432,15 +404,6 @@ def spawn(system: str, args: argparse.Namespace) -> Figures:
     if done.returncode != 0:
         raise SystemExit(f"{system} failed:\n{done.stdout}\n{done.stderr}")
     return Figures(**json.loads(done.stdout.strip().splitlines()[-1]))
-
-
-def machine() -> dict[str, Any]:
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
 
 
 def report(results: list[Figures]) -> str:

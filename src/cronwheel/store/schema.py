@@ -144,7 +144,8 @@ job_labels = Table(
     Column("key", NAME, nullable=False),
     Column("value", NAME, nullable=False),
     PrimaryKeyConstraint("job_id", "key", "value"),
-    Index("ix_job_labels_key_value", "key", "value"),
+    # job_id last: one label's jobs in id order, as list_jobs pages them (migration 0004)
+    Index("ix_job_labels_key_value_job_id", "key", "value", "job_id"),
 )
 
 runs = Table(

@@ -27,8 +27,10 @@ from typing import Any, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
+    Integer,
     ScalarSelect,
     Select,
+    String,
     and_,
     bindparam,
     case,
@@ -46,6 +48,7 @@ from sqlalchemy import (
     tuple_,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from cronwheel.clock import Clock, SystemClock
@@ -257,16 +260,15 @@ class SqlStore:
             statement = statement.where(jobs.c.name == query.name)
         if query.paused is not None:
             statement = statement.where(jobs.c.paused == query.paused)
+        after = None if query.cursor is None else codec.decode_cursor(query.cursor, (str,))[0]
         for key, value in query.labels:
-            statement = statement.where(
-                exists().where(
-                    job_labels.c.job_id == jobs.c.id, job_labels.c.key == key, job_labels.c.value == value
-                )
-            )
+            label = [job_labels.c.job_id == jobs.c.id, job_labels.c.key == key, job_labels.c.value == value]
+            if after is not None:  # the page bound inside too: the (key, value, job_id) index starts there
+                label.append(job_labels.c.job_id > after)
+            statement = statement.where(exists().where(*label))
         if query.last_state is not None:
             statement = statement.where(_latest_run_of_job(runs.c.state) == query.last_state.value)
-        if query.cursor is not None:
-            (after,) = codec.decode_cursor(query.cursor, (str,))
+        if after is not None:
             statement = statement.where(jobs.c.id > after)
         statement = statement.order_by(jobs.c.id).limit(query.limit + 1)
         async with self._read() as connection:
@@ -788,7 +790,7 @@ async def _claim(
         _require_legal(previous, RunState.RUNNING)
         result = await connection.execute(
             update(runs)
-            .where(runs.c.id.in_(ids), runs.c.state == previous.value)
+            .where(_runs_listed(connection, ids), runs.c.state == previous.value)
             .where(or_(runs.c.next_attempt_at.is_(None), runs.c.next_attempt_at <= now))
             .values(
                 state=RunState.RUNNING.value,
@@ -811,6 +813,25 @@ async def _claim(
     return {run_id: run for run_id, (run, _) in claimed.items()}
 
 
+def _runs_listed(
+    connection: AsyncConnection, run_ids: list[str], attempts: list[int] | None = None
+) -> ColumnElement[bool]:
+    """``runs.id`` among ``run_ids`` (and ``runs.attempts`` the matching one of ``attempts``).
+    PostgreSQL: joined with the ids as one array, which it matches by primary key whatever its
+    statistics say (with ``id IN (...) AND state = ...`` it may scan the state index instead,
+    see :data:`_MARK_QUEUED_POSTGRESQL`). SQLite: an IN list of ids or of (id, attempts)."""
+    if not is_postgresql(connection.dialect):
+        if attempts is None:
+            return runs.c.id.in_(run_ids)
+        return tuple_(runs.c.id, runs.c.attempts).in_(list(zip(run_ids, attempts, strict=True)))
+    if attempts is None:
+        listed = func.unnest(literal(run_ids, ARRAY(String))).table_valued("id").render_derived(name="listed")
+        return runs.c.id == listed.c.id
+    arrays = (literal(run_ids, ARRAY(String)), literal(attempts, ARRAY(Integer)))
+    listed = func.unnest(*arrays).table_valued("id", "attempt").render_derived(name="listed")
+    return and_(runs.c.id == listed.c.id, runs.c.attempts == listed.c.attempt)
+
+
 def _finished_state(finish: Finish) -> RunState:
     if finish.result.outcome is Outcome.SUCCESS:
         return RunState.SUCCESS
@@ -829,7 +850,7 @@ async def _finish(
         groups.setdefault(key, []).append(finish)
     recorded: dict[str, Run] = {}
     for (state, next_at), group in groups.items():
-        held = tuple_(runs.c.id, runs.c.attempts).in_([(f.run_id, f.attempt) for f in group])
+        held = _runs_listed(connection, [f.run_id for f in group], [f.attempt for f in group])
         result = await connection.execute(
             update(runs)
             .where(held, runs.c.state == RunState.RUNNING.value, runs.c.lease_owner == worker)
@@ -920,7 +941,8 @@ def due_jobs_statement(
     if after is not None:  # keyset paging: strictly after (next_run_at, id)
         at, job_id = after
         statement = statement.where(
-            or_(jobs.c.next_run_at > at, and_(jobs.c.next_run_at == at, jobs.c.id > job_id))
+            jobs.c.next_run_at >= at,  # a bound the index range starts from (the OR alone is a filter)
+            or_(jobs.c.next_run_at > at, and_(jobs.c.next_run_at == at, jobs.c.id > job_id)),
         )
     if shards is not None:
         statement = statement.where(jobs.c.shard.in_(sorted(set(shards))))

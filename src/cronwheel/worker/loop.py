@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from cronwheel import metrics
 from cronwheel.clock import Clock
@@ -52,7 +53,9 @@ class Worker:
         self.concurrency = concurrency
         self.lease = timedelta(seconds=lease_s)
         self.rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # claims in flight and attempts
+        self._busy = 0  # slots of ``concurrency`` taken: triggers being claimed, attempts running
+        self._paused_until = 0.0  # loop time before which no trigger is received (the store is down)
         self._attempts: dict[str, asyncio.Task[AttemptResult]] = {}  # run id -> the attempt's work
         self._cancelled: set[str] = set()
         self.finisher = Finisher(store, clock, node)  # outcomes recorded many per transaction
@@ -75,16 +78,28 @@ class Worker:
             for task in [*loops, stopping]:
                 task.cancel()
             await asyncio.gather(*loops, stopping, return_exceptions=True)
-            if self._tasks:
-                await asyncio.wait(self._tasks, timeout=drain_s)
-            for task in self._tasks:
-                task.cancel()
+            await self._drain(drain_s)
+
+    async def _drain(self, drain_s: float) -> None:
+        """Let claims in flight and the attempts they start finish, for up to ``drain_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + drain_s
+        while self._tasks and loop.time() < deadline:
+            await asyncio.wait(set(self._tasks), timeout=deadline - loop.time())
+        for task in self._tasks:
+            task.cancel()
 
     async def _receive(self, queue_name: str, stop: asyncio.Event) -> None:
+        """Receive as many triggers as there are free slots and claim them in a task of their
+        own, so that the next receive overlaps the claim's round trips."""
+        loop = asyncio.get_running_loop()
         while not stop.is_set():
-            free = self.concurrency - len(self._tasks)
-            if free <= 0:  # bounded concurrency: wait for an attempt to finish
+            free = self.concurrency - self._busy
+            if free <= 0:  # bounded concurrency: wait for a claim or an attempt to finish
                 await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+                continue
+            if loop.time() < self._paused_until:
+                await asyncio.sleep(self._paused_until - loop.time())
                 continue
             try:
                 deliveries = await self.queue.receive(queue_name, self.node, free, 1.0)
@@ -95,12 +110,19 @@ class Worker:
                 await asyncio.sleep(1.0)
                 continue
             if deliveries:
-                await self._start_guarded(deliveries)
+                self._busy += len(deliveries)
+                self._track(self._start_guarded(deliveries))
+
+    def _track(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _start_guarded(self, deliveries: Sequence[Delivery]) -> None:
         """Claim what one receive handed out (one store transaction for all of it) and start an
         attempt task for each claimed run. A failure leaves the triggers unacknowledged: they come
         back after the visibility timeout, and the sweep retries what the store holds."""
+        started: list[tuple[Run, Job | None]] = []
         try:
             started = await self.start(deliveries)
         except TransientError as error:  # a backend is down: the sweep retries what this left behind
@@ -108,17 +130,15 @@ class Worker:
                 "claim interrupted: backend unavailable",
                 extra={"action": "wait", "node": self.node, "runs": len(deliveries), "error": str(error)},
             )
-            await asyncio.sleep(1.0)
-            return
+            self._paused_until = asyncio.get_running_loop().time() + 1.0
         except Exception:  # the store is the record: the sweep retries what this left behind
             log.exception(
                 "claim failed", extra={"action": "error", "node": self.node, "runs": len(deliveries)}
             )
-            return
+        finally:
+            self._busy -= len(deliveries) - len(started)  # the claimed keep their slot until done
         for run, job in started:
-            task = asyncio.create_task(self._guarded(run, job))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._track(self._guarded(run, job))
 
     async def _guarded(self, run: Run, job: Job | None) -> None:
         try:
@@ -130,6 +150,8 @@ class Worker:
             )
         except Exception:  # the store is the record: the sweep retries what this left behind
             log.exception("attempt handling failed", extra={"action": "error", "run_id": run.id})
+        finally:
+            self._busy -= 1
 
     async def _watch_cancellations(self, stop: asyncio.Event, every_s: float = 0.5) -> None:
         """Stop attempts whose run was asked to stop (overlap=replace): one read for all of them."""

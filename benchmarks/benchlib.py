@@ -1,0 +1,80 @@
+"""What the benchmark scripts share: the local services they use, private storage on them, and
+the figures every report carries (process CPU, peak memory, the machine).
+
+Each ``bench_*.py`` is run as a script (``python benchmarks/bench_fire.py``), so this directory
+is on ``sys.path`` and they import this module as ``benchlib``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import resource
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import redis.asyncio as aioredis
+
+POSTGRES_ADMIN = os.environ.get("CRONWHEEL_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("CRONWHEEL_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def database_url(name: str) -> str:
+    """The URL of database ``name`` on the benchmark's PostgreSQL server."""
+    return POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+
+
+async def admin(sql: str) -> None:
+    """Run one statement on the PostgreSQL server's admin database (CREATE/DROP DATABASE)."""
+    connection = await asyncpg.connect(POSTGRES_ADMIN)
+    try:
+        await connection.execute(sql)
+    finally:
+        await connection.close()
+
+
+async def drop_keys(prefix: str) -> None:
+    """Delete every Redis key under ``prefix:``."""
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        keys = [key async for key in client.scan_iter(f"{prefix}:*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+def cpu_now() -> float:
+    """CPU seconds (user + system) this process has used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def reset_peak_rss() -> None:
+    """Linux: restart the peak-memory count (VmHWM) from the current size."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory, in MB (VmHWM, else ru_maxrss)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def machine(**extra: Any) -> dict[str, Any]:
+    """The machine a run is on, and how busy it was (the 1, 5 and 15 minute load averages)."""
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "loadavg": [round(load, 2) for load in os.getloadavg()],
+        **extra,
+    }
