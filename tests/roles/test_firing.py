@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from cronwheel.clock import ManualClock
+from cronwheel.coordinator.port import ShardLease
 from cronwheel.model import Job, Overlap, RunKind, RunState
 from cronwheel.service import JobService
 from cronwheel.store import Store
@@ -318,3 +319,56 @@ async def test_the_horizon_moves_on_by_reading_only_what_enters_it(roles: Roles)
     await scheduler.tick(at(4))
     assert [r.slot for r in await roles.runs(daily.id)] == [at(4)]
     assert [r.slot for r in await roles.runs(minutely.id)] == minutes(1, 2, 3, 4)
+
+
+class Leases:
+    """A coordinator whose owned shards the test sets (the scheduler reads only these two calls)."""
+
+    def __init__(self) -> None:
+        self.leases: dict[int, ShardLease] = {}
+
+    def own(self, shards: dict[int, int]) -> None:
+        self.leases = {shard: ShardLease(shard, epoch, float("inf")) for shard, epoch in shards.items()}
+
+    def owned_shards(self) -> dict[int, ShardLease]:
+        return dict(self.leases)
+
+    async def wait_for_change(self, timeout_s: float) -> None:
+        await asyncio.sleep(timeout_s)
+
+
+async def test_a_gained_shard_is_read_alone_and_a_lost_one_forgotten(roles: Roles) -> None:
+    """Ownership changes move the wheel without a full reload: a gained (or re-leased) shard's
+    due jobs are read with that shard alone, a lost shard's jobs leave the wheel unread."""
+    created = [await roles.create(name=f"job-{n}") for n in range(40)]
+    by_shard: dict[int, list[Job]] = {}
+    for job in created:
+        by_shard.setdefault(job.shard, []).append(job)
+    first, second = sorted(by_shard, key=lambda shard: -len(by_shard[shard]))[:2]
+    leases = Leases()
+    leases.own({first: 1})
+    scheduler = roles.new_scheduler("owner", ownership=cast(Any, leases), reload_every_s=3600)
+    reads: list[list[int] | None] = []
+    due_jobs = roles.store.due_jobs
+
+    async def counted(*args: Any, **kwargs: Any) -> list[Job]:
+        reads.append(None if args[1] is None else list(args[1]))
+        return await due_jobs(*args, **kwargs)
+
+    roles.store.due_jobs = counted  # type: ignore[method-assign]
+    await roles.tick(at(0, 30), scheduler)
+    assert set(scheduler.jobs) == {job.id for job in by_shard[first]}
+    reads.clear()
+
+    leases.own({first: 1, second: 1})
+    await roles.tick(at(0, 31), scheduler)
+    assert reads == [[second]]  # only the gained shard was read
+    assert set(scheduler.jobs) == {job.id for job in by_shard[first] + by_shard[second]}
+
+    reads.clear()
+    leases.own({second: 2})  # first lost; second held again under a newer epoch
+    await roles.tick(at(0, 32), scheduler)
+    assert reads == [[second]]
+    assert set(scheduler.jobs) == {job.id for job in by_shard[second]}
+    await roles.tick(at(1), scheduler)
+    assert {run.job_id for run in await roles.runs()} == {job.id for job in by_shard[second]}
