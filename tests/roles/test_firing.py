@@ -9,9 +9,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
 from cronwheel.clock import ManualClock
 from cronwheel.coordinator.port import ShardLease
 from cronwheel.model import Job, Overlap, RunKind, RunState
+from cronwheel.scheduler import loop
+from cronwheel.scheduler.planner import plan as real_plan
 from cronwheel.service import JobService
 from cronwheel.store import Store
 from cronwheel.store.sql import SqlStore, open_store
@@ -372,3 +376,38 @@ async def test_a_gained_shard_is_read_alone_and_a_lost_one_forgotten(roles: Role
     assert set(scheduler.jobs) == {job.id for job in by_shard[second]}
     await roles.tick(at(1), scheduler)
     assert {run.job_id for run in await roles.runs()} == {job.id for job in by_shard[second]}
+
+
+async def test_the_next_batch_is_planned_while_the_previous_one_is_written(
+    roles: Roles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches are written in order, one at a time, and each is planned while the one before it is
+    in the store: planning is the scheduler's CPU, writing mostly the database's."""
+    created = [await roles.create(name=f"job-{n}") for n in range(7)]
+    monkeypatch.setattr(loop, "BATCH", 3)
+    monkeypatch.setattr(loop, "PLAN_SLICE", 1)
+    events: list[str] = []
+    writing = 0
+    real_fire = roles.store.fire
+
+    def planned(job: Job, *args: Any) -> Any:
+        events.append(f"plan{' during write' if writing else ''}")
+        return real_plan(job, *args)
+
+    async def fire(firings: Any, *args: Any) -> Any:
+        nonlocal writing
+        writing += 1
+        assert writing == 1  # one write at a time
+        events.append(f"write {len(firings)}")
+        try:
+            await asyncio.sleep(0.05)
+            return await real_fire(firings, *args)
+        finally:
+            writing -= 1
+
+    monkeypatch.setattr(loop, "plan", planned)
+    monkeypatch.setattr(roles.store, "fire", fire)
+    await roles.tick(at(1))
+    assert [e for e in events if e.startswith("write")] == ["write 3", "write 3", "write 1"]
+    assert events.count("plan during write") >= 3  # the second batch was planned meanwhile
+    assert {run.job_id for run in await roles.runs()} == {job.id for job in created}

@@ -29,6 +29,7 @@ from cronwheel.store.port import Firing
 log = logging.getLogger("cronwheel.scheduler")
 
 BATCH = 2000  # firings per store transaction
+PLAN_SLICE = 250  # jobs planned between two turns of the event loop (a write in flight goes on)
 LOAD_PAGE = 10_000  # jobs per read while loading the wheel
 
 
@@ -223,18 +224,48 @@ class Scheduler:
                 if job.shard in valid and valid[job.shard].epoch == self.epochs.get(job.shard)
             ]
         self._progressed()
-        for start in range(0, len(due), BATCH):
-            await self._fire(due[start : start + BATCH], now)
-            self._progressed()
+        await self._fire(due, now)
         return self._wake_at(now)
 
-    async def _fire(self, jobs: list[Job], now: datetime) -> None:
-        by_id = {job.id: job for job in jobs}
+    async def _fire(self, due: list[Job], now: datetime) -> None:
+        """Fire ``due`` in batches of :data:`BATCH`, each planned while the previous one is
+        being written: planning is this process' CPU, writing mostly the database's, so the two
+        overlap. Writes stay in order, one batch at a time, and a write in flight is never cut
+        short: if anything fails, it is waited for before the error goes on."""
+        writing: asyncio.Task[None] | None = None
+        try:
+            for start in range(0, len(due), BATCH):
+                batch = due[start : start + BATCH]
+                firings = await self._plan(batch, now)
+                if writing is not None:
+                    await writing
+                    self._progressed()
+                writing = asyncio.create_task(self._write(batch, firings, now)) if firings else None
+            if writing is not None:
+                await writing
+                self._progressed()
+        except BaseException:
+            if writing is not None and not writing.done():
+                await asyncio.wait({writing})
+            raise
+
+    async def _plan(self, jobs: list[Job], now: datetime) -> list[Firing]:
+        """The batch's firings; lets the loop run every :data:`PLAN_SLICE` jobs, so that the
+        previous batch's write goes on meanwhile."""
         guarded = [job.id for job in jobs if job.overlap is not Overlap.ALLOW]
         active = await self.store.active_runs(guarded) if guarded else {}
-        firings = [f for job in jobs if (f := plan(job, now, active.get(job.id, []), self.new_run_id))]
-        if not firings:
-            return
+        firings: list[Firing] = []
+        for start in range(0, len(jobs), PLAN_SLICE):
+            await asyncio.sleep(0)
+            for job in jobs[start : start + PLAN_SLICE]:
+                firing = plan(job, now, active.get(job.id, []), self.new_run_id)
+                if firing is not None:
+                    firings.append(firing)
+        return firings
+
+    async def _write(self, jobs: list[Job], firings: list[Firing], now: datetime) -> None:
+        """Record a batch's firings, queue its triggers, move the wheel."""
+        by_id = {job.id: job for job in jobs}
         epochs = None if self.ownership is None else {job.shard: self.epochs[job.shard] for job in jobs}
         result = await self.store.fire(firings, now, epochs)
         failpoints.hit("scheduler.after_commit")  # runs recorded, triggers not yet queued
