@@ -63,6 +63,7 @@ from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import insert, select
 
 from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine
+from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import Job, PythonTarget, new_id
 from cronwheel.queue import Queue
@@ -265,6 +266,8 @@ async def worker_main(url: str, prefix: str, node: str) -> None:
     clock = SystemClock()
     store = await open_store(url, clock=clock)
     queue = RedisStreamQueue(REDIS_URL, clock, prefix=prefix)
+    tune_collector()
+    logs.configure("INFO")  # to stderr, which the scheduler child discards (DEVNULL)
     executors, stop = bench_executors(), asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     try:
@@ -392,6 +395,7 @@ def child(system: str, plan: Plan, workers: int) -> Figures:
     if system == "apscheduler":
         return asyncio.run(run_apscheduler(plan))
     tune_collector()  # as ``cronwheel server`` runs (APScheduler keeps Python's defaults, as its users do)
+    logs.configure("INFO")  # as a node logs (to stderr, which the parent discards): its cost counts
     return asyncio.run(run_cronwheel(system, plan, workers))
 
 
@@ -400,9 +404,11 @@ def spawn(system: str, args: argparse.Namespace) -> Figures:
     command = [sys.executable, __file__, "--child", system, "--workload", args.workload,
                "--jobs", str(args.jobs), "--seconds", str(args.seconds), "--settle", str(settle),
                "--workers", str(args.workers)]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{system} failed:\n{done.stdout}\n{done.stderr}")
+    with tempfile.TemporaryFile("w+") as errors:  # the child's logs: shown only if it fails
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=errors, text=True, check=False)
+        if done.returncode != 0:
+            errors.seek(0)
+            raise SystemExit(f"{system} failed:\n{done.stdout}\n{errors.read()[-20_000:]}")
     return Figures(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 

@@ -55,6 +55,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -86,6 +87,7 @@ from benchlib import (
     reset_peak_rss,
 )
 from benchlib import machine as base_machine
+from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import HttpTarget, Job, Run, RunKind, RunState, new_id
 from cronwheel.queue import Queue, Trigger
@@ -320,12 +322,24 @@ async def worker_backends(args: argparse.Namespace) -> AsyncIterator[tuple[SqlSt
             await store.close()
 
 
+def quiet_logs() -> None:
+    """Log as a node does (INFO, logfmt), into /dev/null: the cost counts, the text is dropped."""
+    logs.configure("INFO")
+    handler = logging.getLogger().handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - for the life of the process
+
+
 async def worker_main(args: argparse.Namespace) -> None:
     async with worker_backends(args) as (store, queues, info):
         executors = Executors(LOOPBACK)  # one HTTP session per process, as a server has
         workers = [Worker(store, queue, executors, SystemClock(), f"{args.node}-{index}",
                           concurrency=args.concurrency) for index, queue in enumerate(queues)]  # fmt: skip
         tune_collector()  # as every node does (``cronwheel server``, ``cronwheel worker``)
+        logging.getLogger().handlers[:] = [
+            logging.NullHandler()
+        ]  # a node's INFO logs, their cost, not their text
+        logging.getLogger().setLevel(logging.INFO)
         tell("ready", info)
         await hear("go")
         reset_peak_rss()

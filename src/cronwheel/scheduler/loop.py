@@ -369,17 +369,27 @@ def _second(moment: datetime) -> int:
 
 
 def _log_fires(accepted: list[Run], skipped: list[Run], now: datetime) -> None:
-    for run in accepted:
+    """One INFO fact per batch (how many fired, how late the latest was); each fire is a DEBUG
+    fact, since the run's own record holds it (measured: a line per fire at INFO cost about a
+    tenth of the fire path's CPU). Skips stay INFO, one per run: they are the news."""
+    if accepted:
+        latest = max((now - run.slot).total_seconds() for run in accepted)
         log.info(
             "fired",
-            extra={
-                "action": "fire",
-                "job_id": run.job_id,
-                "run_id": run.id,
-                "slot": run.slot.isoformat(),
-                "lateness_ms": round((now - run.slot).total_seconds() * 1000, 1),
-            },
+            extra={"action": "fire_batch", "runs": len(accepted), "max_lateness_ms": round(latest * 1000, 1)},
         )
+    if log.isEnabledFor(logging.DEBUG):
+        for run in accepted:
+            log.debug(
+                "fired",
+                extra={
+                    "action": "fire",
+                    "job_id": run.job_id,
+                    "run_id": run.id,
+                    "slot": run.slot.isoformat(),
+                    "lateness_ms": round((now - run.slot).total_seconds() * 1000, 1),
+                },
+            )
     for run in skipped:
         if run.state is RunState.SKIPPED:
             log.info(

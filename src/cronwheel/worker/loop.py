@@ -221,7 +221,7 @@ class Worker:
 
     async def _attempt(self, job: Job, run: Run) -> AttemptResult:
         ctx = AttemptContext.for_run(job, run, run.attempts, deadline=None)
-        log.info(
+        log.debug(  # the finish line says the rest, at INFO
             "attempt started",
             extra={
                 "action": "start",
