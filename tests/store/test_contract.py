@@ -879,7 +879,9 @@ async def test_runs_to_dispatch_and_mark_queued(store: SqlStore) -> None:
     job = await store.get_job(job.id)
     running = await fire_one(store, job)
     await store.claim_run(running.id, "w", at(10), at(10) + LEASE)
-    await store.mark_queued([running.id], at(10))  # not PENDING/RETRYING: ignored
+    await store.mark_queued([running.id], at(10))  # claimed before its stamp: stamped once
+    await store.mark_queued([running.id], at(11))  # stamped and not claimable: kept
+    assert (await store.get_run(running.id)).queued_at == at(10)
     job = await store.get_job(job.id)
     retry_due = await fire_one(store, job)
     await store.claim_run(retry_due.id, "w", at(10), at(10) + LEASE)
@@ -905,7 +907,6 @@ async def test_runs_to_dispatch_and_mark_queued(store: SqlStore) -> None:
     after = created + timedelta(microseconds=1)
     older = await store.runs_to_dispatch(at(12), at(10), unqueued_before=after)
     assert {run.id for run in older} == {fresh.id, retry_due.id}
-    assert (await store.get_run(running.id)).queued_at is None
     assert (await store.get_run(queued.id)).queued_at == at(10)
     assert skipped.id not in await dispatch(at(99), at(99))
 

@@ -175,7 +175,13 @@ class Store(Protocol):
         ...
 
     # workers
-    async def mark_queued(self, run_ids: Sequence[str], now: datetime) -> None: ...
+    async def mark_queued(self, run_ids: Sequence[str], now: datetime) -> None:
+        """Stamp ``queued_at`` = ``now`` (their triggers are on the queue) on the runs that are
+        PENDING or RETRYING, and on those never stamped whatever their state: a worker may claim
+        a run, even finish it, before its scheduler stamps it, and the first queueing still
+        happened. A run already stamped and no longer claimable keeps its stamp."""
+        ...
+
     async def claim_run(self, run_id: str, worker: str, now: datetime, lease_until: datetime) -> Run | None:
         """PENDING/RETRYING (due) -> RUNNING with a new attempt; None if not claimable."""
         ...
