@@ -38,5 +38,10 @@ class ConflictError(PermanentError):
     is taken. Re-read and decide again."""
 
 
+class RaceLostError(TransientError):
+    """The database aborted the transaction for a concurrent one (deadlock, serialization
+    failure): nothing was written, and running it again at once usually succeeds."""
+
+
 class BackendUnavailableError(TransientError):
     """A backend (database, queue, coordinator) cannot be reached right now."""

@@ -6,11 +6,18 @@ import asyncio
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
 from cronwheel.clock import ManualClock
-from cronwheel.errors import BackendUnavailableError, ConflictError, InvalidInputError, NotFoundError
+from cronwheel.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    RaceLostError,
+)
 from cronwheel.model import (
     LEGAL_TRANSITIONS,
     CommandTarget,
@@ -29,6 +36,7 @@ from cronwheel.model import (
     new_id,
     shard_of,
 )
+from cronwheel.store import sql
 from cronwheel.store.port import MAX_LOST_ATTEMPTS, AttemptResult, Finish, JobQuery, RunQuery
 from cronwheel.store.sql import SqlStore, open_store
 
@@ -1053,3 +1061,33 @@ async def test_an_unreachable_backend_is_unavailable(unreachable_url: str) -> No
     # finish while this test's event loop still runs (it reports back to the loop).
     for thread in set(threading.enumerate()) - threads:
         await asyncio.to_thread(thread.join, 5)
+
+
+async def test_batch_writes_of_runs_run_again_when_they_lose_a_race(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim that PostgreSQL aborted for a concurrent one (a deadlock) wrote nothing and is run
+    again at once, instead of failing the worker's whole receive."""
+    run = await fire_one(store, await new_job(store))
+    real_claim = sql._claim
+    calls = 0
+
+    async def losing_once(*args: Any) -> dict[str, Run]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RaceLostError("deadlock detected")
+        return await real_claim(*args)
+
+    monkeypatch.setattr(sql, "_claim", losing_once)
+    claimed = await store.claim_runs([run.id], "w1", START, START + LEASE)
+    assert list(claimed) == [run.id]
+    assert calls == 2
+    assert len(await store.list_attempts(run.id)) == 1
+
+    async def always_losing(*args: Any) -> dict[str, Run]:
+        raise RaceLostError("deadlock detected")
+
+    monkeypatch.setattr(sql, "_claim", always_losing)
+    with pytest.raises(RaceLostError):
+        await store.claim_runs([run.id], "w2", START, START + LEASE)

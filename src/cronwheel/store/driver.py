@@ -58,7 +58,7 @@ from cronwheel.errors import (
     CronwheelError,
     InvalidInputError,
     NotFoundError,
-    TransientError,
+    RaceLostError,
 )
 
 SQLITE_PRAGMAS = (
@@ -280,7 +280,7 @@ def _translate(error: exc.DBAPIError) -> Exception:
             return NotFoundError(f"a referenced record does not exist: {error.orig}")
         return ConflictError(f"conflicts with a stored record: {error.orig}")
     if getattr(error.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES:
-        return TransientError(f"the write lost a race in the database; retry: {error.orig}")
+        return RaceLostError(f"the write lost a race in the database; retry: {error.orig}")
     if (
         isinstance(error, (exc.OperationalError, exc.InterfaceError))
         or error.connection_invalidated

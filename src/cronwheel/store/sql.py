@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -53,7 +53,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, PermanentError
+from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, PermanentError, RaceLostError
 from cronwheel.model import LEGAL_TRANSITIONS, Attempt, Job, Outcome, Run, RunEvent, RunState
 from cronwheel.store import bulk, codec
 from cronwheel.store.driver import (
@@ -522,11 +522,11 @@ class SqlStore:
     async def mark_queued(self, run_ids: Sequence[str], now: datetime) -> None:
         if not run_ids:
             return
+        if self._postgres:  # ids in order: the lock order of every batch write of runs
+            parameters = {"ids": sorted(set(run_ids)), "queued": to_micros(now), "states": _CLAIMABLE_VALUES}
+            await _racing(lambda: self._mark_queued_postgresql(parameters))
+            return
         async with self._write_each() as connection:
-            if self._postgres:
-                parameters = {"ids": list(run_ids), "queued": to_micros(now), "states": _CLAIMABLE_VALUES}
-                await connection.execute(_MARK_QUEUED_POSTGRESQL, parameters)
-                return
             for chunk in _chunks(list(run_ids), _CHUNK):
                 await connection.execute(
                     update(runs)
@@ -537,6 +537,10 @@ class SqlStore:
                     .values(queued_at=now)
                 )
 
+    async def _mark_queued_postgresql(self, parameters: dict[str, Any]) -> None:
+        async with self._write_each() as connection:
+            await connection.execute(_MARK_QUEUED_POSTGRESQL, parameters)
+
     async def claim_run(self, run_id: str, worker: str, now: datetime, lease_until: datetime) -> Run | None:
         return (await self.claim_runs([run_id], worker, now, lease_until)).get(run_id)
 
@@ -546,9 +550,15 @@ class SqlStore:
         claimed: dict[str, Run] = {}
         if not run_ids:
             return claimed
-        async with self._write() as connection:
-            for chunk in _chunks(sorted(set(run_ids)), _CHUNK):
-                claimed.update(await _claim(connection, chunk, worker, now, lease_until))
+
+        async def write() -> dict[str, Run]:
+            found: dict[str, Run] = {}
+            async with self._write() as connection:
+                for chunk in _chunks(sorted(set(run_ids)), _CHUNK):  # id order: one lock order
+                    found.update(await _claim(connection, chunk, worker, now, lease_until))
+            return found
+
+        claimed.update(await _racing(write))
         return claimed
 
     async def heartbeat(self, run_id: str, attempt: int, worker: str, lease_until: datetime) -> Run | None:
@@ -579,10 +589,16 @@ class SqlStore:
         if not finishes:
             return recorded
         named = Counter(finish.run_id for finish in finishes)
-        unique = [finish for finish in finishes if named[finish.run_id] == 1]  # twice: neither is trusted
-        async with self._write() as connection:
-            for chunk in _chunks(unique, _CHUNK):
-                recorded.update(await _finish(connection, chunk, worker, now))
+        unique = sorted((f for f in finishes if named[f.run_id] == 1), key=lambda f: f.run_id)  # id order
+
+        async def write() -> dict[str, Run]:
+            found: dict[str, Run] = {}
+            async with self._write() as connection:
+                for chunk in _chunks(unique, _CHUNK):
+                    found.update(await _finish(connection, chunk, worker, now))
+            return found
+
+        recorded.update(await _racing(write))
         return recorded
 
     async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None:
@@ -822,6 +838,22 @@ async def _claim(
                   for run, previous in claimed.values()]  # fmt: skip
         await bulk.insert_events(connection, events)
     return {run_id: run for run_id, (run, _) in claimed.items()}
+
+
+RACE_RETRIES = 3  # batch writes of runs run again at once this many times when they lose a race
+
+
+async def _racing(write: Callable[[], Awaitable[T]]) -> T:
+    """Run a batch write on runs again when PostgreSQL aborted it for a concurrent one (a
+    deadlock between two workers' claims, or a claim and the scheduler's queued stamp): the
+    transaction wrote nothing, and a worker that gave up would leave its triggers to the queue's
+    visibility timeout. The batch writes lock rows in id order, which makes this rare."""
+    for _ in range(RACE_RETRIES):
+        try:
+            return await write()
+        except RaceLostError:
+            await asyncio.sleep(0)
+    return await write()
 
 
 def _on_the_row(condition: ColumnElement[bool]) -> ColumnElement[bool]:
