@@ -209,12 +209,14 @@ class Scheduler:
 
     async def tick(self, now: datetime) -> datetime:
         """Fire everything due at ``now``; return when the next tick should run."""
-        if self.ownership is not None and (taken := await self._ownership_changed(now)) is not None:
-            await self._take(taken)
+        taken = await self._ownership_changed(now) if self.ownership is not None else None
         if self._next_reload is None or now >= self._next_full:
-            await self.load(now)
-        elif now >= self._next_reload or self._loaded_until - now < self.horizon / 2:
-            await self._extend(now)
+            await self.load(now)  # every owned shard, the gained ones too
+        else:
+            if taken is not None:
+                await self._take(taken)
+            if now >= self._next_reload or self._loaded_until - now < self.horizon / 2:
+                await self._extend(now)
         due = [self.jobs.pop(job_id) for job_id in self.wheel.pop_due(_second(now)) if job_id in self.jobs]
         if self.ownership is not None:  # a lease may have lapsed since the last tick
             valid = self.ownership.owned_shards()
