@@ -283,26 +283,6 @@ def attempt_from_row(row: Row) -> Attempt:
     )
 
 
-def event_row(
-    run_id: str,
-    at: datetime,
-    state: RunState,
-    previous: RunState | None,
-    attempt: int = 0,
-    node: str | None = None,
-    detail: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "at": at,
-        "state": state.value,
-        "previous": None if previous is None else previous.value,
-        "attempt": attempt,
-        "node": node,
-        "detail": detail,
-    }
-
-
 def event_from_row(row: Row) -> RunEvent:
     previous = row["previous"]
     return RunEvent(

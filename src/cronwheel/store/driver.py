@@ -50,7 +50,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Dialect, ExecutionContext, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
-from sqlalchemy.sql.dml import Insert
 
 from cronwheel.errors import (
     BackendUnavailableError,
@@ -246,15 +245,6 @@ def upsert(dialect: Dialect, table: Table) -> sqlite.Insert | postgresql.Insert:
     if dialect.name == "postgresql":
         return postgresql.insert(table)
     raise NotImplementedError(f"no upsert for {dialect.name}")
-
-
-def insert_ignore(dialect: Dialect, table: Table) -> Insert:
-    """``INSERT ... ON CONFLICT DO NOTHING`` for ``dialect`` (any unique key)."""
-    if dialect.name == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing()
-    if dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    raise NotImplementedError(f"no insert-or-ignore for {dialect.name}")
 
 
 # -- errors --------------------------------------------------------------------------------------

@@ -522,24 +522,19 @@ class SqlStore:
     async def mark_queued(self, run_ids: Sequence[str], now: datetime) -> None:
         if not run_ids:
             return
-        if self._postgres:  # ids in order: the lock order of every batch write of runs
-            parameters = {"ids": sorted(set(run_ids)), "queued": to_micros(now), "states": _CLAIMABLE_VALUES}
-            await _racing(lambda: self._mark_queued_postgresql(parameters))
-            return
-        async with self._write_each() as connection:
-            for chunk in _chunks(list(run_ids), _CHUNK):
-                await connection.execute(
-                    update(runs)
-                    .where(
-                        runs.c.id.in_(chunk),
-                        or_(runs.c.state.in_(_CLAIMABLE_VALUES), runs.c.queued_at.is_(None)),
-                    )
-                    .values(queued_at=now)
-                )
+        ids = sorted(set(run_ids))  # id order: the lock order of every batch write of runs
+        stampable = or_(runs.c.state.in_(_CLAIMABLE_VALUES), runs.c.queued_at.is_(None))
 
-    async def _mark_queued_postgresql(self, parameters: dict[str, Any]) -> None:
-        async with self._write_each() as connection:
-            await connection.execute(_MARK_QUEUED_POSTGRESQL, parameters)
+        async def write() -> None:
+            async with self._write_each() as connection:  # PostgreSQL: one statement, autocommit
+                for chunk in _chunks(ids, len(ids) if self._postgres else _CHUNK):
+                    await connection.execute(
+                        update(runs)
+                        .where(_runs_listed(connection, list(chunk)), _on_the_row(stampable))
+                        .values(queued_at=now)
+                    )
+
+        await _racing(write)
 
     async def claim_run(self, run_id: str, worker: str, now: datetime, lease_until: datetime) -> Run | None:
         return (await self.claim_runs([run_id], worker, now, lease_until)).get(run_id)
@@ -547,9 +542,8 @@ class SqlStore:
     async def claim_runs(
         self, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
     ) -> dict[str, Run]:
-        claimed: dict[str, Run] = {}
         if not run_ids:
-            return claimed
+            return {}
 
         async def write() -> dict[str, Run]:
             found: dict[str, Run] = {}
@@ -558,8 +552,7 @@ class SqlStore:
                     found.update(await _claim(connection, chunk, worker, now, lease_until))
             return found
 
-        claimed.update(await _racing(write))
-        return claimed
+        return await _racing(write)
 
     async def heartbeat(self, run_id: str, attempt: int, worker: str, lease_until: datetime) -> Run | None:
         async with self._write() as connection:
@@ -585,9 +578,8 @@ class SqlStore:
         return (await self.finish_attempts([finish], worker, now)).get(run_id)
 
     async def finish_attempts(self, finishes: Sequence[Finish], worker: str, now: datetime) -> dict[str, Run]:
-        recorded: dict[str, Run] = {}
         if not finishes:
-            return recorded
+            return {}
         named = Counter(finish.run_id for finish in finishes)
         unique = sorted((f for f in finishes if named[f.run_id] == 1), key=lambda f: f.run_id)  # id order
 
@@ -598,8 +590,7 @@ class SqlStore:
                     found.update(await _finish(connection, chunk, worker, now))
             return found
 
-        recorded.update(await _racing(write))
-        return recorded
+        return await _racing(write)
 
     async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None:
         if run_ids:
@@ -629,10 +620,10 @@ class SqlStore:
             if changed is None:
                 return None
             run, previous = changed
-            await _append_events(
-                connection,
-                [codec.event_row(run_id, now, run.state, previous, run.attempts, None, reason[:_DETAIL_MAX])],
+            event = bulk.event_values(
+                run_id, now, run.state, previous, run.attempts, None, reason[:_DETAIL_MAX]
             )
+            await bulk.insert_events(connection, [event])
             return run
 
     # -- sweeps ----------------------------------------------------------------------------------
@@ -722,9 +713,9 @@ class SqlStore:
                 _require_legal(RunState.RUNNING, run.state)
                 detail = f"lease of {owners[run.id]} expired"
                 events.append(
-                    codec.event_row(run.id, now, run.state, RunState.RUNNING, run.attempts, None, detail)
+                    bulk.event_values(run.id, now, run.state, RunState.RUNNING, run.attempts, None, detail)
                 )
-            await _append_events(connection, events)
+            await bulk.insert_events(connection, events)
             return changed
 
 
@@ -871,8 +862,10 @@ def _runs_listed(
 ) -> ColumnElement[bool]:
     """``runs.id`` among ``run_ids`` (and ``runs.attempts`` the matching one of ``attempts``).
     PostgreSQL: joined with the ids as one array, which it matches by primary key whatever its
-    statistics say (with ``id IN (...) AND state = ...`` it may scan the state index instead,
-    see :data:`_MARK_QUEUED_POSTGRESQL`). SQLite: an IN list of ids or of (id, attempts)."""
+    statistics say (with ``id IN (...500 ids...) AND state IN (...)``, misled by statistics from
+    before a burst of inserts, it scanned the state index and filtered every PENDING run against
+    the list: most of a second per ``mark_queued`` with 40,000 PENDING runs). SQLite: an IN list
+    of ids or of (id, attempts)."""
     if not is_postgresql(connection.dialect):
         if attempts is None:
             return runs.c.id.in_(run_ids)
@@ -1040,17 +1033,6 @@ async def _outside_shards(connection: AsyncConnection, job_ids: Iterable[str], h
     return found
 
 
-# PostgreSQL: the ids as one array joined by primary key, the state checked on each row found (see
-# _on_the_row). With ``id IN (...500 ids...) AND state IN (...)`` the planner, misled by stale
-# statistics while runs were being inserted fast, scanned the state index and filtered every
-# PENDING run against the list (the fire benchmark: most of a second per call with 40,000 PENDING).
-_MARK_QUEUED_POSTGRESQL = text(
-    "UPDATE runs SET queued_at = :queued FROM unnest(CAST(:ids AS varchar[])) AS queued(id) "
-    "WHERE runs.id = queued.id AND CASE WHEN runs.state = ANY(CAST(:states AS varchar[])) "
-    "OR runs.queued_at IS NULL THEN true ELSE false END"
-)
-
-
 async def _request_cancel(connection: AsyncConnection, run_ids: Sequence[str]) -> None:
     for chunk in _chunks(list(run_ids), _CHUNK):
         await connection.execute(
@@ -1058,11 +1040,6 @@ async def _request_cancel(connection: AsyncConnection, run_ids: Sequence[str]) -
             .where(runs.c.id.in_(chunk), runs.c.state.in_([s.value for s in ACTIVE_STATES]))
             .values(cancel_requested=true())
         )
-
-
-async def _append_events(connection: AsyncConnection, rows: list[dict[str, Any]]) -> None:
-    if rows:
-        await connection.execute(insert(run_events), rows)
 
 
 async def _transition(
