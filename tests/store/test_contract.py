@@ -489,7 +489,12 @@ async def test_naive_instants_are_refused_and_nothing_is_written(store: SqlStore
     job = await new_job(store)
     with pytest.raises(InvalidInputError):
         await store.fire([firing_of(job, make_run(job, naive))], START)
+    with pytest.raises(InvalidInputError):  # the cursor's new value
+        await store.fire([firing_of(job, make_run(job, START), following=naive)], START)
+    with pytest.raises(InvalidInputError):  # the instant of the firing itself
+        await store.fire([firing_of(job, make_run(job, START))], naive)
     assert (await store.get_job(job.id)).next_run_at == job.next_run_at
+    assert (await store.list_runs(RunQuery(job_id=job.id))).items == []
 
 
 @pytest.mark.parametrize(

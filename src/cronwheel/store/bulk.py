@@ -117,13 +117,13 @@ async def insert_runs(
         return []
     records = [run if run.created_at is not None else replace(run, created_at=now) for run in new_runs]
     with _converting():
+        at = to_micros(now)
         if epochs is None:
             rows = [_run_values(run, None) for run in records]
         else:
             rows = [_run_values(run, epochs.get(shard_of(run.job_id))) for run in records]
     inserted_ids = await _insert_returning_ids(connection, "runs", _RUN_COLUMNS, rows)
     inserted = [run for run in records if run.id in inserted_ids]
-    at = to_micros(now)
     events = [(run.id, at, run.state.value, None, 0, None, run.reason) for run in inserted]
     await insert_events(connection, events)
     return inserted
@@ -139,8 +139,9 @@ def event_values(
     detail: str | None = None,
 ) -> tuple[Any, ...]:
     """One history event as the values :func:`insert_events` takes."""
-    return (run_id, to_micros(at), state.value, None if previous is None else previous.value, attempt, node,
-            detail)  # fmt: skip
+    with _converting():
+        micros = to_micros(at)
+    return (run_id, micros, state.value, None if previous is None else previous.value, attempt, node, detail)
 
 
 async def insert_events(connection: AsyncConnection, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -220,10 +221,11 @@ async def advance_cursors(
     ``held`` is given) in one of the ``held`` shards. Returns the ids of the jobs that moved."""
     if held is not None and not held:
         return set()  # every shard fenced: nothing can move
-    values = [
-        (f.job_id, f.expected_version, _micros(f.expected_next_run_at), _micros(f.next_run_at))
-        for f in firings
-    ]
+    with _converting():
+        values = [
+            (f.job_id, f.expected_version, _micros(f.expected_next_run_at), _micros(f.next_run_at))
+            for f in firings
+        ]
     if is_postgresql(connection.dialect):
         sql = _ADVANCE_POSTGRESQL
         parameters = _arrays(values)
