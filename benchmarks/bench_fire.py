@@ -62,7 +62,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import insert, select
 
-from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine
+from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine, save_results
 from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import Job, PythonTarget, new_id
@@ -464,10 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(spawn(system, args))
         print(f"  {system}: {asdict(results[-1])}", flush=True)
     print(report(results))
-    if args.json:
-        args.json.write_text(
-            json.dumps({"machine": machine(), "results": [asdict(r) for r in results]}, indent=1)
-        )
+    save_results(args.json, results, machine())
     return 0
 
 

@@ -85,6 +85,7 @@ from benchlib import (
     drop_keys,
     peak_rss_mb,
     reset_peak_rss,
+    save_results,
 )
 from benchlib import machine as base_machine
 from cronwheel import logs
@@ -770,10 +771,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench_webhooks: {machine()}", flush=True)
     results = asyncio.run(parent(args))
     print(report(results))
-    if args.json:
-        args.json.write_text(
-            json.dumps({"machine": machine(), "results": [asdict(r) for r in results]}, indent=1)
-        )
+    save_results(args.json, results, machine())
     return 0
 
 

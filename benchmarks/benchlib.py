@@ -8,9 +8,12 @@ is on ``sys.path`` and they import this module as ``benchlib``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 import platform
 import resource
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,6 +69,13 @@ def peak_rss_mb() -> float:
             if line.startswith("VmHWM:"):
                 return round(int(line.split()[1]) / 1024, 1)
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def save_results(path: Path | None, results: Sequence[Any], machine_facts: dict[str, Any]) -> None:
+    """Write ``results`` (dataclass records) to ``path`` as JSON, with the machine they ran on."""
+    if path is not None:
+        figures = [dataclasses.asdict(result) for result in results]
+        path.write_text(json.dumps({"machine": machine_facts, "results": figures}, indent=1))
 
 
 def machine(**extra: Any) -> dict[str, Any]:
