@@ -60,7 +60,7 @@ from apscheduler.events import EVENT_JOB_SUBMITTED, JobSubmissionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 
 from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine, save_results
 from cronwheel import logs
@@ -283,8 +283,16 @@ async def worker_main(url: str, prefix: str, node: str) -> None:
 async def until_started(store: SqlStore, plan: Plan, fired: int, timeout_s: float) -> None:
     """Wait (up to ``timeout_s``) until the workers have started every run of the window."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and len(await start_lateness(store, plan)) < fired:
+    while time.monotonic() < deadline and await count_started(store, plan) < fired:
         await asyncio.sleep(0.5)
+
+
+async def count_started(store: SqlStore, plan: Plan) -> int:
+    """How many of the window's runs have started: a count, so that polling while the workers
+    run costs the database one aggregate, not a transfer of every row."""
+    statement = select(func.count()).where(*in_window(plan), runs.c.started_at.is_not(None))
+    async with store.engine.connect() as connection:
+        return int((await connection.execute(statement)).scalar_one())
 
 
 async def start_lateness(store: SqlStore, plan: Plan) -> list[float]:
@@ -340,13 +348,16 @@ async def queued_lateness(store: SqlStore, plan: Plan) -> list[float]:
     ]
 
 
+def in_window(plan: Plan) -> tuple[Any, Any]:
+    """The conditions "the run's slot lies in the measured window"."""
+    return runs.c.slot >= datetime.fromtimestamp(plan.start, UTC), runs.c.slot < datetime.fromtimestamp(
+        plan.end, UTC
+    )
+
+
 async def window_runs(store: SqlStore, plan: Plan, column: Any) -> list[tuple[datetime, datetime]]:
     """(slot, ``column``) of the window's runs where ``column`` is set."""
-    start = datetime.fromtimestamp(plan.start, UTC)
-    end = datetime.fromtimestamp(plan.end, UTC)
-    statement = select(runs.c.slot, column).where(
-        runs.c.slot >= start, runs.c.slot < end, column.is_not(None)
-    )
+    statement = select(runs.c.slot, column).where(*in_window(plan), column.is_not(None))
     async with store.engine.connect() as connection:
         return [(slot, moment) for slot, moment in (await connection.execute(statement)).all()]
 
