@@ -1,5 +1,5 @@
 """Everything that differs between database drivers, in one place: URLs, engine and connection
-setup, how write transactions begin, insert-or-ignore, and the translation of driver errors into
+setup, how write transactions begin, upsert, and the translation of driver errors into
 cronwheel's errors.
 
 SQLite (aiosqlite): every connection gets WAL, ``synchronous=NORMAL``, ``foreign_keys=ON`` and
