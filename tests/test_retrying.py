@@ -29,7 +29,7 @@ def test_impossible_policies_are_refused() -> None:
         {"attempts": 0},
     ):
         with pytest.raises(InvalidInputError):
-            Backoff(**bad)  # type: ignore[arg-type]
+            Backoff(**bad)
 
 
 async def test_retry_waits_out_transient_errors_only() -> None:
