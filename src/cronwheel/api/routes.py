@@ -6,7 +6,6 @@ turned into problem details by :mod:`cronwheel.api.problems`.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from datetime import UTC
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Response
@@ -18,7 +17,6 @@ from cronwheel import metrics
 from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import (
-    FireOut,
     JobCreate,
     JobOut,
     JobPage,
@@ -38,8 +36,7 @@ from cronwheel.api.schemas import (
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ConflictError, InvalidInputError
 from cronwheel.model import HttpTarget, Job, PythonTarget, RunState
-from cronwheel.schedule import ScheduleError, parse_schedule
-from cronwheel.schedule.lint import schedule_warnings
+from cronwheel.schedule import ScheduleError
 from cronwheel.scheduler.planner import schedule_of
 from cronwheel.store import JobQuery, RunQuery
 
@@ -393,11 +390,10 @@ async def get_run(run_id: str, services: Services) -> RunDetailOut:
     "/schedules/preview", response_model=PreviewOut, tags=["schedules"], responses=_problems(400, 422)
 )
 async def preview_schedule(body: PreviewIn, services: Services) -> PreviewOut:
-    """The next fire times of an expression in a zone, with DST effects and warnings."""
+    """The next fire times of an expression in a zone, with DST effects and warnings (the same
+    JSON as ``cronwheel schedule preview -o json``)."""
     try:
-        schedule = parse_schedule(
-            body.expression, body.timezone, dst_gap=body.dst_gap, dst_fold=body.dst_fold, seed=body.seed
-        )
+        return PreviewOut.build(body, services.clock.now())
     except ScheduleError as error:
         raise ProblemError(
             422,
@@ -406,31 +402,6 @@ async def preview_schedule(body: PreviewIn, services: Services) -> PreviewOut:
             str(error),
             errors=_schedule_errors(error, "expression"),
         ) from None
-    after = body.after if body.after is not None else services.clock.now()
-    fires: list[FireOut] = []
-    for fire in schedule.fires_after(after):
-        if len(fires) == body.count:
-            break
-        offset = fire.at.utcoffset()
-        fires.append(
-            FireOut(
-                at=fire.at,
-                utc=fire.at.astimezone(UTC),
-                offset_s=0 if offset is None else int(offset.total_seconds()),
-                kind=fire.kind.value,
-                wall=fire.wall.isoformat(),
-            )
-        )
-    return PreviewOut(
-        expression=schedule.expression,
-        timezone=schedule.timezone,
-        dst_gap=schedule.dst_gap,
-        dst_fold=schedule.dst_fold,
-        wildcard=schedule.wildcard,
-        after=after,
-        fires=fires,
-        warnings=schedule_warnings(schedule, after),
-    )
 
 
 # -- system --------------------------------------------------------------------------------------

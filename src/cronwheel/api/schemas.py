@@ -10,6 +10,7 @@ that names the field rather than a setting silently ignored.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 from datetime import UTC, datetime
@@ -42,6 +43,8 @@ from cronwheel.model import (
     RunEvent,
     Target,
 )
+from cronwheel.schedule import Fire, parse_schedule
+from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
 
 # -- building blocks ---------------------------------------------------------------------------
@@ -633,6 +636,17 @@ class FireOut(_Out):
     kind: Literal["normal", "shifted", "repeated-first", "repeated-second"]
     wall: str = Field(description="The nominal local wall time (differs from `at` when shifted).")
 
+    @classmethod
+    def from_record(cls, fire: Fire) -> FireOut:
+        offset = fire.at.utcoffset()
+        return cls(
+            at=fire.at,
+            utc=fire.at.astimezone(UTC),
+            offset_s=0 if offset is None else int(offset.total_seconds()),
+            kind=fire.kind.value,
+            wall=fire.wall.isoformat(),
+        )
+
 
 class PreviewOut(_Out):
     expression: str
@@ -640,6 +654,34 @@ class PreviewOut(_Out):
     dst_gap: Literal["shift", "skip"]
     dst_fold: Literal["first", "last", "both"]
     wildcard: bool
-    after: datetime
+    after: datetime = Field(description="The instant the fire times follow, in UTC.")
     fires: list[FireOut]
     warnings: list[str]
+
+    @classmethod
+    def build(cls, request: PreviewIn, now: datetime) -> PreviewOut:
+        """The preview ``request`` asks for (after ``request.after``, else after ``now``).
+
+        The one builder of a preview: ``POST /v1/schedules/preview`` and ``cronwheel schedule
+        preview`` (which runs locally, without a server) both answer with it, so their JSON is
+        the same. Raises :class:`~cronwheel.schedule.ScheduleError` for an invalid expression,
+        zone or option."""
+        schedule = parse_schedule(
+            request.expression,
+            request.timezone,
+            dst_gap=request.dst_gap,
+            dst_fold=request.dst_fold,
+            seed=request.seed,
+        )
+        after = (request.after if request.after is not None else now).astimezone(UTC)
+        fires = itertools.islice(schedule.fires_after(after), request.count)
+        return cls(
+            expression=schedule.expression,
+            timezone=schedule.timezone,
+            dst_gap=schedule.dst_gap,
+            dst_fold=schedule.dst_fold,
+            wildcard=schedule.wildcard,
+            after=after,
+            fires=[FireOut.from_record(fire) for fire in fires],
+            warnings=schedule_warnings(schedule, after),
+        )
