@@ -5,7 +5,7 @@ turned into problem details by :mod:`cronwheel.api.problems`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Response
@@ -35,7 +35,7 @@ from cronwheel.api.schemas import (
 )
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ConflictError, InvalidInputError
-from cronwheel.model import HttpTarget, Job, PythonTarget, RunState
+from cronwheel.model import HttpTarget, Job, PythonTarget, Run, RunState
 from cronwheel.schedule import ScheduleError
 from cronwheel.scheduler.planner import schedule_of
 from cronwheel.store import JobQuery, RunQuery
@@ -175,6 +175,13 @@ def _labels(values: list[str]) -> tuple[tuple[str, str], ...]:
             )  # fmt: skip
         pairs.append((key, label))
     return tuple(pairs)
+
+
+async def _runs_out(services: ApiServices, runs: Sequence[Run]) -> list[RunOut]:
+    """``runs`` as answered, each with its job's team and name: one read of their jobs for the
+    whole page, not one per run. A deleted job is not read back, so its runs show null."""
+    jobs = await services.store.get_jobs(sorted({run.job_id for run in runs})) if runs else {}
+    return [RunOut.from_record(run, jobs.get(run.job_id)) for run in runs]
 
 
 # -- jobs ----------------------------------------------------------------------------------------
@@ -329,7 +336,7 @@ async def trigger_job(
     run, created = await services.job_service.trigger(job_id, payload, has_payload, idempotency_key)
     run = await services.store.get_run(run.id)  # as queued (the service marks it after publishing)
     return JSONResponse(
-        RunOut.from_record(run).model_dump(mode="json"),
+        (await _runs_out(services, [run]))[0].model_dump(mode="json"),
         status_code=201 if created else 200,
         headers={"Location": f"/v1/runs/{run.id}"},
     )
@@ -351,7 +358,7 @@ async def list_job_runs(
     )
     if not page.items and cursor is None:
         await services.store.get_job(job_id)  # 404 for a job that never existed
-    return RunPage(items=[RunOut.from_record(run) for run in page.items], next_cursor=page.next_cursor)
+    return RunPage(items=await _runs_out(services, page.items), next_cursor=page.next_cursor)
 
 
 # -- runs ----------------------------------------------------------------------------------------
@@ -371,7 +378,7 @@ async def list_runs(
             RunQuery(job_id=job_id, states=tuple(RunState(s) for s in state), limit=limit, cursor=cursor)
         )
     )
-    return RunPage(items=[RunOut.from_record(run) for run in page.items], next_cursor=page.next_cursor)
+    return RunPage(items=await _runs_out(services, page.items), next_cursor=page.next_cursor)
 
 
 @router.get("/runs/{run_id}", response_model=RunDetailOut, tags=["runs"], responses=_problems(404))
@@ -380,7 +387,8 @@ async def get_run(run_id: str, services: Services) -> RunDetailOut:
     run = await services.store.get_run(run_id)
     attempts = await services.store.list_attempts(run_id)
     events = await services.store.list_events(run_id)
-    return RunDetailOut.from_records(run, attempts, events)
+    jobs = await services.store.get_jobs([run.job_id])
+    return RunDetailOut.from_records(run, jobs.get(run.job_id), attempts, events)
 
 
 # -- schedules -----------------------------------------------------------------------------------

@@ -500,6 +500,8 @@ class RunOut(_Out):
 
     id: str
     job_id: str
+    job_team: str | None = Field(description="The job's team; null when the job was deleted.")
+    job_name: str | None = Field(description="The job's name; null when the job was deleted.")
     kind: Literal["scheduled", "manual"]
     slot: datetime
     state: RunStateName
@@ -519,14 +521,18 @@ class RunOut(_Out):
     start_lateness_s: float | None = Field(description="started_at - slot, in seconds.")
 
     @classmethod
-    def from_record(cls, run: Run) -> RunOut:
-        return cls.model_validate(_run_fields(run))
+    def from_record(cls, run: Run, job: Job | None) -> RunOut:
+        """``run`` as answered; ``job`` is its live job (None once deleted), which gives the
+        team and name a reader knows the job by."""
+        return cls.model_validate(_run_fields(run, job))
 
 
-def _run_fields(run: Run) -> dict[str, Any]:
+def _run_fields(run: Run, job: Job | None) -> dict[str, Any]:
     return {
         "id": run.id,
         "job_id": run.job_id,
+        "job_team": None if job is None else job.team,
+        "job_name": None if job is None else job.name,
         "kind": run.kind.value,
         "slot": run.slot,
         "state": run.state.value,
@@ -602,8 +608,10 @@ class RunDetailOut(RunOut):
     events: list[RunEventOut]
 
     @classmethod
-    def from_records(cls, run: Run, attempts: list[Attempt], events: list[RunEvent]) -> RunDetailOut:
-        data = _run_fields(run)
+    def from_records(
+        cls, run: Run, job: Job | None, attempts: list[Attempt], events: list[RunEvent]
+    ) -> RunDetailOut:
+        data = _run_fields(run, job)
         data["attempt_details"] = [AttemptOut.from_record(attempt) for attempt in attempts]
         data["events"] = [RunEventOut.from_record(event) for event in events]
         return cls.model_validate(data)
