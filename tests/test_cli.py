@@ -1,4 +1,6 @@
-"""The command line: preview output, JSON, and precise errors with a non-zero exit."""
+"""The command line: preview output, JSON and YAML, and precise errors with a non-zero exit.
+
+(That ``-o json`` is the API's JSON is checked against a live server in tests/cli/test_schedule_cli.py.)"""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import yaml
 from click.testing import CliRunner
 
 from cronwheel.cli import cli
@@ -44,13 +47,44 @@ def test_preview_marks_repeated_hour() -> None:
 
 def test_preview_json() -> None:
     code, out, _ = run(
-        "schedule", "preview", "0 9 1 * MON", "--after", "2026-01-01T00:00:00Z", "-n", "2", "--json"
+        "schedule", "preview", "0 9 1 * MON", "--after", "2026-01-01T00:00:00Z", "-n", "2", "-o", "json"
     )
     assert code == 0
     data = json.loads(out)
     assert [fire["utc"] for fire in data["fires"]] == ["2026-01-01T09:00:00Z", "2026-01-05T09:00:00Z"]
     assert data["fires"][0]["kind"] == "normal"
+    assert data["fires"][0]["offset_s"] == 0
+    assert data["wildcard"] is False
     assert any("EITHER" in warning for warning in data["warnings"])
+
+
+def test_preview_yaml_is_the_same_data() -> None:
+    args = ("schedule", "preview", "30 1 * * *", "--tz", "America/New_York", "--after", "2026-11-01")
+    code, as_yaml, err = run(*args, "-o", "yaml")
+    assert code == 0
+    assert err == ""  # warnings are part of the data, not printed beside it
+    assert yaml.safe_load(as_yaml) == json.loads(run(*args, "-o", "json")[1])
+
+
+def test_old_json_flag_is_a_deprecated_alias() -> None:
+    args = ("schedule", "preview", "@hourly", "--after", "2026-01-01T00:00:00Z", "-n", "2")
+    code, out, err = run(*args, "--json")
+    assert code == 0
+    assert json.loads(out) == json.loads(run(*args, "-o", "json")[1])
+    assert "--json is deprecated; use -o json" in err
+    code, _, err = run(*args, "--json", "-o", "yaml")
+    assert code == 2
+    assert "--json and -o yaml contradict" in err
+    assert "--json" not in CliRunner().invoke(cli, ["schedule", "preview", "--help"]).stdout
+
+
+def test_preview_limits_are_the_apis() -> None:
+    code, _, err = run("schedule", "preview", "@daily", "-n", "1001")
+    assert code == 2
+    assert "1001 is not in the range 1<=x<=1000" in err
+    code, _, err = run("schedule", "preview", "@daily", "--seed", "s" * 201)
+    assert code == 2
+    assert "--seed: String should have at most 200 characters" in err
 
 
 def test_naive_after_is_read_in_the_zone() -> None:
@@ -64,16 +98,19 @@ def test_naive_after_is_read_in_the_zone() -> None:
         "2026-05-01T11:59",
         "-n",
         "1",
-        "--json",
+        "-o",
+        "json",
     )
     assert code == 0
-    assert json.loads(out)["fires"][0]["at"] == "2026-05-01T12:00:00+05:30"
+    data = json.loads(out)
+    assert data["after"] == "2026-05-01T06:29:00Z"  # an instant, in UTC as the API gives it
+    assert data["fires"][0]["at"] == "2026-05-01T12:00:00+05:30"
 
 
 def test_hash_seed_changes_minute() -> None:
     minutes = set()
     for seed in ("a", "b", "c", "d", "e"):
-        code, out, _ = run("schedule", "preview", "H * * * *", "--seed", seed, "-n", "1", "--json")
+        code, out, _ = run("schedule", "preview", "H * * * *", "--seed", seed, "-n", "1", "-o", "json")
         assert code == 0
         minutes.add(json.loads(out)["fires"][0]["at"][14:16])
     assert len(minutes) > 1

@@ -168,3 +168,50 @@ def test_server_refusal_stops_apply_with_exit_2(server: Server, tmp_path: Path) 
     assert result.exit_code == 2
     assert "non-public address" in result.stderr
     assert names(server, "data") == {}
+
+
+def test_prune_refuses_to_empty_a_team_it_was_not_told_to(server: Server, tmp_path: Path) -> None:
+    path = write(tmp_path / "jobs.yaml", "data", [job("a"), job("b")])
+    server.run("apply", "-f", path)
+    before = names(server, "data")
+    empty_section = server.run("apply", "-f", "-", "--prune", input="{team: data, jobs: []}")
+    assert empty_section.exit_code == 2
+    assert "lists no jobs for team(s) data: --prune would delete every job" in empty_section.stderr
+    assert "--team data" in empty_section.stderr
+    beside = [{"team": "data", "jobs": []}, {"team": "web", "jobs": [job("w")]}]
+    mixed = server.run("apply", "-f", "-", "--prune", input=yaml.safe_dump_all(beside))
+    assert mixed.exit_code == 2
+    assert "lists no jobs for team(s) data" in mixed.stderr
+    empty_file = server.run("apply", "-f", "-", "--prune", input="[]")
+    assert empty_file.exit_code == 2
+    assert "lists no jobs, so --prune has no team to prune" in empty_file.stderr
+    assert names(server, "data") == before
+    assert names(server, "web") == {}  # refused whole: web/w was not created either
+    assert server.run("apply", "-f", "-", input="[]").stdout.startswith("No changes")  # no --prune: fine
+
+
+def test_prune_with_team_empties_the_named_team(server: Server, tmp_path: Path) -> None:
+    server.run("apply", "-f", write(tmp_path / "data.yaml", "data", [job("a"), job("b")]))
+    server.run("apply", "-f", write(tmp_path / "web.yaml", "web", [job("w")]))
+    plan = server.run("apply", "-f", "-", "--prune", "--team", "data", "--dry-run", input="[]")
+    assert plan.exit_code == 0, plan.stderr
+    assert plan.stdout.splitlines() == [
+        "- delete data/a",
+        "- delete data/b",
+        "Dry run: 0 to create, 0 to update, 2 to delete, 0 unchanged; nothing was changed.",
+    ]
+    done = server.run("apply", "-f", "-", "--prune", "--team", "data", input="{team: data, jobs: []}")
+    assert done.exit_code == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "Applied: 0 created, 0 updated, 2 deleted, 0 unchanged."
+    assert names(server, "data") == {}
+    assert set(names(server, "web")) == {"w"}
+
+
+def test_team_option_refuses_other_teams_jobs(server: Server, tmp_path: Path) -> None:
+    path = write(tmp_path / "jobs.yaml", "web", [job("w")])
+    result = server.run("apply", "-f", path, "--prune", "--team", "data")
+    assert result.exit_code == 2
+    assert "it holds team(s) web, not among --team data" in result.stderr
+    assert names(server, "web") == {}
+    assert server.run("apply", "-f", path, "--team", "web").exit_code == 0
+    assert set(names(server, "web")) == {"w"}

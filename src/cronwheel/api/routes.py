@@ -5,8 +5,7 @@ turned into problem details by :mod:`cronwheel.api.problems`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from datetime import UTC
+from collections.abc import Awaitable, Sequence
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Response
@@ -18,7 +17,6 @@ from cronwheel import metrics
 from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import (
-    FireOut,
     JobCreate,
     JobOut,
     JobPage,
@@ -37,9 +35,8 @@ from cronwheel.api.schemas import (
 )
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ConflictError, InvalidInputError
-from cronwheel.model import HttpTarget, Job, PythonTarget, RunState
-from cronwheel.schedule import ScheduleError, parse_schedule
-from cronwheel.schedule.lint import schedule_warnings
+from cronwheel.model import HttpTarget, Job, PythonTarget, Run, RunState
+from cronwheel.schedule import ScheduleError
 from cronwheel.scheduler.planner import schedule_of
 from cronwheel.store import JobQuery, RunQuery
 
@@ -178,6 +175,13 @@ def _labels(values: list[str]) -> tuple[tuple[str, str], ...]:
             )  # fmt: skip
         pairs.append((key, label))
     return tuple(pairs)
+
+
+async def _runs_out(services: ApiServices, runs: Sequence[Run]) -> list[RunOut]:
+    """``runs`` as answered, each with its job's team and name: one read of their jobs for the
+    whole page, not one per run. A deleted job is not read back, so its runs show null."""
+    jobs = await services.store.get_jobs(sorted({run.job_id for run in runs})) if runs else {}
+    return [RunOut.from_record(run, jobs.get(run.job_id)) for run in runs]
 
 
 # -- jobs ----------------------------------------------------------------------------------------
@@ -332,7 +336,7 @@ async def trigger_job(
     run, created = await services.job_service.trigger(job_id, payload, has_payload, idempotency_key)
     run = await services.store.get_run(run.id)  # as queued (the service marks it after publishing)
     return JSONResponse(
-        RunOut.from_record(run).model_dump(mode="json"),
+        (await _runs_out(services, [run]))[0].model_dump(mode="json"),
         status_code=201 if created else 200,
         headers={"Location": f"/v1/runs/{run.id}"},
     )
@@ -354,7 +358,7 @@ async def list_job_runs(
     )
     if not page.items and cursor is None:
         await services.store.get_job(job_id)  # 404 for a job that never existed
-    return RunPage(items=[RunOut.from_record(run) for run in page.items], next_cursor=page.next_cursor)
+    return RunPage(items=await _runs_out(services, page.items), next_cursor=page.next_cursor)
 
 
 # -- runs ----------------------------------------------------------------------------------------
@@ -374,7 +378,7 @@ async def list_runs(
             RunQuery(job_id=job_id, states=tuple(RunState(s) for s in state), limit=limit, cursor=cursor)
         )
     )
-    return RunPage(items=[RunOut.from_record(run) for run in page.items], next_cursor=page.next_cursor)
+    return RunPage(items=await _runs_out(services, page.items), next_cursor=page.next_cursor)
 
 
 @router.get("/runs/{run_id}", response_model=RunDetailOut, tags=["runs"], responses=_problems(404))
@@ -383,7 +387,8 @@ async def get_run(run_id: str, services: Services) -> RunDetailOut:
     run = await services.store.get_run(run_id)
     attempts = await services.store.list_attempts(run_id)
     events = await services.store.list_events(run_id)
-    return RunDetailOut.from_records(run, attempts, events)
+    jobs = await services.store.get_jobs([run.job_id])
+    return RunDetailOut.from_records(run, jobs.get(run.job_id), attempts, events)
 
 
 # -- schedules -----------------------------------------------------------------------------------
@@ -393,11 +398,10 @@ async def get_run(run_id: str, services: Services) -> RunDetailOut:
     "/schedules/preview", response_model=PreviewOut, tags=["schedules"], responses=_problems(400, 422)
 )
 async def preview_schedule(body: PreviewIn, services: Services) -> PreviewOut:
-    """The next fire times of an expression in a zone, with DST effects and warnings."""
+    """The next fire times of an expression in a zone, with DST effects and warnings (the same
+    JSON as ``cronwheel schedule preview -o json``)."""
     try:
-        schedule = parse_schedule(
-            body.expression, body.timezone, dst_gap=body.dst_gap, dst_fold=body.dst_fold, seed=body.seed
-        )
+        return PreviewOut.build(body, services.clock.now())
     except ScheduleError as error:
         raise ProblemError(
             422,
@@ -406,31 +410,6 @@ async def preview_schedule(body: PreviewIn, services: Services) -> PreviewOut:
             str(error),
             errors=_schedule_errors(error, "expression"),
         ) from None
-    after = body.after if body.after is not None else services.clock.now()
-    fires: list[FireOut] = []
-    for fire in schedule.fires_after(after):
-        if len(fires) == body.count:
-            break
-        offset = fire.at.utcoffset()
-        fires.append(
-            FireOut(
-                at=fire.at,
-                utc=fire.at.astimezone(UTC),
-                offset_s=0 if offset is None else int(offset.total_seconds()),
-                kind=fire.kind.value,
-                wall=fire.wall.isoformat(),
-            )
-        )
-    return PreviewOut(
-        expression=schedule.expression,
-        timezone=schedule.timezone,
-        dst_gap=schedule.dst_gap,
-        dst_fold=schedule.dst_fold,
-        wildcard=schedule.wildcard,
-        after=after,
-        fires=fires,
-        warnings=schedule_warnings(schedule, after),
-    )
 
 
 # -- system --------------------------------------------------------------------------------------

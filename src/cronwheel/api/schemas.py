@@ -10,6 +10,7 @@ that names the field rather than a setting silently ignored.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 from datetime import UTC, datetime
@@ -42,6 +43,8 @@ from cronwheel.model import (
     RunEvent,
     Target,
 )
+from cronwheel.schedule import Fire, parse_schedule
+from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
 
 # -- building blocks ---------------------------------------------------------------------------
@@ -497,6 +500,8 @@ class RunOut(_Out):
 
     id: str
     job_id: str
+    job_team: str | None = Field(description="The job's team; null when the job was deleted.")
+    job_name: str | None = Field(description="The job's name; null when the job was deleted.")
     kind: Literal["scheduled", "manual"]
     slot: datetime
     state: RunStateName
@@ -516,14 +521,18 @@ class RunOut(_Out):
     start_lateness_s: float | None = Field(description="started_at - slot, in seconds.")
 
     @classmethod
-    def from_record(cls, run: Run) -> RunOut:
-        return cls.model_validate(_run_fields(run))
+    def from_record(cls, run: Run, job: Job | None) -> RunOut:
+        """``run`` as answered; ``job`` is its live job (None once deleted), which gives the
+        team and name a reader knows the job by."""
+        return cls.model_validate(_run_fields(run, job))
 
 
-def _run_fields(run: Run) -> dict[str, Any]:
+def _run_fields(run: Run, job: Job | None) -> dict[str, Any]:
     return {
         "id": run.id,
         "job_id": run.job_id,
+        "job_team": None if job is None else job.team,
+        "job_name": None if job is None else job.name,
         "kind": run.kind.value,
         "slot": run.slot,
         "state": run.state.value,
@@ -599,8 +608,10 @@ class RunDetailOut(RunOut):
     events: list[RunEventOut]
 
     @classmethod
-    def from_records(cls, run: Run, attempts: list[Attempt], events: list[RunEvent]) -> RunDetailOut:
-        data = _run_fields(run)
+    def from_records(
+        cls, run: Run, job: Job | None, attempts: list[Attempt], events: list[RunEvent]
+    ) -> RunDetailOut:
+        data = _run_fields(run, job)
         data["attempt_details"] = [AttemptOut.from_record(attempt) for attempt in attempts]
         data["events"] = [RunEventOut.from_record(event) for event in events]
         return cls.model_validate(data)
@@ -633,6 +644,17 @@ class FireOut(_Out):
     kind: Literal["normal", "shifted", "repeated-first", "repeated-second"]
     wall: str = Field(description="The nominal local wall time (differs from `at` when shifted).")
 
+    @classmethod
+    def from_record(cls, fire: Fire) -> FireOut:
+        offset = fire.at.utcoffset()
+        return cls(
+            at=fire.at,
+            utc=fire.at.astimezone(UTC),
+            offset_s=0 if offset is None else int(offset.total_seconds()),
+            kind=fire.kind.value,
+            wall=fire.wall.isoformat(),
+        )
+
 
 class PreviewOut(_Out):
     expression: str
@@ -640,6 +662,34 @@ class PreviewOut(_Out):
     dst_gap: Literal["shift", "skip"]
     dst_fold: Literal["first", "last", "both"]
     wildcard: bool
-    after: datetime
+    after: datetime = Field(description="The instant the fire times follow, in UTC.")
     fires: list[FireOut]
     warnings: list[str]
+
+    @classmethod
+    def build(cls, request: PreviewIn, now: datetime) -> PreviewOut:
+        """The preview ``request`` asks for (after ``request.after``, else after ``now``).
+
+        The one builder of a preview: ``POST /v1/schedules/preview`` and ``cronwheel schedule
+        preview`` (which runs locally, without a server) both answer with it, so their JSON is
+        the same. Raises :class:`~cronwheel.schedule.ScheduleError` for an invalid expression,
+        zone or option."""
+        schedule = parse_schedule(
+            request.expression,
+            request.timezone,
+            dst_gap=request.dst_gap,
+            dst_fold=request.dst_fold,
+            seed=request.seed,
+        )
+        after = (request.after if request.after is not None else now).astimezone(UTC)
+        fires = itertools.islice(schedule.fires_after(after), request.count)
+        return cls(
+            expression=schedule.expression,
+            timezone=schedule.timezone,
+            dst_gap=schedule.dst_gap,
+            dst_fold=schedule.dst_fold,
+            wildcard=schedule.wildcard,
+            after=after,
+            fires=[FireOut.from_record(fire) for fire in fires],
+            warnings=schedule_warnings(schedule, after),
+        )

@@ -6,6 +6,12 @@ when it matches, so applying the same file twice changes nothing the second time
 ``--prune``, jobs of the file's teams that the file no longer lists are deleted. ``--dry-run``
 prints the plan and changes nothing.
 
+Pruning a team down to no jobs at all is never inferred: a file (or a ``{team: ..., jobs: []}``
+section) that lists no job for a team is refused with ``--prune`` unless ``--team`` names that
+team, because an emptied or truncated file looks exactly like that and would delete every job of
+the team. ``--team`` (repeatable) says which teams the apply is about: the file may then hold
+only their jobs, and ``--prune`` deletes what it does not list of theirs, all of them if need be.
+
 The file holds jobs as a list, as ``{team: ..., jobs: [...]}`` (the team is the default for
 jobs that name none), or one job per YAML document. Definitions are checked and normalized with
 the API's own schema (:mod:`cronwheel.api.schemas`) before anything is sent, so a typo in the
@@ -53,9 +59,17 @@ class Plan:
 # -- the file ------------------------------------------------------------------------------------
 
 
-def file_jobs(path: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class JobsFile:
+    path: str
+    jobs: list[Any]  # raw job mappings, a section's team filled in
+    sections: frozenset[str]  # teams of ``{team: ..., jobs: [...]}`` sections, with jobs or not
+
+
+def file_jobs(path: str) -> JobsFile:
     """The raw job mappings of the file, with a section's default team filled in."""
     found: list[dict[str, Any]] = []
+    sections: set[str] = set()
     for document in load_documents(path):
         if isinstance(document, list):
             found += document
@@ -67,6 +81,8 @@ def file_jobs(path: str) -> list[dict[str, Any]]:
                 )
             if not isinstance(document["jobs"], list):
                 raise InvalidFile(f"{path}: 'jobs' must be a list")
+            if isinstance(document.get("team"), str):
+                sections.add(document["team"])
             for item in document["jobs"]:
                 if isinstance(item, dict) and "team" in document and "team" not in item:
                     found.append({"team": document["team"], **item})
@@ -74,7 +90,36 @@ def file_jobs(path: str) -> list[dict[str, Any]]:
                     found.append(item)
         else:
             found.append(document)
-    return found
+    return JobsFile(path, found, frozenset(sections))
+
+
+def scope(file: JobsFile, specs: dict[str, dict[str, Any]], teams: tuple[str, ...], prune: bool) -> list[str]:
+    """The teams this apply reads (and, with ``prune``, prunes): ``teams`` when given (the file
+    may name no other), else the teams of the file's jobs. Refuses a prune that would empty a
+    team the file names without listing a job of it, unless ``teams`` names it."""
+    named = {spec["team"] for spec in specs.values()}
+    if teams:
+        strays = sorted((named | file.sections) - set(teams))
+        if strays:
+            raise InvalidFile(
+                f"{file.path}: nothing applied; it holds team(s) {', '.join(strays)}, "
+                f"not among --team {' '.join(teams)}"
+            )
+        return sorted(set(teams))
+    source = "stdin" if file.path == "-" else file.path
+    empty = sorted(file.sections - named)
+    if prune and empty:
+        raise InvalidFile(
+            f"{source} lists no jobs for team(s) {', '.join(empty)}: --prune would delete every job "
+            f"they have, so nothing was applied; to mean that, name them: "
+            + " ".join(f"--team {team}" for team in empty)
+        )
+    if prune and not specs:
+        raise InvalidFile(
+            f"{source} lists no jobs, so --prune has no team to prune and nothing was applied; "
+            "to delete every job of a team, name it: --prune --team TEAM"
+        )
+    return sorted(named)
 
 
 def normalize(raw: list[Any], path: str) -> dict[str, dict[str, Any]]:
@@ -143,9 +188,8 @@ def changes(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
 # -- plan and apply ------------------------------------------------------------------------------
 
 
-def make_plan(ctx: Ctx, specs: dict[str, dict[str, Any]], prune: bool) -> Plan:
+def make_plan(ctx: Ctx, specs: dict[str, dict[str, Any]], teams: list[str], prune: bool) -> Plan:
     plan = Plan()
-    teams = sorted({spec["team"] for spec in specs.values()})
     live: dict[str, dict[str, Any]] = {}
     for team in teams:
         items, _ = fetch_pages(ctx.client, "/v1/jobs", {"team": team}, limit=1_000_000)
@@ -208,9 +252,17 @@ def execute(ctx: Ctx, plan: Plan) -> None:
     "-f", "--file", "path", required=True, metavar="FILE", help="Jobs file (YAML or JSON; - for stdin)."
 )
 @click.option("--prune", is_flag=True, help="Delete jobs of the file's teams that the file does not list.")
+@click.option(
+    "--team",
+    "teams",
+    multiple=True,
+    metavar="TEAM",
+    help="The team(s) this file is for (repeat): the file may hold no other, and --prune may delete "
+    "all of a team's jobs only when it is named here.",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
 @api_command
-def apply(ctx: Ctx, path: str, prune: bool, dry_run: bool) -> None:
+def apply(ctx: Ctx, path: str, prune: bool, teams: tuple[str, ...], dry_run: bool) -> None:
     """Make the server's jobs match FILE (matched by team and name).
 
     \b
@@ -221,9 +273,14 @@ def apply(ctx: Ctx, path: str, prune: bool, dry_run: bool) -> None:
           schedule: "0 3 * * *"
           timezone: Europe/Berlin
           target: {type: http, url: "https://hooks.example.com/nightly"}
+
+    \b
+    To delete every job of a team, prune it with a file that lists none, naming the team:
+      echo '{team: data, jobs: []}' | cronwheel apply -f - --prune --team data
     """
-    specs = normalize(file_jobs(path), path)
-    plan = make_plan(ctx, specs, prune)
+    file = file_jobs(path)
+    specs = normalize(file.jobs, path)
+    plan = make_plan(ctx, specs, scope(file, specs, teams, prune), prune)
     if not dry_run and not plan.empty:
         execute(ctx, plan)
     if ctx.output != "table":

@@ -59,6 +59,12 @@ def _last(job: dict[str, Any]) -> str | None:
     return None if last is None else f"{last['state']} {when(last['slot'])}"
 
 
+def next_run(job: dict[str, Any]) -> str | None:
+    """When the job fires next; a paused job does not, whatever its stored cursor says (the
+    cursor stays at the slot it paused before, a time that is past by now)."""
+    return "paused" if job["paused"] else when(job["next_run_at"])
+
+
 def jobs_table(jobs: list[dict[str, Any]]) -> str:
     if not jobs:
         return "no jobs"
@@ -67,7 +73,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> str:
         [
             [
                 job["id"], job["team"], job["name"], job["schedule"], job["timezone"],
-                when(job["next_run_at"]), _last(job), job["paused"],
+                next_run(job), _last(job), job["paused"],
             ]
             for job in jobs
         ],
@@ -105,7 +111,7 @@ def job_view(job: dict[str, Any]) -> str:
              else f"{when(job['start_at']) or '-'} .. {when(job['end_at']) or '-'}"),
             ("labels", job["labels"]),
             ("paused", job["paused"] if not job["paused"] else f"yes ({job['pause_note'] or 'no note'})"),
-            ("next run", when(job["next_run_at"])),
+            ("next run", next_run(job)),
             ("last run", _last(job)),
             ("updated", when(job["updated_at"])),
         ]

@@ -27,14 +27,26 @@ class Ctx:
 
     def emit(self, data: Any, table: Callable[[Any], str]) -> None:
         """Print ``data`` as JSON/YAML when asked, else as ``table(data)``."""
-        if self.output == "json":
-            click.echo(json.dumps(data, indent=2))
-        elif self.output == "yaml":
-            click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
-        else:
-            text = table(data)
-            if text:
-                click.echo(text)
+        emit(data, self.output, table)
+
+
+def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:
+    """Print ``data`` as JSON or YAML when ``output`` says so, else as ``table(data)`` (local
+    commands, such as ``schedule preview``, print the same way as the API commands)."""
+    if output == "json":
+        click.echo(json.dumps(data, indent=2))
+    elif output == "yaml":
+        click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
+    else:
+        text = table(data)
+        if text:
+            click.echo(text)
+
+
+def output_option(func: Callable[..., None]) -> Callable[..., None]:
+    """``-o table|json|yaml``, as every command takes it."""
+    option = click.option("-o", "--output", type=click.Choice(FORMATS), default="table", show_default=True)
+    return option(func)
 
 
 def api_command(func: Callable[..., None]) -> Callable[..., None]:
@@ -47,7 +59,7 @@ def api_command(func: Callable[..., None]) -> Callable[..., None]:
         show_default=True,
         help="Base URL of the cronwheel API (env: CRONWHEEL_URL).",
     )
-    @click.option("-o", "--output", type=click.Choice(FORMATS), default="table", show_default=True)
+    @output_option
     @functools.wraps(func)
     def wrapper(*args: Any, url: str, output: str, **kwargs: Any) -> None:
         func(Ctx(ApiClient(url), output), *args, **kwargs)

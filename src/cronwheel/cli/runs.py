@@ -22,6 +22,14 @@ def _late(at: str | None, lateness_s: float | None) -> str | None:
     return f"{when(at)}  ({_seconds(lateness_s)} after the slot)"
 
 
+def job_of(run: dict[str, Any], with_id: bool = False) -> str:
+    """The run's job as people name it, ``team/name``; a deleted job has only its id left."""
+    if run["job_team"] is None:
+        return f"{run['job_id']} (deleted)"
+    name = f"{run['job_team']}/{run['job_name']}"
+    return f"{name} ({run['job_id']})" if with_id else name
+
+
 def runs_table(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return "no runs"
@@ -29,7 +37,7 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
         ["ID", "JOB", "KIND", "SLOT", "STATE", "ATTEMPTS", "LATENESS", "REASON"],
         [
             [
-                run["id"], run["job_id"], run["kind"], when(run["slot"]), run["state"], run["attempts"],
+                run["id"], job_of(run), run["kind"], when(run["slot"]), run["state"], run["attempts"],
                 _seconds(run["start_lateness_s"] if run["start_lateness_s"] is not None
                          else run["queued_lateness_s"]),
                 run["reason"],
@@ -44,7 +52,7 @@ def run_detail_view(run: dict[str, Any]) -> str:
         fields(
             [
                 ("id", run["id"]),
-                ("job", run["job_id"]),
+                ("job", job_of(run, with_id=True)),
                 ("kind", run["kind"]),
                 ("slot", when(run["slot"])),
                 ("state", run["state"] if not run["reason"] else f"{run['state']} ({run['reason']})"),

@@ -1,23 +1,29 @@
-"""``cronwheel schedule ...``: work with schedule expressions locally (no server needed)."""
+"""``cronwheel schedule ...``: work with schedule expressions locally (no server needed).
+
+``schedule preview`` builds its answer with the API's own builder and model
+(:meth:`cronwheel.api.schemas.PreviewOut.build`), so ``-o json`` prints exactly what
+``POST /v1/schedules/preview`` answers for the same input, and the table is drawn from that
+same data.
+"""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import click
 
+from cronwheel.cli.output import emit, output_option
 from cronwheel.clock import SystemClock
-from cronwheel.schedule import Fire, FireKind, Schedule, ScheduleError, load_zone, parse_schedule
-from cronwheel.schedule.lint import schedule_warnings
+from cronwheel.schedule import ScheduleError, load_zone
 
 _NOTES = {
-    FireKind.NORMAL: "",
-    FireKind.SHIFTED: "shifted: {wall:%H:%M:%S} does not exist (DST gap)",
-    FireKind.REPEATED_FIRST: "repeated hour, first pass",
-    FireKind.REPEATED_SECOND: "repeated hour, second pass",
+    "normal": "",
+    "shifted": "shifted: {wall:%H:%M:%S} does not exist (DST gap)",
+    "repeated-first": "repeated hour, first pass",
+    "repeated-second": "repeated hour, second pass",
 }
+_OPTIONS = {"expression": "EXPRESSION", "timezone": "--tz", "count": "--count", "seed": "--seed"}
 
 
 @click.group()
@@ -28,45 +34,86 @@ def schedule() -> None:
 @schedule.command()
 @click.argument("expression")
 @click.option("--tz", "timezone", default="UTC", show_default=True, help="IANA time zone.")
-@click.option("--count", "-n", default=10, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--count", "-n", default=10, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--after", help="ISO 8601 instant to start after (naive = in --tz). Default: now.")
 @click.option("--seed", help="What H hashes (cronwheel jobs use their job id).")
 @click.option("--dst-gap", type=click.Choice(["shift", "skip"]), help="Skipped local times.")
 @click.option("--dst-fold", type=click.Choice(["first", "last", "both"]), help="Repeated local times.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@output_option
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Deprecated spelling of -o json.")
 def preview(
     expression: str,
     timezone: str,
     count: int,
     after: str | None,
     seed: str | None,
-    dst_gap: Any,
-    dst_fold: Any,
+    dst_gap: str | None,
+    dst_fold: str | None,
+    output: str,
     as_json: bool,
 ) -> None:
     """Print the next fire times of EXPRESSION, with DST effects and warnings.
+
+    Runs locally: no server is needed. `-o json` prints what POST /v1/schedules/preview answers.
 
     \b
     Examples:
       cronwheel schedule preview "*/15 9-17 * * MON-FRI" --tz Europe/Berlin
       cronwheel schedule preview "30 2 * * *" --tz America/New_York --after 2026-03-07
+      cronwheel schedule preview "@daily" -n 3 -o json
     """
+    output = _output(output, as_json)
+    request = {
+        "expression": expression,
+        "timezone": timezone,
+        "count": count,
+        "dst_gap": dst_gap,
+        "dst_fold": dst_fold,
+        "seed": seed,
+    }
+    data = _build(request, after)
+    emit(data, output, preview_table)
+    if output == "table":
+        for warning in data["warnings"]:
+            click.secho(f"warning: {warning}", fg="yellow", err=True)
+
+
+def _output(output: str, as_json: bool) -> str:
+    """``--json`` is kept, hidden, as the old spelling of ``-o json`` (with a note on stderr)."""
+    if not as_json:
+        return output
+    if output == "yaml":
+        raise click.UsageError("--json and -o yaml contradict each other (--json is the old -o json)")
+    click.echo("note: --json is deprecated; use -o json", err=True)
+    return "json"
+
+
+def _build(request: dict[str, Any], after: str | None) -> dict[str, Any]:
+    """The preview as the API's JSON, or a usage error (exit 2) naming what is wrong."""
+    # imported here, not at the top: pydantic costs every other command start-up time
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from cronwheel.api.schemas import PreviewIn, PreviewOut  # noqa: PLC0415
+
     try:
-        parsed = parse_schedule(expression, timezone, dst_gap=dst_gap, dst_fold=dst_fold, seed=seed)
-        start = _start(after, timezone)
+        body = PreviewIn.model_validate({**request, "after": _start(after, request["timezone"])})
+        built = PreviewOut.build(body, SystemClock().now())
     except ScheduleError as error:
         raise click.UsageError(str(error)) from None
-    fires = [fire for _, fire in zip(range(count), parsed.fires_after(start), strict=False)]
-    warnings = schedule_warnings(parsed, start)
-    if as_json:
-        click.echo(json.dumps(_as_json(parsed, start, fires, warnings), indent=2))
-    else:
-        _print_table(parsed, start, fires, warnings)
+    except ValidationError as error:
+        problems = [
+            f"{_OPTIONS.get(str(detail['loc'][0]), detail['loc'][0])}: {detail['msg']}"
+            for detail in error.errors()
+        ]
+        raise click.UsageError("; ".join(problems)) from None
+    data: dict[str, Any] = built.model_dump(mode="json")
+    return data
 
 
-def _start(after: str | None, timezone: str) -> datetime:
+def _start(after: str | None, timezone: str) -> datetime | None:
+    """``--after`` as an aware instant: a date or a naive time is read in the schedule's zone."""
     if after is None:
-        return SystemClock().now()
+        return None
     try:
         moment = datetime.fromisoformat(after)
     except ValueError:
@@ -79,46 +126,26 @@ def _start(after: str | None, timezone: str) -> datetime:
     return moment
 
 
-def _policy(parsed: Schedule) -> str:
-    kind = "wildcard (* minute or hour)" if parsed.wildcard else "fixed-time"
-    return f"{kind}; DST gap: {parsed.dst_gap}, repeated time: {parsed.dst_fold}"
+def preview_table(data: dict[str, Any]) -> str:
+    """The preview's JSON as lines: local time, weekday, offset, UTC, and what DST did."""
+    after = datetime.fromisoformat(data["after"]).astimezone(load_zone(data["timezone"]))
+    lines = [
+        f"{data['expression']}  in {data['timezone']}  ({_policy(data)})",
+        f"next {len(data['fires'])} after {after.isoformat()}:",
+    ]
+    for fire in data["fires"]:
+        at = datetime.fromisoformat(fire["at"])
+        note = _NOTES[fire["kind"]].format(wall=datetime.fromisoformat(fire["wall"]))
+        lines.append(f"  {at:%Y-%m-%d %H:%M:%S %a}  {_offset(at)}  {fire['utc']}  {note}".rstrip())
+    if not data["fires"]:
+        lines.append("  (no fire times)")
+    return "\n".join(lines)
 
 
-def _print_table(parsed: Schedule, start: datetime, fires: list[Fire], warnings: list[str]) -> None:
-    click.echo(f"{parsed.expression}  in {parsed.timezone}  ({_policy(parsed)})")
-    click.echo(f"next {len(fires)} after {start.isoformat()}:")
-    for fire in fires:
-        at = fire.at
-        utc = at.astimezone(UTC)
-        note = _NOTES[fire.kind].format(wall=fire.wall)
-        line = f"  {at:%Y-%m-%d %H:%M:%S %a}  {_offset(at)}  {utc:%Y-%m-%dT%H:%M:%SZ}  {note}"
-        click.echo(line.rstrip())
-    if not fires:
-        click.echo("  (no fire times)")
-    for warning in warnings:
-        click.secho(f"warning: {warning}", fg="yellow", err=True)
+def _policy(data: dict[str, Any]) -> str:
+    kind = "wildcard (* minute or hour)" if data["wildcard"] else "fixed-time"
+    return f"{kind}; DST gap: {data['dst_gap']}, repeated time: {data['dst_fold']}"
 
 
 def _offset(at: datetime) -> str:
     return at.isoformat()[-6:] if at.utcoffset() else "+00:00"
-
-
-def _as_json(parsed: Schedule, start: datetime, fires: list[Fire], warnings: list[str]) -> dict[str, Any]:
-    return {
-        "expression": parsed.expression,
-        "timezone": parsed.timezone,
-        "dst_gap": parsed.dst_gap,
-        "dst_fold": parsed.dst_fold,
-        "after": start.isoformat(),
-        "fires": [
-            {
-                "at": fire.at.isoformat(),
-                "utc": fire.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-                "offset": _offset(fire.at),
-                "kind": fire.kind.value,
-                "wall": fire.wall.isoformat(),
-            }
-            for fire in fires
-        ],
-        "warnings": warnings,
-    }
