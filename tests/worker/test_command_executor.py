@@ -120,12 +120,17 @@ async def test_empty_argv(executor: CommandExecutor) -> None:
     assert result.outcome is Outcome.ERROR
 
 
-@pytest.mark.parametrize("cwd", ["relative/dir", "/nonexistent/cronwheel-dir"])
-async def test_bad_cwd(executor: CommandExecutor, cwd: str) -> None:
+@pytest.mark.parametrize(
+    ("cwd", "error"),
+    [
+        ("relative/dir", "target.cwd must be an absolute path"),
+        ("/nonexistent/cronwheel-dir", "cwd is not an existing directory: /nonexistent/cronwheel-dir"),
+    ],
+)
+async def test_bad_cwd(executor: CommandExecutor, cwd: str, error: str) -> None:
     result = await executor.execute(sh("pwd", cwd=cwd), make_ctx())
     assert result.outcome is Outcome.ERROR
-    assert result.error is not None
-    assert cwd in result.error
+    assert result.error == error
 
 
 async def test_cwd(executor: CommandExecutor, tmp_path: Path) -> None:
@@ -219,6 +224,16 @@ async def test_output_is_the_tail_of_stdout_and_stderr(executor: CommandExecutor
     assert result.output is not None
     assert len(result.output.encode()) == 1024
     assert result.output.endswith("A\noops\nEND\n")
+
+
+async def test_nul_bytes_in_the_output_are_kept_as_storable_text() -> None:
+    """A NUL in the kept output would make PostgreSQL refuse to record the attempt."""
+    executors = Executors(ALLOW)
+    try:
+        result = await executors.execute(sh(r"printf 'a\000b'"), make_ctx())
+    finally:
+        await executors.close()
+    assert (result.outcome, result.output) == (Outcome.SUCCESS, "a\ufffdb")
 
 
 @pytest.mark.parametrize(
