@@ -35,6 +35,7 @@ import email.utils
 import ipaddress
 import json
 import logging
+import math
 import re
 import socket
 from collections.abc import Iterable, Sequence
@@ -255,7 +256,7 @@ class HttpExecutor:
                     headers=headers,
                     data=body,
                     allow_redirects=False,
-                    timeout=aiohttp.ClientTimeout(total=budget),
+                    timeout=aiohttp.ClientTimeout(total=budget if math.isfinite(budget) else None),
                 ) as response:
                     status = response.status
                     retry_after = response.headers.get("Retry-After")
