@@ -253,7 +253,7 @@ def test_command_executor_answers_every_input(caplog: pytest.LogCaptureFixture, 
     )
     with asyncio.Runner() as runner:
 
-        @tuned(60)
+        @tuned(50)
         @given(target=command_targets(str(tmp_path)), ctx=contexts)
         @example(target=CommandTarget(argv=("/bin/echo", "a\0b")), ctx=CTX)
         @example(target=CommandTarget(argv=("/bin/echo",), env=(("A=B", "x"), ("", "y"))), ctx=CTX)
@@ -348,7 +348,7 @@ def test_python_executor_answers_every_input(caplog: pytest.LogCaptureFixture) -
     executor = PythonExecutor(settings_, clock=ManualClock(NOW))
     with asyncio.Runner() as runner:
 
-        @tuned(100)
+        @tuned(80)
         @given(target=python_targets(), ctx=contexts)
         @example(target=PythonTarget(f"{HERE}:interrupts"), ctx=CTX)
         @example(target=PythonTarget(f"{HERE}:unprintable"), ctx=CTX)

@@ -429,28 +429,22 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
-    """Whether process group ``pgid`` still has a member that is not a zombie (a zombie runs
-    nothing; where pid 1 does not reap orphans, killed ones stay zombies for good)."""
+    """Whether process group ``pgid`` still has a member: one ``kill(-pgid, 0)``.
+
+    A zombie is still a member, but none lingers here: the attempt's guard is the child
+    subreaper of the program's descendants (:mod:`.guard`) and reaps each one as it exits, so
+    the group is empty as soon as its last process is gone, even where pid 1 reaps nothing.
+    (Where the guard cannot be a subreaper, not Linux, an orphan that exited stays a member until
+    whoever adopted it reaps it; ending the group then waits out the grace.) This runs every
+    ``_POLL_S`` while a group is being ended: it used to read ``/proc/*/stat`` of every process
+    on the machine each time."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # a member we may not signal (it changed its user): still a member
         return True
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True  # no way to tell zombies apart: assume alive
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return True
 
 
 def _start_error(program: str, exc: OSError | ValueError) -> str:
