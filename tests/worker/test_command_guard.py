@@ -23,7 +23,7 @@ from cronwheel.worker.executors import guard as guard_module
 from cronwheel.worker.executors.command import CommandExecutor
 
 pytestmark = pytest.mark.skipif(
-    sys.platform != "linux", reason="Linux is the platform whose orphan handling matters (pidfd, /proc)"
+    sys.platform != "linux", reason="Linux is the platform whose orphan handling matters (subreaper, /proc)"
 )
 
 GONE_WITHIN_S = 2.0
