@@ -16,7 +16,10 @@ The function is called as ``function(payload, ctx)`` with the JSON payload and t
 
 The return value, if not None, is kept as the attempt's output (``str(value)``, cut to
 ``output_limit`` characters). An exception is a FAILURE with ``"ExcType: message"`` as the error
-and the traceback's tail as the output.
+and the traceback's tail as the output: any exception, ``KeyboardInterrupt``, ``SystemExit`` and a
+``CancelledError`` the function raised itself included (only the worker's cancellation of the
+attempt propagates), and a ``str()`` that raises is reported, not raised: the function's faults
+are its attempt's outcome, never the worker's exception.
 """
 
 from __future__ import annotations
