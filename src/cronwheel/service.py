@@ -36,6 +36,7 @@ from cronwheel.model import (
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
 from cronwheel.store import Store
+from cronwheel.targets import check_target
 
 log = logging.getLogger("cronwheel.service")
 
@@ -95,7 +96,10 @@ class TargetPolicy:
             self._check_url(target.url)
 
     def _check_url(self, url: str) -> None:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # "http://[::1/": an unclosed IPv6 literal
+            raise InvalidInputError("target.url is not a valid URL") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidInputError(f"target url must be an absolute http(s) URL, not {url!r}")
         host = parts.hostname
@@ -137,6 +141,7 @@ class JobService:
     def validate(self, job: Job) -> None:
         """Refuse a job whole (InvalidInputError / ScheduleError) before anything is written."""
         schedule_of(job)  # raises ScheduleError with field, position and reason
+        check_target(job.target)  # what no attempt could run (NUL bytes, a URL aiohttp refuses ...)
         self.policy.check(job.target)
         self.policy.check_queue(job.queue)
         if not 0 < job.timeout_s <= MAX_TIMEOUT_S:

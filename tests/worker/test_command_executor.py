@@ -120,12 +120,17 @@ async def test_empty_argv(executor: CommandExecutor) -> None:
     assert result.outcome is Outcome.ERROR
 
 
-@pytest.mark.parametrize("cwd", ["relative/dir", "/nonexistent/cronwheel-dir"])
-async def test_bad_cwd(executor: CommandExecutor, cwd: str) -> None:
+@pytest.mark.parametrize(
+    ("cwd", "error"),
+    [
+        ("relative/dir", "target.cwd must be an absolute path"),
+        ("/nonexistent/cronwheel-dir", "cwd is not an existing directory: /nonexistent/cronwheel-dir"),
+    ],
+)
+async def test_bad_cwd(executor: CommandExecutor, cwd: str, error: str) -> None:
     result = await executor.execute(sh("pwd", cwd=cwd), make_ctx())
     assert result.outcome is Outcome.ERROR
-    assert result.error is not None
-    assert cwd in result.error
+    assert result.error == error
 
 
 async def test_cwd(executor: CommandExecutor, tmp_path: Path) -> None:
@@ -221,6 +226,16 @@ async def test_output_is_the_tail_of_stdout_and_stderr(executor: CommandExecutor
     assert result.output.endswith("A\noops\nEND\n")
 
 
+async def test_nul_bytes_in_the_output_are_kept_as_storable_text() -> None:
+    """A NUL in the kept output would make PostgreSQL refuse to record the attempt."""
+    executors = Executors(ALLOW)
+    try:
+        result = await executors.execute(sh(r"printf 'a\000b'"), make_ctx())
+    finally:
+        await executors.close()
+    assert (result.outcome, result.output) == (Outcome.SUCCESS, "a\ufffdb")
+
+
 @pytest.mark.parametrize(
     ("text", "limit", "tail"),
     [
@@ -292,6 +307,59 @@ async def test_leftover_background_process_is_ended(executor: CommandExecutor, t
     assert result.output == "done\n"
     assert time.monotonic() - started < 0.5
     assert await wait_dead(await read_pid(pidfile))
+
+
+async def test_group_is_killed_when_the_program_exits_but_a_descendant_ignores_sigterm(
+    executor: CommandExecutor, tmp_path: Path
+) -> None:
+    """The program ends at SIGTERM, its grandchild ignores it: the worker watches the group through
+    the grace, then SIGKILLs what is left."""
+    pidfile = tmp_path / "grandchild.pid"
+    script = f"trap 'exit 0' TERM; (trap '' TERM; exec sleep 30) & echo $! > {pidfile}; wait"
+    started = time.monotonic()
+    result = await executor.execute(sh(script), make_ctx(timeout_s=0.3))
+    elapsed = time.monotonic() - started
+    assert result.outcome is Outcome.TIMEOUT
+    assert result.error == "timed out after 0.3 s; process group killed (SIGKILL)"
+    assert 0.3 + 0.3 <= elapsed < 0.3 + 0.3 + 0.5
+    assert await wait_dead(await read_pid(pidfile))
+
+
+def gone(pid: int) -> bool:
+    """Not even a zombie: the process was reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def test_descendants_that_exited_do_not_hold_the_attempt(tmp_path: Path) -> None:
+    """An orphan that exited while the program ran is reaped by the attempt's guard (its
+    subreaper), so it neither stays a zombie where pid 1 reaps nothing (a container whose pid 1
+    is the worker) nor looks like a live member of the group: the attempt ends when the program
+    does, not after the kill grace."""
+    pidfile = tmp_path / "orphan.pid"
+    executor = CommandExecutor(replace(ALLOW, kill_grace_s=5.0))
+    started = time.monotonic()
+    result = await executor.execute(
+        sh(f"(sleep 0.05 & echo $! > {pidfile}); sleep 0.3; echo done"), make_ctx()
+    )
+    elapsed = time.monotonic() - started
+    assert (result.outcome, result.output) == (Outcome.SUCCESS, "done\n")
+    assert elapsed < 2.0  # not the 5 s grace
+    assert gone(await read_pid(pidfile))
+
+
+async def test_killed_descendants_are_reaped(executor: CommandExecutor, tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    result = await executor.execute(sh(f"sleep 30 & echo $! > {pidfile}; wait"), make_ctx(timeout_s=0.3))
+    assert result.outcome is Outcome.TIMEOUT
+    pid = await read_pid(pidfile)
+    deadline = time.monotonic() + 1.0
+    while not gone(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert gone(pid), "left as a zombie"
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")

@@ -23,7 +23,7 @@ from cronwheel.worker.executors import guard as guard_module
 from cronwheel.worker.executors.command import CommandExecutor
 
 pytestmark = pytest.mark.skipif(
-    sys.platform != "linux", reason="Linux is the platform whose orphan handling matters (pidfd, /proc)"
+    sys.platform != "linux", reason="Linux is the platform whose orphan handling matters (subreaper, /proc)"
 )
 
 GONE_WITHIN_S = 2.0
@@ -149,6 +149,30 @@ async def test_a_guard_that_dies_does_not_leave_the_group_unwatched(pid_files: t
     assert result.error == "killed by SIGKILL"
     assert not alive(child)
     assert await asyncio.to_thread(wait_until, lambda: not alive(grandchild), GONE_WITHIN_S) is not None
+
+
+async def test_orphans_of_the_program_are_adopted_and_reaped_by_its_guard(tmp_path: Path) -> None:
+    """The guard is the child subreaper of the program's descendants: an orphan becomes its child
+    (not pid 1's, which may reap nothing), and is reaped when it ends with the group."""
+    orphan_file, child_file = tmp_path / "orphan.pid", tmp_path / "child.pid"
+    script = (
+        f"(sleep 30 & echo $! > {orphan_file}.tmp; mv {orphan_file}.tmp {orphan_file}); "
+        f"echo $$ > {child_file}.tmp; mv {child_file}.tmp {child_file}; sleep 30"
+    )
+    executor = CommandExecutor(WorkerSettings(allow_commands=True, kill_grace_s=0.3))
+    attempt = asyncio.create_task(executor.execute(CommandTarget(argv=("/bin/sh", "-c", script)), make_ctx()))
+    try:
+        child = await asyncio.to_thread(read_pid, child_file)
+        orphan = await asyncio.to_thread(read_pid, orphan_file)
+        guard_pid = parent_of(child)
+        assert guard_pid != os.getpid()
+        assert parent_of(orphan) == guard_pid
+    finally:
+        attempt.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await attempt
+    with pytest.raises(ProcessLookupError):  # ended and reaped: not even a zombie
+        os.kill(orphan, 0)
 
 
 async def test_program_is_looked_up_on_the_targets_path(tmp_path: Path) -> None:

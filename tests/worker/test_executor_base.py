@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from cronwheel.model import HttpTarget, Job, Run, RunKind, RunState
-from cronwheel.worker.executors.base import AttemptContext, head_text, rfc3339, tail_text
+from cronwheel.model import HttpTarget, Job, Outcome, Run, RunKind, RunState
+from cronwheel.store.port import AttemptResult
+from cronwheel.worker.executors.base import AttemptContext, head_text, rfc3339, storable, tail_text
 
 SLOT = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -83,3 +85,23 @@ def test_rfc3339() -> None:
 def test_head_and_tail_text(data: bytes, limit: int, head: str, tail: str) -> None:
     assert head_text(data, limit) == head
     assert tail_text(data, limit) == tail
+
+
+def test_storable_texts() -> None:
+    """PostgreSQL refuses NUL in text (the attempt could not be recorded at all); a lone surrogate
+    has no UTF-8 bytes."""
+    clean = AttemptResult(Outcome.FAILURE, exit_code=1, error="exited with status 1", output="café\n")
+    assert storable(clean) is clean
+    dirty = AttemptResult(Outcome.FAILURE, error="ValueError: a\0b", output="\0x\ud800y", retry_after_s=3.0)
+    assert storable(dirty) == AttemptResult(
+        Outcome.FAILURE, error="ValueError: a\ufffdb", output="\ufffdx?y", retry_after_s=3.0
+    )
+    assert storable(AttemptResult(Outcome.SUCCESS)) == AttemptResult(Outcome.SUCCESS)
+
+
+def test_budget_of_a_timeout_that_is_not_a_number() -> None:
+    ctx = AttemptContext.for_run(
+        job(), Run(id="r", job_id="job-1", kind=RunKind.MANUAL, slot=SLOT, state=RunState.RUNNING), 1
+    )
+    assert replace(ctx, timeout_s=float("nan")).budget_s(SLOT) == 0.0
+    assert replace(ctx, timeout_s=-1.0).budget_s(SLOT) == 0.0

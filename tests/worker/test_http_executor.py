@@ -101,7 +101,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         headers["Connection"] = "close"
     if "location" in query:
         headers["Location"] = query["location"]
-    body = b"x" * int(query["size"]) if "size" in query else b"ok"
+    body = b"x" * int(query["size"]) if "size" in query else b"a\0b\xff" if "binary" in query else b"ok"
     return web.Response(status=status, body=body, headers=headers)
 
 
@@ -360,13 +360,19 @@ async def test_dns_failure() -> None:
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        (HttpTarget(url="ftp://127.0.0.1/x"), "the URL must be absolute http:// or https://"),
-        (HttpTarget(url="/relative"), "the URL must be absolute http:// or https://"),
-        (HttpTarget(url="http://127.0.0.1/", method="GET /x"), "invalid HTTP method"),
-        (HttpTarget(url="http://127.0.0.1/", headers=(("Bad Name", "v"),)), "invalid header name 'Bad Name'"),
+        (HttpTarget(url="ftp://127.0.0.1/x"), "target.url must be an absolute http:// or https:// URL"),
+        (HttpTarget(url="/relative"), "target.url must be an absolute http:// or https:// URL"),
+        (
+            HttpTarget(url="http://127.0.0.1/", method="GET /x"),
+            "target.method must be an HTTP method name (a token such as POST)",
+        ),
+        (
+            HttpTarget(url="http://127.0.0.1/", headers=(("Bad Name", "v"),)),
+            "target.headers has a name that is not an HTTP token: 'Bad Name'",
+        ),
         (
             HttpTarget(url="http://127.0.0.1/", headers=(("X-Token", f"{SECRET}\r\nEvil: 1"),)),
-            "header 'X-Token' has a value with CR, LF or NUL",
+            "target.headers['X-Token'] contains a control character",
         ),
     ],
 )
@@ -374,6 +380,16 @@ async def test_bad_targets_are_errors(executor: HttpExecutor, target: HttpTarget
     result = await executor.execute(target, make_ctx())
     assert result.outcome is Outcome.ERROR
     assert result.error == message
+
+
+async def test_a_binary_body_is_kept_as_storable_text(sink: Sink) -> None:
+    """A NUL in the kept output would make PostgreSQL refuse to record the attempt."""
+    executors = Executors(LOOPBACK)
+    try:
+        result = await executors.execute(HttpTarget(url=sink.url("/ok?binary=1")), make_ctx())
+    finally:
+        await executors.close()
+    assert (result.outcome, result.output) == (Outcome.SUCCESS, "a\ufffdb\ufffd")
 
 
 async def test_close_then_reuse(sink: Sink, executor: HttpExecutor) -> None:

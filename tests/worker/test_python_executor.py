@@ -94,6 +94,35 @@ def allowed_returns_coroutine(payload: Any, ctx: AttemptContext) -> Any:
     return allowed_async_echo(payload, ctx)
 
 
+def allowed_interrupts(payload: Any, ctx: AttemptContext) -> None:
+    raise KeyboardInterrupt
+
+
+async def allowed_async_interrupts(payload: Any, ctx: AttemptContext) -> None:
+    raise KeyboardInterrupt
+
+
+async def allowed_raises_cancelled(payload: Any, ctx: AttemptContext) -> None:
+    raise asyncio.CancelledError  # its own (say, an awaited task it cancelled): not the worker's
+
+
+class _UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def allowed_raises_unprintable(payload: Any, ctx: AttemptContext) -> None:
+    raise _UnprintableError
+
+
+def allowed_returns_unprintable(payload: Any, ctx: AttemptContext) -> _UnprintableError:
+    return _UnprintableError()
+
+
+def allowed_returns_raw_text(payload: Any, ctx: AttemptContext) -> str:
+    return "a\0b\ud800"
+
+
 def forbidden(payload: Any, ctx: AttemptContext) -> str:
     raise AssertionError("must never run")
 
@@ -172,6 +201,49 @@ async def test_exception_is_failure(executor: PythonExecutor, name: str, error: 
     assert "Traceback" in result.output or name in result.output
 
 
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("allowed_interrupts", "KeyboardInterrupt: "),
+        ("allowed_async_interrupts", "KeyboardInterrupt: "),
+        ("allowed_raises_cancelled", "CancelledError: "),
+        (
+            "allowed_raises_unprintable",
+            "_UnprintableError: <_UnprintableError object; str() raised RuntimeError>",
+        ),
+    ],
+)
+async def test_whatever_the_function_raises_is_its_failure(
+    executor: PythonExecutor, name: str, error: str
+) -> None:
+    """Before, KeyboardInterrupt went through the worker's loop, and an exception whose str()
+    raises made the executor raise."""
+    result = await executor.execute(fn(name), make_ctx())
+    assert (result.outcome, result.error) == (Outcome.FAILURE, error)
+
+
+async def test_return_values_that_are_awkward_text() -> None:
+    executors = Executors(ALLOW)
+    try:
+        unprintable = await executors.execute(fn("allowed_returns_unprintable"), make_ctx())
+        raw = await executors.execute(fn("allowed_returns_raw_text"), make_ctx())
+    finally:
+        await executors.close()
+    assert (unprintable.outcome, unprintable.output) == (
+        Outcome.SUCCESS,
+        "<_UnprintableError object; str() raised RuntimeError>",
+    )
+    assert (raw.outcome, raw.output) == (Outcome.SUCCESS, "a\ufffdb?")  # storable (see storable())
+
+
+async def test_the_workers_cancellation_still_cancels(executor: PythonExecutor) -> None:
+    attempt = asyncio.create_task(executor.execute(fn("allowed_async_sleeps"), make_ctx()))
+    await asyncio.sleep(0.05)
+    attempt.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await attempt
+
+
 async def test_async_timeout_cancels(executor: PythonExecutor) -> None:
     started = time.monotonic()
     result = await executor.execute(fn("allowed_async_sleeps"), make_ctx(timeout_s=0.2))
@@ -196,8 +268,11 @@ async def test_sync_timeout_abandons_the_thread(executor: PythonExecutor) -> Non
     [
         (f"{HERE}:forbidden", f"{HERE}:forbidden is not allowed by this worker's python_allow"),
         ("os:system", "os:system is not allowed by this worker's python_allow"),
-        ("no_colon_here", "not a 'module:function' reference: 'no_colon_here'"),
-        ("mod:fn; import os", "not a 'module:function' reference: 'mod:fn; import os'"),
+        ("no_colon_here", "target.function must be 'package.module:function' (dotted Python identifiers)"),
+        (
+            "mod:fn; import os",
+            "target.function must be 'package.module:function' (dotted Python identifiers)",
+        ),
     ],
 )
 async def test_refused(executor: PythonExecutor, function: str, error: str) -> None:

@@ -2,8 +2,9 @@
 
 :class:`Executors` is what a worker holds: one executor per target kind, dispatched by
 ``target.kind``, closed together. Each executor turns everything its target does into an
-:class:`~cronwheel.store.port.AttemptResult`; a bug inside an executor is logged and reported as
-``Outcome.ERROR`` rather than crashing the worker's loop.
+:class:`~cronwheel.store.port.AttemptResult`, whose texts are then made storable
+(:func:`~cronwheel.worker.executors.base.storable`); a bug inside an executor is logged and
+reported as ``Outcome.ERROR`` rather than crashing the worker's loop.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from cronwheel.clock import Clock
 from cronwheel.model import Outcome, Target
 from cronwheel.store.port import AttemptResult
-from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339
+from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339, storable
 from cronwheel.worker.executors.command import CommandExecutor
 from cronwheel.worker.executors.http import HttpExecutor, address_refusal
 from cronwheel.worker.executors.python import PythonExecutor
@@ -61,7 +62,7 @@ class Executors:
         if executor is None:
             return AttemptResult(Outcome.ERROR, error=f"no executor for {target.kind!r} targets")
         try:
-            return await executor.execute(target, ctx)
+            return storable(await executor.execute(target, ctx))
         except Exception as exc:
             log.exception("executor for %s targets failed (run %s)", target.kind, ctx.execution_id)
             return AttemptResult(Outcome.ERROR, error=f"internal executor error: {type(exc).__name__}")

@@ -8,7 +8,7 @@ raises only ``asyncio.CancelledError`` when the worker cancels the attempt, afte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -51,11 +51,12 @@ class AttemptContext:
         )
 
     def budget_s(self, now: datetime) -> float:
-        """Seconds the attempt may take from ``now``: its timeout, cut short by the deadline."""
+        """Seconds the attempt may take from ``now``: its timeout, cut short by the deadline
+        (0.0 when none is left, or when the timeout is not a number at all)."""
         budget = self.timeout_s
         if self.deadline is not None:
             budget = min(budget, (self.deadline - now).total_seconds())
-        return max(budget, 0.0)
+        return budget if budget > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,26 @@ def rfc3339(instant: datetime) -> str:
     utc = instant.astimezone(UTC)
     text = utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds")
     return text.replace("+00:00", "Z")
+
+
+def storable(result: AttemptResult) -> AttemptResult:
+    """``result`` with texts every store can keep. What a target wrote is not always text: a
+    program's output or a response body may hold NUL bytes, which PostgreSQL refuses in a text
+    column (the attempt could then not be recorded at all), and a Python function's return value
+    or exception may hold lone surrogates, which have no UTF-8 bytes. NUL becomes U+FFFD, as an
+    undecodable byte already does; a lone surrogate becomes ``?``."""
+    error, output = _storable_text(result.error), _storable_text(result.output)
+    if error == result.error and output == result.output:
+        return result
+    return replace(result, error=error, output=output)
+
+
+def _storable_text(text: str | None) -> str | None:
+    if text is None:
+        return None
+    if text.isascii():
+        return text.replace("\0", "\ufffd")
+    return text.encode(errors="replace").decode().replace("\0", "\ufffd")
 
 
 def head_text(data: bytes, limit: int) -> str:

@@ -39,8 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
+from cronwheel.errors import InvalidInputError
 from cronwheel.model import CommandTarget, Outcome
 from cronwheel.store.port import AttemptResult
+from cronwheel.targets import check_command
 from cronwheel.worker.executors import guard
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, decode_cut, rfc3339
 
@@ -90,14 +92,10 @@ class CommandExecutor:
         if budget <= 0:
             return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
         program = target.argv[0]
-        try:
-            proc, output = await self._spawn(target, ctx)
-        except FileNotFoundError:
-            return AttemptResult(Outcome.ERROR, error=f"executable not found: {program}")
-        except PermissionError:
-            return AttemptResult(Outcome.ERROR, error=f"permission denied executing {program}")
-        except OSError as exc:
-            return AttemptResult(Outcome.ERROR, error=f"cannot start {program}: {exc.strerror or exc}")
+        try:  # past check_command, _spec can refuse (ValueError) only the worker's own variables
+            proc, output = await self._spawn(target, ctx, _spec(target.argv, self._environment(target, ctx)))
+        except (OSError, ValueError) as exc:
+            return AttemptResult(Outcome.ERROR, error=_start_error(program, exc))
         log.debug(
             "command attempt job=%s run=%s attempt=%d pid=%d",
             ctx.job_id,
@@ -112,15 +110,17 @@ class CommandExecutor:
             await proc.release()
 
     def _refusal(self, target: CommandTarget) -> str | None:
+        """Why the attempt cannot start: commands are off here, the target is one no system could
+        run (:mod:`cronwheel.targets`, for jobs stored before the service refused it), or its
+        ``cwd`` is not there now."""
         if not self._settings.allow_commands:
             return DISABLED
-        if not target.argv or not target.argv[0]:
-            return "the command has an empty argv"
-        if target.cwd is not None:
-            if not os.path.isabs(target.cwd):
-                return f"cwd must be an absolute path: {target.cwd}"
-            if not Path(target.cwd).is_dir():
-                return f"cwd is not an existing directory: {target.cwd}"
+        try:
+            check_command(target)
+        except InvalidInputError as error:
+            return str(error)
+        if target.cwd is not None and not Path(target.cwd).is_dir():
+            return f"cwd is not an existing directory: {target.cwd}"
         return None
 
     def _environment(self, target: CommandTarget, ctx: AttemptContext) -> dict[str, str]:
@@ -134,7 +134,9 @@ class CommandExecutor:
         )
         return env
 
-    async def _spawn(self, target: CommandTarget, ctx: AttemptContext) -> tuple[_Guarded, _Output]:
+    async def _spawn(
+        self, target: CommandTarget, ctx: AttemptContext, spec: bytes
+    ) -> tuple[_Guarded, _Output]:
         """Start the program, through its guard, with the payload as stdin and our own pipe as
         stdout and stderr.
 
@@ -142,7 +144,6 @@ class CommandExecutor:
         also waits until every holder of the pipe has closed it, so a background child that
         inherited stdout would keep the attempt open after the program itself exited.
         """
-        spec = _spec(target.argv, self._environment(target, ctx))
         read_fd, write_fd = os.pipe()
         ours, theirs = socket.socketpair()
         try:
@@ -326,7 +327,8 @@ async def _reap(process: asyncio.subprocess.Process) -> None:
 
 
 def _spec(argv: Sequence[str], env: Mapping[str, str]) -> bytes:
-    """The guard's instructions; refuses what ``subprocess`` would refuse, with its words."""
+    """The guard's instructions; refuses (ValueError) what ``subprocess`` would refuse, with its
+    words: the protocol separates items with NUL."""
     args = [os.fsencode(arg) for arg in argv]
     variables = {os.fsencode(key): os.fsencode(value) for key, value in env.items()}
     if any(b"\0" in item for item in [*args, *variables, *variables.values()]):
@@ -427,28 +429,32 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
-    """Whether process group ``pgid`` still has a member that is not a zombie (a zombie runs
-    nothing; where pid 1 does not reap orphans, killed ones stay zombies for good)."""
+    """Whether process group ``pgid`` still has a member: one ``kill(-pgid, 0)``.
+
+    A zombie is still a member, but none lingers here: the attempt's guard is the child
+    subreaper of the program's descendants (:mod:`.guard`) and reaps each one as it exits, so
+    the group is empty as soon as its last process is gone, even where pid 1 reaps nothing.
+    (Where the guard cannot be a subreaper, not Linux, an orphan that exited stays a member until
+    whoever adopted it reaps it; ending the group then waits out the grace.) This runs every
+    ``_POLL_S`` while a group is being ended: it used to read ``/proc/*/stat`` of every process
+    on the machine each time."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # a member we may not signal (it changed its user): still a member
         return True
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True  # no way to tell zombies apart: assume alive
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return True
+
+
+def _start_error(program: str, exc: OSError | ValueError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"executable not found: {program}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied executing {program}"
+    if isinstance(exc, OSError):
+        return f"cannot start {program}: {exc.strerror or exc}"
+    return f"cannot start {program}: {exc}"
 
 
 def _exit_text(code: int) -> str:

@@ -8,10 +8,11 @@ output pipe as its stdio; the worker keeps the other end, and nothing else holds
 reads the program's argv and environment from the socket, forks, and the child
 ``setsid()``\\ s (so the program leads its own session and process group, as before) and execs the
 program. The guard reports the program's pid (or the exec's errno), then waits for two things at
-once: the program's exit (a pidfd; a 50 ms ``waitpid`` poll where there is none), which it reports
-with the exit code, and the socket. ``DONE`` from the worker means the attempt is over and the
-worker has dealt with the group; end of file means the worker is gone, and the guard SIGKILLs the
-program's process group at once (no one is left to wait out a SIGTERM grace) and exits. The
+once: its children's exits (SIGCHLD, turned into a byte on a pipe by ``signal.set_wakeup_fd``;
+the program's exit it reports with the exit code), and the socket. ``DONE`` from the worker means
+the attempt is over and the worker has dealt with the group; end of file means the worker is
+gone, and the guard SIGKILLs the program's process group at once (no one is left to wait out a
+SIGTERM grace) and exits. The
 worker's end of the socket is closed by the kernel when the worker process dies, whatever killed
 it, so the group goes within milliseconds of the worker.
 
@@ -28,7 +29,7 @@ Why this and not the alternatives:
   server) closes that gap but makes every attempt depend on one shared helper and one protocol
   for fds, exit codes and restarts. A guard per attempt keeps each attempt independent.
 * pidfd alone: a pidfd lets a live process watch another; someone must outlive the worker to act
-  on it. The guard is that someone (and uses a pidfd to watch the program).
+  on it. The guard is that someone.
 * cgroups contain even descendants that leave the group with ``setsid``, but need delegation the
   deployment must provide; this works for any unprivileged worker.
 
@@ -40,6 +41,16 @@ guard (about 15 ms more, and as much CPU, nearly all of it the interpreter's sta
 The program is the guard's child, not the worker's, so its exit code travels over the socket; the
 guard exits only after ``DONE`` (the worker has ended any leftovers) or the worker's death, so it
 covers the attempt's whole life, the SIGTERM grace included.
+
+**Subreaper.** Before forking, the guard makes itself the child subreaper of everything it starts
+(``prctl(PR_SET_CHILD_SUBREAPER)``, Linux): a descendant orphaned by the program's exit (or by a
+shell's subshell) becomes the guard's child instead of pid 1's, and the guard reaps every child
+that exits. So no zombie lingers in the program's process group, even where pid 1 reaps nothing
+(a container whose pid 1 is the worker, or an init that does not reap), and the worker can tell
+whether the group still has a member with one ``kill(-pgid, 0)`` instead of reading the state of
+every process in ``/proc``. ``prctl`` is called through ``_ctypes`` (about 0.5 ms to import;
+``ctypes`` would cost 4-6 ms); without it (not Linux) the guard still works, and an orphan that
+exits stays a member of the group until whoever adopted it reaps it.
 
 Protocol (all integers big-endian): worker -> guard, once: a 4-byte length, then NUL-separated
 items: the argv length in ASCII digits, the argv, then ``KEY=VALUE`` environment entries; later
@@ -71,7 +82,7 @@ FAILED = b"E"
 EXITED = b"X"
 DONE = b"D"
 RECORD_SIZE = 9
-_POLL_S = 0.05  # without a pidfd: how often to look for the program's exit
+_PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 _DEFAULT_PATH = b"/bin:/usr/bin"  # os.defpath, for an environment without PATH (as Popen does)
 
 
@@ -113,11 +124,48 @@ def main(args: list[str]) -> int:
     if body is None:
         return 0  # the worker went away before saying what to run
     argv, env = decode_spec(body)
+    _become_subreaper()  # before the fork: no descendant can be orphaned past the guard
     pid = _start(channel, argv, env)
     if pid is not None:
         _quiet()
-        _watch(channel, pid)
+        _watch(channel, pid, _child_exits())
     return 0
+
+
+def _become_subreaper() -> bool:
+    """``prctl(PR_SET_CHILD_SUBREAPER, 1)`` (Linux 3.4+), through ``_ctypes`` alone (``ctypes``
+    costs milliseconds to import): orphaned descendants of the program become the guard's
+    children, which it reaps (:func:`_reap`), instead of pid 1's, which may reap nothing."""
+    try:
+        import _ctypes  # noqa: PLC0415 (only here: a guard that cannot use it still works)
+
+        c_int = type("c_int", (_ctypes._SimpleCData,), {"_type_": "i"})
+        c_ulong = type("c_ulong", (_ctypes._SimpleCData,), {"_type_": "L"})
+        signature = {
+            "_flags_": _ctypes.FUNCFLAG_CDECL,
+            "_restype_": c_int,
+            "_argtypes_": (c_int, *[c_ulong] * 4),
+        }
+        function = type("prctl", (_ctypes.CFuncPtr,), signature)
+        libc = _ctypes.dlopen(None)  # type: ignore[arg-type] # dlopen(NULL): the interpreter, linked to libc
+        prctl = function(_ctypes.dlsym(libc, "prctl"))
+    except (ImportError, OSError, AttributeError):  # no libffi, or no prctl (not Linux)
+        return False
+    return bool(prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+def _child_exits() -> int:
+    """A pipe that gets a byte whenever a child of the guard exits (SIGCHLD), for ``select``."""
+    wake_r, wake_w = posix.pipe()
+    posix.set_blocking(wake_r, False)
+    posix.set_blocking(wake_w, False)
+    _signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    _signal.signal(_signal.SIGCHLD, _on_child_exit)
+    return wake_r
+
+
+def _on_child_exit(number: int, frame: object) -> None:
+    """Nothing to do here: the wakeup byte on the pipe is what counts."""
 
 
 def _start(channel: int, argv: list[bytes], env: dict[bytes, bytes]) -> int | None:
@@ -189,25 +237,20 @@ def _quiet() -> None:
     posix.close(null)
 
 
-def _watch(channel: int, pid: int) -> None:
-    try:
-        pidfd = posix.pidfd_open(pid)
-    except (AttributeError, OSError):  # not Linux 5.3+: poll
-        pidfd = -1
+def _watch(channel: int, pid: int, wake: int) -> None:
+    """Report the program's exit, reap every descendant that exits, until the worker says DONE
+    (or is gone: then end the group). ``wake`` is readable when a child exited."""
     exited = False
     while True:
-        watched = [channel] if exited or pidfd < 0 else [channel, pidfd]
-        ready = select.select(watched, [], [], None if exited or pidfd >= 0 else _POLL_S)[0]
-        if not exited and (pidfd < 0 or pidfd in ready):
-            done, status = posix.waitpid(pid, posix.WNOHANG)
-            if done:
-                exited = True
-                if pidfd >= 0:
-                    posix.close(pidfd)
-                    pidfd = -1
-                if not _send(channel, EXITED, posix.waitstatus_to_exitcode(status)):
-                    _end_group(pid, exited=True)
-                    return
+        code = _reap(pid)  # first: a child may have exited before SIGCHLD was caught
+        if code is not None:
+            exited = True
+            if not _send(channel, EXITED, code):
+                _end_group(pid, exited=True)
+                return
+        ready = select.select([channel, wake], [], [])[0]
+        if wake in ready:
+            _drain(wake)
         if channel in ready:
             try:
                 message = posix.read(channel, 64)
@@ -216,6 +259,30 @@ def _watch(channel: int, pid: int) -> None:
             if not message or not exited:  # the worker is gone (or gives up on a live program)
                 _end_group(pid, exited=exited)
             return
+
+
+def _reap(pid: int) -> int | None:
+    """Reap every child that exited: the program, and the orphans the guard adopted as their
+    subreaper (so that none lingers as a zombie in the program's process group). Returns the
+    program's exit code if it was among them."""
+    code = None
+    while True:
+        try:
+            done, status = posix.waitpid(-1, posix.WNOHANG)
+        except ChildProcessError:  # no children left
+            return code
+        if done == 0:
+            return code
+        if done == pid:
+            code = posix.waitstatus_to_exitcode(status)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while posix.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
 
 
 def _end_group(pid: int, *, exited: bool) -> None:

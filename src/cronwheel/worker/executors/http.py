@@ -35,6 +35,7 @@ import email.utils
 import ipaddress
 import json
 import logging
+import math
 import re
 import socket
 from collections.abc import Iterable, Sequence
@@ -47,8 +48,10 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
+from cronwheel.errors import InvalidInputError
 from cronwheel.model import HttpTarget, Outcome
 from cronwheel.store.port import AttemptResult
+from cronwheel.targets import check_http
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339
 
 log = logging.getLogger(__name__)
@@ -59,8 +62,6 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
 _FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "upgrade"})
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header names, methods)
-_BAD_VALUE_CHARS = re.compile(r"[\x00\r\n]")
 _DELTA_SECONDS = re.compile(r"[0-9]+")
 
 
@@ -255,7 +256,7 @@ class HttpExecutor:
                     headers=headers,
                     data=body,
                     allow_redirects=False,
-                    timeout=aiohttp.ClientTimeout(total=budget),
+                    timeout=aiohttp.ClientTimeout(total=budget if math.isfinite(budget) else None),
                 ) as response:
                     status = response.status
                     retry_after = response.headers.get("Retry-After")
@@ -306,21 +307,12 @@ class HttpExecutor:
 
 
 def _check_target(target: HttpTarget) -> tuple[URL | None, str | None]:
-    """The target's URL, or why no request can be made (names header keys, never values)."""
+    """The target's URL, or why no request can be made (:mod:`cronwheel.targets`: what the
+    service refuses when a job is written, checked again for jobs stored before)."""
     try:
-        url = URL(target.url)
-    except (ValueError, TypeError):
-        return None, "invalid URL"
-    if url.scheme not in ("http", "https") or not url.host:
-        return None, "the URL must be absolute http:// or https://"
-    if not _TOKEN.fullmatch(target.method):
-        return None, "invalid HTTP method"
-    for name, value in target.headers:
-        if not _TOKEN.fullmatch(name):
-            return None, f"invalid header name {name!r}"
-        if _BAD_VALUE_CHARS.search(value):
-            return None, f"header {name!r} has a value with CR, LF or NUL"
-    return url, None
+        return check_http(target), None
+    except InvalidInputError as error:
+        return None, str(error)
 
 
 async def _read_head(content: aiohttp.StreamReader, limit: int) -> bytes:

@@ -16,7 +16,10 @@ The function is called as ``function(payload, ctx)`` with the JSON payload and t
 
 The return value, if not None, is kept as the attempt's output (``str(value)``, cut to
 ``output_limit`` characters). An exception is a FAILURE with ``"ExcType: message"`` as the error
-and the traceback's tail as the output.
+and the traceback's tail as the output: any exception, ``KeyboardInterrupt``, ``SystemExit`` and a
+``CancelledError`` the function raised itself included (only the worker's cancellation of the
+attempt propagates), and a ``str()`` that raises is reported, not raised: the function's faults
+are its attempt's outcome, never the worker's exception.
 """
 
 from __future__ import annotations
@@ -27,18 +30,17 @@ import fnmatch
 import functools
 import importlib
 import inspect
-import re
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
+from cronwheel.errors import InvalidInputError
 from cronwheel.model import Outcome, PythonTarget
 from cronwheel.store.port import AttemptResult
+from cronwheel.targets import check_python
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
-
-_REFERENCE = re.compile(r"(?P<module>\w+(?:\.\w+)*):(?P<attr>\w+(?:\.\w+)*)")
 
 TargetFunction = Callable[[Any, AttemptContext], Any]
 
@@ -74,7 +76,7 @@ class PythonExecutor:
 
     async def execute(self, target: PythonTarget, ctx: AttemptContext) -> AttemptResult:
         reference = target.function
-        problem = self._refusal(reference)
+        problem = self._refusal(target)
         if problem is not None:
             return AttemptResult(Outcome.ERROR, error=problem)
         budget = ctx.budget_s(self._clock.now())
@@ -92,18 +94,24 @@ class PythonExecutor:
             raised = exc  # the function raised TimeoutError itself: its failure, not a timeout
         except _ImportFailedError as exc:
             return AttemptResult(Outcome.ERROR, error=str(exc))
-        except (Exception, SystemExit) as exc:  # the function's failure, not the worker's
+        except asyncio.CancelledError as exc:
+            if _being_cancelled():  # the worker ends the attempt
+                raise
+            raised = exc  # the function raised it itself
+        except BaseException as exc:  # the function's failure, not the worker's (KeyboardInterrupt too)
             raised = exc
         else:
             limit = self._settings.output_limit
-            return AttemptResult(Outcome.SUCCESS, output=None if value is None else str(value)[:limit])
+            return AttemptResult(Outcome.SUCCESS, output=None if value is None else _text(value)[:limit])
         return _failure(raised, self._settings.output_limit)
 
-    def _refusal(self, reference: str) -> str | None:
-        if not _REFERENCE.fullmatch(reference):
-            return f"not a 'module:function' reference: {reference!r}"
-        if not self.allowed(reference):
-            return f"{reference} is not allowed by this worker's python_allow"
+    def _refusal(self, target: PythonTarget) -> str | None:
+        try:
+            check_python(target)  # cronwheel.targets: for jobs stored before the service refused it
+        except InvalidInputError as error:
+            return str(error)
+        if not self.allowed(target.function):
+            return f"{target.function} is not allowed by this worker's python_allow"
         return None
 
     def _timeout_text(self, reference: str, budget: float) -> str:
@@ -141,8 +149,8 @@ def _import(reference: str) -> TargetFunction:
     module_name, _, attr_path = reference.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise _ImportFailedError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+    except BaseException as exc:  # module code ran: SystemExit and the like are its failure too
+        raise _ImportFailedError(f"cannot import {module_name}: {_describe(exc)}") from exc
     for attr in attr_path.split("."):
         try:
             target = getattr(target, attr)
@@ -160,11 +168,28 @@ def _is_async(function: Callable[..., Any]) -> bool:
     )
 
 
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _failure(exc: BaseException, limit: int) -> AttemptResult:
     """FAILURE with ``"ExcType: message"`` and the tail of the traceback as output."""
-    trace = "".join(traceback.format_exception(exc))
-    return AttemptResult(
-        Outcome.FAILURE,
-        error=f"{type(exc).__name__}: {exc}",
-        output=trace[-limit:] if limit > 0 else "",
-    )
+    try:
+        trace = "".join(traceback.format_exception(exc))
+    except BaseException:  # an exception object broken enough to break traceback
+        trace = _describe(exc)
+    return AttemptResult(Outcome.FAILURE, error=_describe(exc), output=trace[-limit:] if limit > 0 else "")
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {_text(exc)}"
+
+
+def _text(value: object) -> str:
+    """``str(value)``; the target's own ``__str__`` may raise, which is its failure to report, not
+    the worker's."""
+    try:
+        return str(value)
+    except BaseException as exc:
+        return f"<{type(value).__name__} object; str() raised {type(exc).__name__}>"

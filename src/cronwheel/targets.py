@@ -1,0 +1,169 @@
+"""What a target can hold: the limits of the things that run it, checked where a job is written
+and again where an attempt starts.
+
+These are not the operator's choices (that is :class:`cronwheel.service.TargetPolicy`) but what
+the operating system, the HTTP client and the import system cannot take at all. A target that
+breaks one of them could never make a single attempt, so :meth:`JobService.validate
+<cronwheel.service.JobService.validate>` refuses it whole, for every writer (API, CLI, ``apply``).
+The executors run the same checks before each attempt, so that a job stored before a check
+existed, or written around the service, ends as an ``error`` outcome that says why, not as an
+exception inside the worker.
+
+* **command** (``execve``): C strings, so no NUL byte in ``argv``, ``env`` or ``cwd``; UTF-8 text
+  (a lone surrogate has no bytes); an environment name that is not empty and holds no ``=``; one
+  argument or ``NAME=value`` of at most :data:`MAX_ARG_BYTES` (Linux's ``MAX_ARG_STRLEN``), and
+  all of them together at most :data:`MAX_EXEC_BYTES` (``E2BIG``); ``cwd`` absolute. A ``cwd``
+  that is not an existing directory is the target's fault at run time: it may be created later.
+* **http** (aiohttp, yarl, the resolver): a URL without control characters that yarl parses,
+  ``http`` or ``https`` with a host
+  whose name the IDNA codec can encode (what ``getaddrinfo`` is handed); a method that is an HTTP
+  token; header names that are tokens and values without the control characters aiohttp refuses
+  (all but horizontal tab). Non-ASCII header values are sent as UTF-8, so they are accepted.
+* **python** (``importlib``, ``getattr``): ``module:attribute`` with dotted Python identifiers.
+
+Every check raises :class:`~cronwheel.errors.InvalidInputError` whose message names the field
+(``target.argv[1] contains a NUL byte``) and never quotes a value: header and environment values
+may be secrets.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from yarl import URL
+
+from cronwheel.errors import InvalidInputError
+from cronwheel.model import CommandTarget, HttpTarget, PythonTarget, Target
+
+MAX_ARG_BYTES = 128 * 1024 - 1
+"""One argument or ``NAME=value``, in bytes: Linux refuses a longer one (``MAX_ARG_STRLEN`` is 32
+pages, the terminating NUL included) whatever the stack limit."""
+
+MAX_EXEC_BYTES = 1024 * 1024
+"""``argv`` and ``env`` together as ``execve`` counts them (each string with its NUL, plus a
+pointer). Linux allows a quarter of the stack limit, 2 MiB with the usual 8 MiB; half of that
+leaves room for the worker's own variables. A worker with a smaller stack limit may still refuse
+less, which its attempts then report as an error."""
+
+_POINTER_BYTES = 8
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header names, methods)
+_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what aiohttp refuses in a header
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_target(target: Target) -> None:
+    """Refuse (InvalidInputError, naming the field) a target nothing could ever run."""
+    if isinstance(target, CommandTarget):
+        check_command(target)
+    elif isinstance(target, HttpTarget):
+        check_http(target)
+    else:
+        check_python(target)
+
+
+# -- command -------------------------------------------------------------------------------------
+
+
+def check_command(target: CommandTarget) -> None:
+    if not target.argv:
+        raise InvalidInputError("target.argv must not be empty")
+    if not target.argv[0]:
+        raise InvalidInputError("target.argv[0] (the program) must not be empty")
+    total = 0
+    for index, arg in enumerate(target.argv):
+        total += _exec_string(f"target.argv[{index}]", arg) + _POINTER_BYTES
+    for name, value in target.env:
+        if not name:
+            raise InvalidInputError("target.env has an empty variable name")
+        field = f"target.env[{name!r}]"
+        _c_text(f"{field} (the name)", name)
+        if "=" in name:
+            raise InvalidInputError(f"{field}: a variable name cannot contain '='")
+        total += _exec_string(field, f"{name}={value}") + _POINTER_BYTES
+    if target.cwd is not None:
+        _c_text("target.cwd", target.cwd)
+        if not os.path.isabs(target.cwd):
+            raise InvalidInputError("target.cwd must be an absolute path")
+    if total > MAX_EXEC_BYTES:
+        raise InvalidInputError(
+            f"target.argv and target.env take {total} bytes to start the program; "
+            f"at most {MAX_EXEC_BYTES} are accepted"
+        )
+
+
+def _exec_string(field: str, text: str) -> int:
+    """The bytes ``execve`` copies for ``text`` (its NUL included), once it is known to fit."""
+    size = len(_c_text(field, text)) + 1
+    if size > MAX_ARG_BYTES + 1:
+        raise InvalidInputError(f"{field} is {size - 1} bytes; at most {MAX_ARG_BYTES} are accepted")
+    return size
+
+
+def _c_text(field: str, text: str) -> bytes:
+    """``text`` as the bytes a C string gets, or why it cannot be one."""
+    if "\0" in text:
+        raise InvalidInputError(f"{field} contains a NUL byte")
+    return _utf8(field, text)
+
+
+def _utf8(field: str, text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"{field} is not valid Unicode text (it holds a lone surrogate)") from None
+
+
+# -- http ----------------------------------------------------------------------------------------
+
+
+def check_http(target: HttpTarget) -> URL:
+    """Refuse what aiohttp cannot send; returns the URL as it will use it."""
+    url = parse_url(target.url)
+    if not _TOKEN.fullmatch(target.method):
+        raise InvalidInputError("target.method must be an HTTP method name (a token such as POST)")
+    for name, value in target.headers:
+        if not _TOKEN.fullmatch(name):
+            raise InvalidInputError(f"target.headers has a name that is not an HTTP token: {name!r}")
+        if _HEADER_CONTROL.search(value):
+            raise InvalidInputError(f"target.headers[{name!r}] contains a control character")
+        _utf8(f"target.headers[{name!r}]", value)
+    return url
+
+
+def parse_url(text: str) -> URL:
+    """The target URL as the HTTP client will use it. Messages never quote the URL: its query or
+    user info may hold a secret."""
+    if _CONTROL.search(text):
+        raise InvalidInputError("target.url contains a control character")
+    _utf8("target.url", text)
+    try:
+        url = URL(text)
+        host = url.host  # decodes punycode ("xn--..."), which may fail
+    except (ValueError, TypeError):  # UnicodeError is a ValueError
+        raise InvalidInputError("target.url is not a valid URL") from None
+    if url.scheme not in ("http", "https") or not host:
+        raise InvalidInputError("target.url must be an absolute http:// or https:// URL")
+    try:  # what the resolver hands to getaddrinfo (an IP literal always passes)
+        (url.raw_host or "").encode("idna")
+    except UnicodeError:
+        raise InvalidInputError(
+            "target.url has a host name that cannot be looked up "
+            "(an empty label, or one longer than 63 characters)"
+        ) from None
+    return url
+
+
+# -- python --------------------------------------------------------------------------------------
+
+
+def check_python(target: PythonTarget) -> None:
+    module, sep, attribute = target.function.partition(":")
+    if not sep or not _dotted(module) or not _dotted(attribute):
+        raise InvalidInputError(
+            "target.function must be 'package.module:function' (dotted Python identifiers)"
+        )
+
+
+def _dotted(text: str) -> bool:
+    return all(part.isidentifier() for part in text.split("."))
