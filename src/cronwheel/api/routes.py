@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from cronwheel import metrics
+from cronwheel.api.checks import bind_checks
 from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import (
@@ -37,14 +38,15 @@ from cronwheel.api.schemas import (
 )
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ConflictError, InvalidInputError
-from cronwheel.model import HttpTarget, Job, PythonTarget, RunState
+from cronwheel.model import Job, RunState
 from cronwheel.schedule import ScheduleError, parse_schedule
 from cronwheel.schedule.lint import schedule_warnings
-from cronwheel.scheduler.planner import schedule_of
 from cronwheel.store import JobQuery, RunQuery
 
 T = TypeVar("T")
 Services = Annotated[ApiServices, Depends(get_services)]
+# Routes that validate a job body bind the server's policy and clock for its checks first.
+CHECKED = [Depends(bind_checks)]
 IfMatch = Annotated[
     str | None,
     Header(description='Make the write conditional on the job\'s version: the ETag of a read, like "3".'),
@@ -136,26 +138,6 @@ async def _conditional(services: ApiServices, job_id: str, expected: int | None,
         raise
 
 
-def _precheck(services: ApiServices, job: Job) -> None:
-    """The service's checks that depend on one field, refused with that field's name (the
-    service runs them all again before writing)."""
-    try:
-        schedule_of(job)
-    except ScheduleError as error:
-        raise ProblemError(
-            422, "invalid-schedule", "Invalid schedule", str(error), errors=_schedule_errors(error)
-        ) from None
-    try:
-        services.job_service.policy.check(job.target)
-    except InvalidInputError as error:
-        field = {HttpTarget: "target.url", PythonTarget: "target.function"}.get(
-            type(job.target), "target.type"
-        )
-        raise ProblemError(
-            422, "target-refused", "Target refused", str(error), errors=[field_error(field, str(error))]
-        ) from None
-
-
 async def _paged(read: Awaitable[T]) -> T:
     """A page read whose only input the store can refuse is the cursor."""
     try:
@@ -184,12 +166,17 @@ def _labels(values: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 @router.post(
-    "/jobs", status_code=201, response_model=JobOut, tags=["jobs"], responses=_problems(400, 409, 422)
+    "/jobs",
+    status_code=201,
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=_problems(400, 409, 422),
+    dependencies=CHECKED,
 )
 async def create_job(body: JobCreate, services: Services) -> JSONResponse:
-    """Register a job. Its first slot is computed at once (``next_run_at``)."""
+    """Register a job. Its first slot is computed at once (``next_run_at``); a job that would
+    never fire is refused."""
     record = body.to_record()
-    _precheck(services, record)
     job = await services.job_service.create(record)
     return _job_response(JobOut.from_record(job), 201, {"Location": f"/v1/jobs/{job.id}"})
 
@@ -229,7 +216,11 @@ async def get_job(job_id: str, services: Services) -> JSONResponse:
 
 
 @router.put(
-    "/jobs/{job_id}", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 409, 412, 422)
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=_problems(400, 404, 409, 412, 422),
+    dependencies=CHECKED,
 )
 async def replace_job(
     job_id: str, body: JobUpdate, services: Services, if_match: IfMatch = None
@@ -239,13 +230,16 @@ async def replace_job(
     expected = parse_if_match(if_match)
     await _check_version(services, job_id, expected)
     record = body.to_record(job_id)
-    _precheck(services, record)
     job = await _conditional(services, job_id, expected, services.job_service.update(record, expected))
     return _job_response(await _summary(services, job))
 
 
 @router.patch(
-    "/jobs/{job_id}", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 409, 412, 422)
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=_problems(400, 404, 409, 412, 422),
+    dependencies=CHECKED,
 )
 async def patch_job(
     job_id: str, body: JobPatch, services: Services, if_match: IfMatch = None
@@ -256,7 +250,6 @@ async def patch_job(
         current = await _check_version(services, job_id, expected)
         update = job_update_from_json(body.apply_to(current))  # ValidationError: 422 by field
         record = update.to_record(job_id)
-        _precheck(services, record)
         version = current.version if expected is None else expected
         try:
             job = await _conditional(services, job_id, version, services.job_service.update(record, version))
@@ -417,7 +410,7 @@ async def preview_schedule(body: PreviewIn, services: Services) -> PreviewOut:
                 at=fire.at,
                 utc=fire.at.astimezone(UTC),
                 offset_s=0 if offset is None else int(offset.total_seconds()),
-                kind=fire.kind.value,
+                kind=fire.kind,
                 wall=fire.wall.isoformat(),
             )
         )
