@@ -224,6 +224,8 @@ async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
         detail = f"no route {request.url.path}" if exc.detail == "Not Found" else str(exc.detail)
+        if exc.detail == "Not Found" and request.url.path.startswith("/v1/jobs/"):
+            detail += "; a job is /v1/jobs/{id} or /v1/teams/{team}/jobs/{name}"
         title = "Not found"
     else:
         detail, title = str(exc.detail), _TITLES.get(exc.status_code, "Error")

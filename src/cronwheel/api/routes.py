@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from cronwheel import metrics
+from cronwheel.api.addressing import job_route
 from cronwheel.api.checks import bind_checks
 from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
@@ -209,14 +210,15 @@ async def list_jobs(
     )
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"], responses=_problems(404))
+@job_route(router, "GET", response_model=JobOut, tags=["jobs"], responses=_problems(404))
 async def get_job(job_id: str, services: Services) -> JSONResponse:
     job = await services.store.get_job(job_id)
     return _job_response(await _summary(services, job))
 
 
-@router.put(
-    "/jobs/{job_id}",
+@job_route(
+    router,
+    "PUT",
     response_model=JobOut,
     tags=["jobs"],
     responses=_problems(400, 404, 409, 412, 422),
@@ -234,8 +236,9 @@ async def replace_job(
     return _job_response(await _summary(services, job))
 
 
-@router.patch(
-    "/jobs/{job_id}",
+@job_route(
+    router,
+    "PATCH",
     response_model=JobOut,
     tags=["jobs"],
     responses=_problems(400, 404, 409, 412, 422),
@@ -261,7 +264,7 @@ async def patch_job(
     raise ConflictError(f"job {job_id} kept changing during the patch; try again")
 
 
-@router.delete("/jobs/{job_id}", status_code=204, tags=["jobs"], responses=_problems(400, 404, 412))
+@job_route(router, "DELETE", status_code=204, tags=["jobs"], responses=_problems(400, 404, 412))
 async def delete_job(job_id: str, services: Services, if_match: IfMatch = None) -> Response:
     """Delete the job (its runs stay readable; pending ones are not started)."""
     await _check_version(services, job_id, parse_if_match(if_match))
@@ -269,8 +272,8 @@ async def delete_job(job_id: str, services: Services, if_match: IfMatch = None) 
     return Response(status_code=204)
 
 
-@router.post(
-    "/jobs/{job_id}/pause", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
+@job_route(
+    router, "POST", "/pause", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
 )
 async def pause_job(
     job_id: str, services: Services, body: PauseIn | None = None, if_match: IfMatch = None
@@ -283,8 +286,8 @@ async def pause_job(
     return _job_response(await _summary(services, job))
 
 
-@router.post(
-    "/jobs/{job_id}/resume", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
+@job_route(
+    router, "POST", "/resume", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
 )
 async def resume_job(
     job_id: str, services: Services, body: ResumeIn | None = None, if_match: IfMatch = None
@@ -299,8 +302,10 @@ async def resume_job(
     return _job_response(await _summary(services, job))
 
 
-@router.post(
-    "/jobs/{job_id}/trigger",
+@job_route(
+    router,
+    "POST",
+    "/trigger",
     status_code=201,
     response_model=RunOut,
     tags=["jobs"],
@@ -331,7 +336,7 @@ async def trigger_job(
     )
 
 
-@router.get("/jobs/{job_id}/runs", response_model=RunPage, tags=["runs"], responses=_problems(404, 422))
+@job_route(router, "GET", "/runs", response_model=RunPage, tags=["runs"], responses=_problems(404, 422))
 async def list_job_runs(
     job_id: str,
     services: Services,
