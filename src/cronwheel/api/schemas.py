@@ -15,7 +15,6 @@ misfire policy, run state ...) is the model's own enum or ``Literal`` alias, nev
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
 import re
@@ -243,8 +242,9 @@ class MisfireSpec(_Strict):
 # -- jobs --------------------------------------------------------------------------------------
 
 
-def _json_payload(value: Any) -> Any:
-    check_payload(value)  # InvalidInputError is a ValueError: reported on the payload field
+def _json_payload(value: Any, info: ValidationInfo) -> Any:
+    if not (info.context or {}).get("stored"):  # a stored payload was checked when it was written
+        check_payload(value)  # InvalidInputError is a ValueError: reported on the payload field
     return value
 
 
@@ -382,9 +382,14 @@ _PLAIN_FIELDS = tuple(
 def spec_fields(job: Job) -> dict[str, Any]:
     """The client-defined part of a stored job, as JSON-ready values (what a PUT would send):
     :class:`JobSpec`'s fields, in its order."""
+    return {name: _json_value(value) for name, value in _definition(job).items()}
+
+
+def _definition(job: Job) -> dict[str, Any]:
+    """:class:`JobSpec`'s fields from a job record (enums and instants as they are)."""
     converted = {
         "target": target_from_record(job.target),
-        "retry": dataclasses.asdict(job.retry),
+        "retry": {name: getattr(job.retry, name) for name in RetrySpec.model_fields},
         "misfire": {
             "policy": job.misfire.mode.value,
             "grace_s": job.misfire.grace_s,
@@ -393,8 +398,7 @@ def spec_fields(job: Job) -> dict[str, Any]:
         "labels": dict(job.labels),
     }
     return {
-        name: converted[name] if name in converted else _json_value(getattr(job, name))
-        for name in JobFields.model_fields
+        name: converted[name] if name in converted else getattr(job, name) for name in JobFields.model_fields
     }
 
 
@@ -472,13 +476,12 @@ class JobOut(JobFields):
 
     @classmethod
     def from_record(cls, job: Job, last_run: Run | None = None) -> JobOut:
+        """The stored job (its payload is not measured again: it was when it was written)."""
         return cls.model_validate(
             {
-                **spec_fields(job),
+                **_definition(job),
                 "id": job.id,
                 "version": job.version,
-                "start_at": job.start_at,
-                "end_at": job.end_at,
                 "paused": job.paused,
                 "pause_note": job.pause_note,
                 "paused_at": job.paused_at,
@@ -490,7 +493,8 @@ class JobOut(JobFields):
                 else LastRunOut(
                     id=last_run.id, state=last_run.state, slot=last_run.slot, finished_at=last_run.finished_at
                 ),
-            }
+            },
+            context={"stored": True},
         )
 
 
