@@ -7,11 +7,11 @@ models (:class:`~cronwheel.api.schemas.JobSpec`, :class:`~cronwheel.api.schemas.
 every field the schema accepted, so one request gets one problem listing all of its errors, as
 ``cronwheel apply`` lists every problem of a file.
 
-The server's part (target policy and clock) is bound per request by :func:`bind_checks`, an async
-dependency of the routes that take a job body: FastAPI validates a body before it calls the route
-and passes no validation context, so a context variable carries it (an async dependency runs in
-the request's own task, where the body is then validated). Unbound, as when the CLI checks a file,
-only the checks that need no server run: schedule, zone and DST options.
+The server's part (target policy and clock) is bound per request by :func:`bind`, which an async
+dependency of the routes that take a job body calls: FastAPI validates a body before it calls the
+route and passes no validation context, so a context variable carries it (an async dependency
+runs in the request's own task, where the body is then validated). Unbound, as when the CLI checks
+a file, only the checks that need no server run: schedule, zone and DST options.
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import HttpTarget, Job, PythonTarget, Target
 from cronwheel.schedule import ScheduleError, load_zone, parse_schedule
@@ -44,10 +42,10 @@ _CHECKS: ContextVar[Checks | None] = ContextVar("cronwheel_api_checks", default=
 _UNBOUND = Checks()
 
 
-async def bind_checks(services: Annotated[ApiServices, Depends(get_services)]) -> None:
-    """Bind this server's policy and clock for the validation of the request's body (async on
-    purpose: a sync dependency runs on a worker thread, in a copy of the context)."""
-    _CHECKS.set(Checks(services.job_service.policy, services.clock.now()))
+def bind(policy: TargetPolicy, now: datetime) -> None:
+    """Bind the server's policy and clock for the validation of the current request's body
+    (from an async dependency: a sync one runs on a worker thread, in a copy of the context)."""
+    _CHECKS.set(Checks(policy, now))
 
 
 @dataclass(frozen=True, slots=True)

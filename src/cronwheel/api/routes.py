@@ -15,8 +15,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from cronwheel import metrics
+from cronwheel.api import checks
 from cronwheel.api.addressing import job_route
-from cronwheel.api.checks import bind_checks
 from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import (
@@ -46,8 +46,15 @@ from cronwheel.store import JobQuery, RunQuery
 
 T = TypeVar("T")
 Services = Annotated[ApiServices, Depends(get_services)]
-# Routes that validate a job body bind the server's policy and clock for its checks first.
-CHECKED = [Depends(bind_checks)]
+
+
+async def bind_checks(services: Services) -> None:
+    """The server's policy and clock, for the checks that run while a job body is validated
+    (async: it must run in the request's task, see cronwheel.api.checks)."""
+    checks.bind(services.job_service.policy, services.clock.now())
+
+
+CHECKED = [Depends(bind_checks)]  # on the routes that validate a job body
 IfMatch = Annotated[
     str | None,
     Header(description='Make the write conditional on the job\'s version: the ETag of a read, like "3".'),
