@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+# The DST options are the schedule engine's own vocabulary (``Literal`` aliases defined there once);
+# jobs, the store and the API use these aliases rather than spelling the choices again.
+from cronwheel.schedule.schedule import DstFold, DstGap
+
 # -- identifiers ---------------------------------------------------------------------------------
 
 
@@ -77,6 +81,9 @@ class RetryPolicy:
 
 
 # -- targets -------------------------------------------------------------------------------------
+#
+# ``type`` tags a target with its kind, in every layer: the API and jobs.yaml (``target.type``),
+# these records (``target.type``), the store's JSON and the worker's executors (keyed by type).
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +92,7 @@ class HttpTarget:
     method: str = "POST"
     headers: tuple[tuple[str, str], ...] = ()
     expected_status: tuple[int, ...] = ()  # empty: any 2xx
-    kind: Literal["http"] = "http"
+    type: Literal["http"] = "http"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +100,13 @@ class CommandTarget:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     cwd: str | None = None
-    kind: Literal["command"] = "command"
+    type: Literal["command"] = "command"
 
 
 @dataclass(frozen=True, slots=True)
 class PythonTarget:
     function: str  # "package.module:function"
-    kind: Literal["python"] = "python"
+    type: Literal["python"] = "python"
 
 
 Target = HttpTarget | CommandTarget | PythonTarget
@@ -120,8 +127,8 @@ class Job:
     target: Target
     timezone: str = "UTC"
     description: str = ""
-    dst_gap: Literal["shift", "skip"] | None = None
-    dst_fold: Literal["first", "last", "both"] | None = None
+    dst_gap: DstGap | None = None
+    dst_fold: DstFold | None = None
     payload: Any = None  # JSON value
     timeout_s: float = 60.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)

@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
@@ -151,6 +151,7 @@ class JobService:
         check_payload(job.payload)
 
     async def create(self, job: Job) -> Job:
+        """Store a new job with its first slot; one that would never fire is refused."""
         self.validate(job)
         now = self.clock.now()
         stored = dataclasses.replace(
@@ -163,15 +164,20 @@ class JobService:
             next_run_at=None,
             deleted_at=None,
         )
-        stored = dataclasses.replace(stored, next_run_at=first_slot(stored, now))
+        stored = dataclasses.replace(stored, next_run_at=_first_slot_or_refuse(stored, now))
         created = await self.store.create_job(stored)
         self.changes.job_changed(created.id)
         return created
 
     async def update(self, job: Job, expected_version: int | None) -> Job:
-        """Replace the job's definition; the cursor restarts from now when timing changed."""
+        """Replace the job's definition; the cursor restarts from now when timing changed.
+
+        An edit that changes nothing writes nothing and keeps the version, so that other clients'
+        ``If-Match`` still hold. A timing edit that leaves the job no slot is refused."""
         self.validate(job)
         current = await self.store.get_job(job.id)
+        if definition(job) == definition(current) and expected_version in (None, current.version):
+            return current
         now = self.clock.now()
         updated = dataclasses.replace(
             job,
@@ -185,7 +191,7 @@ class JobService:
         )
         retimed = _timing(updated) != _timing(current)
         if retimed:
-            updated = dataclasses.replace(updated, next_run_at=first_slot(updated, now))
+            updated = dataclasses.replace(updated, next_run_at=_first_slot_or_refuse(updated, now))
         stored = await self.store.update_job(updated, expected_version, move_cursor=retimed)
         self.changes.job_changed(stored.id)
         return stored
@@ -286,6 +292,56 @@ class JobService:
 
 def _timing(job: Job) -> tuple[object, ...]:
     return (job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.start_at, job.end_at)
+
+
+def definition(job: Job) -> Job:
+    """The part of ``job`` a client defines (the server's fields blanked): two jobs with equal
+    definitions differ only by what the server keeps (version, times, cursor, pause state)."""
+    return dataclasses.replace(
+        job, version=0, created_at=None, updated_at=None, next_run_at=None,
+        paused=False, pause_note=None, paused_at=None, deleted_at=None,
+    )  # fmt: skip
+
+
+class NoSlotError(InvalidInputError):
+    """A new job, or a timing edit, that would leave the job without any slot to fire."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field  # the field to change: end_at, or the schedule
+
+
+def _first_slot_or_refuse(job: Job, now: datetime) -> datetime:
+    slot = first_slot(job, now)
+    if slot is None:
+        field, reason = no_slot_reason(job, now) or ("schedule", "the job would never fire")
+        raise NoSlotError(field, reason)
+    return slot
+
+
+def no_slot_reason(job: Job, now: datetime) -> tuple[str, str] | None:
+    """Why ``job`` would never fire after ``now`` (the field to blame, and the reason), or None
+    when it has a slot. A job with no slot would sit idle with ``next_run_at`` null: a client
+    that wrote one (an ``end_at`` already past, a window between two fire times) made a mistake
+    it should hear about, rather than find out when nothing ran."""
+    if first_slot(job, now) is not None:
+        return None
+    if job.end_at is not None and job.end_at <= now:
+        passed = f"end_at {_utc_text(job.end_at)} has passed (now {_utc_text(now)})"
+        return "end_at", f"{passed}: the job would never fire"
+    start = now if job.start_at is None or job.start_at <= now else job.start_at
+    following = schedule_of(job).next_after(start)
+    shown = f"{job.schedule!r} ({job.timezone})"
+    if following is None or job.end_at is None:
+        return "schedule", f"{shown} has no fire time after {_utc_text(start)}: the job would never fire"
+    return "end_at", (
+        f"no fire time of {shown} falls between {_utc_text(start)} and end_at {_utc_text(job.end_at)}"
+        f" (the next is {_utc_text(following)}): the job would never fire"
+    )
+
+
+def _utc_text(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def check_payload(payload: Any) -> None:

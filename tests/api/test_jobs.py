@@ -271,3 +271,68 @@ async def test_delete(client: httpx.AsyncClient, env: Env) -> None:
     assert (await env.store.list_jobs(JobQuery())).items == []
     again = await client.post("/v1/jobs", json=job_body())  # the name is free again
     assert again.status_code == 201
+
+
+async def test_an_edit_that_changes_nothing_writes_nothing(client: httpx.AsyncClient, env: Env) -> None:
+    """Other clients' If-Match still holds after a PATCH {} or a PUT of the same definition."""
+    job = await create(client, payload={"a": 1}, retry={"max_attempts": 3})
+    env.changes.get_nowait()
+    url = f"/v1/jobs/{job['id']}"
+    env.clock.advance(60)
+    same_put = job_body(payload={"a": 1}, retry={"max_attempts": 3})
+    for method, body in [
+        ("PATCH", {}),
+        ("PATCH", {"description": "", "retry": {"max_attempts": 3}, "timezone": "Europe/Berlin"}),
+        ("PUT", same_put),
+    ]:
+        response = await client.request(method, url, json=body, headers={"If-Match": '"1"'})
+        assert response.status_code == 200, (method, body, response.text)
+        assert response.headers["etag"] == '"1"', (method, body)
+        assert response.json() == job
+    assert env.changes.empty()
+    stored = await env.store.get_job(job["id"])
+    assert (stored.version, stored.updated_at) == (1, stored.created_at)
+    changed = await client.patch(url, json={"description": "now different"}, headers={"If-Match": '"1"'})
+    assert changed.headers["etag"] == '"2"'
+
+
+async def test_a_job_that_would_never_fire_is_refused(client: httpx.AsyncClient, env: Env) -> None:
+    # the clock is 2026-03-02T12:00Z; 03:00 Berlin is 02:00Z
+    cases = [
+        ({"end_at": "2026-03-01T00:00:00Z"}, "end_at", "end_at 2026-03-01T00:00:00Z has passed"),
+        (
+            {"start_at": "2026-03-05T10:00:00Z", "end_at": "2026-03-05T11:00:00Z"},
+            "end_at",
+            "no fire time of '0 3 * * *' (Europe/Berlin) falls between 2026-03-05T10:00:00Z and end_at "
+            "2026-03-05T11:00:00Z (the next is 2026-03-06T02:00:00Z)",
+        ),
+    ]
+    for changes, field, reason in cases:
+        response = await client.post("/v1/jobs", json=job_body(**changes))
+        assert response.status_code == 422, response.text
+        problem = response.json()
+        assert problem["type"] == "urn:cronwheel:problem:no-slot"
+        assert problem["detail"].startswith(reason)
+        assert problem["detail"].endswith("the job would never fire")
+        assert [(error["field"], error["code"]) for error in problem["errors"]] == [(field, "no_slot")]
+    assert (await env.store.list_jobs(JobQuery())).items == []
+    fires_once = await client.post("/v1/jobs", json=job_body(end_at="2026-03-03T02:00:00Z"))
+    assert fires_once.status_code == 201
+    assert fires_once.json()["next_run_at"] == "2026-03-03T02:00:00Z"
+
+
+async def test_a_timing_edit_that_leaves_no_slot_is_refused(client: httpx.AsyncClient, env: Env) -> None:
+    job = await create(client, end_at="2026-03-03T02:00:00Z")
+    url = f"/v1/jobs/{job['id']}"
+    past = await client.patch(url, json={"end_at": "2026-03-02T11:00:00Z"})
+    assert past.status_code == 422
+    assert past.json()["type"] == "urn:cronwheel:problem:no-slot"
+    assert [error["field"] for error in past.json()["errors"]] == ["end_at"]
+    later = await client.put(url, json=job_body(schedule="0 4 * * *", end_at="2026-03-03T02:00:00Z"))
+    assert later.status_code == 422  # 04:00 Berlin is after end_at
+    assert "the next is 2026-03-03T03:00:00Z" in later.json()["detail"]
+    assert (await env.store.get_job(job["id"])).version == 1
+    env.clock.advance(86_400)  # the window has passed: the job is idle
+    idle = await client.patch(url, json={"description": "kept for the record"})
+    assert idle.status_code == 200  # not a timing edit: allowed
+    assert idle.json()["next_run_at"] == "2026-03-03T02:00:00Z"  # its cursor is the scheduler's

@@ -164,3 +164,17 @@ async def test_service_refuses(commands_allowed: Env, target: Target, message: s
 )
 def test_accepted_by_the_check(target: Target) -> None:
     check_target(target)
+
+
+async def test_a_target_nothing_could_run_joins_the_other_errors_in_one_round(
+    client: httpx.AsyncClient, commands_allowed: Env
+) -> None:
+    body = job_body(schedule="61 * * * *", target=command(argv=["/usr/bin/backup", "a\u0000b"]))
+    response = await client.post("/v1/jobs", json=body)
+    assert response.status_code == 422, response.text
+    errors = {error["field"]: error for error in response.json()["errors"]}
+    assert set(errors) == {"schedule", "target.argv"}
+    assert errors["target.argv"]["code"] == "target_invalid"
+    assert errors["target.argv"]["message"] == "target.argv[1] contains a NUL byte"
+    assert "\u0000" not in response.text  # the refused value is not echoed
+    assert (await commands_allowed.store.list_jobs(JobQuery())).items == []

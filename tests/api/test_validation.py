@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import httpx
@@ -182,3 +183,62 @@ async def test_bad_pause_and_resume_bodies(client: httpx.AsyncClient, env: Env) 
     bad_note = await client.post(f"/v1/jobs/{job['id']}/pause", json={"note": 5})
     assert bad_note.status_code == 422
     assert (await env.store.get_job(job["id"])).paused is False
+
+
+# Every kind of problem at once: schema (team, retry), schedule, zone, target policy.
+ONE_ROUND: dict[str, Any] = {
+    "team": "a b",
+    "schedule": "61 * * * *",
+    "timezone": "Mars/Olympus_Mons",
+    "target": {**HTTP, "url": "http://10.1.2.3/hook"},
+    "retry": {"max_attempts": 0},
+}
+ONE_ROUND_FIELDS = {"team", "schedule", "timezone", "target.url", "retry.max_attempts"}
+
+
+async def test_schema_schedule_zone_and_policy_errors_come_in_one_round(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    job = (await client.post("/v1/jobs", json=job_body())).json()
+    for method, url in (("POST", "/v1/jobs"), ("PUT", f"/v1/jobs/{job['id']}")):
+        response = await client.request(method, url, json=job_body(**ONE_ROUND))
+        assert response.status_code == 422, (method, response.text)
+        problem = response.json()
+        assert problem["type"] == "urn:cronwheel:problem:validation"
+        assert {error["field"] for error in problem["errors"]} == ONE_ROUND_FIELDS, method
+        (schedule,) = [error for error in problem["errors"] if error["field"] == "schedule"]
+        assert (schedule["cron_field"], schedule["column"], schedule["code"]) == (
+            "minute",
+            1,
+            "invalid_schedule",
+        )
+        (target,) = [error for error in problem["errors"] if error["field"] == "target.url"]
+        assert "non-public address" in target["message"]
+        assert target["code"] == "target_refused"
+    patch = await client.patch(f"/v1/jobs/{job['id']}", json={**ONE_ROUND, "name": None})
+    assert patch.status_code == 422
+    assert {error["field"] for error in patch.json()["errors"]} == ONE_ROUND_FIELDS | {"name"}
+    stored = await env.store.get_job(job["id"])
+    assert (stored.version, stored.team, stored.schedule) == (1, "data", "0 3 * * *")
+    assert len((await env.store.list_jobs(JobQuery())).items) == 1
+
+
+async def test_a_bad_zone_does_not_hide_a_bad_expression(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/v1/jobs", json=job_body(schedule="0 9 * * MON-FUN", timezone="Nowhere/City")
+    )
+    problem = response.json()
+    assert problem["type"] == "urn:cronwheel:problem:invalid-schedule"
+    assert {error["field"] for error in problem["errors"]} == {"timezone", "schedule"}
+    assert problem["detail"] == "2 invalid fields: timezone, schedule"
+
+
+async def test_policy_errors_name_their_field(client: httpx.AsyncClient, env: Env) -> None:
+    refused = await client.post("/v1/jobs", json=job_body(target={"type": "python", "function": "os:system"}))
+    assert refused.json()["type"] == "urn:cronwheel:problem:target-refused"
+    assert [error["field"] for error in refused.json()["errors"]] == ["target.function"]
+    assert "not allowed" in refused.json()["detail"]
+    env.service.policy = dataclasses.replace(env.service.policy, queues=("default",))
+    queue = await client.post("/v1/jobs", json=job_body(queue="batch", team="a b"))
+    assert {error["field"] for error in queue.json()["errors"]} == {"team", "queue"}
+    assert "no worker serves queue 'batch'" in queue.json()["errors"][1]["message"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -48,9 +49,42 @@ def test_targets_round_trip(target: Target) -> None:
     assert codec.target_from_json(codec.target_to_json(target)) == target
 
 
-def test_unknown_target_kind_is_an_error() -> None:
-    with pytest.raises(ValueError, match="unknown target kind"):
+def test_unknown_target_type_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown target type"):
+        codec.target_from_json({"type": "carrier-pigeon"})
+    with pytest.raises(ValueError, match="unknown target type"):
         codec.target_from_json({"kind": "carrier-pigeon"})
+
+
+@pytest.mark.parametrize(
+    "target",
+    [HttpTarget("https://x", "GET", (("A", "1"),), (200,)), CommandTarget(("a",)), PythonTarget("m:f")],
+)
+def test_targets_are_tagged_type_as_in_the_api(target: Target) -> None:
+    """One word for a target's kind everywhere: the API's and jobs.yaml's ``type``."""
+    data = codec.target_to_json(target)
+    assert data["type"] == target.type
+    assert "kind" not in data
+
+
+@pytest.mark.parametrize(
+    ("row", "target"),
+    [
+        (
+            {"kind": "http", "url": "https://x", "method": "GET", "headers": [["A", "1"]]}
+            | {"expected_status": []},
+            HttpTarget("https://x", "GET", (("A", "1"),)),
+        ),
+        (
+            {"kind": "command", "argv": ["a", "b"], "env": [], "cwd": "/srv"},
+            CommandTarget(("a", "b"), (), "/srv"),
+        ),
+        ({"kind": "python", "function": "m:f"}, PythonTarget("m:f")),
+    ],
+)
+def test_targets_stored_by_earlier_versions_are_read(row: dict[str, Any], target: Target) -> None:
+    """Rows written before the rename tag their target with ``kind``: they still read back."""
+    assert codec.target_from_json(row) == target
 
 
 def test_cursors_round_trip_and_are_checked() -> None:

@@ -60,7 +60,7 @@ TARGETS: list[Target] = [
 ]
 
 
-@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.kind)
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.type)
 async def test_create_and_get_round_trip_every_field(store: SqlStore, target: Target) -> None:
     ist = timezone(timedelta(hours=5, minutes=30))
     job = make_job(

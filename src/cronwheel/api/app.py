@@ -2,7 +2,8 @@
 
 Nothing is global: the :class:`ApiServices` live on ``app.state`` and routes reach them through a
 dependency, so one process can serve several apps (tests do) and every role wires its own.
-OpenAPI is served at ``/openapi.json`` and the interactive docs at ``/docs``.
+OpenAPI is served at ``/openapi.json`` and the interactive docs at ``/docs``, whose Swagger UI
+assets come from the package (:mod:`cronwheel.api.docs`), not from a CDN.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import problems
+from cronwheel.api import docs, problems
 from cronwheel.api.routes import router, system_router
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
 
@@ -19,6 +20,9 @@ __all__ = ["ApiServices", "Readiness", "create_app", "store_readiness"]
 
 def create_app(services: ApiServices) -> FastAPI:
     app = FastAPI(
+        docs_url=None,  # served by cronwheel.api.docs from the package's own assets
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,  # the API has no OAuth
         title="cronwheel",
         version=__version__,
         description=(
@@ -30,6 +34,7 @@ def create_app(services: ApiServices) -> FastAPI:
     )
     app.state.services = services
     problems.install(app)
+    docs.install(app)
     app.include_router(router, prefix="/v1")
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cronwheel.api.checks import schedule_problem
 from cronwheel.errors import (
     BackendUnavailableError,
     ConflictError,
@@ -28,6 +29,7 @@ from cronwheel.errors import (
     NotFoundError,
 )
 from cronwheel.schedule import ScheduleError
+from cronwheel.service import NoSlotError
 
 log = logging.getLogger("cronwheel.api")
 
@@ -99,6 +101,10 @@ def field_error(field: str, message: str, location: str = "body", **extra: Any) 
     return entry
 
 
+# Facts a check adds to its problem entry (cronwheel.api.checks puts them in the error's ctx).
+_ENTRY_FACTS = ("cron_field", "cron_field_index", "column")
+
+
 def pydantic_errors(errors: Sequence[Any], location: str | None = None) -> list[dict[str, Any]]:
     """Pydantic's errors as problem entries, without the refused input (it may be a secret)."""
     out: list[dict[str, Any]] = []
@@ -115,26 +121,20 @@ def pydantic_errors(errors: Sequence[Any], location: str | None = None) -> list[
         loc = [part for part in loc if part != "[key]"]
         message = str(error.get("msg", "invalid"))
         message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
-        out.append(field_error(".".join(loc), message, where, code=str(error.get("type", "invalid"))))
+        ctx = error.get("ctx") or {}
+        facts = {key: ctx[key] for key in _ENTRY_FACTS if key in ctx}
+        out.append(
+            field_error(".".join(loc), message, where, code=str(error.get("type", "invalid")), **facts)
+        )
     return out
 
 
 def schedule_field_errors(error: ScheduleError, expression_field: str = "schedule") -> list[dict[str, Any]]:
     """A refused schedule as a problem entry naming the body field, and the cron field, column and
     reason inside the expression."""
-    if error.field == "timezone":
-        return [field_error("timezone", error.reason)]
-    for option in ("dst_gap", "dst_fold", "seed"):
-        if error.reason.startswith(option):
-            return [field_error(option, error.reason)]
-    extra: dict[str, Any] = {}
-    if error.field is not None:
-        extra["cron_field"] = error.field
-    if error.field_index is not None:
-        extra["cron_field_index"] = error.field_index
-    if error.column is not None:
-        extra["column"] = error.column
-    return [field_error(expression_field, error.reason, **extra)]
+    problem = schedule_problem(error, expression_field)
+    facts = {key: value for key, value in problem.extra.items() if key in _ENTRY_FACTS}
+    return [field_error(problem.field, problem.message, **facts)]
 
 
 # -- handlers ------------------------------------------------------------------------------------
@@ -149,22 +149,35 @@ async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
         return problem_response(
             request, 400, "malformed-json", "Malformed JSON", f"the request body is not valid JSON: {reason}"
         )
-    entries = pydantic_errors(errors)
-    return _invalid(request, entries)
+    return _invalid(request, errors, pydantic_errors(errors))
 
 
-def _invalid(request: Request, entries: list[dict[str, Any]]) -> JSONResponse:
+_VALIDATION = ("validation", "Invalid request")
+_KINDS = {  # entry code -> the problem's type and title when every entry has that code
+    "invalid_schedule": ("invalid-schedule", "Invalid schedule"),
+    "target_refused": ("target-refused", "Target refused"),
+    "no_slot": ("no-slot", "Job would never fire"),
+}
+
+
+def _invalid(request: Request, errors: Sequence[Any], entries: list[dict[str, Any]]) -> JSONResponse:
+    """One 422 for every refused field of the request: schema errors and the checks' together.
+    When all are of one kind with a type of its own (``invalid-schedule`` ...), that type."""
     fields = ", ".join(dict.fromkeys(entry["field"] or entry["location"] for entry in entries))
     count = len(entries)
     detail = f"{count} invalid field{'s' if count != 1 else ''}: {fields}" if count else "invalid request"
     if count == 1:
-        detail = f"{entries[0]['field'] or entries[0]['location']}: {entries[0]['message']}"
-    return problem_response(request, 422, "validation", "Invalid request", detail, errors=entries)
+        first, whole = entries[0], (errors[0].get("ctx") or {}).get("detail")
+        detail = whole or f"{first['field'] or first['location']}: {first['message']}"
+    codes = {entry["code"] for entry in entries}
+    slug, title = _KINDS[codes.pop()] if len(codes) == 1 and codes <= _KINDS.keys() else _VALIDATION
+    return problem_response(request, 422, slug, title, detail, errors=entries)
 
 
 async def _validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ValidationError)
-    return _invalid(request, pydantic_errors(exc.errors(), "body"))
+    errors = exc.errors()
+    return _invalid(request, errors, pydantic_errors(errors, "body"))
 
 
 async def _schedule(request: Request, exc: Exception) -> JSONResponse:
@@ -175,6 +188,9 @@ async def _schedule(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, NoSlotError):  # a timing edit judged against the stored job
+        errors = [field_error(exc.field, str(exc), code="no_slot")]
+        return problem_response(request, 422, "no-slot", "Job would never fire", str(exc), errors=errors)
     return problem_response(request, 422, "invalid-input", "Invalid input", str(exc), errors=[])
 
 
@@ -208,6 +224,8 @@ async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
         detail = f"no route {request.url.path}" if exc.detail == "Not Found" else str(exc.detail)
+        if exc.detail == "Not Found" and request.url.path.startswith("/v1/jobs/"):
+            detail += "; a job is /v1/jobs/{id} or /v1/teams/{team}/jobs/{name}"
         title = "Not found"
     else:
         detail, title = str(exc.detail), _TITLES.get(exc.status_code, "Error")

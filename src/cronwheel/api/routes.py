@@ -14,6 +14,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from cronwheel import metrics
+from cronwheel.api import checks
+from cronwheel.api.addressing import job_route
 from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import (
@@ -35,13 +37,21 @@ from cronwheel.api.schemas import (
 )
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ConflictError, InvalidInputError
-from cronwheel.model import HttpTarget, Job, PythonTarget, Run, RunState
+from cronwheel.model import Job, Run, RunState
 from cronwheel.schedule import ScheduleError
-from cronwheel.scheduler.planner import schedule_of
 from cronwheel.store import JobQuery, RunQuery
 
 T = TypeVar("T")
 Services = Annotated[ApiServices, Depends(get_services)]
+
+
+async def bind_checks(services: Services) -> None:
+    """The server's policy and clock, for the checks that run while a job body is validated
+    (async: it must run in the request's task, see cronwheel.api.checks)."""
+    checks.bind(services.job_service.policy, services.clock.now())
+
+
+CHECKED = [Depends(bind_checks)]  # on the routes that validate a job body
 IfMatch = Annotated[
     str | None,
     Header(description='Make the write conditional on the job\'s version: the ETag of a read, like "3".'),
@@ -133,26 +143,6 @@ async def _conditional(services: ApiServices, job_id: str, expected: int | None,
         raise
 
 
-def _precheck(services: ApiServices, job: Job) -> None:
-    """The service's checks that depend on one field, refused with that field's name (the
-    service runs them all again before writing)."""
-    try:
-        schedule_of(job)
-    except ScheduleError as error:
-        raise ProblemError(
-            422, "invalid-schedule", "Invalid schedule", str(error), errors=_schedule_errors(error)
-        ) from None
-    try:
-        services.job_service.policy.check(job.target)
-    except InvalidInputError as error:
-        field = {HttpTarget: "target.url", PythonTarget: "target.function"}.get(
-            type(job.target), "target.type"
-        )
-        raise ProblemError(
-            422, "target-refused", "Target refused", str(error), errors=[field_error(field, str(error))]
-        ) from None
-
-
 async def _paged(read: Awaitable[T]) -> T:
     """A page read whose only input the store can refuse is the cursor."""
     try:
@@ -188,12 +178,17 @@ async def _runs_out(services: ApiServices, runs: Sequence[Run]) -> list[RunOut]:
 
 
 @router.post(
-    "/jobs", status_code=201, response_model=JobOut, tags=["jobs"], responses=_problems(400, 409, 422)
+    "/jobs",
+    status_code=201,
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=_problems(400, 409, 422),
+    dependencies=CHECKED,
 )
 async def create_job(body: JobCreate, services: Services) -> JSONResponse:
-    """Register a job. Its first slot is computed at once (``next_run_at``)."""
+    """Register a job. Its first slot is computed at once (``next_run_at``); a job that would
+    never fire is refused."""
     record = body.to_record()
-    _precheck(services, record)
     job = await services.job_service.create(record)
     return _job_response(JobOut.from_record(job), 201, {"Location": f"/v1/jobs/{job.id}"})
 
@@ -226,14 +221,19 @@ async def list_jobs(
     )
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"], responses=_problems(404))
+@job_route(router, "GET", response_model=JobOut, tags=["jobs"], responses=_problems(404))
 async def get_job(job_id: str, services: Services) -> JSONResponse:
     job = await services.store.get_job(job_id)
     return _job_response(await _summary(services, job))
 
 
-@router.put(
-    "/jobs/{job_id}", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 409, 412, 422)
+@job_route(
+    router,
+    "PUT",
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=_problems(400, 404, 409, 412, 422),
+    dependencies=CHECKED,
 )
 async def replace_job(
     job_id: str, body: JobUpdate, services: Services, if_match: IfMatch = None
@@ -243,13 +243,17 @@ async def replace_job(
     expected = parse_if_match(if_match)
     await _check_version(services, job_id, expected)
     record = body.to_record(job_id)
-    _precheck(services, record)
     job = await _conditional(services, job_id, expected, services.job_service.update(record, expected))
     return _job_response(await _summary(services, job))
 
 
-@router.patch(
-    "/jobs/{job_id}", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 409, 412, 422)
+@job_route(
+    router,
+    "PATCH",
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=_problems(400, 404, 409, 412, 422),
+    dependencies=CHECKED,
 )
 async def patch_job(
     job_id: str, body: JobPatch, services: Services, if_match: IfMatch = None
@@ -260,7 +264,6 @@ async def patch_job(
         current = await _check_version(services, job_id, expected)
         update = job_update_from_json(body.apply_to(current))  # ValidationError: 422 by field
         record = update.to_record(job_id)
-        _precheck(services, record)
         version = current.version if expected is None else expected
         try:
             job = await _conditional(services, job_id, version, services.job_service.update(record, version))
@@ -272,7 +275,7 @@ async def patch_job(
     raise ConflictError(f"job {job_id} kept changing during the patch; try again")
 
 
-@router.delete("/jobs/{job_id}", status_code=204, tags=["jobs"], responses=_problems(400, 404, 412))
+@job_route(router, "DELETE", status_code=204, tags=["jobs"], responses=_problems(400, 404, 412))
 async def delete_job(job_id: str, services: Services, if_match: IfMatch = None) -> Response:
     """Delete the job (its runs stay readable; pending ones are not started)."""
     await _check_version(services, job_id, parse_if_match(if_match))
@@ -280,8 +283,8 @@ async def delete_job(job_id: str, services: Services, if_match: IfMatch = None) 
     return Response(status_code=204)
 
 
-@router.post(
-    "/jobs/{job_id}/pause", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
+@job_route(
+    router, "POST", "/pause", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
 )
 async def pause_job(
     job_id: str, services: Services, body: PauseIn | None = None, if_match: IfMatch = None
@@ -294,8 +297,8 @@ async def pause_job(
     return _job_response(await _summary(services, job))
 
 
-@router.post(
-    "/jobs/{job_id}/resume", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
+@job_route(
+    router, "POST", "/resume", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
 )
 async def resume_job(
     job_id: str, services: Services, body: ResumeIn | None = None, if_match: IfMatch = None
@@ -310,8 +313,10 @@ async def resume_job(
     return _job_response(await _summary(services, job))
 
 
-@router.post(
-    "/jobs/{job_id}/trigger",
+@job_route(
+    router,
+    "POST",
+    "/trigger",
     status_code=201,
     response_model=RunOut,
     tags=["jobs"],
@@ -342,7 +347,7 @@ async def trigger_job(
     )
 
 
-@router.get("/jobs/{job_id}/runs", response_model=RunPage, tags=["runs"], responses=_problems(404, 422))
+@job_route(router, "GET", "/runs", response_model=RunPage, tags=["runs"], responses=_problems(404, 422))
 async def list_job_runs(
     job_id: str,
     services: Services,

@@ -5,16 +5,22 @@ Pydantic lives here and nowhere else: routes validate a body into one of these m
 ``to_record`` to get a :class:`~cronwheel.model.Job`, and answer with ``from_record``. Every model
 refuses unknown fields and does not coerce types (``"30"`` is not a number), so a typo is a 422
 that names the field rather than a setting silently ignored.
+
+A job's fields are defined once, in :class:`JobFields` (types, constraints, defaults, docs):
+:class:`JobSpec` (POST and PUT) adds the checks a schema cannot state, :class:`JobOut` adds the
+server's read-only fields, :class:`JobPatch` is derived from :class:`JobSpec` with every field
+optional, and :func:`spec_fields` follows :class:`JobSpec`'s field list. Every choice (overlap,
+misfire policy, run state ...) is the model's own enum or ``Literal`` alias, never a copy.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import enum
 import itertools
 import json
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -23,12 +29,18 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     Strict,
     StringConstraints,
+    ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
+from pydantic_core import InitErrorDetails
 
+from cronwheel.api import checks
+from cronwheel.api.partial import partial_model
 from cronwheel.model import (
     Attempt,
     CommandTarget,
@@ -36,14 +48,17 @@ from cronwheel.model import (
     Job,
     MisfireMode,
     MisfirePolicy,
+    Outcome,
     Overlap,
     PythonTarget,
     RetryPolicy,
     Run,
     RunEvent,
+    RunKind,
+    RunState,
     Target,
 )
-from cronwheel.schedule import Fire, parse_schedule
+from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, parse_schedule
 from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
 
@@ -56,7 +71,17 @@ LabelValue = Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00-
 HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")]
 HeaderValue = Annotated[str, StringConstraints(max_length=8192, pattern=r"^[^\r\n\x00]*$")]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")]
-RunStateName = Literal["PENDING", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "SKIPPED"]
+ScheduleText = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+ZoneName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+# The model's enums, taken by value (``"forbid"``) from JSON and from Python dicts alike (a strict
+# model would otherwise want the enum member itself from Python, as ``cronwheel apply`` passes).
+OverlapChoice = Annotated[Overlap, Strict(False)]
+MisfireChoice = Annotated[MisfireMode, Strict(False)]
+RunStateName = Annotated[RunState, Strict(False)]
+RunKindName = Annotated[RunKind, Strict(False)]
+OutcomeName = Annotated[Outcome, Strict(False)]
+FireKindName = Annotated[FireKind, Strict(False)]
 
 _RFC3339 = re.compile(
     r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?$",
@@ -86,7 +111,11 @@ Instant = Annotated[
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    """Request bodies; also the job's parts in responses, where every field is always present."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, allow_inf_nan=False, json_schema_serialization_defaults_required=True
+    )
 
 
 class _Out(BaseModel):
@@ -96,23 +125,35 @@ class _Out(BaseModel):
 # -- targets -----------------------------------------------------------------------------------
 
 
-class HttpTargetIn(_Strict):
+class HttpTargetSpec(_Strict):
     """POST (or another method) to a webhook URL."""
 
     type: Literal["http"]
-    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] = Field(
+        description="Absolute http(s) URL; non-public addresses only where an operator allows them."
+    )
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[HeaderName, HeaderValue] = Field(default_factory=dict, max_length=50)
     expected_status: list[Annotated[int, Field(ge=100, le=599)]] = Field(
         default_factory=list, max_length=50, description="Statuses that count as success; empty: any 2xx."
     )
 
+    def to_record(self) -> HttpTarget:
+        return HttpTarget(
+            url=self.url,
+            method=self.method,
+            headers=tuple(self.headers.items()),
+            expected_status=tuple(self.expected_status),
+        )
 
-class CommandTargetIn(_Strict):
+
+class CommandTargetSpec(_Strict):
     """Run a command (only on servers started with --allow-commands)."""
 
     type: Literal["command"]
-    argv: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(min_length=1, max_length=1000)
+    argv: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(
+        min_length=1, max_length=1000, description="Executed directly, never through a shell."
+    )
     env: dict[EnvName, Annotated[str, StringConstraints(max_length=8192)]] = Field(
         default_factory=dict, max_length=100
     )
@@ -125,8 +166,11 @@ class CommandTargetIn(_Strict):
             raise ValueError("the program (argv[0]) must not be empty")
         return argv
 
+    def to_record(self) -> CommandTarget:
+        return CommandTarget(argv=tuple(self.argv), env=tuple(self.env.items()), cwd=self.cwd)
 
-class PythonTargetIn(_Strict):
+
+class PythonTargetSpec(_Strict):
     """Call a Python function ``package.module:function`` (only ones the server allows)."""
 
     type: Literal["python"]
@@ -138,48 +182,41 @@ class PythonTargetIn(_Strict):
         ),
     ]
 
+    def to_record(self) -> PythonTarget:
+        return PythonTarget(function=self.function)
 
-TargetIn = Annotated[HttpTargetIn | CommandTargetIn | PythonTargetIn, Field(discriminator="type")]
 
-
-def target_to_record(target: HttpTargetIn | CommandTargetIn | PythonTargetIn) -> Target:
-    if isinstance(target, HttpTargetIn):
-        return HttpTarget(
-            url=target.url,
-            method=target.method,
-            headers=tuple(target.headers.items()),
-            expected_status=tuple(target.expected_status),
-        )
-    if isinstance(target, CommandTargetIn):
-        return CommandTarget(argv=tuple(target.argv), env=tuple(target.env.items()), cwd=target.cwd)
-    return PythonTarget(function=target.function)
+TargetSpec = Annotated[HttpTargetSpec | CommandTargetSpec | PythonTargetSpec, Field(discriminator="type")]
 
 
 def target_from_record(target: Target) -> dict[str, Any]:
+    """A target record as JSON-ready values (what a request would send)."""
     if isinstance(target, HttpTarget):
         return {
-            "type": "http",
+            "type": target.type,
             "url": target.url,
             "method": target.method,
             "headers": dict(target.headers),
             "expected_status": list(target.expected_status),
         }
     if isinstance(target, CommandTarget):
-        return {"type": "command", "argv": list(target.argv), "env": dict(target.env), "cwd": target.cwd}
-    return {"type": "python", "function": target.function}
+        return {"type": target.type, "argv": list(target.argv), "env": dict(target.env), "cwd": target.cwd}
+    return {"type": target.type, "function": target.function}
 
 
 # -- policies ----------------------------------------------------------------------------------
 
 
-class RetryIn(_Strict):
+class RetrySpec(_Strict):
     """Attempts of one run, with exponential backoff and full jitter between them."""
 
-    max_attempts: int = Field(default=1, ge=1, le=100)
+    max_attempts: int = Field(default=1, ge=1, le=100, description="1: no retries.")
     initial_delay_s: float = Field(default=1.0, gt=0, le=86_400)
     multiplier: float = Field(default=2.0, ge=1, le=100)
-    max_delay_s: float = Field(default=300.0, gt=0, le=86_400)
-    jitter: bool = True
+    max_delay_s: float = Field(
+        default=300.0, gt=0, le=86_400, validate_default=True, description="At least initial_delay_s."
+    )
+    jitter: bool = Field(default=True, description="Full jitter: each delay uniform in [0, ceiling).")
 
     @field_validator("max_delay_s")
     @classmethod
@@ -189,45 +226,61 @@ class RetryIn(_Strict):
             raise ValueError("max_delay_s must be at least initial_delay_s")
         return value
 
+    def to_record(self) -> RetryPolicy:
+        return RetryPolicy(**self.model_dump())
 
-class MisfireIn(_Strict):
+
+class MisfireSpec(_Strict):
     """What to do with slots that passed while nothing could fire them."""
 
-    policy: Literal["skip", "run_once", "catch_up"] = "skip"
-    grace_s: float = Field(default=60.0, ge=0, le=7 * 86_400)
-    max_catch_up: int = Field(default=10, ge=1, le=1000)
+    policy: MisfireChoice = MisfireMode.SKIP
+    grace_s: float = Field(default=60.0, ge=0, le=7 * 86_400, description="Used by `skip` only.")
+    max_catch_up: int = Field(default=10, ge=1, le=1000, description="Used by `catch_up` only.")
+
+    def to_record(self) -> MisfirePolicy:
+        return MisfirePolicy(mode=self.policy, grace_s=self.grace_s, max_catch_up=self.max_catch_up)
 
 
 # -- jobs --------------------------------------------------------------------------------------
 
 
-def _json_payload(value: Any) -> Any:
-    check_payload(value)  # InvalidInputError is a ValueError: reported on the payload field
+def _json_payload(value: Any, info: ValidationInfo) -> Any:
+    if not (info.context or {}).get("stored"):  # a stored payload was checked when it was written
+        check_payload(value)  # InvalidInputError is a ValueError: reported on the payload field
     return value
 
 
 Payload = Annotated[Any, AfterValidator(_json_payload)]
 
 
-class JobSpec(_Strict):
-    """Everything a client defines about a job (the body of POST and PUT)."""
+class JobFields(_Strict):
+    """Everything a client defines about a job: each field's type, constraints, default and
+    documentation, written once for requests and responses alike."""
 
-    team: Name
-    name: Name
-    schedule: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
-    timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "UTC"
-    dst_gap: Literal["shift", "skip"] | None = None
-    dst_fold: Literal["first", "last", "both"] | None = None
-    target: TargetIn
+    team: Name = Field(description="The owning team.")
+    name: Name = Field(description="Unique among the team's live jobs (else 409).")
+    schedule: ScheduleText = Field(
+        description="A cron expression (docs/schedules.md); `H` hashes the job id."
+    )
+    timezone: ZoneName = Field(default="UTC", description="The IANA zone the schedule is evaluated in.")
+    dst_gap: DstGap | None = Field(
+        default=None, description="Local times a DST change skips; null: the schedule kind's default."
+    )
+    dst_fold: DstFold | None = Field(
+        default=None, description="Local times a DST change repeats; null: the schedule kind's default."
+    )
+    target: TargetSpec = Field(description="What each attempt calls, tagged by `type`.")
     description: Annotated[str, StringConstraints(max_length=2000)] = ""
-    payload: Payload = None
-    timeout_s: float = Field(default=60.0, gt=0, le=MAX_TIMEOUT_S)
-    retry: RetryIn = RetryIn()
-    misfire: MisfireIn = MisfireIn()
-    overlap: Literal["allow", "forbid", "replace"] = "allow"
-    start_at: Instant | None = None
-    end_at: Instant | None = None
-    queue: Name = "default"
+    payload: Payload = Field(default=None, description="Any JSON, at most 64 KiB as compact JSON.")
+    timeout_s: float = Field(default=60.0, gt=0, le=MAX_TIMEOUT_S, description="Per attempt, in seconds.")
+    retry: RetrySpec = RetrySpec()
+    misfire: MisfireSpec = MisfireSpec()
+    overlap: OverlapChoice = Field(
+        default=Overlap.ALLOW, description="When a slot comes while an earlier run is still active."
+    )
+    start_at: Instant | None = Field(default=None, description="No slot before this instant.")
+    end_at: Instant | None = Field(default=None, description="No slot after this instant; after start_at.")
+    queue: Name = Field(default="default", description="A queue the server's workers serve.")
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
 
     @field_validator("end_at")
@@ -238,36 +291,32 @@ class JobSpec(_Strict):
             raise ValueError("end_at must be after start_at")
         return value
 
+
+class JobSpec(JobFields):
+    """A job's whole definition (the body of POST and PUT), checked in one round: the schema, then
+    on the fields it accepted the schedule and zone, the server's target policy and queues, all
+    reported together (see :mod:`cronwheel.api.checks`)."""
+
+    _new_job: ClassVar[bool] = False  # JobCreate: also refuse a job that would never fire
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_round(cls, data: Any, handler: ModelWrapValidatorHandler[JobSpec]) -> JobSpec:
+        spec, errors, values = _validate_fields(data, handler, complete=True)
+        problems = checks.definition_problems(values, complete=True, new_job=cls._new_job)
+        if errors or problems:
+            raise ValidationError.from_exception_data(cls.__name__, errors + checks.line_errors(problems))
+        assert isinstance(spec, JobSpec)
+        return spec
+
     def to_record(self, job_id: str = "") -> Job:
         """The job record (``id`` empty for a new job: the service assigns one)."""
         return Job(
             id=job_id,
-            team=self.team,
-            name=self.name,
-            schedule=self.schedule,
-            timezone=self.timezone,
-            dst_gap=self.dst_gap,
-            dst_fold=self.dst_fold,
-            target=target_to_record(self.target),
-            description=self.description,
-            payload=self.payload,
-            timeout_s=self.timeout_s,
-            retry=RetryPolicy(
-                max_attempts=self.retry.max_attempts,
-                initial_delay_s=self.retry.initial_delay_s,
-                multiplier=self.retry.multiplier,
-                max_delay_s=self.retry.max_delay_s,
-                jitter=self.retry.jitter,
-            ),
-            misfire=MisfirePolicy(
-                mode=MisfireMode(self.misfire.policy),
-                grace_s=self.misfire.grace_s,
-                max_catch_up=self.misfire.max_catch_up,
-            ),
-            overlap=Overlap(self.overlap),
-            start_at=self.start_at,
-            end_at=self.end_at,
-            queue=self.queue,
+            **{name: getattr(self, name) for name in _PLAIN_FIELDS},
+            target=self.target.to_record(),
+            retry=self.retry.to_record(),
+            misfire=self.misfire.to_record(),
             labels=tuple(self.labels.items()),
         )
 
@@ -275,71 +324,109 @@ class JobSpec(_Strict):
 class JobCreate(JobSpec):
     """POST /v1/jobs."""
 
+    _new_job = True
+
 
 class JobUpdate(JobSpec):
     """PUT /v1/jobs/{id}: the whole definition; omitted fields go back to their defaults."""
 
 
+def _validate_fields(
+    data: Any, handler: ModelWrapValidatorHandler[Any], *, complete: bool
+) -> tuple[Any, list[InitErrorDetails], dict[str, Any]]:
+    """Run the schema: the model (or None), its errors, and the typed values of the fields it
+    accepted, for the checks. ``complete``: a whole definition, whose omitted fields take their
+    defaults; else a patch, whose omitted fields are not known here."""
+    try:
+        model = handler(data)
+    except ValidationError as error:
+        errors = _line_errors(error)
+        refused = {str(detail["loc"][0]) for detail in errors if detail["loc"]}
+        return None, errors, _accepted(data, refused, complete=complete)
+    names = JobFields.model_fields if complete else model.model_fields_set
+    return model, [], {name: getattr(model, name) for name in names}
+
+
+def _accepted(data: Any, refused: set[str], *, complete: bool) -> dict[str, Any]:
+    """The typed values of the fields of ``data`` the schema did not refuse."""
+    if not isinstance(data, dict):
+        return {}
+    given = {key: value for key, value in data.items() if key in JobFields.model_fields}
+    try:
+        partial = _AcceptedFields.model_validate({k: v for k, v in given.items() if k not in refused})
+    except ValidationError:  # refused only in company (nothing is, today): check no further
+        return {}
+    values = {name: getattr(partial, name) for name in partial.model_fields_set}
+    if complete:
+        for name, info in JobFields.model_fields.items():
+            if name not in given and not info.is_required():
+                values[name] = info.get_default(call_default_factory=True)
+    return values
+
+
+def _line_errors(error: ValidationError) -> list[InitErrorDetails]:
+    """A ValidationError's errors, to be raised again with others (refused input not kept)."""
+    found: list[InitErrorDetails] = []
+    for detail in error.errors(include_url=False):
+        entry = InitErrorDetails(type=detail["type"], loc=detail["loc"], input=None)
+        if "ctx" in detail:
+            entry["ctx"] = detail["ctx"]
+        found.append(entry)
+    return found
+
+
+# Fields whose record attribute has the same name and value as the request's (the rest convert).
+_PLAIN_FIELDS = tuple(
+    name for name in JobFields.model_fields if name not in ("target", "retry", "misfire", "labels")
+)
+
+
 def spec_fields(job: Job) -> dict[str, Any]:
-    """The client-defined part of a stored job, as JSON-ready values (what a PUT would send)."""
-    return {
-        "team": job.team,
-        "name": job.name,
-        "schedule": job.schedule,
-        "timezone": job.timezone,
-        "dst_gap": job.dst_gap,
-        "dst_fold": job.dst_fold,
+    """The client-defined part of a stored job, as JSON-ready values (what a PUT would send):
+    :class:`JobSpec`'s fields, in its order."""
+    return {name: _json_value(value) for name, value in _definition(job).items()}
+
+
+def _definition(job: Job) -> dict[str, Any]:
+    """:class:`JobSpec`'s fields from a job record (enums and instants as they are)."""
+    converted = {
         "target": target_from_record(job.target),
-        "description": job.description,
-        "payload": job.payload,
-        "timeout_s": job.timeout_s,
-        "retry": dataclasses.asdict(job.retry),
+        "retry": {name: getattr(job.retry, name) for name in RetrySpec.model_fields},
         "misfire": {
             "policy": job.misfire.mode.value,
             "grace_s": job.misfire.grace_s,
             "max_catch_up": job.misfire.max_catch_up,
         },
-        "overlap": job.overlap.value,
-        "start_at": _text(job.start_at),
-        "end_at": _text(job.end_at),
-        "queue": job.queue,
         "labels": dict(job.labels),
+    }
+    return {
+        name: converted[name] if name in converted else getattr(job, name) for name in JobFields.model_fields
     }
 
 
-def _text(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
 
 
-class JobPatch(_Strict):
+class _JobPatchBase(_Strict):
     """PATCH /v1/jobs/{id}: only the fields given change. ``retry`` and ``misfire`` merge into
     the stored policy field by field; ``target`` and ``labels`` are replaced whole; ``null``
-    clears a nullable field (``dst_gap``, ``start_at``, ``payload`` ...)."""
+    clears a nullable field (``dst_gap``, ``start_at``, ``payload`` ...) and is refused for the
+    others. Every field is :class:`JobSpec`'s, with the same constraints and docs."""
 
-    team: Name | None = None
-    name: Name | None = None
-    schedule: Annotated[str, StringConstraints(min_length=1, max_length=1000)] | None = None
-    timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
-    dst_gap: Literal["shift", "skip"] | None = None
-    dst_fold: Literal["first", "last", "both"] | None = None
-    target: TargetIn | None = None
-    description: Annotated[str, StringConstraints(max_length=2000)] | None = None
-    payload: Payload = None
-    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S)
-    retry: RetryIn | None = None
-    misfire: MisfireIn | None = None
-    overlap: Literal["allow", "forbid", "replace"] | None = None
-    start_at: Instant | None = None
-    end_at: Instant | None = None
-    queue: Name | None = None
-    labels: dict[LabelKey, LabelValue] | None = Field(default=None, max_length=64)
-
-    @field_validator("team", "name", "schedule", "timezone", "target", "timeout_s", "overlap", "queue")
+    @model_validator(mode="wrap")
     @classmethod
-    def _not_null(cls, value: object) -> object:
-        if value is None:  # validators run on given values only: this is an explicit null
-            raise ValueError("cannot be null (omit the field to keep its value)")
-        return value
+    def _one_round(cls, data: Any, handler: ModelWrapValidatorHandler[_JobPatchBase]) -> _JobPatchBase:
+        patch, errors, values = _validate_fields(data, handler, complete=False)
+        problems = checks.definition_problems(values, complete=False)
+        if errors or problems:
+            raise ValidationError.from_exception_data(cls.__name__, errors + checks.line_errors(problems))
+        assert isinstance(patch, _JobPatchBase)
+        return patch
 
     def apply_to(self, job: Job) -> dict[str, Any]:
         """The full definition after this patch, as a JSON-ready dict to validate as
@@ -347,54 +434,23 @@ class JobPatch(_Strict):
         merged = spec_fields(job)
         given = self.model_dump(mode="json", exclude_unset=True)
         for key in ("retry", "misfire"):
-            if given.get(key) is not None:
+            if key in given:
                 given[key] = {**merged[key], **given[key]}
-            elif key in given:
-                del given[key]  # null: keep the stored policy
         merged.update(given)
         return merged
+
+
+if TYPE_CHECKING:
+    JobPatch = _JobPatchBase
+else:
+    JobPatch = partial_model(JobSpec, "JobPatch", _JobPatchBase, _JobPatchBase.__doc__)
+
+_AcceptedFields = partial_model(JobFields, "AcceptedFields", _Strict, "")
 
 
 def job_update_from_json(data: dict[str, Any]) -> JobUpdate:
     """Validate a JSON-ready dict as a full definition (the same way a request body is)."""
     return JobUpdate.model_validate_json(json.dumps(data))
-
-
-class RetryOut(_Out):
-    max_attempts: int
-    initial_delay_s: float
-    multiplier: float
-    max_delay_s: float
-    jitter: bool
-
-
-class MisfireOut(_Out):
-    policy: Literal["skip", "run_once", "catch_up"]
-    grace_s: float
-    max_catch_up: int
-
-
-class HttpTargetOut(_Out):
-    type: Literal["http"]
-    url: str
-    method: str
-    headers: dict[str, str]
-    expected_status: list[int]
-
-
-class CommandTargetOut(_Out):
-    type: Literal["command"]
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str | None
-
-
-class PythonTargetOut(_Out):
-    type: Literal["python"]
-    function: str
-
-
-TargetOut = Annotated[HttpTargetOut | CommandTargetOut | PythonTargetOut, Field(discriminator="type")]
 
 
 class LastRunOut(_Out):
@@ -406,60 +462,42 @@ class LastRunOut(_Out):
     finished_at: datetime | None
 
 
-class JobOut(_Out):
-    """A stored job: its definition plus the server's read-only fields."""
+class JobOut(JobFields):
+    """A stored job: its definition (the same fields as a request's) plus the server's
+    read-only fields."""
 
     id: str
-    version: int
-    team: str
-    name: str
-    schedule: str
-    timezone: str
-    dst_gap: Literal["shift", "skip"] | None
-    dst_fold: Literal["first", "last", "both"] | None
-    target: TargetOut
-    description: str
-    payload: Any
-    timeout_s: float
-    retry: RetryOut
-    misfire: MisfireOut
-    overlap: Literal["allow", "forbid", "replace"]
-    start_at: datetime | None
-    end_at: datetime | None
-    queue: str
-    labels: dict[str, str]
+    version: int = Field(description="Bumped by every change; the ETag.")
     paused: bool
     pause_note: str | None
     paused_at: datetime | None
     created_at: datetime | None
     updated_at: datetime | None
-    next_run_at: datetime | None
+    next_run_at: datetime | None = Field(description="The next slot not yet fired; null when none is left.")
     last_run: LastRunOut | None
 
     @classmethod
     def from_record(cls, job: Job, last_run: Run | None = None) -> JobOut:
-        data = spec_fields(job)
-        data.update(
-            id=job.id,
-            version=job.version,
-            start_at=job.start_at,
-            end_at=job.end_at,
-            paused=job.paused,
-            pause_note=job.pause_note,
-            paused_at=job.paused_at,
-            created_at=job.created_at,
-            updated_at=job.updated_at,
-            next_run_at=job.next_run_at,
-            last_run=None
-            if last_run is None
-            else LastRunOut(
-                id=last_run.id,
-                state=last_run.state.value,
-                slot=last_run.slot,
-                finished_at=last_run.finished_at,
-            ),
+        """The stored job (its payload is not measured again: it was when it was written)."""
+        return cls.model_validate(
+            {
+                **_definition(job),
+                "id": job.id,
+                "version": job.version,
+                "paused": job.paused,
+                "pause_note": job.pause_note,
+                "paused_at": job.paused_at,
+                "created_at": job.created_at,
+                "updated_at": job.updated_at,
+                "next_run_at": job.next_run_at,
+                "last_run": None
+                if last_run is None
+                else LastRunOut(
+                    id=last_run.id, state=last_run.state, slot=last_run.slot, finished_at=last_run.finished_at
+                ),
+            },
+            context={"stored": True},
         )
-        return cls.model_validate(data)
 
 
 class JobPage(_Out):
@@ -502,7 +540,7 @@ class RunOut(_Out):
     job_id: str
     job_team: str | None = Field(description="The job's team; null when the job was deleted.")
     job_name: str | None = Field(description="The job's name; null when the job was deleted.")
-    kind: Literal["scheduled", "manual"]
+    kind: RunKindName
     slot: datetime
     state: RunStateName
     reason: str | None
@@ -558,7 +596,7 @@ class AttemptOut(_Out):
     worker: str
     started_at: datetime
     finished_at: datetime | None
-    outcome: Literal["success", "failure", "timeout", "error", "cancelled", "lost"] | None
+    outcome: OutcomeName | None
     status_code: int | None
     exit_code: int | None
     error: str | None
@@ -572,7 +610,7 @@ class AttemptOut(_Out):
             worker=attempt.worker,
             started_at=attempt.started_at,
             finished_at=attempt.finished_at,
-            outcome=None if attempt.outcome is None else attempt.outcome.value,
+            outcome=attempt.outcome,
             status_code=attempt.status_code,
             exit_code=attempt.exit_code,
             error=attempt.error,
@@ -593,8 +631,8 @@ class RunEventOut(_Out):
     def from_record(cls, event: RunEvent) -> RunEventOut:
         return cls(
             at=event.at,
-            state=event.state.value,
-            previous=None if event.previous is None else event.previous.value,
+            state=event.state,
+            previous=event.previous,
             attempt=event.attempt,
             node=event.node,
             detail=event.detail,
@@ -630,8 +668,8 @@ class PreviewIn(_Strict):
     timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "UTC"
     count: int = Field(default=10, ge=1, le=1000)
     after: Instant | None = Field(default=None, description="Start after this instant; default: now.")
-    dst_gap: Literal["shift", "skip"] | None = None
-    dst_fold: Literal["first", "last", "both"] | None = None
+    dst_gap: DstGap | None = None
+    dst_fold: DstFold | None = None
     seed: Annotated[str, StringConstraints(max_length=200)] | None = Field(
         None, description="What H hashes (a job's id, for that job's own schedule)."
     )
@@ -641,7 +679,7 @@ class FireOut(_Out):
     at: datetime = Field(description="The fire time in the schedule's zone.")
     utc: datetime
     offset_s: int = Field(description="UTC offset of the zone at that time, in seconds.")
-    kind: Literal["normal", "shifted", "repeated-first", "repeated-second"]
+    kind: FireKindName
     wall: str = Field(description="The nominal local wall time (differs from `at` when shifted).")
 
     @classmethod
@@ -651,7 +689,7 @@ class FireOut(_Out):
             at=fire.at,
             utc=fire.at.astimezone(UTC),
             offset_s=0 if offset is None else int(offset.total_seconds()),
-            kind=fire.kind.value,
+            kind=fire.kind,
             wall=fire.wall.isoformat(),
         )
 
@@ -659,8 +697,8 @@ class FireOut(_Out):
 class PreviewOut(_Out):
     expression: str
     timezone: str
-    dst_gap: Literal["shift", "skip"]
-    dst_fold: Literal["first", "last", "both"]
+    dst_gap: DstGap
+    dst_fold: DstFold
     wildcard: bool
     after: datetime = Field(description="The instant the fire times follow, in UTC.")
     fires: list[FireOut]

@@ -128,7 +128,6 @@ def normalize(raw: list[Any], path: str) -> dict[str, dict[str, Any]]:
     from pydantic import ValidationError  # noqa: PLC0415
 
     from cronwheel.api.schemas import JobCreate  # noqa: PLC0415
-    from cronwheel.schedule import ScheduleError, parse_schedule  # noqa: PLC0415
 
     specs: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
@@ -140,18 +139,9 @@ def normalize(raw: list[Any], path: str) -> dict[str, dict[str, Any]]:
             problems.append(f"{label}: must be a mapping of job fields")
             continue
         try:
-            job = JobCreate.model_validate(item)
-            parse_schedule(job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold)
+            job = JobCreate.model_validate(item)  # the schema and the schedule's checks, at once
         except ValidationError as error:
-            for detail in error.errors():
-                where = ".".join(
-                    str(part) for part in detail["loc"] if part not in ("http", "command", "python")
-                )
-                message = str(detail["msg"]).removeprefix("Value error, ")
-                problems.append(f"{label}: {where or 'job'}: {message}")
-            continue
-        except ScheduleError as error:
-            problems.append(f"{label}: {error}")
+            problems += [f"{label}: {_problem_text(detail)}" for detail in error.errors()]
             continue
         key = f"{job.team}/{job.name}"
         if key in specs:
@@ -160,6 +150,16 @@ def normalize(raw: list[Any], path: str) -> dict[str, dict[str, Any]]:
     if problems:
         raise InvalidFile(f"{path}: nothing applied; fix these first:\n  " + "\n  ".join(problems))
     return specs
+
+
+def _problem_text(detail: Any) -> str:
+    """One error of the API's schema as a line: ``field: message``, or the checks' own sentence
+    (``invalid schedule '61 * * * *': minute field ...``) where they give one."""
+    whole = (detail.get("ctx") or {}).get("detail")
+    if whole:
+        return str(whole)
+    where = ".".join(str(part) for part in detail["loc"] if part not in ("http", "command", "python"))
+    return f"{where or 'job'}: {str(detail['msg']).removeprefix('Value error, ')}"
 
 
 def server_spec(job: dict[str, Any]) -> dict[str, Any]:

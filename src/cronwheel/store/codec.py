@@ -1,7 +1,8 @@
 """Records <-> rows: the one place that knows how jobs, runs, attempts and events are laid out
 in the tables of :mod:`cronwheel.store.schema`.
 
-Targets and policies become small JSON objects with explicit keys (``kind`` tags the target);
+Targets and policies become small JSON objects with explicit keys (``type`` tags the target, the
+word of the API and jobs.yaml; rows written by earlier versions say ``kind`` and are still read);
 labels and header/env pairs become lists of ``[key, value]`` so their order survives. Instants
 stay ``datetime`` here: the :class:`~cronwheel.store.schema.Instant` column type converts them.
 Pagination cursors are opaque base64url JSON.
@@ -62,7 +63,7 @@ def pairs_from_json(data: Any) -> tuple[tuple[str, str], ...]:
 def target_to_json(target: Target) -> dict[str, Any]:
     if isinstance(target, HttpTarget):
         return {
-            "kind": "http",
+            "type": "http",
             "url": target.url,
             "method": target.method,
             "headers": pairs_to_json(target.headers),
@@ -70,32 +71,32 @@ def target_to_json(target: Target) -> dict[str, Any]:
         }
     if isinstance(target, CommandTarget):
         return {
-            "kind": "command",
+            "type": "command",
             "argv": list(target.argv),
             "env": pairs_to_json(target.env),
             "cwd": target.cwd,
         }
     if isinstance(target, PythonTarget):
-        return {"kind": "python", "function": target.function}
+        return {"type": "python", "function": target.function}
     raise TypeError(f"unknown target {target!r}")
 
 
 def target_from_json(data: Mapping[str, Any]) -> Target:
-    kind = data["kind"]
-    if kind == "http":
+    tag = data["type"] if "type" in data else data.get("kind")  # "kind": rows of earlier versions
+    if tag == "http":
         return HttpTarget(
             url=data["url"],
             method=data["method"],
             headers=pairs_from_json(data["headers"]),
             expected_status=tuple(int(code) for code in data["expected_status"]),
         )
-    if kind == "command":
+    if tag == "command":
         return CommandTarget(
             argv=tuple(str(arg) for arg in data["argv"]), env=pairs_from_json(data["env"]), cwd=data["cwd"]
         )
-    if kind == "python":
+    if tag == "python":
         return PythonTarget(function=data["function"])
-    raise ValueError(f"unknown target kind {kind!r} in the store")
+    raise ValueError(f"unknown target type {tag!r} in the store")
 
 
 def retry_to_json(policy: RetryPolicy) -> dict[str, Any]:

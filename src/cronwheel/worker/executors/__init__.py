@@ -1,7 +1,7 @@
 """Executors: perform one attempt of a run against its target (HTTP, command, Python function).
 
-:class:`Executors` is what a worker holds: one executor per target kind, dispatched by
-``target.kind``, closed together. Each executor turns everything its target does into an
+:class:`Executors` is what a worker holds: one executor per target type, dispatched by
+``target.type``, closed together. Each executor turns everything its target does into an
 :class:`~cronwheel.store.port.AttemptResult`, whose texts are then made storable
 (:func:`~cronwheel.worker.executors.base.storable`); a bug inside an executor is logged and
 reported as ``Outcome.ERROR`` rather than crashing the worker's loop.
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 class Executors:
-    """The worker's executors, one per target kind."""
+    """The worker's executors, one per target type."""
 
     def __init__(
         self,
@@ -58,13 +58,13 @@ class Executors:
         return self._by_kind[kind]
 
     async def execute(self, target: Target, ctx: AttemptContext) -> AttemptResult:
-        executor = self._by_kind.get(target.kind)
+        executor = self._by_kind.get(target.type)
         if executor is None:
-            return AttemptResult(Outcome.ERROR, error=f"no executor for {target.kind!r} targets")
+            return AttemptResult(Outcome.ERROR, error=f"no executor for {target.type!r} targets")
         try:
             return storable(await executor.execute(target, ctx))
         except Exception as exc:
-            log.exception("executor for %s targets failed (run %s)", target.kind, ctx.execution_id)
+            log.exception("executor for %s targets failed (run %s)", target.type, ctx.execution_id)
             return AttemptResult(Outcome.ERROR, error=f"internal executor error: {type(exc).__name__}")
 
     async def close(self) -> None:
