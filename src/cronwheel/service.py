@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
@@ -291,5 +291,3 @@ def check_payload(payload: Any) -> None:
     if size > MAX_PAYLOAD_BYTES:
         raise InvalidInputError(f"payload is {size} bytes; at most {MAX_PAYLOAD_BYTES} are accepted")
 
-
-LEASE = timedelta(seconds=30)
