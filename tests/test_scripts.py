@@ -46,13 +46,14 @@ def test_leftovers_finds_a_detached_process_and_stops_it() -> None:
     )
     clean = {key: value for key, value in os.environ.items() if key != "CRONWHEEL_TEST_RUN"}
     try:
+        leftovers = [str(SCRIPTS / "leftovers"), mark]
         found = subprocess.run(
-            [SCRIPTS / "leftovers", mark, "--stop"], capture_output=True, text=True, env=clean, timeout=30
+            [*leftovers, "--stop"], capture_output=True, text=True, env=clean, timeout=30, check=False
         )
         assert found.returncode == 1
         assert f"pid {child.pid}" in found.stderr
         assert child.wait(5) is not None  # stopped
-        again = subprocess.run([SCRIPTS / "leftovers", mark], capture_output=True, text=True, env=clean)
+        again = subprocess.run(leftovers, capture_output=True, text=True, env=clean, timeout=30, check=False)
         assert again.returncode == 0, again.stderr
     finally:
         if child.poll() is None:

@@ -290,4 +290,3 @@ def check_payload(payload: Any) -> None:
         raise InvalidInputError(f"payload must be JSON: {error}") from None
     if size > MAX_PAYLOAD_BYTES:
         raise InvalidInputError(f"payload is {size} bytes; at most {MAX_PAYLOAD_BYTES} are accepted")
-
