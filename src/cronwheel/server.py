@@ -19,10 +19,10 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import uvicorn
 
@@ -44,6 +44,7 @@ from cronwheel.timekeeping import anchor_once, keep_anchored
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import Worker
+from cronwheel.worker.refusals import warn_refused_jobs
 
 log = logging.getLogger("cronwheel.server")
 
@@ -268,6 +269,8 @@ class _Roles:
             lease_s=settings.lease_s,
         )
         self._task(worker.run(self.stop), "worker")
+        check = warn_refused_jobs(self.backends.store, allowed, settings.queues, settings.node)
+        self.group.create_task(_unless_stopped(check, self.stop), name="refused-jobs")
 
     def _api(self, feed: ChangeFeed, announce: Callable[[str], None]) -> None:
         settings, store, clock = self.settings, self.backends.store, self.backends.clock
@@ -317,6 +320,20 @@ async def _until_stop(role: Awaitable[None], stop: asyncio.Event) -> None:
         await role
     finally:
         stop.set()
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -> None:
+    """A one-off task: ends when ``work`` does (without stopping the node), or is cut short by ``stop``."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+    if not task.cancelled():
+        task.result()  # a failure is the node's: raised
 
 
 def _on_signals(stop: asyncio.Event) -> None:
