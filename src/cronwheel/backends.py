@@ -6,59 +6,65 @@
 | ``CRONWHEEL_COORDINATOR_URL`` | unset: this process owns every shard | ``etcd://host:2379[,host:2379...]`` |
 | ``CRONWHEEL_QUEUE_URL`` | unset: in-process queue | ``redis://host:6379/0`` |
 
-A backend that is down at start is waited for with exponential backoff, and the wait is logged:
-a process never fires without its backends, and never crash-loops because one is late.
+A backend that is down at start is waited for with the :data:`~cronwheel.retrying.CONNECT`
+policy, and the wait is logged: a process never fires without its backends, and never crash-loops
+because one is late. Only a :class:`~cronwheel.errors.TransientError` is waited out: each backend
+translates its connection failures into one (``store/driver.py``, ``queue/streams.py``,
+``coordinator/etcd_client.py``), so a bad URL, refused credentials, a schema newer than this code
+or a bug stops the process at once with the error.
+
+Each opener is an async context manager that closes what it opened on the way out, so that
+:func:`cronwheel.server.serve` stacks them (``contextlib.AsyncExitStack``) and a failure in a later
+one closes the earlier ones.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from urllib.parse import urlsplit
+
+from alembic.util.exc import CommandError
 
 from cronwheel.clock import Clock
 from cronwheel.coordinator import Coordinator
 from cronwheel.coordinator.local import LocalCoordinator
-from cronwheel.errors import InvalidInputError, PermanentError
+from cronwheel.errors import InvalidInputError
 from cronwheel.queue import Queue
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.retrying import CONNECT, retry
+from cronwheel.store.sql import SchemaOutdatedError, SqlStore, open_store
 
 log = logging.getLogger("cronwheel.backends")
 
-T = TypeVar("T")
 
-
-async def with_backoff(name: str, connect: Callable[[], Awaitable[T]], *, max_delay_s: float = 30.0) -> T:
-    """``connect()`` until it succeeds, waiting 0.5 s, 1 s, 2 s ... (capped) between tries.
-    Errors that retrying cannot fix (bad URL, refused input) are raised at once."""
-    delay = 0.5
-    attempt = 1
-    while True:
-        try:
-            return await connect()
-        except (PermanentError, InvalidInputError):
-            raise
-        except Exception as error:  # any connection failure is worth another try
-            log.warning(
-                "backend unavailable, retrying",
-                extra={
-                    "action": "wait",
-                    "backend": name,
-                    "attempt": attempt,
-                    "retry_in_s": delay,
-                    "error": str(error),
-                },
-            )
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, max_delay_s)
-        attempt += 1
+@contextmanager
+def schema_errors() -> Iterator[None]:
+    """Alembic's "Can't locate revision" (the database was migrated by a newer cronwheel) as a
+    :class:`SchemaOutdatedError` that says what to do, instead of a raw traceback."""
+    try:
+        yield
+    except CommandError as error:
+        raise SchemaOutdatedError(
+            f"the store's schema is not one this cronwheel knows ({error}): it was probably migrated "
+            "by a newer cronwheel; run that version (downgrades are not supported)"
+        ) from error
 
 
 async def connect_store(url: str) -> SqlStore:
-    return await with_backoff("database", lambda: open_store(url))
+    """Open the store at ``url``, migrated to the newest schema, waiting for it while it is down."""
+    with schema_errors():
+        return await retry("database", lambda: open_store(url), CONNECT)
+
+
+@asynccontextmanager
+async def store_at(url: str) -> AsyncIterator[SqlStore]:
+    store = await connect_store(url)
+    try:
+        yield store
+    finally:
+        await close_quietly("database", store.close)
 
 
 def is_postgres(url: str) -> bool:
@@ -74,6 +80,7 @@ def etcd_endpoints(url: str) -> list[str]:
 
 
 async def open_queue(url: str | None, clock: Clock, visibility_timeout_s: float) -> Queue:
+    """The queue at ``url`` (None: in-process), waiting for it while it is down; the caller closes it."""
     if not url:
         return MemoryQueue(clock, visibility_timeout_s=visibility_timeout_s)
     if urlsplit(url).scheme not in ("redis", "rediss"):
@@ -81,18 +88,53 @@ async def open_queue(url: str | None, clock: Clock, visibility_timeout_s: float)
     from cronwheel.queue.streams import RedisStreamQueue  # noqa: PLC0415 - cluster only
 
     queue = RedisStreamQueue(url, clock, visibility_timeout_s=visibility_timeout_s)
-    await with_backoff("queue", queue.ping)
+    try:
+        await retry("queue", queue.ping, CONNECT)
+    except BaseException:
+        await close_quietly("queue", queue.close)
+        raise
     return queue
+
+
+@asynccontextmanager
+async def queue_at(url: str | None, clock: Clock, visibility_timeout_s: float) -> AsyncIterator[Queue]:
+    queue = await open_queue(url, clock, visibility_timeout_s)
+    try:
+        yield queue
+    finally:
+        await close_quietly("queue", queue.close)
 
 
 async def open_coordinator(
     url: str | None, node: str, roles: tuple[str, ...], clock: Clock, ttl_s: float
 ) -> Coordinator:
+    """Join the coordinator at ``url`` (None: this process alone), waiting for it while it is down;
+    the caller stops it. A start that fails cleans up after itself."""
     if not url:
         coordinator: Coordinator = LocalCoordinator(node, roles, clock)
     else:
         from cronwheel.coordinator.etcd import EtcdCoordinator  # noqa: PLC0415 - cluster only
 
         coordinator = EtcdCoordinator(etcd_endpoints(url), node, roles, clock, ttl_s=ttl_s)
-    await with_backoff("coordinator", coordinator.start)
+    await retry("coordinator", coordinator.start, CONNECT)
     return coordinator
+
+
+@asynccontextmanager
+async def coordinator_at(
+    url: str | None, node: str, roles: tuple[str, ...], clock: Clock, ttl_s: float
+) -> AsyncIterator[Coordinator]:
+    coordinator = await open_coordinator(url, node, roles, clock, ttl_s)
+    try:
+        yield coordinator
+    finally:
+        await close_quietly("coordinator", coordinator.stop)
+
+
+async def close_quietly(name: str, close: Callable[[], Awaitable[None]]) -> None:
+    """Run a cleanup, logging instead of raising: one that fails (its backend is down) must not
+    keep the others from running, nor hide the error that stopped the process."""
+    try:
+        await close()
+    except Exception as error:
+        log.warning("closing failed", extra={"action": "close", "backend": name, "error": str(error)})

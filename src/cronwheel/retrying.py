@@ -14,7 +14,10 @@ Two ways to use it:
 * :func:`retry` calls a coroutine function until it succeeds (opening a backend at start);
 * a loop that must go on (a scheduler's tick, a worker's receive) keeps a :class:`Retries` from
   :meth:`Backoff.tracker`, asks :meth:`Retries.failed` how long to wait after each transient
-  failure and calls :meth:`Retries.succeeded` after each success.
+  failure (:func:`pause` waits it, woken by the loop's stop) and calls :meth:`Retries.succeeded`
+  after each success.
+
+:data:`CONNECT` and :data:`LOOP` are the two policies the process uses.
 
 :func:`exponential` is the pure delay curve, shared with the run retries of jobs
 (:func:`cronwheel.worker.retry.retry_delay`).
@@ -23,6 +26,7 @@ Two ways to use it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
@@ -82,6 +86,20 @@ class Backoff:
         return Retries(self, rand)
 
 
+# The policies of cronwheel's loops (tests and tools may pass their own):
+#
+# CONNECT: opening a backend at start (the store and its migrations, the queue, the coordinator,
+# the first read of the store's clock). A backend restarted together with the cluster takes
+# seconds to minutes; a process waits for it with 0.5 s, 1 s, 2 s ... up to 30 s between tries
+# rather than crash-looping, and never fires without it.
+CONNECT = Backoff(first_s=0.5, multiplier=2.0, cap_s=30.0)
+# LOOP: a loop that must go on (scheduler tick, sweep, worker receive and claim, clock anchoring,
+# job-change listener) after a transient failure. The first try again comes soon, since a lost
+# race or a reset connection usually passes at once; then 0.2, 0.4 ... up to 2 s, so an outage is
+# not hammered by every node, and a node is back at most about 2 s after its backend.
+LOOP = Backoff(first_s=0.1, multiplier=2.0, cap_s=2.0)
+
+
 class Retries:
     """The failures in a row of one loop under a :class:`Backoff`."""
 
@@ -97,6 +115,13 @@ class Retries:
 
     def succeeded(self) -> None:
         self.failures = 0
+
+
+async def pause(seconds: float, stop: asyncio.Event) -> None:
+    """Sleep ``seconds``, or less if ``stop`` is set meanwhile: a loop waiting after a failure
+    still stops at once."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
 
 
 async def retry(

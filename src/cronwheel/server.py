@@ -4,7 +4,9 @@
 The API, the scheduler, the sweeper and a worker pool run as named tasks in one task group: if one
 dies the others are stopped and the process exits non-zero, instead of limping on. SIGTERM and
 SIGINT stop it gracefully: the API stops accepting, the scheduler stops firing, running attempts
-get a grace period to finish.
+get a grace period to finish. Every node serves its own metrics: on the API port with the api
+role, else on ``--metrics-port`` (:mod:`cronwheel.metrics_http`), and advertises where in its
+coordinator member record (``cronwheel cluster status`` shows it).
 """
 
 from __future__ import annotations
@@ -17,20 +19,22 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import uvicorn
 
+from cronwheel import metrics_http
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.backends import connect_store, is_postgres, open_coordinator, open_queue, with_backoff
+from cronwheel.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
-from cronwheel.cluster import ClusterStatus
+from cronwheel.cluster import ClusterStatus, advertised_roles
 from cronwheel.coordinator import Coordinator
-from cronwheel.errors import PermanentError
+from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.queue import Queue
+from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
@@ -40,6 +44,7 @@ from cronwheel.timekeeping import anchor_once, keep_anchored
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import Worker
+from cronwheel.worker.refusals import warn_refused_jobs
 
 log = logging.getLogger("cronwheel.server")
 
@@ -70,7 +75,8 @@ ALL_ROLES = ("api", "scheduler", "worker")
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
     host: str = "127.0.0.1"
-    port: int = 8080
+    port: int = 8080  # the API's (nodes with the api role serve /metrics there too)
+    metrics_port: int = 0  # /metrics and /healthz of a node without the api role; 0: any free port
     database_url: str = "sqlite:///cronwheel.db"
     coordinator_url: str | None = None  # etcd://host:port[,...]; None: this process owns every shard
     queue_url: str | None = None  # redis://host:port; None: in-process queue
@@ -117,57 +123,93 @@ class _Server(uvicorn.Server):
 
 
 async def serve(settings: ServerSettings, announce: Callable[[str], None] = print) -> None:
-    """Run this node's roles until SIGTERM/SIGINT (or until one role fails)."""
+    """Run this node's roles until SIGTERM/SIGINT (or until one role fails).
+
+    Everything the node opens is entered on one ``AsyncExitStack``, each piece with its own
+    cleanup, in the order the roles need them: the listening socket (bound before any backend is
+    touched, so a port in use stops the process at once), the store, the queue, the coordinator,
+    then what the roles open. Whatever fails, at start or later, closes what was opened before it,
+    in reverse order."""
     settings.check()
-    with _single_owner(settings.database_url) if settings.embedded else contextlib.nullcontext():
-        store = await connect_store(settings.database_url)  # migrates to the newest schema first
-        try:
-            await _run_roles(settings, store, announce)
-        finally:
-            await store.close()
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.embedded:
+            stack.enter_context(_single_owner(settings.database_url))
+        listening = stack.enter_context(_listening(settings))
+        metrics_url = public_url(settings.host, listening) + "/metrics"
+        store = await stack.enter_async_context(store_at(settings.database_url))  # migrated first
+        clock = await _clock(settings, store)
+        queue = await stack.enter_async_context(
+            queue_at(settings.queue_url, clock, visibility_timeout_s=settings.lease_s * 2)
+        )
+        coordinator = await stack.enter_async_context(
+            coordinator_at(
+                settings.coordinator_url,
+                settings.node,
+                advertised_roles(settings.roles, metrics_url),
+                clock,
+                settings.ttl_s,
+            )
+        )
+        backends = _Backends(store, queue, coordinator, clock, listening)
+        await _run_roles(settings, backends, stack, announce)
 
 
-async def _run_roles(settings: ServerSettings, store: SqlStore, announce: Callable[[str], None]) -> None:
-    clock: Clock = SystemClock()
-    if not settings.embedded:  # cluster: every node fires, leases and records by the store's clock
-        anchored = AnchoredClock()
-        await with_backoff("store clock", lambda: anchor_once(anchored, store))
-        clock = anchored
-    queue = await open_queue(settings.queue_url, clock, visibility_timeout_s=settings.lease_s * 2)
-    coordinator = await open_coordinator(
-        settings.coordinator_url, settings.node, settings.roles, clock, settings.ttl_s
-    )
-    stop = asyncio.Event()
-    _on_signals(stop)
-    closers: list[Callable[[], Awaitable[None]]] = [queue.close, coordinator.stop]
-    try:
-        async with asyncio.TaskGroup() as group:
-            roles = _Roles(settings, store, queue, coordinator, clock, stop, group, closers)
-            await roles.start(announce)
-    finally:
-        for close in closers:
-            with contextlib.suppress(Exception):
-                await close()
+async def _clock(settings: ServerSettings, store: SqlStore) -> Clock:
+    """Embedded: the machine's clock. Cluster: every node fires, leases and records by the
+    store's clock (``cronwheel.timekeeping``), read once before anything else happens."""
+    if settings.embedded:
+        return SystemClock()
+    anchored = AnchoredClock()
+    await retry("store clock", lambda: anchor_once(anchored, store), CONNECT)
+    return anchored
 
 
-@dataclass
-class _Roles:
-    """Builds and starts the roles this node runs, each as a named task."""
-
-    settings: ServerSettings
+@dataclass(frozen=True, slots=True)
+class _Backends:
     store: SqlStore
     queue: Queue
     coordinator: Coordinator
     clock: Clock
+    listening: socket.socket  # the API's socket, or the metrics endpoint's
+
+
+async def _run_roles(
+    settings: ServerSettings,
+    backends: _Backends,
+    stack: contextlib.AsyncExitStack,
+    announce: Callable[[str], None],
+) -> None:
+    """The roles as named tasks of one task group, until ``stop``. A role that fails stops the
+    others; a cronwheel error that did is raised alone (the CLI prints it and exits non-zero)."""
+    stop = asyncio.Event()
+    _on_signals(stop)
+    try:
+        async with asyncio.TaskGroup() as group:
+            await _Roles(settings, backends, stop, group, stack).start(announce)
+    except BaseExceptionGroup as failed:
+        errors = failed.exceptions
+        if len(errors) == 1 and isinstance(errors[0], CronwheelError):
+            raise errors[0] from None
+        raise
+
+
+@dataclass
+class _Roles:
+    """Builds and starts the roles this node runs, each as a named task; what a role opens is
+    closed by ``stack`` after every task has ended."""
+
+    settings: ServerSettings
+    backends: _Backends
     stop: asyncio.Event
     group: asyncio.TaskGroup
-    closers: list[Callable[[], Awaitable[None]]]
+    stack: contextlib.AsyncExitStack
 
     async def start(self, announce: Callable[[str], None]) -> None:
         roles = self.settings.roles
         feed = ChangeFeed()
-        if isinstance(self.clock, AnchoredClock):
-            self._task(keep_anchored(self.clock, self.store, self.stop, self.settings.node), "clock")
+        clock = self.backends.clock
+        if isinstance(clock, AnchoredClock):
+            self._task(keep_anchored(clock, self.backends.store, self.stop, self.settings.node), "clock")
         if "scheduler" in roles:
             await self._scheduler(feed)
         if "worker" in roles:
@@ -175,89 +217,102 @@ class _Roles:
         if "api" in roles:
             self._api(feed, announce)
         else:
-            announce(f"cronwheel {'+'.join(roles)} running (node {self.settings.node})")
+            self._metrics(announce)
 
     def _task(self, role: Awaitable[None], name: str) -> None:
         self.group.create_task(_until_stop(role, self.stop), name=name)
 
     async def _scheduler(self, feed: ChangeFeed) -> None:
-        settings = self.settings
+        settings, clock = self.settings, self.backends.clock
+        store, queue = self.backends.store, self.backends.queue
         if settings.embedded:
             changes = feed.subscribe()
             ownership: Coordinator | None = None
         else:
             listener = PostgresChangeListener(settings.database_url)
             changes = listener.subscribe()
-            await listener.start()
-            self.closers.append(listener.stop)
-            ownership = self.coordinator
-        scheduler = Scheduler(
-            self.store, self.queue, self.clock, settings.node, ownership=ownership, stall_s=settings.ttl_s
-        )
-        self.coordinator.set_health_check(scheduler.healthy)
+            await retry("job-change-listener", listener.start, CONNECT)
+            self.stack.push_async_callback(close_quietly, "job-change-listener", listener.stop)
+            self._task(listener.supervise(self.stop), "listener")
+            ownership = self.backends.coordinator
+        scheduler = Scheduler(store, queue, clock, settings.node, ownership=ownership, stall_s=settings.ttl_s)
+        self.backends.coordinator.set_health_check(scheduler.healthy)
         # a cluster sweeps every second: a scheduler killed between its store commit and its queue
         # publish leaves PENDING runs that only the sweep queues, and their lateness is this period
-        sweeper = Sweeper(self.store, self.queue, self.clock, every_s=5.0 if settings.embedded else 1.0)
+        sweeper = Sweeper(store, queue, clock, every_s=5.0 if settings.embedded else 1.0)
         if settings.embedded:
-            await sweeper.recover_after_restart(self.clock.now())
+            await sweeper.recover_after_restart(clock.now())
         leader = None if settings.embedded else self._is_leader
         self._task(scheduler.run(changes, self.stop), "scheduler")
         self._task(sweeper.run(self.stop, leader), "sweeper")
 
     async def _is_leader(self) -> bool:
-        return await self.coordinator.leader() == self.settings.node
+        return await self.backends.coordinator.leader() == self.settings.node
 
     def _worker(self) -> None:
         settings = self.settings
-        executors = Executors(
-            WorkerSettings(
-                allow_commands=settings.allow_commands,
-                python_allow=settings.python_allow,
-                allowed_networks=settings.allowed_networks,
-            )
+        allowed = WorkerSettings(
+            allow_commands=settings.allow_commands,
+            python_allow=settings.python_allow,
+            allowed_networks=settings.allowed_networks,
         )
-        self.closers.append(executors.close)
+        executors = Executors(allowed)
+        self.stack.push_async_callback(executors.close)
         worker = Worker(
-            self.store,
-            self.queue,
+            self.backends.store,
+            self.backends.queue,
             executors,
-            self.clock,
+            self.backends.clock,
             settings.node,
             queues=settings.queues,
             concurrency=settings.concurrency,
             lease_s=settings.lease_s,
         )
         self._task(worker.run(self.stop), "worker")
+        check = warn_refused_jobs(self.backends.store, allowed, settings.queues, settings.node)
+        self.group.create_task(_unless_stopped(check, self.stop), name="refused-jobs")
 
     def _api(self, feed: ChangeFeed, announce: Callable[[str], None]) -> None:
-        settings = self.settings
+        settings, store, clock = self.settings, self.backends.store, self.backends.clock
         policy = TargetPolicy(
             settings.allow_commands, settings.python_allow, settings.allowed_networks, queues=settings.queues
         )
-        service = JobService(self.store, self.queue, feed, self.clock, policy)
-        status = ClusterStatus(self.store, self.queue, self.coordinator, settings.queues)
-        app = create_app(ApiServices(store=self.store, job_service=service, clock=self.clock, cluster=status))
+        service = JobService(store, self.backends.queue, feed, clock, policy)
+        status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues)
+        app = create_app(ApiServices(store=store, job_service=service, clock=clock, cluster=status))
+        url = public_url(settings.host, self.backends.listening)
+        line = f"cronwheel serving on {url} (node {settings.node})"
+        self._http(uvicorn.Config(app, log_config=None, access_log=False), lambda: announce(line), "api")
+
+    def _metrics(self, announce: Callable[[str], None]) -> None:
+        """A node without the API serves ``/metrics`` and ``/healthz`` on its metrics port."""
+        settings = self.settings
+        url = public_url(settings.host, self.backends.listening) + "/metrics"
+        line = f"cronwheel {'+'.join(settings.roles)} running (node {settings.node}, metrics on {url})"
         config = uvicorn.Config(
-            app, host=settings.host, port=settings.port, log_config=None, access_log=False
+            metrics_http.app, log_config=None, access_log=False, lifespan="off", interface="asgi3"
         )
-        self.group.create_task(_serve_api(_Server(config), self.stop, announce, settings), name="api")
+        self._http(config, lambda: announce(line), "metrics")
+
+    def _http(self, config: uvicorn.Config, started: Callable[[], None], name: str) -> None:
+        server = _Server(config)
+        self.group.create_task(_serve_http(server, self.backends.listening, self.stop, started), name=name)
 
 
-async def _serve_api(
-    server: _Server, stop: asyncio.Event, announce: Callable[[str], None], settings: ServerSettings
+async def _serve_http(
+    server: _Server, listening: socket.socket, stop: asyncio.Event, started: Callable[[], None]
 ) -> None:
-    serving = asyncio.create_task(server.serve())
+    serving = asyncio.create_task(server.serve(sockets=[listening]))
     while not server.started and not serving.done():
         await asyncio.sleep(0.02)
     if server.started:
-        port = server.servers[0].sockets[0].getsockname()[1]
-        announce(f"cronwheel serving on http://{settings.host}:{port} (node {settings.node})")
+        started()
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({serving, stopper}, return_when=asyncio.FIRST_COMPLETED)
     server.should_exit = True
     stopper.cancel()
     await serving
-    stop.set()  # the API ended (stopped, or failed to bind): stop every role
+    stop.set()  # the endpoint ended (stopped, or failed): stop every role
 
 
 async def _until_stop(role: Awaitable[None], stop: asyncio.Event) -> None:
@@ -267,10 +322,62 @@ async def _until_stop(role: Awaitable[None], stop: asyncio.Event) -> None:
         stop.set()
 
 
+async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -> None:
+    """A one-off task: ends when ``work`` does (without stopping the node), or is cut short by ``stop``."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+    if not task.cancelled():
+        task.result()  # a failure is the node's: raised
+
+
 def _on_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+
+
+@contextlib.contextmanager
+def _listening(settings: ServerSettings) -> Iterator[socket.socket]:
+    """The socket this node serves HTTP on, bound now (listening once the server starts): the
+    API's ``--port`` on a node with the api role, else ``--metrics-port``."""
+    port = settings.port if "api" in settings.roles else settings.metrics_port
+    listening = bind(settings.host, port)
+    try:
+        yield listening
+    finally:
+        listening.close()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (0: any free port), not yet listening. A port in
+    use or an address this machine does not have is a PermanentError."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+    except OSError as error:
+        listening.close()
+        reason = error.strerror or error
+        hint = "see --port and --metrics-port"
+        raise PermanentError(f"cannot listen on {host}:{port}: {reason} ({hint})") from None
+    listening.set_inheritable(False)
+    return listening
+
+
+def public_url(host: str, listening: socket.socket) -> str:
+    """``http://host:port`` of a bound socket, as other machines may reach it: a wildcard bind
+    (0.0.0.0, ::) is named by this machine's host name."""
+    port = listening.getsockname()[1]
+    if host in ("", "0.0.0.0", "::"):  # noqa: S104 - naming a wildcard bind, not making one
+        host = socket.gethostname()
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 @contextlib.contextmanager

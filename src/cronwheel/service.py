@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
@@ -351,6 +351,3 @@ def check_payload(payload: Any) -> None:
         raise InvalidInputError(f"payload must be JSON: {error}") from None
     if size > MAX_PAYLOAD_BYTES:
         raise InvalidInputError(f"payload is {size} bytes; at most {MAX_PAYLOAD_BYTES} are accepted")
-
-
-LEASE = timedelta(seconds=30)

@@ -11,12 +11,12 @@ longer matters to firing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from cronwheel import metrics
 from cronwheel.clock import AnchoredClock
 from cronwheel.errors import TransientError
+from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.store import Store
 
 log = logging.getLogger("cronwheel.clock")
@@ -36,23 +36,31 @@ async def anchor_once(clock: AnchoredClock, store: Store) -> float:
 
 
 async def keep_anchored(
-    clock: AnchoredClock, store: Store, stop: asyncio.Event, node: str, every_s: float = ANCHOR_EVERY_S
+    clock: AnchoredClock,
+    store: Store,
+    stop: asyncio.Event,
+    node: str,
+    every_s: float = ANCHOR_EVERY_S,
+    backoff: Backoff = LOOP,
 ) -> None:
     """Re-anchor every ``every_s`` until ``stop``; a store that cannot be reached leaves the last
-    anchor in force (the monotonic clock carries it)."""
+    anchor in force (the monotonic clock carries it) and is tried again as ``backoff`` says."""
     reported = 0.0
+    tries = backoff.tracker()
     while not stop.is_set():
+        wait = every_s
         try:
             skew = await anchor_once(clock, store)
         except TransientError as error:
-            extra = {"action": "wait", "node": node, "error": str(error)}
-            log.warning("store clock unavailable", extra=extra)
+            wait = tries.failed()
+            extra = {"action": "wait", "node": node, "attempt": tries.failures, "error": str(error)}
+            log.warning("store clock unavailable", extra={**extra, "retry_in_s": round(wait, 3)})
         else:
+            tries.succeeded()
             if abs(skew - reported) > REPORT_SKEW_S / 2 and max(abs(skew), abs(reported)) > REPORT_SKEW_S:
                 log.warning(
                     "wall clock differs from the store's clock; firing follows the store's",
                     extra={"action": "clock", "node": node, "skew_ms": round(skew * 1000)},
                 )
                 reported = skew
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every_s)
+        await pause(wait, stop)

@@ -14,13 +14,17 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from aiohttp import web
+
+EVERY = 3  # each job of create_jobs fires every EVERY seconds, spread over the seconds
+TTL = 2.0  # the coordinator TTL of the test clusters
 
 POSTGRES_ADMIN = (
     os.environ.get("CRONWHEEL_TEST_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -236,3 +240,53 @@ async def start_sink() -> tuple[Sink, web.AppRunner]:
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     sink.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     return sink, runner
+
+
+async def create_jobs(api: httpx.AsyncClient, url: str, count: int) -> list[str]:
+    """``count`` webhook jobs to ``url``, one every EVERY seconds each, spread over the seconds."""
+    ids = []
+    for index in range(count):
+        schedule = f"{index % EVERY}/{EVERY} * * * * *"
+        body = {
+            "team": "c",
+            "name": f"job-{index}",
+            "schedule": schedule,
+            "target": {"type": "http", "url": url},
+        }
+        response = await api.post("/v1/jobs", json=body)
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["id"])
+    return ids
+
+
+# Fixtures (registered under their ``name`` by the test modules that import them)
+
+
+@pytest.fixture(name="cluster")
+async def cluster_fixture(tmp_path: Path) -> AsyncIterator[tuple[Cluster, Sink]]:
+    """etcd and Redis of the test's own, a fresh database, a webhook sink; no node started yet."""
+    etcd = Etcd(tmp_path / "etcd-data")
+    etcd.start()
+    redis_server = Redis(tmp_path)
+    redis_server.start()
+    database_url, drop = await create_database()
+    sink, runner = await start_sink()
+    cluster = Cluster(tmp_path, etcd, database_url, redis_server.url, ttl_s=TTL, redis=redis_server)
+    try:
+        yield cluster, sink
+    finally:
+        cluster.stop_all()
+        etcd.stop()
+        redis_server.stop()
+        await runner.cleanup()
+        await drop()
+
+
+@pytest.fixture(name="database_url")
+async def database_url_fixture() -> AsyncIterator[str]:
+    """A fresh, empty PostgreSQL database, dropped afterwards."""
+    url, drop = await create_database()
+    try:
+        yield url
+    finally:
+        await drop()

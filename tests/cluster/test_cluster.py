@@ -11,59 +11,30 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from cluster_harness import REDIS_URL, Cluster, Etcd, Redis, Sink, create_database, start_sink
+from cluster_harness import (
+    EVERY,
+    REDIS_URL,
+    TTL,
+    Cluster,
+    Sink,
+    cluster_fixture,  # noqa: F401 - the `cluster` fixture
+    create_database,
+    create_jobs,
+)
 
 pytestmark = pytest.mark.integration
 
 JOBS = 240
-EVERY = 3  # each job fires every EVERY seconds, spread over the seconds
-TTL = 2.0
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Cluster, Sink]]:
-    etcd = Etcd(tmp_path / "etcd-data")
-    etcd.start()
-    redis_server = Redis(tmp_path)
-    redis_server.start()
-    database_url, drop = await create_database()
-    sink, runner = await start_sink()
-    cluster = Cluster(tmp_path, etcd, database_url, redis_server.url, ttl_s=TTL, redis=redis_server)
-    try:
-        yield cluster, sink
-    finally:
-        cluster.stop_all()
-        etcd.stop()
-        redis_server.stop()
-        await runner.cleanup()
-        await drop()
 
 
 def slot_ts(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-async def create_jobs(api: httpx.AsyncClient, url: str, count: int) -> list[str]:
-    ids = []
-    for index in range(count):
-        schedule = f"{index % EVERY}/{EVERY} * * * * *"
-        body = {
-            "team": "c",
-            "name": f"job-{index}",
-            "schedule": schedule,
-            "target": {"type": "http", "url": url},
-        }
-        response = await api.post("/v1/jobs", json=body)
-        assert response.status_code == 201, response.text
-        ids.append(response.json()["id"])
-    return ids
 
 
 def check_exactly_once(sink: Sink, job_ids: list[str], start: float, end: float) -> dict[str, Any]:

@@ -342,3 +342,25 @@ async def test_sigterm_stops_cleanly(server_factory: Callable[..., ServerProcess
         assert (await api.get("/readyz")).status_code == 200
     assert server.stop() == 0
     assert "Traceback" not in server.log.read_text()
+
+
+async def test_a_server_restarted_without_an_option_names_the_jobs_it_will_fail(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """Issue #10 item 14: a stored command job whose worker no longer allows commands is named
+    at start, with the option that would run it, instead of failing every run in silence."""
+    first = server_factory("--allow-commands")
+    async with httpx.AsyncClient(base_url=first.url, timeout=10) as api:
+        target = {"type": "command", "argv": ["true"]}
+        job = await create(api, {"team": "it", "name": "nightly", "schedule": "@daily", "target": target})
+        await create(api, http_job("hook", "https://example.com/hook", "@daily"))
+    assert first.stop() == 0
+    second = server_factory()  # the same database, without --allow-commands
+    line = await wait_for(
+        lambda: next((ln for ln in second.log.read_text().splitlines() if "action=refused_job " in ln), None)
+    )
+    assert f"job_id={job['id']}" in line
+    assert "allow=--allow-commands" in line
+    assert "level=warning" in line
+    assert "action=refused_jobs" in second.log.read_text()  # the count, before the jobs
+    assert second.log.read_text().count("action=refused_job ") == 1  # the webhook job runs here

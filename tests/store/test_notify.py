@@ -5,6 +5,7 @@ listener that lost its connection reconnects and says "reload everything"."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import replace
 
 import pytest
@@ -14,7 +15,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from cronwheel.errors import BackendUnavailableError, ConflictError, InvalidInputError
 from cronwheel.model import RunState
-from cronwheel.store.driver import async_url
+from cronwheel.store.driver import StoreRefusedError, async_url
 from cronwheel.store.notify import CHANNEL, RELOAD_ALL, PostgresChangeListener, listener_dsn
 from cronwheel.store.sql import SqlStore, open_store
 
@@ -130,6 +131,46 @@ async def test_start_fails_clearly_when_the_server_is_unreachable() -> None:
     with pytest.raises(BackendUnavailableError, match="cannot listen for job changes"):
         await listener.start()
     await listener.stop()
+
+
+async def test_start_fails_at_once_when_the_server_refuses_the_url(postgres_url: str) -> None:
+    missing = make_url(postgres_url).set(database="cw_no_such_database").render_as_string(hide_password=False)
+    listener = PostgresChangeListener(missing, timeout_s=2)
+    with pytest.raises(StoreRefusedError, match="does not exist"):
+        await listener.start()
+    await listener.stop()
+
+
+async def test_a_refused_reconnect_ends_the_listener_and_is_raised_to_stop_the_process(
+    postgres_url: str,
+) -> None:
+    """Its role may no longer log in: waiting will not help, so the error goes to the process
+    (``supervise``, a task of the node) instead of a reconnect loop that never ends."""
+    role = f"cw_listener_{uuid.uuid4().hex[:8]}"
+    await _admin(f"CREATE ROLE {role} LOGIN")
+    try:
+        url = make_url(postgres_url).set(username=role).render_as_string(hide_password=False)
+        listener = PostgresChangeListener(url, min_backoff_s=0.05)
+        await listener.start()
+        stop = asyncio.Event()
+        supervising = asyncio.create_task(listener.supervise(stop))
+        await _admin(f"ALTER ROLE {role} NOLOGIN")
+        await _admin(f"SELECT pg_terminate_backend({listener.server_pid})")
+        with pytest.raises(StoreRefusedError, match="not permitted to log in"):
+            await asyncio.wait_for(supervising, 10)
+        await listener.stop()
+    finally:
+        await _admin(f"DROP ROLE {role}")
+
+
+async def test_supervise_returns_when_the_node_stops(postgres_url: str) -> None:
+    async with PostgresChangeListener(postgres_url) as listener:
+        stop = asyncio.Event()
+        supervising = asyncio.create_task(listener.supervise(stop))
+        await asyncio.sleep(0.05)
+        assert not supervising.done()
+        stop.set()
+        await asyncio.wait_for(supervising, 1)
 
 
 def test_listener_urls() -> None:

@@ -18,7 +18,8 @@ def cluster() -> None:
 @cluster.command()
 @api_command
 def status(ctx: Ctx) -> None:
-    """Nodes, leader, shard ownership with epochs, queues and active runs."""
+    """Nodes (with where each serves its metrics), leader, shard ownership with epochs, queues
+    and active runs."""
     data = ctx.client.request("GET", "/v1/cluster").data
     ctx.emit(data, _render)
 
@@ -26,7 +27,7 @@ def status(ctx: Ctx) -> None:
 def _render(data: dict[str, Any]) -> str:
     owned = Counter(shard["node"] for shard in data["shards"])
     nodes = table(
-        ["NODE", "ROLES", "LEADER", "SHARDS", "LAST HEARTBEAT"],
+        ["NODE", "ROLES", "LEADER", "SHARDS", "LAST HEARTBEAT", "METRICS"],
         [
             [
                 n["node"],
@@ -34,6 +35,7 @@ def _render(data: dict[str, Any]) -> str:
                 "yes" if n["node"] == data["leader"] else "",
                 owned.get(n["node"], 0),
                 when(n["last_heartbeat"]),
+                n.get("metrics_url") or "-",
             ]
             for n in data["nodes"]
         ],

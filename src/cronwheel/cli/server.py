@@ -23,6 +23,15 @@ def node_options(function: F) -> F:
             "--port", default=8080, show_default=True, envvar="CRONWHEEL_PORT", type=click.IntRange(0, 65535)
         ),
         click.option(
+            "--metrics-port",
+            default=0,
+            show_default=True,
+            envvar="CRONWHEEL_METRICS_PORT",
+            type=click.IntRange(0, 65535),
+            help="Where a scheduler or worker serves /metrics and /healthz, on --host (0: any free port, "
+            "shown by `cronwheel cluster status`). A process with the api role serves them on --port.",
+        ),
+        click.option(
             "--database-url",
             default="sqlite:///cronwheel.db",
             show_default=True,
@@ -136,10 +145,12 @@ def db() -> None:
 )
 def upgrade(database_url: str) -> None:
     """Apply the schema migrations (idempotent)."""
+    from cronwheel.backends import schema_errors  # noqa: PLC0415
     from cronwheel.store.migrate import upgrade_database  # noqa: PLC0415
 
     try:
-        asyncio.run(upgrade_database(database_url))
+        with schema_errors():
+            asyncio.run(upgrade_database(database_url))
     except CronwheelError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)

@@ -35,7 +35,10 @@ Two clocks, on purpose:
 
 The queue is never the record (the store-side sweep re-queues what it loses), so losing Redis'
 data is survivable: a missing stream or group (``NOGROUP``) is recreated and the call retried;
-connection failures surface as :class:`~cronwheel.errors.BackendUnavailableError`.
+connection failures surface as :class:`~cronwheel.errors.BackendUnavailableError`, which every
+caller waits out. Refused credentials, and a connection set-up that Redis refuses (a database
+index it does not have), surface as :class:`QueueRefusedError` (a ``PermanentError``): waiting
+will not help, so the process stops and says so. A malformed URL is an ``InvalidInputError``.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ import redis.asyncio as aioredis
 from redis import exceptions as rx
 
 from cronwheel.clock import Clock
-from cronwheel.errors import BackendUnavailableError, InvalidInputError
+from cronwheel.errors import BackendUnavailableError, InvalidInputError, PermanentError
 from cronwheel.queue.port import Delivery, Trigger
 
 log = logging.getLogger("cronwheel.queue")
@@ -177,11 +180,23 @@ def _is_group_lost(error: rx.ResponseError) -> bool:
     return "NOGROUP" in text or text.startswith("UNBLOCKED")
 
 
+class QueueRefusedError(PermanentError):
+    """Redis refused the queue URL: its credentials, or its connection set-up."""
+
+
+def _refusal(error: Exception) -> QueueRefusedError:
+    return QueueRefusedError(
+        f"the queue (Redis) refused the connection: {error} (check CRONWHEEL_QUEUE_URL / --queue-url)"
+    )
+
+
 @contextmanager
 def _translated() -> Iterator[None]:
     """The one place where redis-py errors become cronwheel errors."""
     try:
         yield
+    except (rx.AuthenticationError, rx.AuthorizationError, rx.AuthenticationWrongNumberOfArgsError) as error:
+        raise _refusal(error) from error
     except (rx.ConnectionError, rx.TimeoutError, rx.ReadOnlyError, OSError) as error:
         # ConnectionError covers refused connections, resets, LOADING and authentication failures;
         # ReadOnlyError is a failover in progress (we are talking to a replica).
@@ -246,12 +261,15 @@ class RedisStreamQueue:
         self._promote_batch = promote_batch
         self._publish_batch = publish_batch
         self._dead_letter_max = dead_letter_max
-        self._redis: aioredis.Redis = aioredis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_connect_timeout=connect_timeout_s,
-            socket_timeout=socket_timeout_s,
-        )
+        try:
+            self._redis: aioredis.Redis = aioredis.Redis.from_url(
+                url,
+                decode_responses=True,
+                socket_connect_timeout=connect_timeout_s,
+                socket_timeout=socket_timeout_s,
+            )
+        except ValueError as error:  # redis-py's URL parsing: a port or database that is no number
+            raise InvalidInputError(f"the queue URL is not a Redis URL: {error}") from None
         self._take = self._redis.register_script(TAKE_SCRIPT)
         self._history_script = self._redis.register_script(HISTORY_SCRIPT)
         self._promote = self._redis.register_script(PROMOTE_SCRIPT)
@@ -309,8 +327,16 @@ class RedisStreamQueue:
     # -- the Queue protocol ---------------------------------------------------------------------
 
     async def ping(self) -> None:
+        """Connect (if need be) and ping: what a process waits for at start. A database index
+        Redis does not have is refused; any other error answer (``BUSY``, ``MASTERDOWN`` on a
+        replica ...) is a server not ready yet, waited out."""
         with _translated():
-            await self._redis.ping()
+            try:
+                await self._redis.ping()
+            except rx.ResponseError as error:
+                if "DB index" in str(error):
+                    raise _refusal(error) from error
+                raise BackendUnavailableError(f"the queue (Redis) is not ready: {error}") from error
 
     async def publish(self, triggers: Sequence[Trigger]) -> None:
         """Append the triggers to their streams, in order per queue: one script call per

@@ -20,6 +20,7 @@ from cronwheel.coordinator import Coordinator
 from cronwheel.errors import NotFoundError, TransientError
 from cronwheel.model import Job, Overlap, Run, RunState, new_id, shard_of
 from cronwheel.queue import Queue, Trigger
+from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.scheduler.planner import plan
 from cronwheel.scheduler.wheel import TimingWheel
 from cronwheel.store import Store
@@ -48,6 +49,8 @@ class SchedulerStats:
 
 
 class Scheduler:
+    backoff: Backoff = LOOP  # waits after a transient failure of a tick
+
     def __init__(
         self,
         store: Store,
@@ -326,16 +329,28 @@ class Scheduler:
     # -- the loop -----------------------------------------------------------------------------
 
     async def run(self, changes: asyncio.Queue[str], stop: asyncio.Event) -> None:
-        """Tick, then sleep until the next due second, a job change, or ``stop``."""
+        """Tick, then sleep until the next due second, a job change, or ``stop``. After a
+        transient failure, wait as :attr:`backoff` says; any other error stops the scheduler."""
+        tries = self.backoff.tracker()
         while not stop.is_set():
             try:
                 await self._pass(changes, stop)
             except TransientError as error:  # a backend is down: what was written is the truth
-                log.warning(
-                    "backend unavailable", extra={"action": "wait", "node": self.node, "error": str(error)}
-                )
                 self._next_reload = None  # the wheel (or a change being read) is out of step: reload
-                await asyncio.sleep(1.0)
+                delay = tries.failed()
+                log.warning(
+                    "backend unavailable",
+                    extra={
+                        "action": "wait",
+                        "node": self.node,
+                        "attempt": tries.failures,
+                        "retry_in_s": round(delay, 3),
+                        "error": str(error),
+                    },
+                )
+                await pause(delay, stop)
+            else:
+                tries.succeeded()
 
     async def _pass(self, changes: asyncio.Queue[str], stop: asyncio.Event) -> None:
         """One tick, the job changes that arrived meanwhile, then the wait for the next."""

@@ -24,6 +24,7 @@ from cronwheel.clock import Clock
 from cronwheel.errors import TransientError
 from cronwheel.model import Run, RunState
 from cronwheel.queue import Queue, Trigger
+from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.store import Store
 
 log = logging.getLogger("cronwheel.sweeper")
@@ -32,6 +33,8 @@ FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class Sweeper:
+    backoff: Backoff = LOOP  # waits after a transient failure of a pass
+
     def __init__(
         self,
         store: Store,
@@ -82,14 +85,25 @@ class Sweeper:
             await self.store.mark_queued([run.id for run in runs], now)
 
     async def run(self, stop: asyncio.Event, leader: Callable[[], Awaitable[bool]] | None = None) -> None:
-        """Sweep every ``every_s`` seconds; in a cluster only while this node is the leader."""
+        """Sweep every ``every_s`` seconds; in a cluster only while this node is the leader. After
+        a transient failure the next pass comes as :attr:`backoff` says."""
+        tries = self.backoff.tracker()
         while not stop.is_set():
+            wait = self.every_s
             try:
                 if leader is None or await leader():
                     await self.sweep(self.clock.now())
-            except TransientError as error:  # try again next pass
-                log.warning("sweep failed", extra={"action": "wait", "error": str(error)})
-            try:
-                await asyncio.wait_for(stop.wait(), self.every_s)
-            except TimeoutError:
-                continue
+            except TransientError as error:
+                wait = tries.failed()
+                log.warning(
+                    "sweep failed",
+                    extra={
+                        "action": "wait",
+                        "attempt": tries.failures,
+                        "retry_in_s": round(wait, 3),
+                        "error": str(error),
+                    },
+                )
+            else:
+                tries.succeeded()
+            await pause(wait, stop)

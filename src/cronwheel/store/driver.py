@@ -57,6 +57,7 @@ from cronwheel.errors import (
     CronwheelError,
     InvalidInputError,
     NotFoundError,
+    PermanentError,
     RaceLostError,
 )
 
@@ -255,8 +256,30 @@ _RETRYABLE_SQLSTATES = {"40001", "40P01"}  # PostgreSQL serialization failure, d
 # down or starting up (57P01-57P03: admin/crash shutdown, "not yet accepting connections" while it
 # recovers), too many connections, out of resources (53xxx). Found by crashing PostgreSQL under
 # the chaos suite: a connect during recovery failed with 57P03 as a generic DBAPIError.
-_UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03"}
+# 55000 is what a database answers while an operator keeps it from accepting connections
+# (ALLOW_CONNECTIONS false): maintenance, waited out like a restart.
+_UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03", "55000"}
 _UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53")
+# The server answered and refused this URL: unknown role, wrong password, no pg_hba.conf entry
+# (class 28), no such database (3D000). Waiting will not help; the process stops and says so.
+_REFUSED_SQLSTATES = {"3D000"}
+_REFUSED_SQLSTATE_CLASSES = ("28",)
+
+
+class StoreRefusedError(PermanentError):
+    """The database refused the store URL's credentials or database name."""
+
+
+def _refused(sqlstate: str | None) -> bool:
+    return sqlstate is not None and (
+        sqlstate in _REFUSED_SQLSTATES or sqlstate.startswith(_REFUSED_SQLSTATE_CLASSES)
+    )
+
+
+def _refusal(cause: object) -> StoreRefusedError:
+    return StoreRefusedError(
+        f"the metadata store refused the connection: {cause} (check CRONWHEEL_DATABASE_URL / --database-url)"
+    )
 
 
 def _is_foreign_key_violation(error: exc.IntegrityError) -> bool:
@@ -269,6 +292,8 @@ def _translate(error: exc.DBAPIError) -> Exception:
         if _is_foreign_key_violation(error):
             return NotFoundError(f"a referenced record does not exist: {error.orig}")
         return ConflictError(f"conflicts with a stored record: {error.orig}")
+    if _refused(getattr(error.orig, "sqlstate", None)):
+        return _refusal(error.orig)
     if getattr(error.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES:
         return RaceLostError(f"the write lost a race in the database; retry: {error.orig}")
     if (
@@ -301,10 +326,26 @@ def _server_unavailable(sqlstate: str | None) -> bool:
     )
 
 
+def connect_error(error: Exception, what: str) -> Exception:
+    """The cronwheel error for a failure of a direct asyncpg connect (outside SQLAlchemy: the
+    job-change listener's connection): refused credentials or database -> StoreRefusedError;
+    any other answer of the server, a network failure or a timeout while connecting ->
+    BackendUnavailableError (the server is down, starting, full or kept from accepting
+    connections); anything else (a bug) is returned as it is."""
+    if isinstance(error, CronwheelError):
+        return error
+    if isinstance(error, asyncpg.PostgresError) and _refused(error.sqlstate):
+        return _refusal(error)
+    if isinstance(error, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)):
+        return BackendUnavailableError(f"{what}: {error!r}")
+    return error
+
+
 @contextmanager
 def translated_errors() -> Iterator[None]:
     """Re-raise driver errors as cronwheel errors: unique violations -> ConflictError, foreign
-    key violations -> NotFoundError, serialization failures and deadlocks -> TransientError,
+    key violations -> NotFoundError, refused credentials or database -> StoreRefusedError (a
+    PermanentError), serialization failures and deadlocks -> TransientError,
     connection and operational failures (including "database is locked") and timeouts ->
     BackendUnavailableError, values the column types refuse -> InvalidInputError."""
     try:

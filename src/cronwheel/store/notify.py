@@ -10,8 +10,12 @@ payload is only the job id; listeners re-read the job from the store.
 that ``LISTEN``\\ s on :data:`CHANNEL` and puts each job id on every subscriber's
 ``asyncio.Queue[str]``. PostgreSQL does not keep notifications for a listener that is not
 connected, so after losing its connection (server restart, ``pg_terminate_backend``, a network
-failure found by the periodic health check) it reconnects with exponential backoff and then puts
-:data:`RELOAD_ALL` (``"*"``) on every queue: "changes may have been missed, re-read everything".
+failure found by the periodic health check) it reconnects with exponential backoff (a
+:class:`~cronwheel.retrying.Backoff`) and then puts :data:`RELOAD_ALL` (``"*"``) on every queue:
+"changes may have been missed, re-read everything". A server that answers and refuses the
+connection (credentials, database: :class:`~cronwheel.store.driver.StoreRefusedError`) ends the
+listener with that error, which :meth:`PostgresChangeListener.supervise` raises to stop the
+process: waiting would not help.
 
 Start it before the scheduler's first full load, so no change falls between the two.
 """
@@ -21,12 +25,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from types import TracebackType
 from typing import Any
 
-from cronwheel.errors import BackendUnavailableError, InvalidInputError
-from cronwheel.store.driver import async_url
+from cronwheel.errors import InvalidInputError
+from cronwheel.retrying import Backoff, retry
+from cronwheel.store.driver import async_url, connect_error
 
 CHANNEL = "cronwheel_jobs"
 RELOAD_ALL = "*"  # not a job id: "notifications may have been lost, reload every job"
@@ -48,11 +52,12 @@ def listener_dsn(url: str) -> str:
 class PostgresChangeListener:
     """``LISTEN cronwheel_jobs`` on a dedicated connection; job ids to every subscriber's queue.
 
-    ``start()`` connects and listens (raising ``BackendUnavailableError`` when it cannot), then
-    a background task keeps the connection: every ``health_check_s`` it runs ``SELECT 1`` (a
-    connection that silently stopped answering counts as lost), and after a loss it reconnects
-    with exponential backoff (``min_backoff_s`` doubling up to ``max_backoff_s``, jittered; the
-    first retry is immediate) for as long as it runs, then signals :data:`RELOAD_ALL`.
+    ``start()`` connects and listens (raising ``BackendUnavailableError`` when it cannot, and
+    ``StoreRefusedError`` when the server refuses the URL), then a background task keeps the
+    connection: every ``health_check_s`` it runs ``SELECT 1`` (a connection that silently stopped
+    answering counts as lost), and after a loss it reconnects with exponential backoff
+    (``min_backoff_s`` doubling up to ``max_backoff_s``, jittered by half; the first retry is
+    immediate) for as long as it runs, then signals :data:`RELOAD_ALL`.
     """
 
     def __init__(
@@ -67,8 +72,7 @@ class PostgresChangeListener:
     ) -> None:
         self._dsn = listener_dsn(url)
         self.channel = channel
-        self._min_backoff_s = min_backoff_s
-        self._max_backoff_s = max_backoff_s
+        self._backoff = Backoff(first_s=min_backoff_s, multiplier=2.0, cap_s=max_backoff_s, jitter=0.5)
         self._health_check_s = health_check_s
         self._timeout_s = timeout_s
         self._subscribers: list[asyncio.Queue[str]] = []
@@ -102,18 +106,30 @@ class PostgresChangeListener:
     async def start(self) -> None:
         if self._task is not None:
             return
-        try:
-            await self._connect()
-        except Exception as error:
-            raise BackendUnavailableError(f"cannot listen for job changes: {error}") from error
+        await self._connect_translated("cannot listen for job changes")
         self._task = asyncio.create_task(self._keep(), name=f"listen {self.channel}")
+
+    async def supervise(self, stop: asyncio.Event) -> None:
+        """Wait until ``stop`` (or until the listener is stopped); raise the error that ended the
+        listener, if one did (a reconnect the server refused), so that the process stops."""
+        task = self._task
+        if task is None:
+            return
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait({task})  # an error it ended with is supervise()'s to raise, not stop()'s
+            if not task.cancelled():
+                task.exception()  # retrieved: asyncio would otherwise report it as never retrieved
         await self._drop(graceful=True)
 
     async def __aenter__(self) -> PostgresChangeListener:
@@ -126,6 +142,16 @@ class PostgresChangeListener:
         await self.stop()
 
     # -- the connection ------------------------------------------------------------------------
+
+    async def _connect_translated(self, what: str) -> None:
+        """:meth:`_connect`, its failures as cronwheel errors (``store.driver.connect_error``)."""
+        try:
+            await self._connect()
+        except Exception as error:
+            translated = connect_error(error, what)
+            if translated is error:
+                raise
+            raise translated from error
 
     async def _connect(self) -> None:
         import asyncpg  # noqa: PLC0415 (embedded mode never needs it)
@@ -179,19 +205,13 @@ class PostgresChangeListener:
                 return
 
     async def _reconnect(self) -> None:
-        delay = 0.0
-        while True:
-            if delay:
-                await asyncio.sleep(random.uniform(delay / 2, delay))  # noqa: S311 (jitter)
-            try:
-                await self._connect()
-                return
-            except Exception as error:
-                delay = min(max(delay * 2, self._min_backoff_s), self._max_backoff_s)
-                log.warning(
-                    "job-change listener cannot reconnect",
-                    extra={"error": str(error), "retry_in_s": delay},
-                )
+        """At once, then with backoff while the server is unavailable (each wait logged
+        ``action=wait backend=job-change-listener``); a refusal is raised."""
+        await retry(
+            "job-change-listener",
+            lambda: self._connect_translated("cannot reconnect to listen for job changes"),
+            self._backoff,
+        )
 
     async def _drop(self, *, graceful: bool) -> None:
         connection, self._connection = self._connection, None

@@ -21,6 +21,7 @@ from cronwheel.clock import Clock
 from cronwheel.errors import NotFoundError, TransientError
 from cronwheel.model import Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
+from cronwheel.retrying import LOOP, Backoff
 from cronwheel.store import AttemptResult, Finish, Store
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import AttemptContext
@@ -31,6 +32,8 @@ log = logging.getLogger("cronwheel.worker")
 
 
 class Worker:
+    backoff: Backoff = LOOP  # waits after a transient failure to receive, or to claim
+
     def __init__(
         self,
         store: Store,
@@ -56,6 +59,7 @@ class Worker:
         self._tasks: set[asyncio.Task[None]] = set()  # claims in flight and attempts
         self._busy = 0  # slots of ``concurrency`` taken: triggers being claimed, attempts running
         self._paused_until = 0.0  # loop time before which no trigger is received (the store is down)
+        self._claim_tries = self.backoff.tracker()  # claims that failed in a row (the store is down)
         self._attempts: dict[str, asyncio.Task[AttemptResult]] = {}  # run id -> the attempt's work
         self._cancelled: set[str] = set()
         self.finisher = Finisher(store, clock, node)  # outcomes recorded many per transaction
@@ -93,6 +97,7 @@ class Worker:
         """Receive as many triggers as there are free slots and claim them in a task of their
         own, so that the next receive overlaps the claim's round trips."""
         loop = asyncio.get_running_loop()
+        tries = self.backoff.tracker()
         while not stop.is_set():
             free = self.concurrency - self._busy
             if free <= 0:  # bounded concurrency: wait for a claim or an attempt to finish
@@ -104,11 +109,20 @@ class Worker:
             try:
                 deliveries = await self.queue.receive(queue_name, self.node, free, 1.0)
             except TransientError as error:  # the queue is down: wait and try again, don't die
+                delay = tries.failed()
                 log.warning(
-                    "queue unavailable", extra={"action": "wait", "node": self.node, "error": str(error)}
+                    "queue unavailable",
+                    extra={
+                        "action": "wait",
+                        "node": self.node,
+                        "attempt": tries.failures,
+                        "retry_in_s": round(delay, 3),
+                        "error": str(error),
+                    },
                 )
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(delay)
                 continue
+            tries.succeeded()
             if deliveries:
                 self._busy += len(deliveries)
                 self._track(self._start_guarded(deliveries))
@@ -125,12 +139,21 @@ class Worker:
         started: list[tuple[Run, Job | None]] = []
         try:
             started = await self.start(deliveries)
+            self._claim_tries.succeeded()
         except TransientError as error:  # a backend is down: the sweep retries what this left behind
+            delay = self._claim_tries.failed()  # receive no more meanwhile: they would fail alike
             log.warning(
                 "claim interrupted: backend unavailable",
-                extra={"action": "wait", "node": self.node, "runs": len(deliveries), "error": str(error)},
+                extra={
+                    "action": "wait",
+                    "node": self.node,
+                    "runs": len(deliveries),
+                    "attempt": self._claim_tries.failures,
+                    "retry_in_s": round(delay, 3),
+                    "error": str(error),
+                },
             )
-            self._paused_until = asyncio.get_running_loop().time() + 1.0
+            self._paused_until = asyncio.get_running_loop().time() + delay
         except Exception:  # the store is the record: the sweep retries what this left behind
             log.exception(
                 "claim failed", extra={"action": "error", "node": self.node, "runs": len(deliveries)}

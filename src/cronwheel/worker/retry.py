@@ -1,8 +1,13 @@
-"""When to try a failed run again: exponential backoff with full jitter (pure)."""
+"""When to try a failed run again: exponential backoff with full jitter (pure).
+
+The curve is :func:`cronwheel.retrying.exponential`, the one every retry of cronwheel follows; the
+jitter and the ``Retry-After`` floor are the run's own (a job's policy says whether to jitter, and
+jitters fully: a run's retries need spreading more than they need a lower bound)."""
 
 from __future__ import annotations
 
 from cronwheel.model import Outcome, RetryPolicy
+from cronwheel.retrying import exponential
 
 MAX_RETRY_AFTER_S = 3600.0  # a target's Retry-After is honoured up to an hour
 
@@ -21,7 +26,7 @@ def retry_delay(policy: RetryPolicy, attempt: int, rand: float, retry_after_s: f
     ``max_delay_s``; with ``jitter`` the delay is ``rand * ceiling`` ("full jitter", ``rand``
     uniform in [0, 1)). A target's ``Retry-After`` is a floor, itself capped at an hour.
     """
-    ceiling = min(policy.max_delay_s, policy.initial_delay_s * policy.multiplier ** max(attempt - 1, 0))
+    ceiling = exponential(policy.initial_delay_s, policy.multiplier, policy.max_delay_s, attempt)
     delay = ceiling * rand if policy.jitter else ceiling
     if retry_after_s is not None:
         delay = max(delay, min(retry_after_s, MAX_RETRY_AFTER_S))
