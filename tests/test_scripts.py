@@ -13,28 +13,36 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
-def _etcd_processes() -> set[int]:
+def _etcd_processes(mark: str) -> set[int]:
+    """etcd processes carrying ``mark`` in their environment (those started from this test, not
+    any other etcd the machine runs meanwhile)."""
     found = set()
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "etcd":
+            etcd = entry.name.isdigit() and (entry / "comm").read_text().strip() == "etcd"
+            if etcd and f"CRONWHEEL_TEST_RUN={mark}".encode() in _environ(entry):
                 found.add(int(entry.name))
         except OSError:
             continue
     return found
 
 
+def _environ(process: Path) -> list[bytes]:
+    return (process / "environ").read_bytes().split(b"\0")
+
+
 def test_etcd_install_only_makes_sure_of_the_binary() -> None:
-    before = _etcd_processes()
+    mark = f"test-{uuid.uuid4().hex}"
+    env = {**os.environ, "CRONWHEEL_TEST_RUN": mark}
     done = subprocess.run(
-        [SCRIPTS / "etcd", "install"], capture_output=True, text=True, check=False, timeout=600
+        [SCRIPTS / "etcd", "install"], capture_output=True, text=True, check=False, timeout=600, env=env
     )
     assert done.returncode == 0, done.stderr
     binary = Path(done.stdout.strip())
     assert binary.name == "etcd"
     assert os.access(binary, os.X_OK)
     time.sleep(0.5)
-    assert _etcd_processes() - before == set()  # no server started
+    assert _etcd_processes(mark) == set()  # no server started
 
 
 def test_leftovers_finds_a_detached_process_and_stops_it() -> None:
