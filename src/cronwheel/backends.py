@@ -92,7 +92,10 @@ async def open_coordinator(
         coordinator: Coordinator = LocalCoordinator(node, roles, clock)
     else:
         from cronwheel.coordinator.etcd import EtcdCoordinator  # noqa: PLC0415 - cluster only
+        from cronwheel.coordinator.etcd_api import EtcdConfig  # noqa: PLC0415 - cluster only
 
-        coordinator = EtcdCoordinator(etcd_endpoints(url), node, roles, clock, ttl_s=ttl_s)
+        coordinator = EtcdCoordinator.connect(
+            EtcdConfig(tuple(etcd_endpoints(url))), node, roles, clock, ttl_s=ttl_s
+        )
     await with_backoff("coordinator", coordinator.start)
     return coordinator

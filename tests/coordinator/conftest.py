@@ -23,8 +23,9 @@ from typing import Protocol
 
 import pytest
 
-from cronwheel.clock import SystemClock
+from cronwheel.clock import Clock, SystemClock
 from cronwheel.coordinator.etcd import EtcdCoordinator
+from cronwheel.coordinator.etcd_api import EtcdConfig
 
 TTL_S = 2.0  # etcd's smallest lease TTL with its default heartbeat and election timeout
 
@@ -203,13 +204,16 @@ class NodeFactory(Protocol):
         *,
         server: EtcdServer | Sequence[EtcdServer] | None = None,
         shards: int = ...,
+        clock: Clock | None = ...,
+        hold_s: float | None = ...,
     ) -> Awaitable[EtcdCoordinator]: ...
 
 
 @pytest.fixture
 async def start_node(etcd: EtcdServer, prefix: str) -> AsyncIterator[NodeFactory]:
     """``await start_node("n1")``: a started coordinator on the shared etcd (or on ``server=``:
-    one server, or the members of a cluster), stopped at the end of the test."""
+    one server, or the members of a cluster), stopped at the end of the test. ``clock=`` gives it
+    a clock of the test's (a ``ManualClock`` moves its local deadline with ``advance()``)."""
     started: list[EtcdCoordinator] = []
 
     async def start(
@@ -218,16 +222,19 @@ async def start_node(etcd: EtcdServer, prefix: str) -> AsyncIterator[NodeFactory
         *,
         server: EtcdServer | Sequence[EtcdServer] | None = None,
         shards: int = 256,
+        clock: Clock | None = None,
+        hold_s: float | None = None,
     ) -> EtcdCoordinator:
         servers = [server or etcd] if server is None or isinstance(server, EtcdServer) else server
-        coordinator = EtcdCoordinator(
-            [each.url for each in servers],
+        coordinator = EtcdCoordinator.connect(
+            EtcdConfig(tuple(each.url for each in servers)),
             node,
             roles,
-            SystemClock(),
+            clock or SystemClock(),
             ttl_s=TTL_S,
             shards=shards,
             prefix=prefix,
+            hold_s=hold_s,
         )
         await coordinator.start()
         started.append(coordinator)
