@@ -136,7 +136,7 @@ class CoordinatorFailedError(PermanentError):
     """The coordinator stopped on an error that retrying cannot fix (see the module docstring)."""
 
 
-def _backoff(cap_s: float) -> Backoff:
+def _retry_policy(cap_s: float) -> Backoff:
     """0.1 s, 0.2 s, 0.4 s ... up to ``cap_s``, jittered so that nodes do not retry in step."""
     return Backoff(first_s=0.1, multiplier=2.0, cap_s=cap_s, jitter=0.25)
 
@@ -395,7 +395,7 @@ class EtcdCoordinator:
         self._timers.clear()
 
     async def _session_loop(self, pace: Action | None) -> None:
-        policy = _backoff(self.ttl_s / 3)
+        policy = _retry_policy(self.ttl_s / 3)
         retries = policy.tracker()
         while True:
             await self._pause(pace, retries)
@@ -472,7 +472,7 @@ class EtcdCoordinator:
         self._changed.set()
 
     async def _watch_loop(self) -> None:
-        policy = _backoff(2.0)
+        policy = _retry_policy(2.0)
         retries = policy.tracker()
         prefix = self._key("")
         while True:
@@ -529,7 +529,7 @@ class EtcdCoordinator:
     # -- reconcile: decide on the local copy, act with conditional transactions
 
     async def _reconcile_loop(self) -> None:
-        policy = _backoff(self.ttl_s / 3)
+        policy = _retry_policy(self.ttl_s / 3)
         retries = policy.tracker()
         while True:
             await _wait(self._dirty, self.ttl_s / 2)
