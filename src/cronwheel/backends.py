@@ -6,6 +6,8 @@
 | ``CRONWHEEL_COORDINATOR_URL`` | unset: this process owns every shard | ``etcd://host:2379[,host:2379...]`` |
 | ``CRONWHEEL_QUEUE_URL`` | unset: in-process queue | ``redis://host:6379/0`` |
 
+etcd over TLS and with credentials: ``etcd+https://user:password@host:2379?cacert=...`` (:func:`etcd_config`).
+
 A backend that is down at start is waited for with the :data:`~cronwheel.retrying.CONNECT`
 policy, and the wait is logged: a process never fires without its backends, and never crash-loops
 because one is late. Only a :class:`~cronwheel.errors.TransientError` is waited out: each backend
@@ -23,12 +25,13 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from alembic.util.exc import CommandError
 
 from cronwheel.clock import Clock
 from cronwheel.coordinator import Coordinator
+from cronwheel.coordinator.etcd_api import EtcdConfig
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.errors import InvalidInputError
 from cronwheel.queue import Queue
@@ -71,12 +74,55 @@ def is_postgres(url: str) -> bool:
     return urlsplit(url).scheme.startswith(("postgres", "postgresql"))
 
 
-def etcd_endpoints(url: str) -> list[str]:
-    """``etcd://h1:2379,h2:2379`` -> ``["http://h1:2379", "http://h2:2379"]``."""
+_ETCD_SCHEMES = {"etcd": "http", "etcd+http": "http", "etcd+https": "https"}
+_ETCD_TLS_FILES = {"cacert": "ca_file", "cert": "cert_file", "key": "key_file"}
+_ETCD_FORM = "etcd://host:port[,host:port...] or etcd+https://[user:password@]host:port[,...][?cacert=...]"
+
+
+def etcd_config(url: str) -> EtcdConfig:
+    """The etcd cluster of a coordinator URL (the forms are in docs/cluster.md)::
+
+        etcd://h1:2379,h2:2379                          plain HTTP, no authentication
+        etcd+https://h1:2379?cacert=/etc/etcd/ca.pem     TLS, servers verified with this CA
+        etcd+https://root:secret@h1:2379,h2:2379?cacert=/ca.pem&cert=/me.pem&key=/me.key
+                                                        TLS with a client certificate, and
+                                                        etcd's auth API as user root
+
+    The user and password are percent-decoded; neither appears in an error message."""
     parts = urlsplit(url)
-    if parts.scheme != "etcd" or not parts.netloc:
-        raise InvalidInputError(f"coordinator URL must look like etcd://host:port[,host:port], not {url!r}")
-    return [f"http://{host}" for host in parts.netloc.split(",") if host]
+    scheme = _ETCD_SCHEMES.get(parts.scheme)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    endpoints = tuple(f"{scheme}://{host}" for host in hosts.split(",") if host)
+    if scheme is None or not endpoints or parts.path not in ("", "/") or parts.fragment:
+        raise InvalidInputError(f"coordinator URL must look like {_ETCD_FORM}, not {_redacted(url)!r}")
+    files: dict[str, str] = {}
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name not in _ETCD_TLS_FILES or not value or name in files:
+            raise InvalidInputError(
+                f"coordinator URL option {name!r} is not one of cacert=, cert=, key= (each once, a path)"
+            )
+        files[name] = value
+    if files and scheme != "https":
+        raise InvalidInputError("cacert=, cert= and key= need an etcd+https:// coordinator URL")
+    if "key" in files and "cert" not in files:
+        raise InvalidInputError("coordinator URL option key= needs cert= (the client certificate)")
+    user, colon, password = userinfo.partition(":")
+    if userinfo and not user:
+        raise InvalidInputError("the coordinator URL names a password but no user")
+    return EtcdConfig(
+        endpoints,
+        user=unquote(user) if user else None,
+        password=unquote(password) if colon else "",
+        **{_ETCD_TLS_FILES[name]: path for name, path in files.items()},
+    )
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its credentials, fit for an error message or a log line."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
 
 
 async def open_queue(url: str | None, clock: Clock, visibility_timeout_s: float) -> Queue:
@@ -115,7 +161,7 @@ async def open_coordinator(
     else:
         from cronwheel.coordinator.etcd import EtcdCoordinator  # noqa: PLC0415 - cluster only
 
-        coordinator = EtcdCoordinator(etcd_endpoints(url), node, roles, clock, ttl_s=ttl_s)
+        coordinator = EtcdCoordinator.connect(etcd_config(url), node, roles, clock, ttl_s=ttl_s)
     await retry("coordinator", coordinator.start, CONNECT)
     return coordinator
 

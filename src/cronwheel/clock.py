@@ -1,14 +1,17 @@
 """The one module that reads the clock.
 
 Everything else receives ``now`` or a :class:`Clock`, so that tests drive time with a
-:class:`ManualClock` instead of sleeping.
+:class:`ManualClock` instead of sleeping. Two kinds of time: ``now()``, the instant (aware, UTC),
+for everything that is stored or compared with a schedule; and ``monotonic()`` (:class:`Monotonic`),
+seconds that never step, for deadlines measured on this machine (a lease's local deadline, a
+timeout). Every clock here has both.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class Clock(Protocol):
@@ -17,11 +20,29 @@ class Clock(Protocol):
     def now(self) -> datetime: ...
 
 
+@runtime_checkable
+class Monotonic(Protocol):
+    """Seconds that only move forward, at the rate of real time (``time.monotonic()``): the
+    difference of two readings is elapsed time, whatever the wall clock did meanwhile."""
+
+    def monotonic(self) -> float: ...
+
+
+def monotonic_of(clock: object) -> Monotonic:
+    """``clock`` itself when it has a monotonic reading (every clock of this module does), else
+    this machine's: code that takes a :class:`Clock` gets the monotonic time that goes with it,
+    and a test that passes a :class:`ManualClock` moves both with ``advance()``."""
+    return clock if isinstance(clock, Monotonic) else SystemClock()
+
+
 class SystemClock:
-    """The machine's wall clock."""
+    """The machine's wall clock (and its monotonic clock)."""
 
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
 
 
 class AnchoredClock:
@@ -67,18 +88,27 @@ class AnchoredClock:
 
 
 class ManualClock:
-    """A clock that moves only when told to (for tests and simulations)."""
+    """A clock that moves only when told to (for tests and simulations).
 
-    def __init__(self, start: datetime) -> None:
+    ``advance()`` moves both readings, as real time passing would; ``set()`` (or a negative
+    ``advance()``) moves only the instant, as a wall-clock step (NTP, an operator) would, and
+    leaves :meth:`monotonic` alone."""
+
+    def __init__(self, start: datetime, monotonic: float = 0.0) -> None:
         if start.tzinfo is None:
             raise ValueError("ManualClock needs an aware start instant")
         self._now = start.astimezone(UTC)
+        self._monotonic = monotonic
 
     def now(self) -> datetime:
         return self._now
 
+    def monotonic(self) -> float:
+        return self._monotonic
+
     def advance(self, seconds: float) -> datetime:
         self._now += timedelta(seconds=seconds)
+        self._monotonic += max(seconds, 0.0)  # going back is a step of the wall clock only
         return self._now
 
     def set(self, instant: datetime) -> datetime:

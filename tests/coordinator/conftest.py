@@ -13,18 +13,21 @@ import asyncio
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import pytest
 
-from cronwheel.clock import SystemClock
+from cronwheel.clock import Clock, SystemClock
 from cronwheel.coordinator.etcd import EtcdCoordinator
+from cronwheel.coordinator.etcd_api import EtcdConfig
 
 TTL_S = 2.0  # etcd's smallest lease TTL with its default heartbeat and election timeout
 
@@ -51,9 +54,54 @@ def _free_port() -> int:
         return port
 
 
+@dataclass(frozen=True)
+class Tls:
+    """A test CA, a server certificate for 127.0.0.1 signed by it, and a client certificate."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+    @classmethod
+    def generate(cls, directory: Path) -> Tls:
+        """With the openssl command line (EC P-256 keys, valid for a day)."""
+        if shutil.which("openssl") is None:
+            pytest.fail("the TLS tests make their certificates with the openssl command: install openssl")
+        directory.mkdir(parents=True, exist_ok=True)
+
+        def openssl(*args: str | Path) -> None:
+            subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True, cwd=directory)
+
+        key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+        openssl(
+            "req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=test-ca"
+        )
+        for name, usage in (("server", "serverAuth,clientAuth"), ("client", "clientAuth")):
+            (directory / f"{name}.ext").write_text(
+                f"subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage={usage}\n"
+            )
+            openssl("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+            openssl(
+                "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", f"{name}.pem", "-days", "1", "-extfile", f"{name}.ext",
+            )  # fmt: skip
+        return cls(
+            *(directory / name for name in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key"))
+        )
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self.ca)
+        context.load_cert_chain(self.client_cert, self.client_key)
+        return context
+
+
 class EtcdServer:
     """One etcd member on loopback that can be stopped (or killed) and started again on the same
-    ports and data; alone (a single-member cluster) or one of ``initial_cluster``."""
+    ports and data; alone (a single-member cluster) or one of ``initial_cluster``. With ``tls``
+    it serves clients over https only, to clients with a certificate of the test CA; ``args``
+    are more options (``--auth-token=simple``)."""
 
     def __init__(
         self,
@@ -64,6 +112,8 @@ class EtcdServer:
         client_port: int | None = None,
         peer_port: int | None = None,
         initial_cluster: str | None = None,
+        tls: Tls | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         self.binary = binary
         self.directory = directory
@@ -71,11 +121,27 @@ class EtcdServer:
         self.client_port = client_port or _free_port()
         self.peer_port = peer_port or _free_port()
         self.initial_cluster = initial_cluster or f"{name}=http://127.0.0.1:{self.peer_port}"
+        self.tls = tls
+        self.args = tuple(args)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.client_port}"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    def _tls_args(self) -> list[str]:
+        if self.tls is None:
+            return []
+        return [
+            f"--cert-file={self.tls.server_cert}",
+            f"--key-file={self.tls.server_key}",
+            "--client-cert-auth",
+            f"--trusted-ca-file={self.tls.ca}",
+        ]
 
     @property
     def log_path(self) -> Path:
@@ -103,6 +169,8 @@ class EtcdServer:
                     f"--initial-cluster={self.initial_cluster}",
                     "--initial-cluster-token=cronwheel-test",
                     "--log-level=warn",
+                    *self._tls_args(),
+                    *self.args,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -129,7 +197,8 @@ class EtcdServer:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=0.5) as response:
+            context = self.tls.context() if self.tls else None
+            with urllib.request.urlopen(f"{self.url}/health", timeout=0.5, context=context) as response:
                 return b'"health":"true"' in response.read()
         except OSError:
             return False
@@ -203,13 +272,16 @@ class NodeFactory(Protocol):
         *,
         server: EtcdServer | Sequence[EtcdServer] | None = None,
         shards: int = ...,
+        clock: Clock | None = ...,
+        hold_s: float | None = ...,
     ) -> Awaitable[EtcdCoordinator]: ...
 
 
 @pytest.fixture
 async def start_node(etcd: EtcdServer, prefix: str) -> AsyncIterator[NodeFactory]:
     """``await start_node("n1")``: a started coordinator on the shared etcd (or on ``server=``:
-    one server, or the members of a cluster), stopped at the end of the test."""
+    one server, or the members of a cluster), stopped at the end of the test. ``clock=`` gives it
+    a clock of the test's (a ``ManualClock`` moves its local deadline with ``advance()``)."""
     started: list[EtcdCoordinator] = []
 
     async def start(
@@ -218,16 +290,19 @@ async def start_node(etcd: EtcdServer, prefix: str) -> AsyncIterator[NodeFactory
         *,
         server: EtcdServer | Sequence[EtcdServer] | None = None,
         shards: int = 256,
+        clock: Clock | None = None,
+        hold_s: float | None = None,
     ) -> EtcdCoordinator:
         servers = [server or etcd] if server is None or isinstance(server, EtcdServer) else server
-        coordinator = EtcdCoordinator(
-            [each.url for each in servers],
+        coordinator = EtcdCoordinator.connect(
+            EtcdConfig(tuple(each.url for each in servers)),
             node,
             roles,
-            SystemClock(),
+            clock or SystemClock(),
             ttl_s=TTL_S,
             shards=shards,
             prefix=prefix,
+            hold_s=hold_s,
         )
         await coordinator.start()
         started.append(coordinator)

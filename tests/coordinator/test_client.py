@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from cronwheel.coordinator.etcd_client import (
-    EtcdClient,
+from cronwheel.coordinator.etcd_api import (
+    Code,
+    EtcdConfig,
+    EtcdRequestError,
     EtcdUnavailableError,
     LeaseNotFoundError,
     WatchBatch,
@@ -20,13 +22,14 @@ from cronwheel.coordinator.etcd_client import (
     op_put,
     prefix_end,
 )
+from cronwheel.coordinator.etcd_client import EtcdClient
 
 from .conftest import EtcdServer, _free_port
 
 
 @pytest.fixture
 async def client(etcd: EtcdServer) -> AsyncIterator[EtcdClient]:
-    client = EtcdClient([etcd.url])
+    client = EtcdClient(EtcdConfig((etcd.url,)))
     yield client
     await client.close()
 
@@ -76,8 +79,9 @@ async def test_keys_on_a_revoked_lease_are_gone_and_the_lease_is_unknown(
     await client.revoke(lease)
     assert (await client.range(f"{prefix}/k"))[1] == []
     assert await client.keepalive(lease) == 0
-    with pytest.raises(LeaseNotFoundError):
+    with pytest.raises(LeaseNotFoundError) as raised:
         await client.put(f"{prefix}/k", b"v", lease)
+    assert raised.value.code == Code.NOT_FOUND
     await client.revoke(lease)  # twice is fine
 
 
@@ -109,8 +113,19 @@ async def test_a_watch_from_a_compacted_revision_is_cancelled(client: EtcdClient
     assert found[-1].compact_revision == last
 
 
+async def test_refusals_are_permanent_errors_with_etcds_code(client: EtcdClient, prefix: str) -> None:
+    with pytest.raises(EtcdRequestError) as raised:
+        await client.grant(10**12)  # "too large lease TTL"
+    assert (raised.value.code, raised.value.retryable) == (Code.OUT_OF_RANGE, False)
+    key = f"{prefix}/twice"
+    with pytest.raises(EtcdRequestError) as raised:
+        await client.txn([], [op_put(key, b"a"), op_put(key, b"b")])  # "duplicate key given in txn"
+    assert raised.value.code == Code.INVALID_ARGUMENT
+    assert not isinstance(raised.value, LeaseNotFoundError)
+
+
 async def test_an_unreachable_etcd_is_a_retryable_error() -> None:
-    client = EtcdClient([f"http://127.0.0.1:{_free_port()}"], request_timeout_s=1)
+    client = EtcdClient(EtcdConfig((f"http://127.0.0.1:{_free_port()}",)), request_timeout_s=1)
     try:
         with pytest.raises(EtcdUnavailableError) as raised:
             await client.range("/x")

@@ -10,12 +10,14 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
-from cronwheel.clock import SystemClock
+from cronwheel.clock import ManualClock, SystemClock
 from cronwheel.coordinator import Coordinator
 from cronwheel.coordinator.etcd import EtcdCoordinator
+from cronwheel.coordinator.etcd_api import EtcdConfig
 from cronwheel.coordinator.etcd_client import EtcdClient
 from cronwheel.errors import BackendUnavailableError
 
@@ -29,10 +31,21 @@ RecordProperty = Callable[[str, object], None]
 
 
 async def cluster(
-    start_node: NodeFactory, count: int, server: EtcdServer | list[EtcdServer] | None = None
+    start_node: NodeFactory,
+    count: int,
+    server: EtcdServer | list[EtcdServer] | None = None,
+    clocks: dict[str, ManualClock] | None = None,
+    hold_s: float | None = None,
 ) -> list[EtcdCoordinator]:
-    """``count`` scheduler nodes, once every shard is owned where rendezvous hashing puts it."""
-    nodes = [await start_node(f"n{i}", server=server) for i in range(1, count + 1)]
+    """``count`` scheduler nodes, once every shard is owned where rendezvous hashing puts it
+    (with ``clocks``: each on a ManualClock of its own, put there by name)."""
+    names = [f"n{i}" for i in range(1, count + 1)]
+    if clocks is not None:
+        clocks.update({name: ManualClock(datetime(2026, 1, 1, tzinfo=UTC), 1000.0) for name in names})
+    nodes = [
+        await start_node(name, server=server, clock=clocks[name] if clocks else None, hold_s=hold_s)
+        for name in names
+    ]
     await eventually(lambda: balanced(nodes, SHARDS), 10, what=f"{count} nodes share every shard")
     return nodes
 
@@ -110,7 +123,7 @@ async def test_a_joining_node_takes_about_a_quarter_and_no_shard_has_two_owners(
 async def test_a_node_that_cannot_renew_stops_claiming_before_its_lease_expires(
     start_node: NodeFactory, record_property: RecordProperty
 ) -> None:
-    nodes = await cluster(start_node, 2)
+    nodes = await cluster(start_node, 2, hold_s=0.0)  # (sitting out: test_session.py)
     stuck, other = nodes
     stuck_shards = set(stuck.owned_shards())
     async with OwnershipMonitor(list(nodes)) as monitor:
@@ -118,7 +131,7 @@ async def test_a_node_that_cannot_renew_stops_claiming_before_its_lease_expires(
         stuck.set_health_check(lambda: healthy)  # stops heartbeating: as if partitioned or SIGSTOPped
         lapsed_after = await eventually(lambda: not stuck.owned_shards(), TTL_S, what="stuck stops claiming")
         lapsed_at = time.monotonic()
-        last_renewal = stuck._renewed_at  # send time of the last keepalive that got through
+        last_renewal = stuck.session.renewed_at  # send time of the last keepalive that got through
         assert last_renewal + TTL_S - stuck.safety_margin_s <= lapsed_at < last_renewal + TTL_S
         await eventually(lambda: stuck_shards <= set(other.owned_shards()), TTL_S + 1.5, what="other takes")
         taken_at = time.monotonic()
@@ -126,46 +139,10 @@ async def test_a_node_that_cannot_renew_stops_claiming_before_its_lease_expires(
         assert taken_at > lapsed_at + 0.5
         print(f"\nstuck node stopped claiming {taken_at - lapsed_at:.2f} s before the takeover")
         record_property("lapse_before_takeover_s", round(taken_at - lapsed_at, 3))
-        stuck.hold_s = 0.0  # (sitting out before rejoining has tests of its own, below)
         healthy = True  # back: it joins again with a new lease and gets its share
         await eventually(lambda: balanced(nodes, SHARDS) and bool(stuck.owned_shards()), 5, what="rejoin")
     monitor.assert_never_doubled()
     assert lapsed_after < TTL_S
-
-
-async def test_a_node_that_stepped_down_sits_out_while_others_serve(start_node: NodeFactory) -> None:
-    """A flapping node (a slow link stalls it, a quick call makes it healthy again) would take its
-    shards back at once and stall on them again: after a lapse it waits hold_s first."""
-    nodes = await cluster(start_node, 2)
-    flappy, other = nodes
-    flappy.hold_s = 3.0
-    healthy = False
-    flappy.set_health_check(lambda: healthy)
-    await eventually(lambda: len(other.owned_shards()) == SHARDS, TTL_S + 2, what="other takes all")
-    healthy = True
-    back_at = time.monotonic()
-    await asyncio.sleep(flappy.hold_s * 0.7)
-    assert not flappy.owned_shards()
-    assert [m.node for m in await other.members()] == [other.node]
-    await eventually(lambda: balanced(nodes, SHARDS) and bool(flappy.owned_shards()), 5, what="rejoin")
-    assert time.monotonic() - back_at >= flappy.hold_s * 0.9
-
-
-async def test_when_every_node_stepped_down_they_rejoin_at_once(start_node: NodeFactory) -> None:
-    """Everyone's store was down: nobody serves, so nobody sits out."""
-    nodes = await cluster(start_node, 2)
-    healthy = False
-    for node in nodes:
-        node.hold_s = 60.0
-        node.set_health_check(lambda: healthy)
-    await eventually(lambda: not any(node.owned_shards() for node in nodes), TTL_S, what="both stop")
-    await eventually_async(lambda: _no_members(nodes[0]), TTL_S + 2, what="both leases expired at etcd")
-    healthy = True
-    await eventually(lambda: balanced(nodes, SHARDS), 10, what="both rejoin, well before hold_s")
-
-
-async def _no_members(node: EtcdCoordinator) -> bool:
-    return not await node.members()
 
 
 async def test_the_cluster_recovers_from_an_etcd_restart(
@@ -178,7 +155,6 @@ async def test_the_cluster_recovers_from_an_etcd_restart(
         await eventually(
             lambda: all(not node.owned_shards() for node in nodes), TTL_S, what="all stop claiming"
         )
-        await asyncio.sleep(0.5)
         await asyncio.to_thread(own_etcd.start)  # same data directory, same ports
         took = await eventually(lambda: balanced(nodes, SHARDS), 10, what="recovery")
     monitor.assert_never_doubled()
@@ -224,7 +200,6 @@ async def test_a_crashed_member_leaves_the_member_list_within_the_ttl(start_node
 async def test_only_scheduler_members_lead_and_own_shards(start_node: NodeFactory) -> None:
     api = await start_node("api1", ("api",))
     worker = await start_node("worker1", ("worker",))
-    await asyncio.sleep(0.3)
     assert await api.leader() is None
     scheduler = await start_node("s1", ("scheduler", "worker"))
     await eventually(lambda: len(scheduler.owned_shards()) == SHARDS, 5, what="s1 owns all")
@@ -248,7 +223,9 @@ async def test_wait_for_change_wakes_on_a_rebalance(start_node: NodeFactory) -> 
 
 
 async def test_start_fails_retryably_when_etcd_is_unreachable() -> None:
-    coordinator = EtcdCoordinator([f"http://127.0.0.1:{_free_port()}"], "n1", ("scheduler",), SystemClock())
+    coordinator = EtcdCoordinator.connect(
+        EtcdConfig((f"http://127.0.0.1:{_free_port()}",)), "n1", ("scheduler",), SystemClock()
+    )
     began = time.monotonic()
     with pytest.raises(BackendUnavailableError):
         await coordinator.start()
@@ -272,9 +249,9 @@ async def test_the_watch_resumes_where_it_stopped(
     first = await start_node("n1")
     await eventually(lambda: len(first.owned_shards()) == SHARDS, 5, what="n1 owns all")
     await _pause_watch(first)
-    seen = first._revision
+    seen = first._mirror.revision
     second = await start_node("n2")
-    client = EtcdClient([etcd.url])
+    client = EtcdClient(EtcdConfig((etcd.url,)))
     try:
         revision, _ = await client.get_prefix(prefix + "/")
         assert revision > seen
@@ -285,7 +262,7 @@ async def test_the_watch_resumes_where_it_stopped(
 
         async def exact() -> bool:
             revision, kvs = await client.get_prefix(prefix + "/")
-            return first._revision == revision and first._kvs == {kv.key: kv for kv in kvs}
+            return first._mirror.revision == revision and first._mirror.kvs == {kv.key: kv for kv in kvs}
 
         await eventually_async(exact, 2, what="n1's copy is exact")
     finally:
@@ -299,24 +276,26 @@ async def test_the_watch_reads_everything_again_after_a_compaction(
     await eventually(lambda: len(first.owned_shards()) == SHARDS, 5, what="n1 owns all")
     await _pause_watch(first)
     second = await start_node("n2")
-    client = EtcdClient([etcd.url])
+    client = EtcdClient(EtcdConfig((etcd.url,)))
     try:
         for value in (b"1", b"2"):  # more history than the new member's key alone
             await client.put(f"{prefix}/unrelated", value)
         revision, _ = await client.get_prefix(prefix + "/")
-        assert revision > first._revision + 1
+        assert revision > first._mirror.revision + 1
         await client.compact(revision)
         with caplog.at_level(logging.INFO, logger="cronwheel.coordinator.etcd"):
             _resume_watch(first)
             await eventually(lambda: balanced([first, second], SHARDS), 5, what="both share")
         assert "watch cancelled by etcd" in caplog.text
-        assert first._revision >= revision
+        assert first._mirror.revision >= revision
     finally:
         await client.close()
 
 
 def test_nodes_are_coordinators() -> None:
-    coordinator: Coordinator = EtcdCoordinator(["http://127.0.0.1:1"], "n1", ("scheduler",), SystemClock())
+    coordinator: Coordinator = EtcdCoordinator.connect(
+        EtcdConfig(("http://127.0.0.1:1",)), "n1", ("scheduler",), SystemClock()
+    )
     assert coordinator.node == "n1"
 
 
@@ -326,13 +305,13 @@ async def test_the_cluster_recovers_when_etcd_loses_its_data(
     """Leases and keys gone (a wiped etcd): every node joins again with a new lease and the
     shards are shared again. (Epochs restart with etcd's revisions: see the module docs.)"""
     nodes = await cluster(start_node, 3, server=own_etcd)
-    old_leases = {node._lease for node in nodes}
+    old_leases = {node.session.lease for node in nodes}
     async with OwnershipMonitor(list(nodes)) as monitor:
         await asyncio.to_thread(own_etcd.stop, kill=True)
         shutil.rmtree(own_etcd.data_dir)
         await asyncio.to_thread(own_etcd.start)
         began = time.monotonic()
-        await eventually(lambda: not {n._lease for n in nodes} & old_leases, 5, what="new leases")
+        await eventually(lambda: not {n.session.lease for n in nodes} & old_leases, 5, what="new leases")
         await eventually(lambda: balanced(nodes, SHARDS), 10, what="recovery")
         took = time.monotonic() - began
     monitor.assert_never_doubled()
@@ -359,14 +338,38 @@ async def test_losing_one_etcd_member_keeps_every_lease(
 async def test_leader_answers_from_what_it_saw_while_etcd_is_down(
     own_etcd: EtcdServer, start_node: NodeFactory
 ) -> None:
-    nodes = await cluster(start_node, 2, server=own_etcd)
+    clocks: dict[str, ManualClock] = {}
+    nodes = await cluster(start_node, 2, server=own_etcd, clocks=clocks)
     leader_name = await nodes[0].leader()
     leader = next(node for node in nodes if node.node == leader_name)
     follower = next(node for node in nodes if node is not leader)
     await asyncio.to_thread(own_etcd.stop, kill=True)
     assert await follower.leader() == leader_name
     assert await leader.leader() == leader_name  # its lease is still locally valid
-    await eventually(lambda: not leader.owned_shards(), TTL_S, what="the leader's lease lapses locally")
+    assert leader.owned_shards()
+    clocks[leader.node].advance(leader.ttl_s - leader.safety_margin_s)  # its local deadline
+    assert not leader.owned_shards()
     assert await leader.leader() is None
     with pytest.raises(BackendUnavailableError):
         await leader.members()
+
+
+async def test_owned_shards_follow_the_injected_clock(start_node: NodeFactory) -> None:
+    """The local deadline is measured on the coordinator's clock: a ManualClock moved past it
+    empties owned_shards() at once, and the next keepalive (sent at the clock's new time) brings
+    the shards back under the same epochs."""
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC), 1000.0)
+    node = await start_node("n1", clock=clock)
+    await eventually(lambda: len(node.owned_shards()) == SHARDS, 5, what="n1 owns all")
+    before = ownership([node])
+    deadline = node.session.valid_until
+    assert all(lease.valid_until == deadline for lease in node.owned_shards().values())
+    await node.wait_for_change(0)  # forget what happened so far
+    clock.advance(deadline - clock.monotonic() - 0.001)
+    assert len(node.owned_shards()) == SHARDS
+    clock.advance(0.001)
+    assert node.owned_shards() == {}
+    await asyncio.wait_for(node.wait_for_change(30), 5)  # the lapse notifies (and so does renewal)
+    await eventually(lambda: bool(node.owned_shards()), 5, what="renewed")
+    assert node.session.renewed_at == clock.monotonic()
+    assert ownership([node]) == before

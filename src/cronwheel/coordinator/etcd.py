@@ -7,7 +7,8 @@ already ships for webhooks. The alternatives are gRPC clients (``etcd3``, ``aetc
 they pull in grpcio and protobuf, pin generated stubs to particular protobuf releases and have
 repeatedly lagged behind them (installs that break when protobuf moves, or that hold protobuf back
 for everything else in the process), and the sync ones would need threads under asyncio. We use
-six calls (range, put, txn, lease grant/keepalive/revoke, watch), and the gateway serves all of them.
+a handful of calls (range, put, txn, lease grant/keepalive/revoke/time-to-live, watch: the
+protocol :class:`~cronwheel.coordinator.etcd_api.EtcdApi`), and the gateway serves all of them.
 
 **What it costs.** JSON and base64 instead of protobuf (a few hundred bytes per call: nothing at
 our rates); every lease keepalive is one HTTP request instead of a message on a long-lived gRPC
@@ -44,10 +45,23 @@ by then every claim made under the old etcd state has lapsed, even where etcd fo
 that would have kept the new lease out. A wiped etcd also restarts its revisions, so epochs go
 back to small numbers that the store refuses as stale; restore etcd from a snapshot instead.
 
-Three tasks do the work: *session* (lease, member key, heartbeats, re-registering after the lease
-is lost), *watch* (a local copy of every key under the prefix, resumed from the last revision
-seen, re-read whole when that revision was compacted) and *reconcile* (:func:`plan.decide` on
-that copy, carried out with conditional transactions).
+**Decisions are pure, the tasks are thin.** The lease session (grant, renew, local deadline,
+step-down, sit-out, lost lease, the shards held under the lease) is a state machine,
+:func:`cronwheel.coordinator.session.next_step`; the reconcile plan is
+:func:`cronwheel.coordinator.plan.decide`. Both read no clock: this shell passes them the
+monotonic time of the injected clock (:func:`cronwheel.clock.monotonic_of`), and carries out what
+they return. Three tasks do the I/O: *session* (the calls the state machine asks for: grant and
+member key, keepalives, waits between them), *watch* (:class:`~cronwheel.coordinator.mirror.Mirror`,
+a local copy of every key under the prefix, resumed from the last revision seen, re-read whole
+when that revision was compacted or the lease was lost) and *reconcile* (the plan, carried out
+with conditional transactions). Every state change is one synchronous ``next_step`` call, so the
+tasks never see a half-updated session.
+
+**Failures.** Each task waits out transient errors (etcd unreachable, no leader) with the retry
+policy of :mod:`cronwheel.retrying`. Any other error (refused credentials or permissions, a bug)
+stops the coordinator: it stops renewing, and ``owned_shards()``, ``leader()``, ``members()`` and
+``wait_for_change()`` raise :class:`CoordinatorFailedError`, which stops a scheduler process as
+the supervision rule says, instead of a node that keeps a lease it cannot serve.
 """
 
 from __future__ import annotations
@@ -55,19 +69,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import math
-import random
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
-from cronwheel.clock import Clock
-from cronwheel.coordinator.etcd_client import (
-    EtcdClient,
+from cronwheel.clock import Clock, monotonic_of
+from cronwheel.coordinator.etcd_api import (
+    EtcdApi,
+    EtcdConfig,
     EtcdUnavailableError,
-    Event,
     KeyValue,
     LeaseNotFoundError,
     cmp_create,
@@ -78,32 +89,56 @@ from cronwheel.coordinator.etcd_client import (
     op_put,
     prefix_end,
 )
-from cronwheel.coordinator.plan import (
-    SCHEDULER,
-    Plan,
-    ShardKey,
-    View,
-    decide,
-    decode_assignment,
-    encode_assignment,
-)
+from cronwheel.coordinator.mirror import Mirror, encode_member, member_record
+from cronwheel.coordinator.plan import View, decide, encode_assignment
 from cronwheel.coordinator.port import Member, ShardLease
-from cronwheel.errors import InvalidInputError
+from cronwheel.coordinator.session import (
+    PACING,
+    Acquired,
+    Action,
+    ArmDeadline,
+    Beat,
+    Join,
+    Joined,
+    Lapsed,
+    LeaseGone,
+    Notify,
+    Reconcile,
+    Renew,
+    Renewed,
+    RestartWatch,
+    Resync,
+    RetryLater,
+    Say,
+    Session,
+    SessionEvent,
+    Settled,
+    Stopped,
+    Terms,
+    Unreachable,
+    Wait,
+    WakeSession,
+    default_safety_margin,
+    next_step,
+)
+from cronwheel.errors import InvalidInputError, PermanentError
 from cronwheel.model import SHARDS
+from cronwheel.retrying import Backoff, Retries
 
 log = logging.getLogger("cronwheel.coordinator.etcd")
 
 _PARALLEL = 32  # shard transactions in flight at once
 
-
-def default_safety_margin(ttl_s: float) -> float:
-    return min(max(1.0, ttl_s / 5), ttl_s / 2)
+__all__ = ["CoordinatorFailedError", "EtcdCoordinator", "default_safety_margin"]
 
 
-def _backoff(failures: int, cap_s: float) -> float:
-    """0.1 s, 0.2 s, 0.4 s ... up to ``cap_s``, with jitter so nodes do not retry in step."""
-    delay: float = min(cap_s, 0.1 * 2 ** min(failures - 1, 10))
-    return delay * random.uniform(0.75, 1.0)  # noqa: S311 - jitter, not cryptography
+class CoordinatorFailedError(PermanentError):
+    """The coordinator stopped on an error that retrying cannot fix (see the module docstring)."""
+
+
+def _retry_policy(cap_s: float) -> Backoff:
+    """0.1 s, 0.2 s, 0.4 s ... up to ``cap_s``, jittered so that nodes do not retry in step."""
+    return Backoff(first_s=0.1, multiplier=2.0, cap_s=cap_s, jitter=0.25)
 
 
 class EtcdCoordinator:
@@ -111,7 +146,7 @@ class EtcdCoordinator:
 
     def __init__(
         self,
-        endpoints: Sequence[str],
+        client: EtcdApi,
         node: str,
         roles: tuple[str, ...],
         clock: Clock,
@@ -120,6 +155,7 @@ class EtcdCoordinator:
         shards: int = SHARDS,
         prefix: str = "/cronwheel",
         safety_margin_s: float | None = None,
+        hold_s: float | None = None,
     ) -> None:
         if ttl_s < 1:
             raise InvalidInputError("etcd leases last whole seconds: the coordinator TTL must be >= 1 s")
@@ -130,33 +166,73 @@ class EtcdCoordinator:
             raise InvalidInputError(f"node name {node!r} must be non-empty and without '/'")
         self.node = node
         self.roles = roles
-        self.ttl_s = ttl_s
-        self.safety_margin_s = margin
         self._clock = clock
+        self._monotonic = monotonic_of(clock)
+        self._client = client
         self._shards = shards
         self._prefix = prefix.rstrip("/")
-        self._client = EtcdClient(endpoints, request_timeout_s=max(1.0, min(2.0, ttl_s / 2)))
-        self._since: datetime | None = None
-        # session
-        self._lease = 0
-        self._renewed_at = -math.inf  # monotonic send time of the last successful grant/keepalive
-        self._lease_lost = asyncio.Event()
-        self._expiry: asyncio.TimerHandle | None = None
+        # after a step-down, rejoin this much later while others serve
+        terms = Terms(ttl_s, margin, 5 * ttl_s if hold_s is None else hold_s)
+        self._session = Session(terms)  # replaced whole by every step, never changed in place
+        self._mirror = Mirror(self._key(""))
         self._healthy: Callable[[], bool] = _always  # heartbeat only while this node can do its work
-        self.hold_s = 5 * ttl_s  # after a step-down, rejoin this much later while others serve
-        self._unhealthy_at = -math.inf  # monotonic: when the health check last said no
-        self._trouble_revision: int | None = None  # the view's revision when it first said no
-        self._sitting_out = False
-        # the local copy of every key under the prefix, complete up to _revision (0: re-read)
-        self._kvs: dict[str, KeyValue] = {}
-        self._revision = 0
-        # shard -> epoch, held under the current lease
-        self._held: dict[int, int] = {}
-        self._acquire_after = -math.inf  # monotonic: no acquisitions before (after a lost lease)
+        self._since: datetime | None = None
         self._changed = asyncio.Event()  # for wait_for_change
         self._dirty = asyncio.Event()  # for the reconcile task
+        self._wake = asyncio.Event()  # interrupts the session task's wait: the lease is gone
+        self._deadline: asyncio.TimerHandle | None = None  # sends Lapsed at the local deadline
+        self._timers: set[asyncio.TimerHandle] = set()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._retired: set[asyncio.Task[None]] = set()  # cancelled, maybe not finished yet
+        self._failure: BaseException | None = None
+
+    @classmethod
+    def connect(
+        cls,
+        config: EtcdConfig,
+        node: str,
+        roles: tuple[str, ...],
+        clock: Clock,
+        *,
+        ttl_s: float = 5.0,
+        shards: int = SHARDS,
+        prefix: str = "/cronwheel",
+        safety_margin_s: float | None = None,
+        hold_s: float | None = None,
+    ) -> EtcdCoordinator:
+        """A coordinator on its own :class:`~cronwheel.coordinator.etcd_client.EtcdClient` for
+        ``config``, whose requests time out well within the TTL."""
+        from cronwheel.coordinator.etcd_client import EtcdClient  # noqa: PLC0415 - aiohttp on demand
+
+        client = EtcdClient(config, request_timeout_s=max(1.0, min(2.0, ttl_s / 2)))
+        return cls(
+            client,
+            node,
+            roles,
+            clock,
+            ttl_s=ttl_s,
+            shards=shards,
+            prefix=prefix,
+            safety_margin_s=safety_margin_s,
+            hold_s=hold_s,
+        )
+
+    @property
+    def ttl_s(self) -> float:
+        return self._session.terms.ttl_s
+
+    @property
+    def safety_margin_s(self) -> float:
+        return self._session.terms.margin_s
+
+    @property
+    def hold_s(self) -> float:
+        return self._session.terms.hold_s
+
+    @property
+    def session(self) -> Session:
+        """The lease session as it stands (a frozen record)."""
+        return self._session
 
     # -- keys
 
@@ -175,12 +251,17 @@ class EtcdCoordinator:
             return
         self._since = self._since or self._clock.now()
         try:
-            await self._register()
+            joined = await self._join()
+            if not isinstance(joined, Joined):
+                raise EtcdUnavailableError("the new lease expired before the member key was written")
+            pace = self._step(joined)
             await self._full_read()
         except BaseException:
+            self._step(Stopped())
+            self._cancel_timers()
             await self._client.close()
             raise
-        self._spawn("session", self._session_loop())
+        self._spawn("session", self._session_loop(pace))
         self._spawn("watch", self._watch_loop())
         self._spawn("reconcile", self._reconcile_loop())
 
@@ -192,12 +273,9 @@ class EtcdCoordinator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._expiry is not None:
-            self._expiry.cancel()
-        lease, self._lease = self._lease, 0
-        self._renewed_at = -math.inf
-        self._held.clear()
-        self._notify()
+        self._cancel_timers()
+        lease = self._session.lease
+        self._step(Stopped())
         if revoke and lease:
             try:
                 await self._client.revoke(lease)
@@ -210,14 +288,14 @@ class EtcdCoordinator:
         await self._client.close()
 
     def owned_shards(self) -> dict[int, ShardLease]:
-        valid_until = self._valid_until()
-        if time.monotonic() >= valid_until:
-            return {}
-        return {shard: ShardLease(shard, epoch, valid_until) for shard, epoch in self._held.items()}
+        self._check()
+        return self._session.owned(self._monotonic.monotonic())
 
     async def members(self) -> list[Member]:
-        _, kvs = await self._client.get_prefix(self._key("members", ""))
-        records = [(kv, _member_record(kv.value)) for kv in kvs]
+        self._check()
+        root = self._key("members", "")
+        _, kvs = await self._client.range(root, prefix_end(root))
+        records = [(kv, member_record(kv.value)) for kv in kvs]
         beats = await asyncio.gather(*(self._last_heartbeat(kv) for kv, _ in records))
         found = []
         for (kv, (roles, since)), beat in zip(records, beats, strict=True):
@@ -227,12 +305,14 @@ class EtcdCoordinator:
     async def leader(self) -> str | None:
         """The leader key as etcd has it; while etcd cannot be reached, the leader this node last
         saw, and this node itself only while its own lease is still locally valid."""
+        self._check()
         try:
             _, kvs = await self._client.range(self._key("leader"))
         except EtcdUnavailableError:
-            view = self._view()
+            view = self._mirror.view()
+            session = self._session
             if view.leader == self.node and (
-                view.leader_lease != self._lease or time.monotonic() >= self._valid_until()
+                view.leader_lease != session.lease or not session.claims(self._monotonic.monotonic())
             ):
                 return None
             return view.leader
@@ -243,28 +323,7 @@ class EtcdCoordinator:
         did), or after ``timeout_s``."""
         await _wait(self._changed, timeout_s)
         self._changed.clear()
-
-    # -- the session: lease, member key, heartbeats
-
-    async def _register(self) -> None:
-        sent = time.monotonic()
-        asked = math.ceil(self.ttl_s)
-        lease, granted = await self._client.grant(asked)
-        if granted > asked:
-            log.info(
-                "etcd raised the lease TTL to its minimum",
-                extra={"action": "join", "node": self.node, "ttl_s": granted},
-            )
-        since = (self._since or self._clock.now()).isoformat()
-        value = json.dumps({"roles": list(self.roles), "since": since}).encode()
-        await self._client.put(self._key("members", self.node), value, lease)
-        self._lease = lease
-        self._lease_lost.clear()
-        self._renewed(sent)
-        self._dirty.set()
-        self._notify()
-        self._sitting_out = False
-        log.info("joined the cluster", extra={"action": "join", "node": self.node, "lease": f"{lease:x}"})
+        self._check()
 
     def set_health_check(self, healthy: Callable[[], bool]) -> None:
         """Heartbeat only while ``healthy()``: a node that cannot do its work (its store hangs or
@@ -276,202 +335,187 @@ class EtcdCoordinator:
         other scheduler has served throughout (everyone's store was down), it joins at once."""
         self._healthy = healthy
 
-    def _sits_out(self) -> bool:
-        """Not rejoining yet: stepped down less than ``hold_s`` ago, and other schedulers that
-        were members before this node's trouble began are still members (schedulers that
-        rejoined since had the same trouble, and do not count)."""
-        if self._lease or time.monotonic() >= self._unhealthy_at + self.hold_s:
-            return False
-        others = self._serving_since(self._trouble_revision or 0)
-        if others and not self._sitting_out:
-            log.info(
-                "sitting out before rejoining: other schedulers serve meanwhile",
-                extra={"action": "sit_out", "node": self.node, "hold_s": self.hold_s, "others": len(others)},
-            )
-        self._sitting_out = bool(others)
-        return self._sitting_out
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise CoordinatorFailedError(f"the etcd coordinator stopped: {self._failure!r}")
 
-    def _serving_since(self, revision: int) -> list[str]:
-        """Other scheduler members whose member key exists since ``revision`` or earlier."""
-        root = self._key("members", "")
-        return [
-            key[len(root) :]
-            for key, kv in self._kvs.items()
-            if key.startswith(root)
-            and key[len(root) :] != self.node
-            and kv.create_revision <= revision
-            and SCHEDULER in _member_record(kv.value)[0]
-        ]
+    # -- the session: carrying out what next_step decides
 
-    def _report_unhealthy(self) -> None:
-        if self._lease and time.monotonic() < self._valid_until():
-            log.warning(
-                "unhealthy: not renewing the lease, so that other nodes take the shards",
-                extra={"action": "step_down", "node": self.node, "shards": len(self._held)},
-            )
+    def _step(self, event: SessionEvent) -> Action | None:
+        """Feed ``event`` to the session; do its side effects now and return what the session
+        task does next (join, renew, wait), if the event was one of its answers."""
+        now = self._monotonic.monotonic()
+        self._session, actions = next_step(self._session, now, event)
+        pace = None
+        for action in actions:
+            if isinstance(action, PACING):
+                pace = action
+            else:
+                self._do(action, now)
+        return pace
 
-    async def _renew(self) -> None:
-        lease = self._lease
-        sent = time.monotonic()
-        ttl = await self._client.keepalive(lease)
-        if lease != self._lease:
-            return
-        if ttl <= 0:
-            self._lose_lease("the lease expired at etcd")
-            return
-        self._renewed(sent)
+    def _do(self, action: Action, now: float) -> None:
+        loop = asyncio.get_running_loop()
+        match action:
+            case ArmDeadline(at=at):
+                if self._deadline is not None:
+                    self._deadline.cancel()
+                self._deadline = loop.call_later(max(0.0, at - now), self._step, Lapsed())
+            case Notify():
+                self._changed.set()
+            case Reconcile(at=at) if at <= now:
+                self._dirty.set()
+            case Reconcile(at=at):
+                self._later(at - now, self._dirty.set)
+            case WakeSession():
+                self._wake.set()
+            case Resync():
+                self._mirror.forget()
+                self._restart_watch()
+            case RestartWatch():
+                self._restart_watch()
+            case Say(level=level, message=message, action=name, fields=fields):
+                log.log(level, message, extra={"action": name, "node": self.node, **fields})
 
-    def _renewed(self, sent: float) -> None:
-        self._trouble_revision = None  # healthy again in time, or joined again
-        lapsed = time.monotonic() >= self._valid_until()
-        self._renewed_at = max(self._renewed_at, sent)
-        if self._expiry is not None:
-            self._expiry.cancel()
-        delay = self._valid_until() - time.monotonic()
-        self._expiry = asyncio.get_running_loop().call_later(max(0.0, delay), self._lapsed)
-        if lapsed and self._held:
-            log.info("lease renewed again", extra={"action": "renew", "node": self.node})
-            self._notify()
+    def _later(self, delay_s: float, callback: Callable[[], None]) -> None:
+        handle: asyncio.TimerHandle
 
-    def _lapsed(self) -> None:
-        """The local deadline passed without a renewal: the shards are no longer claimed."""
-        if self._held:
-            log.warning(
-                "lease not renewed in time: not claiming shards",
-                extra={"action": "lapse", "node": self.node, "shards": len(self._held)},
-            )
-        self._notify()
+        def fire() -> None:
+            self._timers.discard(handle)
+            callback()
 
-    def _valid_until(self) -> float:
-        if not self._lease:
-            return -math.inf
-        return self._renewed_at + self.ttl_s - self.safety_margin_s
+        handle = asyncio.get_running_loop().call_later(delay_s, fire)
+        self._timers.add(handle)
 
-    def _lose_lease(self, reason: str) -> None:
-        if not self._lease:
-            return
-        log.warning(
-            "lost the lease: dropping every shard and joining again",
-            extra={"action": "lapse", "node": self.node, "reason": reason, "shards": len(self._held)},
-        )
-        self._lease = 0
-        self._renewed_at = -math.inf
-        self._held.clear()
-        self._notify()
-        self._lease_lost.set()
-        # If etcd lost its data, other nodes may still claim shards under leases that no longer
-        # exist, until their local deadlines (at most a TTL from now): acquire nothing before.
-        self._acquire_after = time.monotonic() + self.ttl_s
-        asyncio.get_running_loop().call_later(self.ttl_s, self._dirty.set)
-        # etcd may have lost its data as well: rebuild the view from scratch.
-        self._revision = 0
-        self._restart_watch()
+    def _cancel_timers(self) -> None:
+        for handle in (self._deadline, *self._timers):
+            if handle is not None:
+                handle.cancel()
+        self._deadline = None
+        self._timers.clear()
 
-    async def _session_loop(self) -> None:
-        failures = 0
+    async def _session_loop(self, pace: Action | None) -> None:
+        policy = _retry_policy(self.ttl_s / 3)
+        retries = policy.tracker()
         while True:
-            if failures:
-                await asyncio.sleep(_backoff(failures, self.ttl_s / 3))
-            elif self._lease:
-                await _wait(self._lease_lost, self.ttl_s / 3)  # next heartbeat, or at once when lost
-            if not self._healthy():
-                self._report_unhealthy()
-                self._unhealthy_at = time.monotonic()
-                if self._trouble_revision is None:
-                    self._trouble_revision = self._revision
-                await asyncio.sleep(self.ttl_s / 3)
-                continue
-            if self._sits_out():
-                await asyncio.sleep(self.ttl_s / 3)
-                continue
-            try:
-                if self._lease:
-                    await self._renew()
-                else:
-                    await self._register()
-            except EtcdUnavailableError as error:
-                failures += 1
-                if failures == 1 or failures % 50 == 0:
-                    log.warning(
-                        "etcd unreachable, retrying with backoff",
-                        extra={
-                            "action": "wait",
-                            "backend": "etcd",
-                            "node": self.node,
-                            "failures": failures,
-                            "error": str(error),
-                        },
-                    )
-                continue
-            except Exception:  # a refusal or a bug: keep heartbeating rather than die silently
-                failures += 1
-                log.exception("heartbeat failed", extra={"action": "wait", "node": self.node})
-                continue
-            if failures:
-                log.info(
-                    "etcd reachable again",
-                    extra={"action": "reconnect", "backend": "etcd", "node": self.node, "failures": failures},
+            await self._pause(pace, retries)
+            pace = self._step(
+                Beat(self._healthy(), self._mirror.revision, self._mirror.schedulers(self.node))
+            )
+            if isinstance(pace, Join | Renew):
+                pace = await self._call(pace, policy, retries)
+
+    async def _pause(self, pace: Action | None, retries: Retries) -> None:
+        """Wait as the session said: until its time (cut short when the lease is found lost), or
+        the retry policy's next delay after a failed call."""
+        if isinstance(pace, RetryLater):
+            await asyncio.sleep(retries.failed())
+        elif isinstance(pace, Wait):
+            await _wait(self._wake, pace.until - self._monotonic.monotonic())
+        self._wake.clear()  # whatever woke it is what the next beat decides on
+
+    async def _call(self, action: Join | Renew, policy: Backoff, retries: Retries) -> Action | None:
+        """Carry out a join or renewal; the session's answer to how it went."""
+        try:
+            event = await (self._join() if isinstance(action, Join) else self._renew(action.lease))
+        except Exception as error:
+            if not policy.retries(error):
+                raise
+            attempt = retries.failures + 1
+            if attempt == 1 or attempt % 50 == 0:
+                log.warning(
+                    "etcd unreachable, retrying with backoff",
+                    extra={
+                        "action": "wait",
+                        "backend": "etcd",
+                        "node": self.node,
+                        "attempt": attempt,
+                        "error": str(error),
+                    },
                 )
-                failures = 0
-                self._restart_watch()  # the old stream may be hanging on a dead connection
+            event = Unreachable()
+        else:
+            retries.succeeded()
+        return self._step(event)
+
+    async def _join(self) -> SessionEvent:
+        sent = self._monotonic.monotonic()
+        asked = math.ceil(self.ttl_s)
+        lease, granted = await self._client.grant(asked)
+        if granted > asked:
+            log.info(
+                "etcd raised the lease TTL to its minimum",
+                extra={"action": "join", "node": self.node, "ttl_s": granted},
+            )
+        value = encode_member(self.roles, self._since or self._clock.now())
+        try:
+            await self._client.put(self._key("members", self.node), value, lease)
+        except LeaseNotFoundError:  # it expired between the two calls (a long pause): again
+            return Unreachable()
+        return Joined(lease, sent)
+
+    async def _renew(self, lease: int) -> SessionEvent:
+        sent = self._monotonic.monotonic()
+        try:
+            ttl = await self._client.keepalive(lease)
+        except LeaseNotFoundError:
+            ttl = 0
+        return Renewed(lease, sent, ttl)
 
     # -- the watch: a local copy of every key under the prefix
 
     async def _full_read(self) -> None:
-        revision, kvs = await self._client.get_prefix(self._key(""))
-        self._kvs = {kv.key: kv for kv in kvs}
-        self._revision = revision
+        root = self._key("")
+        revision, kvs = await self._client.range(root, prefix_end(root))
+        self._mirror.load(revision, kvs)
         self._dirty.set()
-        self._notify()
-
-    def _apply(self, events: Sequence[Event]) -> None:
-        for event in events:
-            if event.type == "PUT":
-                self._kvs[event.kv.key] = event.kv
-            else:
-                self._kvs.pop(event.kv.key, None)
-            self._revision = max(self._revision, event.kv.mod_revision)
-        self._dirty.set()
-        self._notify()
+        self._changed.set()
 
     async def _watch_loop(self) -> None:
-        failures = 0
+        policy = _retry_policy(2.0)
+        retries = policy.tracker()
         prefix = self._key("")
         while True:
             try:
-                if not self._revision:
+                if not self._mirror.revision:
                     await self._full_read()
-                stream = self._client.watch(prefix, prefix_end(prefix), self._revision + 1)
+                stream = self._client.watch(prefix, prefix_end(prefix), self._mirror.revision + 1)
                 async with contextlib.aclosing(stream):
                     async for batch in stream:
                         if batch.canceled:
-                            log.info(
-                                "watch cancelled by etcd: reading every key again",
-                                extra={
-                                    "action": "rewatch",
-                                    "node": self.node,
-                                    "compact_revision": batch.compact_revision,
-                                    "reason": batch.reason,
-                                },
-                            )
-                            self._revision = 0
+                            self._watch_cancelled(batch.compact_revision, batch.reason)
                             break
                         if batch.events:
-                            self._apply(batch.events)
-                        failures = 0
-            except EtcdUnavailableError as error:
-                failures += 1
-                if failures == 1:
+                            self._mirror.apply(batch.events)
+                            self._dirty.set()
+                            self._changed.set()
+                        retries.succeeded()
+            except Exception as error:
+                if not policy.retries(error):
+                    raise
+                if not retries.failures:
                     log.info(
                         "watch interrupted, resuming",
                         extra={"action": "rewatch", "node": self.node, "error": str(error)},
                     )
-                await asyncio.sleep(_backoff(failures, 2.0))
-            except Exception:
-                failures += 1
-                log.exception("watch failed, reading every key again", extra={"node": self.node})
-                self._revision = 0
-                await asyncio.sleep(_backoff(failures, 2.0))
+                await asyncio.sleep(retries.failed())
+
+    def _watch_cancelled(self, compact_revision: int, reason: str) -> None:
+        """etcd cancelled the watch: its start revision was compacted away (read everything
+        again), or it refused the watch (a token it no longer accepts: the full read that
+        follows authenticates again, after a pause)."""
+        log.info(
+            "watch cancelled by etcd: reading every key again",
+            extra={
+                "action": "rewatch",
+                "node": self.node,
+                "compact_revision": compact_revision,
+                "reason": reason,
+            },
+        )
+        self._mirror.forget()
+        if not compact_revision:
+            raise EtcdUnavailableError(f"etcd refused the watch: {reason}")
 
     def _restart_watch(self) -> None:
         task = self._tasks.get("watch")
@@ -482,63 +526,41 @@ class EtcdCoordinator:
         task.add_done_callback(self._retired.discard)
         self._spawn("watch", self._watch_loop())
 
-    def _view(self) -> View:
-        members: dict[str, tuple[str, ...]] = {}
-        shards: dict[int, ShardKey] = {}
-        leader, leader_lease = None, 0
-        assignment, assignment_revision = None, 0
-        root = len(self._key(""))
-        for key, kv in self._kvs.items():
-            name = key[root:]
-            if name.startswith("members/"):
-                members[name.removeprefix("members/")] = _member_record(kv.value)[0]
-            elif name == "leader":
-                leader, leader_lease = kv.value.decode(errors="replace"), kv.lease
-            elif name == "assignment":
-                assignment, assignment_revision = decode_assignment(kv.value), kv.mod_revision
-            elif name.startswith("shards/") and name.removeprefix("shards/").isdigit():
-                shard = int(name.removeprefix("shards/"))
-                shards[shard] = ShardKey(kv.value.decode(errors="replace"), kv.lease, kv.create_revision)
-        return View(self._revision, members, leader, leader_lease, assignment, assignment_revision, shards)
-
     # -- reconcile: decide on the local copy, act with conditional transactions
 
     async def _reconcile_loop(self) -> None:
-        failures = 0
+        policy = _retry_policy(self.ttl_s / 3)
+        retries = policy.tracker()
         while True:
             await _wait(self._dirty, self.ttl_s / 2)
             self._dirty.clear()
+            lease = self._session.lease
             try:
-                await self._reconcile()
-                failures = 0
+                await self._reconcile(lease)
+                retries.succeeded()
             except LeaseNotFoundError:
-                self._lose_lease("etcd no longer knows the lease")
-            except EtcdUnavailableError as error:
-                failures += 1
+                self._step(LeaseGone(lease, "etcd no longer knows the lease"))
+            except Exception as error:
+                if not policy.retries(error):
+                    raise
                 log.debug("reconcile failed", extra={"node": self.node, "error": str(error)})
                 self._dirty.set()
-                await asyncio.sleep(_backoff(failures, self.ttl_s / 3))
-            except Exception:
-                failures += 1
-                log.exception("reconcile failed", extra={"node": self.node})
-                self._dirty.set()
-                await asyncio.sleep(_backoff(failures, self.ttl_s))
+                await asyncio.sleep(retries.failed())
 
-    async def _reconcile(self) -> None:
-        lease = self._lease
-        if not lease or not self._revision:
+    async def _reconcile(self, lease: int) -> None:
+        if not lease or not self._mirror.revision:
             return
-        view = self._view()
-        plan = decide(self.node, self.roles, lease, view, self._held, self._shards)
+        view = self._mirror.view()
+        plan = decide(self.node, self.roles, lease, view, self._session.held, self._shards)
         if not plan:
             return
-        self._settle(plan)
+        self._step(Settled(lease, plan))  # the local half first: stop claiming before deleting
         if plan.campaign:
             await self._campaign(lease)
         if plan.assignment is not None:
             await self._publish(lease, plan.assignment, view)
         jobs = [functools.partial(self._release, shard, epoch) for shard, epoch in plan.release.items()]
-        if self._acquire_after <= time.monotonic() < self._valid_until():
+        if self._session.may_acquire(self._monotonic.monotonic()):
             jobs += [functools.partial(self._acquire, lease, shard) for shard in plan.acquire]
         await _bounded(jobs)
         if plan.acquire or plan.release:
@@ -547,19 +569,10 @@ class EtcdCoordinator:
                 extra={
                     "action": "own",
                     "node": self.node,
-                    "shards": len(self._held),
+                    "shards": len(self._session.held),
                     "released": len(plan.release),
                 },
             )
-
-    def _settle(self, plan: Plan) -> None:
-        """The local half of a plan, done first: stop claiming before anything is deleted."""
-        before = dict(self._held)
-        for shard in (*plan.release, *plan.drop):
-            self._held.pop(shard, None)
-        self._held.update(plan.adopt)
-        if self._held != before:
-            self._notify()
 
     async def _campaign(self, lease: int) -> None:
         key = self._key("leader")
@@ -589,9 +602,8 @@ class EtcdCoordinator:
     async def _acquire(self, lease: int, shard: int) -> None:
         key = self._shard_key(shard)
         result = await self._client.txn([cmp_create(key, 0)], [op_put(key, self.node.encode(), lease)])
-        if result.succeeded and lease == self._lease:
-            self._held[shard] = result.revision  # the create revision: this ownership's epoch
-            self._notify()
+        if result.succeeded:  # its create revision is this ownership's epoch
+            self._step(Acquired(lease, shard, result.revision))
 
     async def _release(self, shard: int, epoch: int) -> None:
         key = self._shard_key(shard)
@@ -599,24 +611,35 @@ class EtcdCoordinator:
 
     # -- helpers
 
-    def _notify(self) -> None:
-        self._changed.set()
-
     def _spawn(self, name: str, work: Awaitable[None]) -> None:
         async def run() -> None:
             try:
                 await work
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("coordinator task failed", extra={"node": self.node, "task": name})
-                raise
+            except Exception as error:
+                log.exception(
+                    "coordinator task failed: the coordinator stops",
+                    extra={"action": "fail", "node": self.node, "task": name},
+                )
+                self._failed(error)
 
         self._tasks[name] = asyncio.create_task(run(), name=f"etcd-coordinator-{self.node}-{name}")
 
+    def _failed(self, error: BaseException) -> None:
+        """Stop claiming and renewing; the port's calls raise from now on."""
+        self._failure = error
+        for task in self._tasks.values():
+            if task is not asyncio.current_task():
+                task.cancel()
+        self._cancel_timers()
+        self._step(Stopped())
+
     async def _last_heartbeat(self, kv: KeyValue) -> datetime | None:
-        if kv.lease == self._lease and self._lease:
-            return self._clock.now() - timedelta(seconds=time.monotonic() - self._renewed_at)
+        session = self._session
+        if kv.lease == session.lease and session.lease:
+            elapsed = self._monotonic.monotonic() - session.renewed_at
+            return self._clock.now() - timedelta(seconds=elapsed)
         if not kv.lease:
             return None
         try:
@@ -636,7 +659,7 @@ async def _wait(event: asyncio.Event, timeout_s: float) -> None:
     """Until ``event`` is set or ``timeout_s`` passed. (Not ``asyncio.wait_for``: on Python 3.11
     it can swallow a cancellation that arrives as the event fires, and ``stop()`` would hang.)"""
     with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(max(0.0, timeout_s)):
             await event.wait()
 
 
@@ -653,13 +676,3 @@ async def _bounded(jobs: Sequence[Callable[[], Awaitable[None]]]) -> None:
     for result in results:
         if isinstance(result, BaseException):
             raise result
-
-
-def _member_record(raw: bytes) -> tuple[tuple[str, ...], datetime | None]:
-    try:
-        data = json.loads(raw)
-        roles = tuple(str(role) for role in data.get("roles", []))
-        since = datetime.fromisoformat(data["since"]) if data.get("since") else None
-    except (ValueError, TypeError, AttributeError):
-        return (), None
-    return roles, since

@@ -1,173 +1,77 @@
-"""A thin asyncio client for etcd's v3 JSON gateway: exactly the calls the coordinator makes.
+"""A thin asyncio client for etcd's v3 JSON gateway: the :class:`~.etcd_api.EtcdApi` of the
+coordinator.
 
 etcd (3.4 and later) serves its gRPC API as JSON over HTTP under ``/v3/``: every call is a POST of
 a JSON body, keys and values are base64, 64-bit integers travel as strings and fields at their
 default value (0, false, PUT) are left out. Streaming calls (watch) answer with one JSON object
-per line for as long as the connection stays open. See :mod:`cronwheel.coordinator.etcd` for why
-cronwheel speaks this rather than gRPC.
+per line for as long as the connection stays open. An error answer is
+``{"error": ..., "code": N, "message": ...}`` with N a gRPC status code, which is all the client
+looks at to classify it (:func:`~.etcd_api.error_for`). See :mod:`cronwheel.coordinator.etcd`
+for why cronwheel speaks this rather than gRPC.
 
 All requests go through one :class:`aiohttp.ClientSession`. A request that cannot reach etcd (or
-that etcd answers with "unavailable") raises :class:`EtcdUnavailableError` and moves on to the
-next endpoint for the following request; callers retry with backoff. Nothing is retried here:
-a transaction whose answer was lost may or may not have been applied, and only the caller can
-find out which (by reading the state back).
+that etcd answers with a transient code) raises :class:`EtcdUnavailableError` and moves on to the
+next endpoint for the following request; callers retry with backoff. Nothing is retried here
+except once after a new token (below): a transaction whose answer was lost may or may not have
+been applied, and only the caller can find out which (by reading the state back).
+
+**https** endpoints are verified with the configured CA file (default: the system's trust store)
+and present the configured client certificate, if any. A certificate that does not verify is
+:class:`EtcdAuthError` (permanent: retrying cannot make it verify).
+
+**Credentials.** With a user configured, the client authenticates (``/v3/auth/authenticate``)
+before its first call and sends the token in the ``Authorization`` header. When etcd no longer
+accepts the token (UNAUTHENTICATED: a simple token unused for five minutes, or dropped when the
+user's password changed; or INVALID_ARGUMENT, which is how etcd says "revision of auth store is
+old" after a change of users or roles) the client authenticates again, once, and repeats the
+call: a refused call was not applied, so repeating it is safe. Neither the password nor the token
+is ever put in an error or a log line.
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import contextlib
 import json
-import logging
+import ssl
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
 
 import aiohttp
 
-from cronwheel.errors import BackendUnavailableError, PermanentError
+from cronwheel.coordinator.etcd_api import (
+    Code,
+    EtcdAuthError,
+    EtcdConfig,
+    EtcdRequestError,
+    EtcdUnavailableError,
+    Event,
+    Json,
+    KeyValue,
+    LeaseNotFoundError,
+    TxnResult,
+    WatchBatch,
+    b64,
+    error_for,
+    op_put,
+    prefix_end,
+)
+from cronwheel.errors import InvalidInputError
 
-log = logging.getLogger("cronwheel.coordinator.etcd")
-
-Json = dict[str, Any]
-
-# gRPC status codes that mean "try again later" (UNKNOWN covers "leader changed" and friends).
-_TRANSIENT_CODES = frozenset({1, 2, 4, 8, 10, 13, 14})
-
-
-class EtcdUnavailableError(BackendUnavailableError):
-    """etcd could not be reached, timed out or is without a leader right now."""
-
-
-class EtcdRequestError(PermanentError):
-    """etcd refused the request (a bug in the request, or a state the caller must handle)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"etcd refused the request: {message} (code {code})")
-        self.code = code
-        self.etcd_message = message
-
-
-class LeaseNotFoundError(EtcdRequestError):
-    """The lease named in the request does not exist (it expired or was revoked)."""
-
-
-def _b64(text: str | bytes) -> str:
-    raw = text.encode() if isinstance(text, str) else text
-    return base64.b64encode(raw).decode("ascii")
-
-
-def _unb64(text: str | None) -> bytes:
-    return base64.b64decode(text) if text else b""
-
-
-def prefix_end(prefix: str) -> bytes:
-    """The ``range_end`` that makes a range cover every key starting with ``prefix``."""
-    raw = prefix.encode()
-    for index in range(len(raw) - 1, -1, -1):
-        if raw[index] < 0xFF:
-            return raw[:index] + bytes([raw[index] + 1])
-    return b"\0"  # every key
-
-
-@dataclass(frozen=True, slots=True)
-class KeyValue:
-    key: str
-    value: bytes
-    create_revision: int
-    mod_revision: int
-    lease: int
-
-    @classmethod
-    def from_json(cls, data: Json) -> KeyValue:
-        return cls(
-            key=_unb64(data.get("key")).decode(),
-            value=_unb64(data.get("value")),
-            create_revision=int(data.get("create_revision", 0)),
-            mod_revision=int(data.get("mod_revision", 0)),
-            lease=int(data.get("lease", 0)),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    type: Literal["PUT", "DELETE"]
-    kv: KeyValue
-
-
-@dataclass(frozen=True, slots=True)
-class WatchBatch:
-    """One message of a watch stream."""
-
-    revision: int  # the header revision
-    events: tuple[Event, ...]
-    created: bool = False
-    canceled: bool = False
-    compact_revision: int = 0  # set when the start revision was compacted away
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class TxnResult:
-    succeeded: bool
-    revision: int  # the store revision after the transaction (the new one when it wrote)
-    responses: tuple[Json, ...]
-
-    def ranged(self) -> list[KeyValue]:
-        """The key-values returned by the range operations of the branch that ran."""
-        found: list[KeyValue] = []
-        for response in self.responses:
-            for kv in response.get("response_range", {}).get("kvs", []):
-                found.append(KeyValue.from_json(kv))
-        return found
-
-
-# -- transaction building blocks ---------------------------------------------------------------
-
-
-def cmp_create(key: str, revision: int) -> Json:
-    """True when ``key`` was created at ``revision`` (0: the key does not exist)."""
-    return {"target": "CREATE", "result": "EQUAL", "key": _b64(key), "create_revision": str(revision)}
-
-
-def cmp_mod(key: str, revision: int) -> Json:
-    """True when ``key`` was last written at ``revision`` (0: the key does not exist)."""
-    return {"target": "MOD", "result": "EQUAL", "key": _b64(key), "mod_revision": str(revision)}
-
-
-def cmp_lease(key: str, lease: int) -> Json:
-    """True when ``key`` is attached to ``lease`` (0: no lease, or no key)."""
-    return {"target": "LEASE", "result": "EQUAL", "key": _b64(key), "lease": str(lease)}
-
-
-def op_put(key: str, value: bytes, lease: int = 0) -> Json:
-    body: Json = {"key": _b64(key), "value": _b64(value)}
-    if lease:
-        body["lease"] = str(lease)
-    return {"request_put": body}
-
-
-def op_delete(key: str) -> Json:
-    return {"request_delete_range": {"key": _b64(key)}}
-
-
-def op_get(key: str) -> Json:
-    return {"request_range": {"key": _b64(key)}}
-
-
-# -- the client ---------------------------------------------------------------------------------
+_REAUTHENTICATE = frozenset({Code.UNAUTHENTICATED, Code.INVALID_ARGUMENT})
 
 
 class EtcdClient:
     """etcd's KV, lease and watch calls over the JSON gateway, on one shared HTTP session."""
 
-    def __init__(self, endpoints: Sequence[str], *, request_timeout_s: float = 2.0) -> None:
-        if not endpoints:
-            raise ValueError("etcd needs at least one endpoint")
-        self.endpoints = [endpoint.rstrip("/") for endpoint in endpoints]
+    def __init__(self, config: EtcdConfig, *, request_timeout_s: float = 2.0) -> None:
+        self.config = config
+        self.endpoints = [endpoint.rstrip("/") for endpoint in config.endpoints]
         self.request_timeout_s = request_timeout_s
         self._current = 0
+        self._tls = _tls_context(config)
         self._session: aiohttp.ClientSession | None = None
+        self._token: str | None = None
+        self._authenticating = asyncio.Lock()
 
     @property
     def endpoint(self) -> str:
@@ -179,7 +83,7 @@ class EtcdClient:
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=64, enable_cleanup_closed=True),
+                connector=aiohttp.TCPConnector(limit=64, enable_cleanup_closed=True, ssl=self._tls),
                 json_serialize=json.dumps,
             )
         return self._session
@@ -189,14 +93,37 @@ class EtcdClient:
             await self._session.close()
             self._session = None
 
+    # -- requests
+
     async def call(self, path: str, body: Json, *, timeout_s: float | None = None) -> Json:
-        """POST ``body`` to ``/v3/{path}`` and return the decoded answer."""
+        """POST ``body`` to ``/v3/{path}`` (authenticated, when a user is configured) and return
+        the decoded answer."""
+        token = await self._current_token()
+        try:
+            return await self._post(path, body, token, timeout_s)
+        except EtcdRequestError as error:
+            if token is None or error.code not in _REAUTHENTICATE:
+                raise
+        token = await self._authenticate(stale=token)
+        try:
+            return await self._post(path, body, token, timeout_s)
+        except EtcdRequestError as error:
+            if error.code == Code.UNAUTHENTICATED:  # the new token went too: etcd is in flux
+                raise EtcdUnavailableError(f"etcd at {self.endpoint} refused a fresh token") from error
+            raise
+
+    async def _post(self, path: str, body: Json, token: str | None, timeout_s: float | None) -> Json:
         endpoint = self.endpoint
         timeout = aiohttp.ClientTimeout(total=timeout_s or self.request_timeout_s)
+        headers = {"Authorization": token} if token else None
         try:
-            async with self._http().post(f"{endpoint}/v3/{path}", json=body, timeout=timeout) as response:
+            async with self._http().post(
+                f"{endpoint}/v3/{path}", json=body, timeout=timeout, headers=headers
+            ) as response:
                 text = await response.text()
                 status = response.status
+        except aiohttp.ClientConnectorCertificateError as error:
+            raise _untrusted(endpoint, error) from error
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
             self._rotate()
             raise EtcdUnavailableError(f"etcd at {endpoint} unreachable: {error!r}") from error
@@ -210,23 +137,47 @@ class EtcdClient:
         raise self._error(endpoint, status, data)
 
     def _error(self, endpoint: str, status: int, data: Json) -> Exception:
-        code = int(data.get("code", 0))
+        code = int(data.get("code", 0)) or (Code.UNAVAILABLE if status >= 500 else 0)
         message = str(data.get("message") or data.get("error") or f"HTTP {status}")
-        if "lease not found" in message:
-            return LeaseNotFoundError(code, message)
-        if code in _TRANSIENT_CODES or status >= 500:
+        error = error_for(code, message)
+        if isinstance(error, EtcdUnavailableError):
             self._rotate()
             return EtcdUnavailableError(f"etcd at {endpoint}: {message} (code {code})")
-        return EtcdRequestError(code, message)
+        return error
+
+    # -- credentials
+
+    async def _current_token(self) -> str | None:
+        if self.config.user is None:
+            return None
+        return self._token or await self._authenticate(stale=None)
+
+    async def _authenticate(self, stale: str | None) -> str:
+        """A token for the configured user: the current one if another call already replaced
+        ``stale``, else a new one (one authentication at a time, however many calls failed)."""
+        async with self._authenticating:
+            if self._token is not None and self._token != stale:
+                return self._token
+            self._token = None
+            body = {"name": self.config.user, "password": self.config.password}
+            try:
+                data = await self._post("auth/authenticate", body, None, None)
+            except EtcdRequestError as error:
+                user = self.config.user
+                message = f"etcd refused the credentials of user {user!r}: {error.etcd_message}"
+                raise EtcdAuthError(error.code, message) from None
+            token = str(data.get("token", ""))
+            if not token:
+                raise EtcdAuthError(0, "etcd answered the authentication without a token")
+            self._token = token
+            return token
 
     # -- KV
 
     async def range(self, key: str, range_end: bytes | None = None) -> tuple[int, list[KeyValue]]:
-        """The keys in ``[key, range_end)`` (just ``key`` without ``range_end``), and the revision
-        they were read at."""
-        body: Json = {"key": _b64(key)}
+        body: Json = {"key": b64(key)}
         if range_end is not None:
-            body["range_end"] = _b64(range_end)
+            body["range_end"] = b64(range_end)
         data = await self.call("kv/range", body)
         kvs = [KeyValue.from_json(item) for item in data.get("kvs", [])]
         return int(data["header"]["revision"]), kvs
@@ -239,9 +190,10 @@ class EtcdClient:
         return int(data["header"]["revision"])
 
     async def txn(
-        self, compare: list[Json], success: list[Json], failure: list[Json] | None = None
+        self, compare: Sequence[Json], success: Sequence[Json], failure: Sequence[Json] = ()
     ) -> TxnResult:
-        data = await self.call("kv/txn", {"compare": compare, "success": success, "failure": failure or []})
+        body = {"compare": list(compare), "success": list(success), "failure": list(failure)}
+        data = await self.call("kv/txn", body)
         return TxnResult(
             succeeded=bool(data.get("succeeded", False)),
             revision=int(data["header"]["revision"]),
@@ -254,43 +206,42 @@ class EtcdClient:
     # -- leases
 
     async def grant(self, ttl_s: int) -> tuple[int, int]:
-        """A new lease: ``(id, granted TTL)``; etcd may grant more than asked (its minimum TTL)."""
         data = await self.call("lease/grant", {"TTL": str(ttl_s)})
         return int(data["ID"]), int(data.get("TTL", ttl_s))
 
     async def keepalive(self, lease: int) -> int:
-        """Renew ``lease``; its TTL, 0 when the lease no longer exists."""
         data = await self.call("lease/keepalive", {"ID": str(lease)})
         return int(data.get("result", {}).get("TTL", 0))
 
     async def time_to_live(self, lease: int) -> tuple[int, int]:
-        """``(remaining TTL, granted TTL)`` of ``lease`` in whole seconds; remaining is -1 when
-        the lease no longer exists."""
         data = await self.call("lease/timetolive", {"ID": str(lease)})
         return int(data.get("TTL", -1)), int(data.get("grantedTTL", 0))
 
     async def revoke(self, lease: int) -> None:
-        """Revoke ``lease`` (deleting every key attached to it); a lease already gone is fine."""
         with contextlib.suppress(LeaseNotFoundError):
             await self.call("lease/revoke", {"ID": str(lease)})
 
     # -- watch
 
     async def watch(self, key: str, range_end: bytes, start_revision: int) -> AsyncGenerator[WatchBatch]:
-        """The changes to ``[key, range_end)`` from ``start_revision`` on, batch by batch, until the
-        stream breaks (:class:`EtcdUnavailableError`) or etcd cancels it (a batch with
-        ``canceled``). Events of one revision always arrive in one batch."""
+        """See :meth:`~.etcd_api.EtcdApi.watch`. A watch etcd refuses (a token it no longer
+        accepts, a missing permission) comes back cancelled; the caller's next read then meets
+        the same refusal as an error and, for a token, authenticates again."""
         endpoint = self.endpoint
         body = {
             "create_request": {
-                "key": _b64(key),
-                "range_end": _b64(range_end),
+                "key": b64(key),
+                "range_end": b64(range_end),
                 "start_revision": str(start_revision),
             }
         }
+        token = await self._current_token()
+        headers = {"Authorization": token} if token else None
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.request_timeout_s, sock_read=None)
         try:
-            async with self._http().post(f"{endpoint}/v3/watch", json=body, timeout=timeout) as response:
+            async with self._http().post(
+                f"{endpoint}/v3/watch", json=body, timeout=timeout, headers=headers
+            ) as response:
                 if response.status != 200:
                     data = json.loads(await response.text() or "{}")
                     raise self._error(endpoint, response.status, data)
@@ -301,6 +252,8 @@ class EtcdClient:
                     for line in lines:
                         if line.strip():
                             yield _watch_batch(json.loads(line))
+        except aiohttp.ClientConnectorCertificateError as error:
+            raise _untrusted(endpoint, error) from error
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
             self._rotate()
             raise EtcdUnavailableError(f"etcd watch at {endpoint} broke: {error!r}") from error
@@ -308,10 +261,29 @@ class EtcdClient:
         raise EtcdUnavailableError(f"etcd watch at {endpoint} ended")
 
 
+def _tls_context(config: EtcdConfig) -> ssl.SSLContext | bool:
+    """The TLS context of https endpoints (``True``: aiohttp's default, for http ones, unused).
+    Files that cannot be read are refused here, at start, rather than retried as an outage."""
+    if not config.tls:
+        return True
+    try:
+        context = ssl.create_default_context(cafile=config.ca_file)
+        if config.cert_file:
+            context.load_cert_chain(config.cert_file, config.key_file)
+    except (OSError, ssl.SSLError) as error:
+        raise InvalidInputError(f"etcd TLS files cannot be used: {error}") from error
+    return context
+
+
+def _untrusted(endpoint: str, error: aiohttp.ClientConnectorCertificateError) -> EtcdAuthError:
+    return EtcdAuthError(0, f"the certificate of etcd at {endpoint} does not verify: {error}")
+
+
 def _watch_batch(message: Json) -> WatchBatch:
     if "error" in message:
         error = message["error"]
-        raise EtcdUnavailableError(f"etcd watch error: {error.get('message', error)}")
+        detail = error.get("message", error) if isinstance(error, dict) else error
+        raise EtcdUnavailableError(f"etcd watch error: {detail}")
     result: Json = message.get("result", {})
     events = tuple(
         Event("DELETE" if item.get("type") == "DELETE" else "PUT", KeyValue.from_json(item.get("kv", {})))

@@ -20,7 +20,7 @@ class Member:
 class ShardLease:
     shard: int
     epoch: int  # fencing token: strictly greater every time the shard changes hands
-    valid_until: float  # monotonic deadline (time.monotonic()) after which this node must not fire it
+    valid_until: float  # monotonic deadline (the clock's monotonic()) after which this node must not fire it
 
 
 class Coordinator(Protocol):
@@ -41,6 +41,9 @@ class Coordinator(Protocol):
       harmless.
     * ``wait_for_change(timeout_s)`` returns when ownership or membership may have changed (or
       after the timeout), so schedulers reload promptly after a rebalance.
+    * A coordinator that meets an error retrying cannot fix (refused credentials, a bug) stops
+      renewing, and its calls raise a :class:`~cronwheel.errors.PermanentError` from then on, so
+      that the process stops (the supervision rule) rather than run without a coordinator.
     """
 
     node: str
