@@ -152,25 +152,39 @@ async def queue_at(url: str | None, clock: Clock, visibility_timeout_s: float) -
 
 
 async def open_coordinator(
-    url: str | None, node: str, roles: tuple[str, ...], clock: Clock, ttl_s: float
+    url: str | None,
+    node: str,
+    roles: tuple[str, ...],
+    clock: Clock,
+    ttl_s: float,
+    metrics_url: str | None = None,
 ) -> Coordinator:
-    """Join the coordinator at ``url`` (None: this process alone), waiting for it while it is down;
-    the caller stops it. A start that fails cleans up after itself."""
+    """Join the coordinator at ``url`` (None: this process alone) as ``node`` with ``roles``,
+    saying where its metrics are, waiting for it while it is down; the caller stops it. A start
+    that fails cleans up after itself."""
     if not url:
-        coordinator: Coordinator = LocalCoordinator(node, roles, clock)
+        coordinator: Coordinator = LocalCoordinator(node, roles, clock, metrics_url=metrics_url)
     else:
         from cronwheel.coordinator.etcd import EtcdCoordinator  # noqa: PLC0415 - cluster only
 
-        coordinator = EtcdCoordinator.connect(etcd_config(url), node, roles, clock, ttl_s=ttl_s)
+        config = etcd_config(url)
+        coordinator = EtcdCoordinator.connect(
+            config, node, roles, clock, ttl_s=ttl_s, metrics_url=metrics_url
+        )
     await retry("coordinator", coordinator.start, CONNECT)
     return coordinator
 
 
 @asynccontextmanager
 async def coordinator_at(
-    url: str | None, node: str, roles: tuple[str, ...], clock: Clock, ttl_s: float
+    url: str | None,
+    node: str,
+    roles: tuple[str, ...],
+    clock: Clock,
+    ttl_s: float,
+    metrics_url: str | None = None,
 ) -> AsyncIterator[Coordinator]:
-    coordinator = await open_coordinator(url, node, roles, clock, ttl_s)
+    coordinator = await open_coordinator(url, node, roles, clock, ttl_s, metrics_url)
     try:
         yield coordinator
     finally:

@@ -3,11 +3,8 @@ where each node serves its metrics.
 
 Served at ``GET /v1/cluster`` and printed by ``cronwheel cluster status``.
 
-Where a node's metrics are is part of its member record, which every coordinator keeps: a node
-registers its roles followed by ``metrics=<url>`` (:func:`advertised_roles`), and
-:func:`read_roles` takes the two apart again. Carried in the roles list, the address needs no
-field of its own in any coordinator backend, and one that ignores it (an older node) is shown
-without an address.
+Where a node's metrics are is part of its coordinator member record (``Member.metrics_url``),
+which every coordinator backend keeps beside the node's roles.
 """
 
 from __future__ import annotations
@@ -20,20 +17,6 @@ from cronwheel.coordinator.port import Member
 from cronwheel.model import RunState
 from cronwheel.queue import Queue
 from cronwheel.store.sql import SqlStore
-
-METRICS = "metrics="
-
-
-def advertised_roles(roles: tuple[str, ...], metrics_url: str | None) -> tuple[str, ...]:
-    """What a node registers as its roles: the roles, then where its metrics are."""
-    return roles if metrics_url is None else (*roles, f"{METRICS}{metrics_url}")
-
-
-def read_roles(member: Member) -> tuple[tuple[str, ...], str | None]:
-    """A member's roles and its metrics URL (None: not advertised)."""
-    roles = tuple(role for role in member.roles if not role.startswith(METRICS))
-    urls = [role.removeprefix(METRICS) for role in member.roles if role.startswith(METRICS)]
-    return roles, urls[0] if urls else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +51,10 @@ class ClusterStatus:
 
 
 def _node(member: Member) -> dict[str, Any]:
-    roles, metrics_url = read_roles(member)
     return {
         "node": member.node,
-        "roles": list(roles),
-        "metrics_url": metrics_url,
+        "roles": list(member.roles),
+        "metrics_url": member.metrics_url,
         "since": member.since.isoformat() if member.since else None,
         "last_heartbeat": member.last_heartbeat.isoformat() if member.last_heartbeat else None,
     }

@@ -30,7 +30,7 @@ from cronwheel import metrics_http
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
-from cronwheel.cluster import ClusterStatus, advertised_roles
+from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.queue import Queue
@@ -145,9 +145,10 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
             coordinator_at(
                 settings.coordinator_url,
                 settings.node,
-                advertised_roles(settings.roles, metrics_url),
+                settings.roles,
                 clock,
                 settings.ttl_s,
+                metrics_url,
             )
         )
         backends = _Backends(store, queue, coordinator, clock, listening)

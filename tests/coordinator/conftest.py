@@ -274,6 +274,7 @@ class NodeFactory(Protocol):
         shards: int = ...,
         clock: Clock | None = ...,
         hold_s: float | None = ...,
+        metrics_url: str | None = ...,
     ) -> Awaitable[EtcdCoordinator]: ...
 
 
@@ -292,6 +293,7 @@ async def start_node(etcd: EtcdServer, prefix: str) -> AsyncIterator[NodeFactory
         shards: int = 256,
         clock: Clock | None = None,
         hold_s: float | None = None,
+        metrics_url: str | None = None,
     ) -> EtcdCoordinator:
         servers = [server or etcd] if server is None or isinstance(server, EtcdServer) else server
         coordinator = EtcdCoordinator.connect(
@@ -303,6 +305,7 @@ async def start_node(etcd: EtcdServer, prefix: str) -> AsyncIterator[NodeFactory
             shards=shards,
             prefix=prefix,
             hold_s=hold_s,
+            metrics_url=metrics_url,
         )
         await coordinator.start()
         started.append(coordinator)

@@ -21,6 +21,10 @@ SHARDS = 32
 Start = Callable[[str, tuple[str, ...]], Awaitable[Coordinator]]
 
 
+def metrics_url_of(node: str) -> str:
+    return f"http://127.0.0.1:9464/metrics/{node}"
+
+
 @pytest.fixture(params=["local", "etcd"])
 def start(request: pytest.FixtureRequest) -> Start:
     """Starts coordinators on one backend; they are stopped at the end of the test (the local one
@@ -29,12 +33,14 @@ def start(request: pytest.FixtureRequest) -> Start:
         start_node: NodeFactory = request.getfixturevalue("start_node")
 
         async def start_etcd(node: str, roles: tuple[str, ...]) -> Coordinator:
-            return await start_node(node, roles, shards=SHARDS)
+            return await start_node(node, roles, shards=SHARDS, metrics_url=metrics_url_of(node))
 
         return start_etcd
 
     async def start_local(node: str, roles: tuple[str, ...]) -> Coordinator:
-        coordinator = LocalCoordinator(node, roles, SystemClock(), shards=SHARDS)
+        coordinator = LocalCoordinator(
+            node, roles, SystemClock(), shards=SHARDS, metrics_url=metrics_url_of(node)
+        )
         await coordinator.start()
         return coordinator
 
@@ -44,7 +50,9 @@ def start(request: pytest.FixtureRequest) -> Start:
 async def test_a_started_node_is_a_member_with_its_roles(start: Start) -> None:
     coordinator = await start("n1", ("scheduler", "api"))
     members = await coordinator.members()
-    assert [(m.node, m.roles) for m in members] == [("n1", ("scheduler", "api"))]
+    assert [(m.node, m.roles, m.metrics_url) for m in members] == [
+        ("n1", ("scheduler", "api"), metrics_url_of("n1"))
+    ]
     assert members[0].since is not None
     assert members[0].last_heartbeat is not None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from cronwheel.coordinator.etcd_api import Event, KeyValue
-from cronwheel.coordinator.mirror import Mirror, encode_member, member_record
+from cronwheel.coordinator.mirror import MemberRecord, Mirror, encode_member, member_record
 from cronwheel.coordinator.plan import ShardKey, encode_assignment
 
 ROOT = "/cw/"
@@ -69,6 +69,10 @@ def test_schedulers_are_the_other_scheduler_members_with_their_create_revision()
 
 
 def test_member_records_round_trip_and_garbage_reads_as_nothing() -> None:
-    assert member_record(encode_member(("scheduler", "api"), SINCE)) == (("scheduler", "api"), SINCE)
-    assert member_record(b"[1, 2]") == ((), None)
-    assert member_record(b"\xff") == ((), None)
+    assert member_record(encode_member(("scheduler", "api"), SINCE)) == MemberRecord(
+        ("scheduler", "api"), SINCE
+    )
+    url = "http://10.0.0.7:9464/metrics"
+    assert member_record(encode_member(("worker",), SINCE, url)) == MemberRecord(("worker",), SINCE, url)
+    assert member_record(b"[1, 2]") == MemberRecord()
+    assert member_record(b"\xff") == MemberRecord()

@@ -156,6 +156,7 @@ class EtcdCoordinator:
         prefix: str = "/cronwheel",
         safety_margin_s: float | None = None,
         hold_s: float | None = None,
+        metrics_url: str | None = None,
     ) -> None:
         if ttl_s < 1:
             raise InvalidInputError("etcd leases last whole seconds: the coordinator TTL must be >= 1 s")
@@ -166,6 +167,7 @@ class EtcdCoordinator:
             raise InvalidInputError(f"node name {node!r} must be non-empty and without '/'")
         self.node = node
         self.roles = roles
+        self.metrics_url = metrics_url  # stored in the member key, for `cluster status`
         self._clock = clock
         self._monotonic = monotonic_of(clock)
         self._client = client
@@ -199,6 +201,7 @@ class EtcdCoordinator:
         prefix: str = "/cronwheel",
         safety_margin_s: float | None = None,
         hold_s: float | None = None,
+        metrics_url: str | None = None,
     ) -> EtcdCoordinator:
         """A coordinator on its own :class:`~cronwheel.coordinator.etcd_client.EtcdClient` for
         ``config``, whose requests time out well within the TTL."""
@@ -215,6 +218,7 @@ class EtcdCoordinator:
             prefix=prefix,
             safety_margin_s=safety_margin_s,
             hold_s=hold_s,
+            metrics_url=metrics_url,
         )
 
     @property
@@ -298,8 +302,9 @@ class EtcdCoordinator:
         records = [(kv, member_record(kv.value)) for kv in kvs]
         beats = await asyncio.gather(*(self._last_heartbeat(kv) for kv, _ in records))
         found = []
-        for (kv, (roles, since)), beat in zip(records, beats, strict=True):
-            found.append(Member(kv.key.rsplit("/", 1)[-1], roles, since, beat))
+        for (kv, record), beat in zip(records, beats, strict=True):
+            node = kv.key.rsplit("/", 1)[-1]
+            found.append(Member(node, record.roles, record.since, beat, record.metrics_url))
         return sorted(found, key=lambda member: member.node)
 
     async def leader(self) -> str | None:
@@ -447,7 +452,7 @@ class EtcdCoordinator:
                 "etcd raised the lease TTL to its minimum",
                 extra={"action": "join", "node": self.node, "ttl_s": granted},
             )
-        value = encode_member(self.roles, self._since or self._clock.now())
+        value = encode_member(self.roles, self._since or self._clock.now(), self.metrics_url)
         try:
             await self._client.put(self._key("members", self.node), value, lease)
         except LeaseNotFoundError:  # it expired between the two calls (a long pause): again

@@ -13,9 +13,18 @@ from cronwheel.model import SHARDS
 
 
 class LocalCoordinator:
-    def __init__(self, node: str, roles: tuple[str, ...], clock: Clock, shards: int = SHARDS) -> None:
+    def __init__(
+        self,
+        node: str,
+        roles: tuple[str, ...],
+        clock: Clock,
+        shards: int = SHARDS,
+        *,
+        metrics_url: str | None = None,
+    ) -> None:
         self.node = node
         self.roles = roles
+        self.metrics_url = metrics_url
         self._clock = clock
         self._since: datetime | None = None
         self._leases = {shard: ShardLease(shard, 1, float("inf")) for shard in range(shards)}
@@ -31,7 +40,7 @@ class LocalCoordinator:
 
     async def members(self) -> list[Member]:
         now = self._clock.now()
-        return [Member(self.node, self.roles, self._since, now)]
+        return [Member(self.node, self.roles, self._since, now, self.metrics_url)]
 
     async def leader(self) -> str | None:
         return self.node

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from cronwheel.coordinator.etcd_api import Event, KeyValue
@@ -49,7 +50,7 @@ class Mirror:
         for key, kv in self.kvs.items():
             name = key[len(self.root) :]
             if name.startswith("members/"):
-                members[name.removeprefix("members/")] = member_record(kv.value)[0]
+                members[name.removeprefix("members/")] = member_record(kv.value).roles
             elif name == "leader":
                 leader, leader_lease = kv.value.decode(errors="replace"), kv.lease
             elif name == "assignment":
@@ -66,20 +67,33 @@ class Mirror:
         return {
             key[len(root) :]: kv.create_revision
             for key, kv in self.kvs.items()
-            if key.startswith(root) and key[len(root) :] != but and SCHEDULER in member_record(kv.value)[0]
+            if key.startswith(root) and key[len(root) :] != but and SCHEDULER in member_record(kv.value).roles
         }
 
 
-def member_record(raw: bytes) -> tuple[tuple[str, ...], datetime | None]:
-    """The roles and join time stored in a member key (nothing, if it cannot be read)."""
+@dataclass(frozen=True, slots=True)
+class MemberRecord:
+    """What a node stores in its member key."""
+
+    roles: tuple[str, ...] = ()
+    since: datetime | None = None
+    metrics_url: str | None = None
+
+
+def member_record(raw: bytes) -> MemberRecord:
+    """The record stored in a member key (an empty one, if it cannot be read)."""
     try:
         data = json.loads(raw)
         roles = tuple(str(role) for role in data.get("roles", []))
         since = datetime.fromisoformat(data["since"]) if data.get("since") else None
+        url = data.get("metrics_url")
     except (ValueError, TypeError, AttributeError):
-        return (), None
-    return roles, since
+        return MemberRecord()
+    return MemberRecord(roles, since, url if isinstance(url, str) else None)
 
 
-def encode_member(roles: Sequence[str], since: datetime) -> bytes:
-    return json.dumps({"roles": list(roles), "since": since.isoformat()}).encode()
+def encode_member(roles: Sequence[str], since: datetime, metrics_url: str | None = None) -> bytes:
+    record: dict[str, object] = {"roles": list(roles), "since": since.isoformat()}
+    if metrics_url is not None:
+        record["metrics_url"] = metrics_url
+    return json.dumps(record).encode()

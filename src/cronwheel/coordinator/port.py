@@ -14,6 +14,7 @@ class Member:
     roles: tuple[str, ...]  # "api", "scheduler", "worker"
     since: datetime | None = None
     last_heartbeat: datetime | None = None
+    metrics_url: str | None = None  # where the node serves /metrics (None: it did not say)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +27,9 @@ class ShardLease:
 class Coordinator(Protocol):
     """Contract (``tests/coordinator/test_contract.py``, on every backend):
 
-    * ``start`` registers this node (``node``, ``roles``) with a lease of ``ttl_s``; it stays a
-      member while it heartbeats, and disappears within the TTL after it stops (crash, pause,
-      partition). ``members()`` lists live members.
+    * ``start`` registers this node (``node``, ``roles`` and, when given, ``metrics_url``) with a
+      lease of ``ttl_s``; it stays a member while it heartbeats, and disappears within the TTL
+      after it stops (crash, pause, partition). ``members()`` lists live members as registered.
     * At most one member is the leader at a time (``leader()``); when it disappears another
       scheduler member takes over within the TTL.
     * The leader assigns the fixed set of shards (``cronwheel.model.SHARDS``) to live scheduler
