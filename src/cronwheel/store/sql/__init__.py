@@ -92,15 +92,15 @@ class SqlStore:
     Choices the Protocol leaves open:
 
     * ``clock`` only fills ``created_at``/``updated_at`` that a caller left ``None``.
-    * ``update_job`` rewrites every field but id, ``created_at`` and ``deleted_at`` (the cursor
-      ``next_run_at`` only with ``move_cursor``); ``delete_job`` also bumps ``version``, so
-      in-flight firings of the job turn stale.
+    * ``update_job`` and ``resume_job`` rewrite every field but id, ``created_at`` and
+      ``deleted_at`` (the cursor ``next_run_at`` only with ``move_cursor``); ``delete_job`` also
+      bumps ``version``, so in-flight firings of the job turn stale.
     * Worker-side transitions (``claim_run``, ``heartbeat``, ``finish_attempt``, ``fail_run``)
       return None for a missing run as for one in the wrong state; reads raise NotFoundError
       (``list_attempts``/``list_events`` too, for a missing run).
-    * ``request_cancel`` only flags unfinished runs (``cancel_requested``); it is not a state
-      change, so it adds no ``RunEvent``.
-    * On PostgreSQL, ``create_job``, ``update_job``, ``delete_job`` and
+    * ``request_cancel`` (and ``delete_job(..., cancel_active=True)``) only flags unfinished runs
+      (``cancel_requested``); it is not a state change, so it adds no ``RunEvent``.
+    * On PostgreSQL, ``create_job``, ``update_job``, ``resume_job``, ``delete_job`` and
       ``record_skipped`` (when it inserted runs) notify channel ``cronwheel_jobs`` with each job
       id, in the writing transaction; ``fire`` does not (the cursor moves only under its owner,
       which knows).
@@ -144,11 +144,22 @@ class SqlStore:
     async def update_job(self, job: Job, expected_version: int | None, *, move_cursor: bool = False) -> Job:
         return await jobs.edit(self._tx, job, expected_version, move_cursor, self._clock.now())
 
+    async def resume_job(
+        self,
+        job: Job,
+        expected_version: int | None,
+        skipped: Sequence[Run],
+        now: datetime,
+        *,
+        move_cursor: bool,
+    ) -> tuple[Job, list[Run]]:
+        return await jobs.resume(self._tx, job, expected_version, skipped, move_cursor, now)
+
     async def record_skipped(self, runs: Sequence[Run], now: datetime) -> list[Run]:
         return await jobs.record_skipped(self._tx, runs, now)
 
-    async def delete_job(self, job_id: str, now: datetime) -> Job:
-        return await jobs.mark_deleted(self._tx, job_id, now)
+    async def delete_job(self, job_id: str, now: datetime, *, cancel_active: bool = False) -> Job:
+        return await jobs.mark_deleted(self._tx, job_id, now, cancel_active)
 
     # -- scheduling ------------------------------------------------------------------------------
 

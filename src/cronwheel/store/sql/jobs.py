@@ -1,7 +1,10 @@
 """Jobs: their definitions, labels and lifecycle (create, edit, pause and resume, delete).
 
 Every write of a job is one transaction that also notifies the other processes
-(:func:`~cronwheel.store.sql.tx.notify_changed`).
+(:func:`~cronwheel.store.sql.tx.notify_changed`), and everything a lifecycle change implies is in
+that same transaction: a resume records the slots missed while paused (guarantee 2: no silent
+miss), a delete flags the job's unfinished runs to stop. A crash between those writes would
+otherwise leave a resumed job without its SKIPPED records, or a deleted job's runs running on.
 """
 
 from __future__ import annotations
@@ -13,14 +16,16 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, delete, exists, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from cronwheel.errors import ConflictError, NotFoundError
+from cronwheel import failpoints
+from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
 from cronwheel.model import Job, Run
 from cronwheel.store import codec
 from cronwheel.store.port import JobQuery, Page
 from cronwheel.store.schema import JOB_LIVE, job_labels, jobs, runs
 from cronwheel.store.sql import bulk
+from cronwheel.store.sql.leases import cancel_active
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, notify_changed
-from cronwheel.store.sql.where import check_limit, check_skipped, latest_run_of_job
+from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped, latest_run_of_job
 
 # -- reads -----------------------------------------------------------------------------------------
 
@@ -109,6 +114,29 @@ async def edit(
         return await live_job(connection, job.id)
 
 
+async def resume(
+    tx: Transactions,
+    job: Job,
+    expected_version: int | None,
+    skipped: Sequence[Run],
+    move_cursor: bool,
+    now: datetime,
+) -> tuple[Job, list[Run]]:
+    """Store the resumed ``job`` as :func:`update` does and record the ``skipped`` runs, in one
+    transaction (``Store.resume_job``)."""
+    if job.paused:
+        raise InvalidInputError(f"resume_job stores a job that is not paused ({job.id} is)")
+    check_skipped(skipped, "resume_job")
+    for run in skipped:
+        check_new_run(run, job.id)
+    job = replace(job, updated_at=job.updated_at or now)
+    async with tx.write() as connection:
+        await _write_definition(connection, job, expected_version, move_cursor)
+        recorded = await insert_skipped(connection, skipped, now)
+        await notify_changed(connection, [job.id])
+        return await live_job(connection, job.id), recorded
+
+
 async def record_skipped(tx: Transactions, skipped: Sequence[Run], now: datetime) -> list[Run]:
     check_skipped(skipped, "record_skipped")
     if not skipped:
@@ -119,8 +147,9 @@ async def record_skipped(tx: Transactions, skipped: Sequence[Run], now: datetime
         return inserted
 
 
-async def mark_deleted(tx: Transactions, job_id: str, now: datetime) -> Job:
-    """Mark the job deleted (and bump its version, so in-flight firings of it turn stale)."""
+async def mark_deleted(tx: Transactions, job_id: str, now: datetime, cancel: bool) -> Job:
+    """Mark the job deleted (and bump its version, so in-flight firings of it turn stale); with
+    ``cancel``, flag its unfinished runs to stop in the same transaction."""
     async with tx.write() as connection:
         result = await connection.execute(
             update(jobs)
@@ -130,6 +159,8 @@ async def mark_deleted(tx: Transactions, job_id: str, now: datetime) -> Job:
         )
         row = result.mappings().first()
         if row is not None:
+            if cancel:
+                await cancel_active(connection, job_id)
             await notify_changed(connection, [job_id])
     if row is None:
         raise NotFoundError(f"job {job_id} not found")
@@ -149,6 +180,7 @@ async def live_job(connection: AsyncConnection, job_id: str) -> Job:
 
 async def insert_skipped(connection: AsyncConnection, skipped: Sequence[Run], now: datetime) -> list[Run]:
     """Insert the SKIPPED runs of slots missed while paused that do not exist yet."""
+    failpoints.hit("store.before_skipped_runs")
     return await bulk.insert_runs(connection, skipped, now)
 
 

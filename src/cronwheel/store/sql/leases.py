@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, bindparam, case, insert, or_, select, true, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from cronwheel import failpoints
 from cronwheel.model import Outcome, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.port import AttemptResult, Finish
@@ -197,12 +198,23 @@ def _outcome_detail(result: AttemptResult) -> str:
 async def request_cancel(connection: AsyncConnection, run_ids: Sequence[str]) -> None:
     """Flag the unfinished runs of ``run_ids`` to stop (``cancel_requested``; not a state change,
     so no event): their workers see it at the next heartbeat or cancellation check."""
+    failpoints.hit("store.before_cancel_flags")
     for chunk in chunks(list(run_ids), CHUNK):
         await connection.execute(
             update(runs)
             .where(runs.c.id.in_(chunk), runs.c.state.in_(ACTIVE_VALUES))
             .values(cancel_requested=true())
         )
+
+
+async def cancel_active(connection: AsyncConnection, job_id: str) -> None:
+    """Flag every unfinished run of the job to stop (it was deleted)."""
+    failpoints.hit("store.before_cancel_flags")
+    await connection.execute(
+        update(runs)
+        .where(runs.c.job_id == job_id, runs.c.state.in_(ACTIVE_VALUES))
+        .values(cancel_requested=true())
+    )
 
 
 async def cancel_requested(tx: Transactions, run_ids: Sequence[str]) -> set[str]:
