@@ -758,6 +758,16 @@ async def test_get_jobs_reads_the_live_jobs_of_many_ids(store: SqlStore) -> None
     assert await store.get_jobs([]) == {}
 
 
+async def test_get_runs_reads_many_runs_in_one_call(store: SqlStore) -> None:
+    job = await new_job(store)
+    first = await fire_one(store, job)
+    second = await fire_one(store, await store.get_job(job.id))
+    await store.delete_job(job.id, START)  # a deleted job's runs stay readable
+    found = await store.get_runs([second.id, new_id(), first.id, second.id])
+    assert found == {first.id: first, second.id: second}
+    assert await store.get_runs([]) == {}
+
+
 async def test_only_the_lease_holder_heartbeats_and_finishes(store: SqlStore) -> None:
     run = await fire_one(store, await new_job(store))
     await store.claim_run(run.id, "w1", START, START + LEASE)

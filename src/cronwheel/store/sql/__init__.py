@@ -204,6 +204,9 @@ class SqlStore:
     async def get_run(self, run_id: str) -> Run:
         return await runs.get(self._tx, run_id)
 
+    async def get_runs(self, run_ids: Sequence[str]) -> dict[str, Run]:
+        return await runs.get_many(self._tx, run_ids)
+
     async def list_runs(self, query: RunQuery) -> Page[Run]:
         return await runs.list_page(self._tx, query)
 

@@ -21,6 +21,15 @@ async def get(tx: Transactions, run_id: str) -> Run:
         return await _run(connection, run_id)
 
 
+async def get_many(tx: Transactions, run_ids: Sequence[str]) -> dict[str, Run]:
+    found: dict[str, Run] = {}
+    async with tx.read() as connection:
+        for chunk in chunks(sorted(set(run_ids)), CHUNK):
+            result = await connection.execute(select(runs).where(runs.c.id.in_(chunk)))
+            found.update((row["id"], codec.run_from_row(row)) for row in result.mappings())
+    return found
+
+
 async def list_page(tx: Transactions, query: RunQuery) -> Page[Run]:
     check_limit(query.limit)
     statement = select(runs)
