@@ -148,6 +148,14 @@ async def test_deleted_job_is_invisible_but_its_runs_stay_readable(store: SqlSto
         await store.create_manual_run(make_run(job, at(3), kind=RunKind.MANUAL))
 
 
+async def test_a_deleted_job_stays_known(store: SqlStore) -> None:
+    job = await new_job(store)
+    assert await store.job_known(job.id)
+    await store.delete_job(job.id, at(1))
+    assert await store.job_known(job.id)  # its runs stay readable under its id
+    assert not await store.job_known(new_id())
+
+
 async def test_delete_of_missing_job_is_not_found(store: SqlStore) -> None:
     with pytest.raises(NotFoundError):
         await store.delete_job(new_id(), START)

@@ -138,6 +138,9 @@ class SqlStore:
     async def find_job(self, team: str, name: str) -> Job | None:
         return await jobs.find(self._tx, team, name)
 
+    async def job_known(self, job_id: str) -> bool:
+        return await jobs.known(self._tx, job_id)
+
     async def list_jobs(self, query: JobQuery) -> Page[Job]:
         return await jobs.list_page(self._tx, query)
 

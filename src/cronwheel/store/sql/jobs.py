@@ -53,6 +53,12 @@ async def find(tx: Transactions, team: str, name: str) -> Job | None:
     return None if row is None else codec.job_from_row(row)
 
 
+async def known(tx: Transactions, job_id: str) -> bool:
+    """Whether the store holds the job, live or deleted."""
+    async with tx.read() as connection:
+        return await connection.scalar(select(jobs.c.id).where(jobs.c.id == job_id)) is not None
+
+
 async def list_page(tx: Transactions, query: JobQuery) -> Page[Job]:
     check_limit(query.limit)
     after = None if query.cursor is None else codec.decode_cursor(query.cursor, (str,))[0]
