@@ -128,7 +128,7 @@ async def resume(
     move_cursor: bool,
     now: datetime,
 ) -> tuple[Job, list[Run]]:
-    """Store the resumed ``job`` as :func:`update` does and record the ``skipped`` runs, in one
+    """Store the resumed ``job`` as :func:`edit` does and record the ``skipped`` runs, in one
     transaction (``Store.resume_job``)."""
     if job.paused:
         raise InvalidInputError(f"resume_job stores a job that is not paused ({job.id} is)")
