@@ -221,9 +221,10 @@ class JobService:
         if missed == "skip":
             skipped = self._paused_slots(job, now)
             resumed = dataclasses.replace(resumed, next_run_at=first_slot(job, now))
-        stored = await self.store.update_job(resumed, expected_version, move_cursor=missed == "skip")
-        if skipped:
-            recorded = await self.store.record_skipped(skipped, now)
+        stored, recorded = await self.store.resume_job(
+            resumed, expected_version, skipped, now, move_cursor=missed == "skip"
+        )  # one transaction: never resumed without the records of its paused slots
+        if recorded:
             metrics.RUNS_RECORDED.labels("SKIPPED", SkipReason.PAUSED.value).inc(len(recorded))
         self.changes.job_changed(job_id)
         return stored
@@ -282,10 +283,7 @@ class JobService:
 
     async def delete(self, job_id: str) -> Job:
         """No further runs; unfinished ones are asked to stop; the history stays readable."""
-        now = self.clock.now()
-        deleted = await self.store.delete_job(job_id, now)
-        active = (await self.store.active_runs([job_id])).get(job_id, [])
-        await self.store.request_cancel([run.id for run in active], now)
+        deleted = await self.store.delete_job(job_id, self.clock.now(), cancel_active=True)  # one transaction
         self.changes.job_changed(job_id)
         return deleted
 

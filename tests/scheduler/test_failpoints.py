@@ -1,4 +1,4 @@
-"""Failpoints crash the process on the chosen pass, and only when armed."""
+"""Failpoints crash the process (or raise) on the chosen pass, and only when armed."""
 
 from __future__ import annotations
 
@@ -43,7 +43,18 @@ def test_unarmed_or_other_failpoints_do_nothing() -> None:
         assert result.stdout.split()[-1] == "survived"
 
 
-@pytest.mark.parametrize("spec", ["x=kill", "x=kill@0", "x=stop@1", "x=kill@-1", "x"])
+def test_a_raising_failpoint_raises_on_the_nth_pass_and_armed_disarms_after() -> None:
+    with failpoints.armed("store.before_cancel_flags=raise@2"):
+        failpoints.hit("store.before_cancel_flags")
+        failpoints.hit("store.before_skipped_runs")  # another place: not armed
+        with pytest.raises(failpoints.FailpointError, match=r"store\.before_cancel_flags"):
+            failpoints.hit("store.before_cancel_flags")
+        failpoints.hit("store.before_cancel_flags")  # the third pass: only the second fails
+    failpoints.hit("store.before_cancel_flags")  # disarmed
+    assert failpoints.FailpointError("x").retryable  # as the lost connection it stands for
+
+
+@pytest.mark.parametrize("spec", ["x=kill", "x=kill@0", "x=stop@1", "x=kill@-1", "x", "x=raise"])
 def test_malformed_specs_are_refused(spec: str) -> None:
     with pytest.raises(ValueError, match="expected name=kill@N"):
         failpoints.arm(spec)

@@ -148,6 +148,14 @@ async def test_deleted_job_is_invisible_but_its_runs_stay_readable(store: SqlSto
         await store.create_manual_run(make_run(job, at(3), kind=RunKind.MANUAL))
 
 
+async def test_a_deleted_job_stays_known(store: SqlStore) -> None:
+    job = await new_job(store)
+    assert await store.job_known(job.id)
+    await store.delete_job(job.id, at(1))
+    assert await store.job_known(job.id)  # its runs stay readable under its id
+    assert not await store.job_known(new_id())
+
+
 async def test_delete_of_missing_job_is_not_found(store: SqlStore) -> None:
     with pytest.raises(NotFoundError):
         await store.delete_job(new_id(), START)
@@ -538,6 +546,74 @@ async def test_record_skipped_inserts_only_new_slots(store: SqlStore) -> None:
         await store.record_skipped([make_run(make_job("ghost"), at(9), RunState.SKIPPED)], at(6))
 
 
+async def test_resume_job_stores_the_job_and_records_its_paused_slots_at_once(store: SqlStore) -> None:
+    job = await new_job(store)
+    existing = await fire_one(store, job)  # slot at(0), before the pause
+    paused = await store.update_job(
+        replace(await store.get_job(job.id), paused=True, paused_at=at(0.5)), None
+    )
+    skipped = [make_run(paused, at(n), RunState.SKIPPED, reason="paused") for n in range(4)]
+    resumed = replace(paused, paused=False, paused_at=None, next_run_at=at(4))
+
+    stored, recorded = await store.resume_job(resumed, paused.version, skipped, at(3.5), move_cursor=True)
+    assert (stored.paused, stored.version, stored.next_run_at) == (False, paused.version + 1, at(4))
+    assert stored == await store.get_job(job.id)
+    assert [run.id for run in recorded] == [run.id for run in skipped[1:]]  # at(0) exists: left alone
+    assert recorded[0] == replace(skipped[1], created_at=at(3.5))
+    assert await store.get_run(existing.id) == existing
+    events = await store.list_events(skipped[3].id)
+    assert [(e.previous, e.state, e.at, e.detail) for e in events] == [
+        (None, RunState.SKIPPED, at(3.5), "paused")
+    ]
+
+    again = await store.update_job(replace(stored, paused=True), None)
+    kept, none = await store.resume_job(
+        replace(again, paused=False, next_run_at=at(9)), None, [], at(5), move_cursor=False
+    )
+    assert (kept.paused, kept.next_run_at, none) == (False, at(4), [])  # the cursor stays as stored
+
+
+async def test_resume_job_refuses_bad_input_and_stale_versions_whole(store: SqlStore) -> None:
+    job = await new_job(store, paused=True)
+    other = await new_job(store, "other")
+    slot = make_run(job, at(1), RunState.SKIPPED, reason="paused")
+    resumed = replace(job, paused=False)
+    refused = [
+        (replace(job, description="still paused"), job.version, [slot], InvalidInputError),
+        (resumed, job.version, [make_run(job, at(1))], InvalidInputError),  # not SKIPPED
+        (resumed, job.version, [make_run(other, at(1), RunState.SKIPPED)], InvalidInputError),
+        (resumed, job.version + 1, [slot], ConflictError),
+        (replace(resumed, name="other"), job.version, [slot], ConflictError),  # the name is taken
+        (replace(resumed, id=new_id()), None, [], NotFoundError),
+    ]
+    for candidate, version, runs, error in refused:
+        with pytest.raises(error):
+            await store.resume_job(candidate, version, runs, at(2), move_cursor=True)
+    assert await store.get_job(job.id) == job  # nothing written
+    assert (await store.list_runs(RunQuery())).items == []
+
+
+async def test_delete_job_with_cancel_active_flags_its_unfinished_runs_at_once(store: SqlStore) -> None:
+    job = await new_job(store)
+    done = await fire_one(store, job)
+    assert await store.claim_run(done.id, "w1", START, START + LEASE) is not None
+    assert await store.finish_attempt(done.id, 1, "w1", SUCCESS, START, None) is not None
+    running = await fire_one(store, await store.get_job(job.id))
+    assert await store.claim_run(running.id, "w1", START, START + LEASE) is not None
+    pending = await fire_one(store, await store.get_job(job.id))
+    kept = await new_job(store, "kept")
+    kept_run = await fire_one(store, kept)
+
+    await store.delete_job(kept.id, at(3))  # without cancel_active: no flags
+    assert await store.cancel_requested([kept_run.id]) == set()
+    deleted = await store.delete_job(job.id, at(3), cancel_active=True)
+    assert (deleted.deleted_at, deleted.version) == (at(3), job.version + 1)
+    assert await store.cancel_requested([done.id, running.id, pending.id]) == {running.id, pending.id}
+    assert [e.state for e in await store.list_events(pending.id)] == [RunState.PENDING]  # a flag, no event
+    with pytest.raises(NotFoundError):
+        await store.delete_job(job.id, at(4), cancel_active=True)
+
+
 # -- manual runs ---------------------------------------------------------------------------------
 
 
@@ -688,6 +764,16 @@ async def test_get_jobs_reads_the_live_jobs_of_many_ids(store: SqlStore) -> None
     found = await store.get_jobs([kept.id, gone.id, new_id(), kept.id])
     assert found == {kept.id: await store.get_job(kept.id)}
     assert await store.get_jobs([]) == {}
+
+
+async def test_get_runs_reads_many_runs_in_one_call(store: SqlStore) -> None:
+    job = await new_job(store)
+    first = await fire_one(store, job)
+    second = await fire_one(store, await store.get_job(job.id))
+    await store.delete_job(job.id, START)  # a deleted job's runs stay readable
+    found = await store.get_runs([second.id, new_id(), first.id, second.id])
+    assert found == {first.id: first, second.id: second}
+    assert await store.get_runs([]) == {}
 
 
 async def test_only_the_lease_holder_heartbeats_and_finishes(store: SqlStore) -> None:

@@ -36,7 +36,7 @@ from cronwheel.api.schemas import (
     job_update_from_json,
 )
 from cronwheel.api.services import ApiServices, get_services
-from cronwheel.errors import ConflictError, InvalidInputError
+from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
 from cronwheel.model import Job, Run, RunState
 from cronwheel.schedule import ScheduleError
 from cronwheel.store import JobQuery, RunQuery
@@ -361,8 +361,8 @@ async def list_job_runs(
             RunQuery(job_id=job_id, states=tuple(RunState(s) for s in state), limit=limit, cursor=cursor)
         )
     )
-    if not page.items and cursor is None:
-        await services.store.get_job(job_id)  # 404 for a job that never existed
+    if not page.items and cursor is None and not await services.store.job_known(job_id):
+        raise NotFoundError(f"job {job_id} not found")  # 404 only for a job that never existed
     return RunPage(items=await _runs_out(services, page.items), next_cursor=page.next_cursor)
 
 

@@ -286,10 +286,9 @@ class Scheduler:
         firings = [firing for firing in firings if firing.job_id not in fenced]
         stale = set(result.stale_job_ids)
         for firing in firings:
-            if firing.job_id in stale:
-                await self.job_changed(firing.job_id, now)
-            else:
+            if firing.job_id not in stale:
                 self._advance(by_id[firing.job_id], firing)
+        await self._reread([firing.job_id for firing in firings if firing.job_id in stale])
         self.stats.fired += len(result.accepted)
         self.stats.skipped += len(result.skipped)
         self.stats.stale += len(stale)
@@ -297,6 +296,21 @@ class Scheduler:
         for run in result.skipped:
             metrics.RUNS_RECORDED.labels("SKIPPED", run.reason or "").inc()
         _log_fires(result.accepted, result.skipped, now)
+
+    async def _reread(self, job_ids: list[str]) -> None:
+        """Jobs whose firing the store refused as stale (edited, paused, deleted or fired by
+        another scheduler since they were read): forget them and read them again, all in one
+        store call (a herd that another scheduler fired first can make a whole batch stale),
+        as :meth:`job_changed` does for one."""
+        for job_id in job_ids:
+            self.wheel.remove(job_id)
+            self.jobs.pop(job_id, None)
+        ours = [job_id for job_id in job_ids if self.shards is None or shard_of(job_id) in self.shards]
+        if not ours:
+            return
+        for job in (await self.store.get_jobs(ours)).values():
+            if self.shards is None or job.shard in self.shards:
+                self._keep(job)
 
     async def _publish(self, runs: list[Run], now: datetime) -> None:
         if not runs:

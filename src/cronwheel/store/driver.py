@@ -1,6 +1,6 @@
-"""Everything that differs between database drivers, in one place: URLs, engine and connection
-setup, how write transactions begin, upsert, and the translation of driver errors into
-cronwheel's errors.
+"""Everything that differs between databases and their drivers, in one place: URLs, engine and
+connection setup, how write transactions begin, what the store does differently on each database
+(:class:`Flavor`), upsert, and the translation of driver errors into cronwheel's errors.
 
 SQLite (aiosqlite): every connection gets WAL, ``synchronous=NORMAL``, ``foreign_keys=ON`` and
 ``busy_timeout=5000``. The driver's own implicit BEGIN is switched off and SQLAlchemy's ``begin``
@@ -230,12 +230,53 @@ def _setup_sqlite(engine: AsyncEngine, *, immediate: bool) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN")
 
 
-def is_sqlite(dialect: Dialect) -> bool:
-    return dialect.name == "sqlite"
+# -- what the store does differently on each database ----------------------------------------------
 
 
-def is_postgresql(dialect: Dialect) -> bool:
-    return dialect.name == "postgresql"
+@dataclass(frozen=True, slots=True)
+class Flavor:
+    """The differences between the databases that the store's own code has to know, each named
+    by its reason. The modules of :mod:`cronwheel.store.sql` branch on these fields, never on a
+    database's name; :func:`flavor_of` is the one place that says which database does what
+    (the SQL texts that differ are in :mod:`cronwheel.store.sql.where` and
+    :mod:`cronwheel.store.sql.bulk`, chosen by ``arrays``)."""
+
+    name: str
+    # SQLite allows one writer at a time: the store queues its process' write transactions on an
+    # asyncio.Lock (FIFO on the event loop) instead of leaving them to SQLite's busy handler,
+    # which sleeps and polls.
+    one_writer: bool
+    # PostgreSQL runs reads, and writes whose statements need no common transaction, in
+    # autocommit: under READ COMMITTED each statement takes its own snapshot anyway, so a
+    # transaction around them only costs BEGIN and COMMIT round trips. SQLite keeps the
+    # transaction: there it is one snapshot, and free.
+    autocommit: bool
+    # PostgreSQL binds a batch as one array per column (``unnest``, ``= ANY``): one statement
+    # whatever its size, the same text every time, joined by primary key whatever the planner's
+    # statistics say. SQLite takes IN lists and multi-row VALUES, in chunks under its limit of
+    # bound variables.
+    arrays: bool
+    # PostgreSQL's LISTEN/NOTIFY carries "job changed" to the other processes of a cluster
+    # (embedded mode has the in-process ChangeFeed).
+    notifies: bool
+    # PostgreSQL's clock (``clock_timestamp()``) is the one reference of every node of a cluster;
+    # SQLite lives in this process, whose clock is the reference.
+    remote_clock: bool
+
+
+SQLITE = Flavor("sqlite", one_writer=True, autocommit=False, arrays=False, notifies=False, remote_clock=False)
+POSTGRESQL = Flavor(
+    "postgresql", one_writer=False, autocommit=True, arrays=True, notifies=True, remote_clock=True
+)
+_FLAVORS = {flavor.name: flavor for flavor in (SQLITE, POSTGRESQL)}
+
+
+def flavor_of(dialect: Dialect) -> Flavor:
+    """The :class:`Flavor` of ``dialect``'s database (SQLite or PostgreSQL)."""
+    found = _FLAVORS.get(dialect.name)
+    if found is None:
+        raise NotImplementedError(f"no store for {dialect.name}")
+    return found
 
 
 def upsert(dialect: Dialect, table: Table) -> sqlite.Insert | postgresql.Insert:

@@ -98,6 +98,9 @@ class Store(Protocol):
       ``fire`` with ``epochs`` applies a firing only while its job's shard is stored at exactly
       that epoch, and reports the others fenced (nothing written), so a scheduler paused past its
       lease cannot write once the next owner has claimed the shard.
+    * Lifecycle: ``resume_job`` (the job and its SKIPPED paused slots) and ``delete_job`` with
+      ``cancel_active`` (the job and its runs' cancel flags) are one transaction each, like
+      every method: a failure between their writes leaves nothing written.
     * Runs move only along ``model.LEGAL_TRANSITIONS``; every change appends a ``RunEvent``.
       ``claim_run`` is a conditional PENDING/RETRYING -> RUNNING write that starts attempt n+1;
       ``heartbeat`` and ``finish_attempt`` succeed only for the current lease holder.
@@ -111,6 +114,11 @@ class Store(Protocol):
         ...
 
     async def find_job(self, team: str, name: str) -> Job | None: ...
+    async def job_known(self, job_id: str) -> bool:
+        """Whether ``job_id`` names a job this store holds, live or deleted (a deleted job's runs
+        stay readable, so its id stays known); an id never created is not."""
+        ...
+
     async def list_jobs(self, query: JobQuery) -> Page[Job]: ...
     async def update_job(self, job: Job, expected_version: int | None, *, move_cursor: bool = False) -> Job:
         """Store ``job`` (matched by id) with ``version`` = stored version + 1. The scheduler's
@@ -118,7 +126,28 @@ class Store(Protocol):
         edit that read the job before a fire must not move the cursor back."""
         ...
 
-    async def delete_job(self, job_id: str, now: datetime) -> Job: ...
+    async def resume_job(
+        self,
+        job: Job,
+        expected_version: int | None,
+        skipped: Sequence[Run],
+        now: datetime,
+        *,
+        move_cursor: bool,
+    ) -> tuple[Job, list[Run]]:
+        """Resume a paused job in one transaction: store ``job`` (which must not be paused) as
+        :meth:`update_job` does, and insert the ``skipped`` runs (SKIPPED, of this job: its
+        slots missed while paused) as :meth:`record_skipped` does. Both or neither: a resumed
+        job without the records of its paused slots would be a silent miss (guarantee 2).
+        Returns the stored job and the runs inserted (a slot already recorded is left alone)."""
+        ...
+
+    async def delete_job(self, job_id: str, now: datetime, *, cancel_active: bool = False) -> Job:
+        """Mark the live job deleted (``NotFoundError`` if there is none). With
+        ``cancel_active``, its unfinished runs (PENDING, RUNNING, RETRYING) are flagged to stop
+        (as :meth:`request_cancel` does) in the same transaction: a job is never deleted while
+        its runs were not told."""
+        ...
 
     # scheduling
     async def due_jobs(
@@ -167,6 +196,10 @@ class Store(Protocol):
 
     # runs
     async def get_run(self, run_id: str) -> Run: ...
+    async def get_runs(self, run_ids: Sequence[str]) -> dict[str, Run]:
+        """The runs among ``run_ids``, by id, in one read (unknown ones are absent)."""
+        ...
+
     async def list_runs(self, query: RunQuery) -> Page[Run]: ...
     async def list_attempts(self, run_id: str) -> list[Attempt]: ...
     async def list_events(self, run_id: str) -> list[RunEvent]: ...

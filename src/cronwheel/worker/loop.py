@@ -18,7 +18,7 @@ from typing import Any
 
 from cronwheel import metrics
 from cronwheel.clock import Clock
-from cronwheel.errors import NotFoundError, TransientError
+from cronwheel.errors import TransientError
 from cronwheel.model import Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff
@@ -210,9 +210,9 @@ class Worker:
         now = self.clock.now()
         triggers = [delivery.trigger for delivery in deliveries]
         claimed = await self.store.claim_runs([t.run_id for t in triggers], self.node, now, now + self.lease)
-        for trigger in triggers:
-            if trigger.run_id not in claimed:
-                await self._not_claimable(trigger, now)
+        unclaimed = [trigger for trigger in triggers if trigger.run_id not in claimed]
+        if unclaimed:
+            await self._not_claimable(unclaimed, now)
         for queue_name in dict.fromkeys(trigger.queue for trigger in triggers):
             await self.queue.ack(queue_name, [d for d in deliveries if d.trigger.queue == queue_name])
         jobs = await self.store.get_jobs([run.job_id for run in claimed.values()]) if claimed else {}
@@ -233,14 +233,16 @@ class Worker:
     async def _cancel(self, run: Run, reason: str) -> Run | None:
         return await self._finish(run, None, AttemptResult(Outcome.CANCELLED, error=reason))
 
-    async def _not_claimable(self, trigger: Trigger, now: datetime) -> None:
-        """A trigger that came early for a retry is put back until its time; others are dropped."""
-        try:
-            run = await self.store.get_run(trigger.run_id)
-        except NotFoundError:
-            return
-        if run.state is RunState.RETRYING and run.next_attempt_at is not None and run.next_attempt_at > now:
-            await self.queue.publish_at(trigger, run.next_attempt_at)
+    async def _not_claimable(self, triggers: Sequence[Trigger], now: datetime) -> None:
+        """A trigger that came early for a retry is put back until its time; others are dropped.
+        One store read for all the triggers of a receive that could not be claimed."""
+        found = await self.store.get_runs([trigger.run_id for trigger in triggers])
+        for trigger in triggers:
+            run = found.get(trigger.run_id)
+            if run is None or run.state is not RunState.RETRYING or run.next_attempt_at is None:
+                continue
+            if run.next_attempt_at > now:
+                await self.queue.publish_at(trigger, run.next_attempt_at)
 
     async def _attempt(self, job: Job, run: Run) -> AttemptResult:
         ctx = AttemptContext.for_run(job, run, run.attempts, deadline=None)

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import Run, RunState, shard_of
-from cronwheel.store.driver import is_postgresql
+from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import Firing
 from cronwheel.store.schema import to_micros
 
@@ -148,7 +148,7 @@ async def insert_events(connection: AsyncConnection, rows: Sequence[tuple[Any, .
     """Append history events given as :func:`event_values` tuples."""
     if not rows:
         return
-    if is_postgresql(connection.dialect):
+    if flavor_of(connection.dialect).arrays:
         await connection.execute(_unnest_insert("run_events", _EVENT_COLUMNS, returning=False), _arrays(rows))
         return
     names = ", ".join(name for name, _ in _EVENT_COLUMNS)
@@ -160,7 +160,7 @@ async def insert_events(connection: AsyncConnection, rows: Sequence[tuple[Any, .
 async def _insert_returning_ids(
     connection: AsyncConnection, table: str, columns: tuple[tuple[str, str], ...], rows: list[tuple[Any, ...]]
 ) -> set[str]:
-    if is_postgresql(connection.dialect):
+    if flavor_of(connection.dialect).arrays:
         result = await connection.execute(_unnest_insert(table, columns, returning=True), _arrays(rows))
         return set(result.scalars())
     found: set[str] = set()
@@ -226,7 +226,7 @@ async def advance_cursors(
             (f.job_id, f.expected_version, _micros(f.expected_next_run_at), _micros(f.next_run_at))
             for f in firings
         ]
-    if is_postgresql(connection.dialect):
+    if flavor_of(connection.dialect).arrays:
         sql = _ADVANCE_POSTGRESQL
         parameters = _arrays(values)
         named = {"ids": parameters["c0"], "versions": parameters["c1"], "expected": parameters["c2"],

@@ -1,0 +1,235 @@
+"""Jobs: their definitions, labels and lifecycle (create, edit, pause and resume, delete).
+
+Every write of a job is one transaction that also notifies the other processes
+(:func:`~cronwheel.store.sql.tx.notify_changed`), and everything a lifecycle change implies is in
+that same transaction: a resume records the slots missed while paused (guarantee 2: no silent
+miss), a delete flags the job's unfinished runs to stop. A crash between those writes would
+otherwise leave a resumed job without its SKIPPED records, or a deleted job's runs running on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, delete, exists, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from cronwheel import failpoints
+from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
+from cronwheel.model import Job, Run
+from cronwheel.store import codec
+from cronwheel.store.port import JobQuery, Page
+from cronwheel.store.schema import JOB_LIVE, job_labels, jobs, runs
+from cronwheel.store.sql import bulk
+from cronwheel.store.sql.leases import cancel_active
+from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, notify_changed
+from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped, latest_run_of_job
+
+# -- reads -----------------------------------------------------------------------------------------
+
+
+async def get(tx: Transactions, job_id: str) -> Job:
+    async with tx.read() as connection:
+        return await live_job(connection, job_id)
+
+
+async def get_many(tx: Transactions, job_ids: Sequence[str]) -> dict[str, Job]:
+    found: dict[str, Job] = {}
+    async with tx.read() as connection:
+        for chunk in chunks(sorted(set(job_ids)), CHUNK):
+            result = await connection.execute(select(jobs).where(jobs.c.id.in_(chunk), JOB_LIVE))
+            found.update((row["id"], codec.job_from_row(row)) for row in result.mappings())
+    return found
+
+
+async def find(tx: Transactions, team: str, name: str) -> Job | None:
+    async with tx.read() as connection:
+        result = await connection.execute(
+            select(jobs).where(jobs.c.team == team, jobs.c.name == name, JOB_LIVE)
+        )
+        row = result.mappings().first()
+    return None if row is None else codec.job_from_row(row)
+
+
+async def known(tx: Transactions, job_id: str) -> bool:
+    """Whether the store holds the job, live or deleted."""
+    async with tx.read() as connection:
+        return await connection.scalar(select(jobs.c.id).where(jobs.c.id == job_id)) is not None
+
+
+async def list_page(tx: Transactions, query: JobQuery) -> Page[Job]:
+    check_limit(query.limit)
+    after = None if query.cursor is None else codec.decode_cursor(query.cursor, (str,))[0]
+    statement = (
+        select(jobs).where(JOB_LIVE, *_matching(query, after)).order_by(jobs.c.id).limit(query.limit + 1)
+    )
+    async with tx.read() as connection:
+        rows = (await connection.execute(statement)).mappings().all()
+    items = [codec.job_from_row(row) for row in rows[: query.limit]]
+    more = len(rows) > query.limit
+    return Page(items, codec.encode_cursor(items[-1].id) if more else None)
+
+
+def _matching(query: JobQuery, after: str | None) -> list[ColumnElement[bool]]:
+    """The conditions of ``query`` on live jobs, with the page bound ``after`` (a job id)."""
+    conditions: list[ColumnElement[bool]] = []
+    if query.team is not None:
+        conditions.append(jobs.c.team == query.team)
+    if query.name is not None:
+        conditions.append(jobs.c.name == query.name)
+    if query.paused is not None:
+        conditions.append(jobs.c.paused == query.paused)
+    conditions += [_labelled(key, value, after) for key, value in query.labels]
+    if query.last_state is not None:
+        conditions.append(latest_run_of_job(runs.c.state) == query.last_state.value)
+    if after is not None:
+        conditions.append(jobs.c.id > after)
+    return conditions
+
+
+def _labelled(key: str, value: str, after: str | None) -> ColumnElement[bool]:
+    label = [job_labels.c.job_id == jobs.c.id, job_labels.c.key == key, job_labels.c.value == value]
+    if after is not None:  # the page bound inside too: the (key, value, job_id) index starts there
+        label.append(job_labels.c.job_id > after)
+    return exists().where(*label)
+
+
+# -- writes ----------------------------------------------------------------------------------------
+
+
+async def create(tx: Transactions, job: Job, now: datetime) -> Job:
+    created_at = job.created_at or now
+    job = replace(job, created_at=created_at, updated_at=job.updated_at or created_at)
+    async with tx.write() as connection:
+        await _check_name_free(connection, job.team, job.name, job.id)
+        await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+        await _write_labels(connection, job.id, job.labels)
+        await notify_changed(connection, [job.id])
+        return await live_job(connection, job.id)
+
+
+async def edit(
+    tx: Transactions, job: Job, expected_version: int | None, move_cursor: bool, now: datetime
+) -> Job:
+    job = replace(job, updated_at=job.updated_at or now)
+    async with tx.write() as connection:
+        await _write_definition(connection, job, expected_version, move_cursor)
+        await notify_changed(connection, [job.id])
+        return await live_job(connection, job.id)
+
+
+async def resume(
+    tx: Transactions,
+    job: Job,
+    expected_version: int | None,
+    skipped: Sequence[Run],
+    move_cursor: bool,
+    now: datetime,
+) -> tuple[Job, list[Run]]:
+    """Store the resumed ``job`` as :func:`edit` does and record the ``skipped`` runs, in one
+    transaction (``Store.resume_job``)."""
+    if job.paused:
+        raise InvalidInputError(f"resume_job stores a job that is not paused ({job.id} is)")
+    check_skipped(skipped, "resume_job")
+    for run in skipped:
+        check_new_run(run, job.id)
+    job = replace(job, updated_at=job.updated_at or now)
+    async with tx.write() as connection:
+        await _write_definition(connection, job, expected_version, move_cursor)
+        recorded = await insert_skipped(connection, skipped, now)
+        await notify_changed(connection, [job.id])
+        return await live_job(connection, job.id), recorded
+
+
+async def record_skipped(tx: Transactions, skipped: Sequence[Run], now: datetime) -> list[Run]:
+    check_skipped(skipped, "record_skipped")
+    if not skipped:
+        return []
+    async with tx.write() as connection:
+        inserted = await insert_skipped(connection, skipped, now)
+        await notify_changed(connection, [run.job_id for run in inserted])
+        return inserted
+
+
+async def mark_deleted(tx: Transactions, job_id: str, now: datetime, cancel: bool) -> Job:
+    """Mark the job deleted (and bump its version, so in-flight firings of it turn stale); with
+    ``cancel``, flag its unfinished runs to stop in the same transaction."""
+    async with tx.write() as connection:
+        result = await connection.execute(
+            update(jobs)
+            .where(jobs.c.id == job_id, JOB_LIVE)
+            .values(deleted_at=now, updated_at=now, version=jobs.c.version + 1)
+            .returning(*jobs.c)
+        )
+        row = result.mappings().first()
+        if row is not None:
+            if cancel:
+                await cancel_active(connection, job_id)
+            await notify_changed(connection, [job_id])
+    if row is None:
+        raise NotFoundError(f"job {job_id} not found")
+    return codec.job_from_row(row)
+
+
+# -- in a transaction ------------------------------------------------------------------------------
+
+
+async def live_job(connection: AsyncConnection, job_id: str) -> Job:
+    result = await connection.execute(select(jobs).where(jobs.c.id == job_id, JOB_LIVE))
+    row = result.mappings().first()
+    if row is None:
+        raise NotFoundError(f"job {job_id} not found")
+    return codec.job_from_row(row)
+
+
+async def insert_skipped(connection: AsyncConnection, skipped: Sequence[Run], now: datetime) -> list[Run]:
+    """Insert the SKIPPED runs of slots missed while paused that do not exist yet."""
+    failpoints.hit("store.before_skipped_runs")
+    return await bulk.insert_runs(connection, skipped, now)
+
+
+async def _write_definition(
+    connection: AsyncConnection, job: Job, expected_version: int | None, move_cursor: bool
+) -> None:
+    """Rewrite the stored job's definition and labels (its cursor only with ``move_cursor``),
+    bumping its version; refuse a stale ``expected_version`` or a taken name."""
+    stored = await live_job(connection, job.id)
+    if expected_version is not None and stored.version != expected_version:
+        raise ConflictError(f"job {job.id} is at version {stored.version}, not {expected_version}")
+    await _check_name_free(connection, job.team, job.name, job.id)
+    conditions = [jobs.c.id == job.id, JOB_LIVE]
+    if expected_version is not None:
+        conditions.append(jobs.c.version == expected_version)
+    result = await connection.execute(
+        update(jobs)
+        .where(*conditions)
+        .values(
+            **codec.job_definition_to_row(job),
+            **({"next_run_at": job.next_run_at} if move_cursor else {}),
+            version=jobs.c.version + 1,
+        )
+    )
+    if result.rowcount != 1:  # changed or deleted since the read above (PostgreSQL)
+        if expected_version is None:
+            raise NotFoundError(f"job {job.id} not found")
+        raise ConflictError(f"job {job.id} changed concurrently; re-read it")
+    await connection.execute(delete(job_labels).where(job_labels.c.job_id == job.id))
+    await _write_labels(connection, job.id, job.labels)
+
+
+async def _check_name_free(connection: AsyncConnection, team: str, name: str, job_id: str) -> None:
+    taken = await connection.scalar(
+        select(jobs.c.id).where(jobs.c.team == team, jobs.c.name == name, JOB_LIVE, jobs.c.id != job_id)
+    )
+    if taken is not None:
+        raise ConflictError(f"team {team!r} already has a job named {name!r} ({taken})")
+
+
+async def _write_labels(
+    connection: AsyncConnection, job_id: str, labels: tuple[tuple[str, str], ...]
+) -> None:
+    rows = codec.label_rows(job_id, labels)
+    if rows:
+        await connection.execute(insert(job_labels), rows)

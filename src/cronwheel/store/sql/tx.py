@@ -1,0 +1,143 @@
+"""The store's connections and transactions, shared by every module of :mod:`cronwheel.store.sql`.
+
+Every method of ``SqlStore`` is one of three kinds of connection (:class:`Transactions`): a read,
+a write transaction, or a write whose statements each commit on their own. How each is opened on
+each database is decided by the :class:`~cronwheel.store.driver.Flavor`; the other modules never
+ask which database they are on. Batch writes of runs lock rows in id order and run again when
+PostgreSQL aborted them for a concurrent one (:func:`racing`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from cronwheel.errors import RaceLostError
+from cronwheel.store.driver import WRITE, flavor_of, translated_errors
+from cronwheel.store.notify import CHANNEL
+
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+
+CHUNK = 500  # rows per statement for IN lists and batched conditional updates
+RACE_RETRIES = 3  # batch writes of runs run again at once this many times when they lose a race
+
+
+class Transactions:
+    """Opens the store's connections (see the module docstring). ``serialize_writes`` (default:
+    on where the database allows one writer, SQLite) runs this store's write transactions one at
+    a time under an ``asyncio.Lock``; reads never take it (WAL readers do not block the writer)."""
+
+    def __init__(self, engine: AsyncEngine, serialize_writes: bool | None = None) -> None:
+        self.engine = engine
+        self.flavor = flavor_of(engine.dialect)
+        if serialize_writes is None:
+            serialize_writes = self.flavor.one_writer
+        self._write_lock = asyncio.Lock() if serialize_writes else None
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads: autocommit where each statement takes its own snapshot anyway
+        (PostgreSQL: a transaction around them only cost two more round trips, BEGIN and
+        ROLLBACK); one transaction, one snapshot, where that is free (SQLite)."""
+        with translated_errors():
+            async with self.engine.connect() as connection:
+                if self.flavor.autocommit:
+                    await connection.execution_options(isolation_level="AUTOCOMMIT")
+                yield connection
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """One write transaction: everything in it commits, or nothing."""
+        with translated_errors():
+            async with self._serialized(), self.engine.connect() as connection:
+                await connection.execution_options(**WRITE)
+                async with connection.begin():
+                    yield connection
+
+    @contextlib.asynccontextmanager
+    async def write_each(self) -> AsyncIterator[AsyncConnection]:
+        """For writes whose statements need no common transaction (each commits on its own):
+        one round trip per statement in autocommit; elsewhere the usual write transaction."""
+        if not self.flavor.autocommit:
+            async with self.write() as connection:
+                yield connection
+            return
+        with translated_errors():
+            async with self.engine.connect() as connection:
+                await connection.execution_options(isolation_level="AUTOCOMMIT")
+                yield connection
+
+    def _serialized(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self._write_lock if self._write_lock is not None else contextlib.nullcontext()
+
+    async def server_time(
+        self, stamp: Callable[[], float], now: Callable[[], datetime], samples: int
+    ) -> list[tuple[float, datetime, float]]:
+        """The database's clock, bracketed by ``stamp()`` (see ``Store.server_time``); a database
+        in this process answers with ``now()``, the process clock."""
+        if not self.flavor.remote_clock:
+            return [(stamp(), now(), stamp())]
+        found = []
+        async with self.read() as connection:
+            for _ in range(max(1, samples)):
+                sent = stamp()
+                value = (await connection.execute(text("SELECT clock_timestamp()"))).scalar_one()
+                received = stamp()
+                assert isinstance(value, datetime)
+                found.append((sent, value.astimezone(UTC), received))
+        return found
+
+    async def write_batches(
+        self, items: Sequence[T], step: Callable[[AsyncConnection, Sequence[T]], Awaitable[dict[K, V]]]
+    ) -> dict[K, V]:
+        """``step`` over ``items``, :data:`CHUNK` at a time in the caller's order (give id order:
+        the lock order of every batch write of runs), in one write transaction that runs again
+        when it loses a race (:func:`racing`). Returns the union of what the steps returned."""
+
+        async def write() -> dict[K, V]:
+            found: dict[K, V] = {}
+            async with self.write() as connection:
+                for chunk in chunks(items, CHUNK):
+                    found.update(await step(connection, chunk))
+            return found
+
+        return await racing(write)
+
+
+async def racing(write: Callable[[], Awaitable[T]]) -> T:
+    """Run a batch write on runs again when PostgreSQL aborted it for a concurrent one (a
+    deadlock between two workers' claims, or a claim and the scheduler's queued stamp): the
+    transaction wrote nothing, and a worker that gave up would leave its triggers to the queue's
+    visibility timeout. The batch writes lock rows in id order, which makes this rare."""
+    for _ in range(RACE_RETRIES):
+        try:
+            return await write()
+        except RaceLostError:
+            await asyncio.sleep(0)
+    return await write()
+
+
+def chunks(items: Sequence[T], size: int) -> Iterable[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+async def notify_changed(connection: AsyncConnection, job_ids: Iterable[str]) -> None:
+    """Tell the other processes that these jobs changed, in the caller's transaction, so that
+    listeners hear of it when, and only if, it commits. PostgreSQL: ``pg_notify(CHANNEL,
+    job_id)`` for each job (:class:`cronwheel.store.notify.PostgresChangeListener` listens);
+    SQLite: nothing (embedded mode has the in-process ChangeFeed)."""
+    ids = sorted(set(job_ids))
+    if ids and flavor_of(connection.dialect).notifies:
+        await connection.execute(_NOTIFY, {"channel": CHANNEL, "ids": ids})
+
+
+_NOTIFY = text("SELECT pg_notify(:channel, id) FROM unnest(CAST(:ids AS text[])) AS id")
