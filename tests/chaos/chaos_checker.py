@@ -84,8 +84,9 @@ CHECKS = (
 )
 TERMINAL = frozenset({"SUCCESS", "FAILED", "SKIPPED"})
 FIRST_STATES = frozenset({"PENDING", "SKIPPED"})
-# DESIGN.md §3.4: "PENDING -> RUNNING -> SUCCESS | FAILED, with RETRYING between attempts; SKIPPED is
-# terminal for recorded misfires". RUNNING -> RETRYING also covers a lost attempt (lease expired).
+# Guarantee 4 (docs/guarantees.md): "PENDING -> RUNNING -> SUCCESS | FAILED, with RETRYING between
+# attempts; SKIPPED is terminal for recorded misses". RUNNING -> RETRYING also covers a lost
+# attempt (lease expired).
 LEGAL: Mapping[str | None, frozenset[str]] = {
     None: FIRST_STATES,
     "PENDING": frozenset({"RUNNING"}),

@@ -1,5 +1,5 @@
 """Cluster mode end to end: one api, three schedulers, two workers on loopback over real
-PostgreSQL, etcd and Redis, with faults (DESIGN guarantees 1-3 across processes)."""
+PostgreSQL, etcd and Redis, with faults (guarantees 1-3 of docs/guarantees.md, across processes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Live etcd servers for the coordinator tests (never mocks: DESIGN.md §5).
+"""Live etcd servers for the coordinator tests (never mocks).
 
 The fixtures start ``etcd`` themselves, on free loopback ports with a data directory under the
 test's temporary directory: ``etcd`` (one server shared by the session; each test gets its own key

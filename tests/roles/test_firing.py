@@ -58,7 +58,8 @@ async def test_consecutive_slots_each_fire_once(roles: Roles) -> None:
 
 
 async def test_second_scheduler_on_the_same_store_is_stale(roles: Roles) -> None:
-    """DESIGN guarantee 1: two schedulers that both think they own the job cannot both fire it."""
+    """Guarantee 1 (docs/guarantees.md): two schedulers that both think they own the job cannot
+    both fire it."""
     job = await roles.create()
     other = roles.new_scheduler("scheduler-2", reload_every_s=3600)  # no periodic re-read meanwhile
     await other.load(at(0))

@@ -1,4 +1,4 @@
-"""At-least-once delivery when things die (DESIGN guarantee 3): a worker dies mid-attempt, a
+"""At-least-once delivery when things die (guarantee 3, docs/guarantees.md): a worker dies mid-attempt, a
 trigger is lost, the scheduler dies between the store write and the publish, the whole embedded
 process restarts. The store is the record; the sweeper re-queues; the execution id is kept."""
 

@@ -1,4 +1,4 @@
-"""Shard fencing (DESIGN §4, guarantee 1): ``claim_shards`` and ``fire(..., epochs=...)``, on
+"""Shard fencing (guarantee 1, docs/guarantees.md): ``claim_shards`` and ``fire(..., epochs=...)``, on
 every backend. A scheduler whose lease epoch is older than the one stored for a shard writes
 nothing for that shard, and learns so (``fenced_job_ids``)."""
 

@@ -1,6 +1,7 @@
 """Every executor turns any target and any attempt context into an ``AttemptResult`` and never
-raises (DESIGN: an executor never raises for a target's faults; the registry's catch-all, which
-answers "internal executor error" and logs a traceback, is for executor bugs only).
+raises (the Executor contract in docs/architecture.md: never raise for a target's faults; the
+registry's catch-all, which answers "internal executor error" and logs a traceback, is for
+executor bugs only).
 
 Generated: targets from plausible to hostile (NUL bytes, lone surrogates, control characters,
 URLs yarl or IDNA refuse, oversized arguments, unknown programs, references that are not

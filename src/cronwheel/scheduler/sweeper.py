@@ -1,4 +1,4 @@
-"""The store-side backstop of at-least-once delivery (DESIGN guarantee 3).
+"""The store-side backstop of at-least-once delivery (guarantee 3, docs/guarantees.md).
 
 Redis (or the in-process queue) is never the record. Periodically the sweeper asks the store for
 runs the queue may have lost and queues them again:

@@ -219,7 +219,7 @@ run_events = Table(
     Index("ix_run_events_run_id_id", "run_id", "id"),
 )
 
-# The fencing token of each shard (guarantee 1, DESIGN §4): the epoch (etcd revision) of the
+# The fencing token of each shard (guarantee 1, docs/guarantees.md): the epoch (etcd revision) of the
 # newest shard lease any scheduler has claimed. A firing write carrying an older epoch is refused.
 shard_epochs = Table(
     "shard_epochs",

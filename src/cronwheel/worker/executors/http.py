@@ -1,9 +1,9 @@
 """HTTP webhook targets: one request per attempt over one shared, guarded connection pool.
 
-The webhook contract (DESIGN.md §4): every attempt carries the execution id as ``Idempotency-Key``
-and as the Standard Webhooks ``webhook-id`` (with ``webhook-timestamp``), the job id, the slot
-(RFC 3339 UTC) and the attempt number. Redirects are never followed. Success is any 2xx, or exactly
-the target's ``expected_status`` codes when it lists them.
+The webhook contract (docs/service.md, the HTTP headers): every attempt carries the execution id
+as ``Idempotency-Key`` and as the Standard Webhooks ``webhook-id`` (with ``webhook-timestamp``),
+the job id, the slot (RFC 3339 UTC) and the attempt number. Redirects are never followed. Success
+is any 2xx, or exactly the target's ``expected_status`` codes when it lists them.
 
 **SSRF guard.** A worker must not become a way to reach what only the worker can reach (cloud
 metadata at 169.254.169.254, databases on 10/8, admin ports on loopback). The check runs on the
