@@ -33,6 +33,16 @@ class NotFoundError(PermanentError):
     """The job or run does not exist (or was deleted)."""
 
 
+class UnauthenticatedError(PermanentError):
+    """No credentials, or credentials that are unknown, expired or revoked (HTTP 401)."""
+
+
+class ForbiddenError(PermanentError):
+    """The caller is known but may not do this: a missing scope, a field it may not set (HTTP 403).
+    Another team's object is not forbidden but absent (:class:`NotFoundError`), so that teams
+    cannot probe each other's names."""
+
+
 class ConflictError(PermanentError):
     """The write lost a race: the stored version differs from the expected one, or a unique name
     is taken. Re-read and decide again."""

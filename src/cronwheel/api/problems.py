@@ -25,8 +25,10 @@ from cronwheel.api.checks import schedule_problem
 from cronwheel.errors import (
     BackendUnavailableError,
     ConflictError,
+    ForbiddenError,
     InvalidInputError,
     NotFoundError,
+    UnauthenticatedError,
 )
 from cronwheel.schedule import ScheduleError
 from cronwheel.service import NoSlotError
@@ -198,6 +200,17 @@ async def _not_found(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(request, 404, "not-found", "Not found", str(exc) or "no such resource")
 
 
+async def _unauthenticated(request: Request, exc: Exception) -> JSONResponse:
+    return problem_response(
+        request, 401, "unauthenticated", "Unauthenticated", str(exc) or "a valid token is required",
+        headers={"WWW-Authenticate": 'Bearer realm="cronwheel"'},
+    )  # fmt: skip
+
+
+async def _forbidden(request: Request, exc: Exception) -> JSONResponse:
+    return problem_response(request, 403, "forbidden", "Forbidden", str(exc) or "not allowed")
+
+
 async def _conflict(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, VersionConflictError):
         return problem_response(
@@ -248,6 +261,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ScheduleError, _schedule)
     app.add_exception_handler(InvalidInputError, _invalid_input)
     app.add_exception_handler(NotFoundError, _not_found)
+    app.add_exception_handler(UnauthenticatedError, _unauthenticated)
+    app.add_exception_handler(ForbiddenError, _forbidden)
     app.add_exception_handler(ConflictError, _conflict)
     app.add_exception_handler(BackendUnavailableError, _unavailable)
     app.add_exception_handler(StarletteHTTPException, _http)
