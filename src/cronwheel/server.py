@@ -324,7 +324,10 @@ async def _until_stop(role: Awaitable[None], stop: asyncio.Event) -> None:
 
 
 async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -> None:
-    """A one-off task: ends when ``work`` does (without stopping the node), or is cut short by ``stop``."""
+    """A one-off task: ends when ``work`` does (without stopping the node), or is cut short by
+    ``stop``. A cut-short ``work`` is waited for until it has ended: ``cancel()`` only asks, and
+    its result does not exist before (asking for it raised InvalidStateError when the node was
+    stopped while the work still ran)."""
     task = asyncio.ensure_future(work)
     stopping = asyncio.ensure_future(stop.wait())
     try:
@@ -333,6 +336,7 @@ async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -
         stopping.cancel()
         if not task.done():
             task.cancel()
+            await asyncio.wait({task})
     if not task.cancelled():
         task.result()  # a failure is the node's: raised
 
