@@ -79,6 +79,7 @@ async def test_a_node_that_stops_closes_everything_it_opened(
     await asyncio.wait_for(node, 60)
     assert closed == ["coordinator", "queue", "store"]
 
+
 async def test_a_one_off_task_cut_short_by_stop_ends_quietly() -> None:
     """The refused-jobs check of a worker still running when the node stops: it is cancelled and
     waited for (asking a task that was only asked to cancel for its result raised
