@@ -43,7 +43,8 @@ async def start_sink() -> tuple[web.AppRunner, str, list[float]]:
     return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/hook", arrivals
 
 
-def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
+    """The server, its URL, and the header of the admin token it wrote beside its database."""
     log = workdir / "server.log"
     command = [sys.executable, "-m", "cronwheel", "server", "--port", "0", "--allow-network", "127.0.0.0/8",
                "--database-url", f"sqlite:///{workdir / 'bench.db'}", "--log-level", "WARNING"]  # fmt: skip
@@ -51,7 +52,8 @@ def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     for _ in range(400):
         found = re.search(r"serving on (http://\S+)", log.read_text(errors="replace"))
         if found:
-            return process, found.group(1)
+            token = (workdir / "bench.db.token").read_text().strip()
+            return process, found.group(1), {"Authorization": f"Bearer {token}"}
         time.sleep(0.05)
     raise SystemExit(f"server did not start:\n{log.read_text()}")
 
@@ -82,9 +84,9 @@ async def collect_runs(api: httpx.AsyncClient) -> list[dict[str, Any]]:
 async def main(jobs: int, seconds: float, every: int) -> dict[str, Any]:
     runner, hook, arrivals = await start_sink()
     with tempfile.TemporaryDirectory() as tmp:
-        process, url = start_server(Path(tmp))
+        process, url, headers = start_server(Path(tmp))
         try:
-            async with httpx.AsyncClient(base_url=url, timeout=30) as api:
+            async with httpx.AsyncClient(base_url=url, timeout=30, headers=headers) as api:
                 for index in range(jobs):
                     schedule = f"{index % every}/{every} * * * * *"
                     target = {"type": "http", "url": hook}

@@ -71,6 +71,7 @@ from benchlib import POSTGRES_ADMIN, REDIS_URL, admin, drop_keys, machine
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.clock import SystemClock
 from cronwheel.coordinator.port import Member, ShardLease
+from cronwheel.identity import Scope
 from cronwheel.model import SHARDS, HttpTarget, Job, new_id
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
@@ -80,6 +81,7 @@ from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store import codec
 from cronwheel.store.schema import Instant, jobs, to_micros
 from cronwheel.store.sql import open_store
+from cronwheel.tokens import issue
 
 CHUNK = 50_000  # jobs per COPY
 TEAMS = {"payments": 30, "search": 20, "ads": 12, "mail": 8, "billing": 6, "growth": 5, "infra": 5,
@@ -89,6 +91,7 @@ ENVS = (("prod", 6), ("staging", 3), ("dev", 1))
 APPS = 200
 MB = 1024 * 1024
 LAST_STATE = "last_state=FAILED (none)"  # slow: timed 10 times at most
+TEAM_TOKEN = "team legal's token"  # listings filtered to one team in the query (issue #11)
 LABEL_COLUMNS = ["job_id", "key", "value"]
 
 
@@ -375,6 +378,10 @@ async def serve_api(url: str) -> None:
     store = await open_store(url, clock=clock)
     service = JobService(store, MemoryQueue(clock), ChangeFeed(), clock, TargetPolicy())
     app = create_app(ApiServices(store=store, job_service=service, clock=clock))
+    tokens = {}  # every team (no team filter), and one team's (filtered in the query)
+    for kind, team in (("admin", None), ("legal", "legal")):
+        record, tokens[kind] = issue(f"bench-{kind}", team, [Scope.ADMIN], clock.now())
+        await store.create_token(record)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, log_level="warning", access_log=False, lifespan="off"
     )
@@ -382,7 +389,7 @@ async def serve_api(url: str) -> None:
     serving = asyncio.create_task(server.serve())
     while not server.started and not serving.done():
         await asyncio.sleep(0.01)
-    print(json.dumps({"port": server.servers[0].sockets[0].getsockname()[1]}), flush=True)
+    print(json.dumps({"port": server.servers[0].sockets[0].getsockname()[1], "tokens": tokens}), flush=True)
     try:
         await serving
     finally:
@@ -423,6 +430,8 @@ async def api_queries(url: str) -> dict[str, list[str]]:
         "paused=true": ["/v1/jobs?paused=true"],
         "name (exact)": [f"/v1/jobs?name={row[1]}" for row in rows],
         LAST_STATE: ["/v1/jobs?last_state=FAILED"],
+        f"{TEAM_TOKEN}: first page": ["/v1/jobs"],
+        f"{TEAM_TOKEN}: deep page": [f"/v1/jobs?{cursor}" for cursor in deep],
     }
 
 
@@ -445,21 +454,28 @@ def time_requests(client: httpx.Client, kind: str, paths: list[str], count: int)
 
 def measure_api(url: str, count: int) -> list[Latency]:
     queries = asyncio.run(api_queries(url))
-    with api_server(url) as base, httpx.Client(base_url=base, timeout=60.0) as client:
-        return [
-            time_requests(client, kind, paths, min(count, 10) if kind == LAST_STATE else count)
-            for kind, paths in queries.items()
-        ]
+    with api_server(url) as (base, tokens):
+        found = []
+        for kind, paths in queries.items():
+            token = tokens["legal" if kind.startswith(TEAM_TOKEN) else "admin"]
+            headers = {"Authorization": f"Bearer {token}"}
+            with httpx.Client(base_url=base, timeout=60.0, headers=headers) as client:
+                found.append(
+                    time_requests(client, kind, paths, min(count, 10) if kind == LAST_STATE else count)
+                )
+        return found
 
 
 @contextlib.contextmanager
-def api_server(url: str) -> Iterator[str]:
+def api_server(url: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """The API in a child process: its base URL, and its tokens (``admin``: of every team;
+    ``legal``: of team legal only)."""
     command = [sys.executable, __file__, "--child", "api", "--database", url]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
-        port = json.loads(server.stdout.readline())["port"]
-        yield f"http://127.0.0.1:{port}"
+        started = json.loads(server.stdout.readline())
+        yield f"http://127.0.0.1:{started['port']}", started["tokens"]
     finally:
         server.terminate()
         server.wait(timeout=30)

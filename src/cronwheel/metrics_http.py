@@ -6,6 +6,11 @@ Fire lateness is measured where runs are fired (schedulers) and start lateness w
 figures, so every process must serve them. A node with the ``api`` role serves the same two paths
 on its API port instead. A bare ASGI callable rather than a web framework: two read-only paths
 need no routing, validation or OpenAPI.
+
+The same defences as the API's (docs/security.md): a request for a host the node does not serve is
+refused (421; ``/healthz`` aside, as on the API), and when the operator protects metrics
+(``--protect-metrics``) ``/metrics`` needs a token of every team with the ``read`` scope (401
+without a valid one, 403 for another).
 """
 
 from __future__ import annotations
@@ -17,31 +22,77 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from cronwheel import metrics
+from cronwheel.api.access import AccessPolicy
+from cronwheel.api.guard import ANY_HOST, host_allowed
+from cronwheel.errors import UnauthenticatedError
+from cronwheel.identity import Caller, Scope
 
-Scope = MutableMapping[str, Any]
+AsgiScope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 _HEALTHY = json.dumps({"status": "ok"}).encode()
+_TEXT = "text/plain; charset=utf-8"
+Authenticate = Callable[[str], Awaitable[Caller | None]]
 
 
-async def app(scope: Scope, receive: Receive, send: Send) -> None:
+class Endpoint:
     """``/metrics``: the Prometheus text format; ``/healthz``: the process is up (no backend is
-    consulted, as on the API); any other path 404, any method but GET and HEAD 405."""
-    if scope["type"] != "http":
-        return
-    status, content_type, body = _answer(scope["method"], scope["path"])
-    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+    consulted, as on the API); any other path 404, any method but GET and HEAD 405. ``policy``
+    says which hosts are served and whether metrics need a token, which ``authenticate`` judges
+    (None for a credential it does not know, UnauthenticatedError for a bad one)."""
+
+    def __init__(self, policy: AccessPolicy | None = None, authenticate: Authenticate | None = None) -> None:
+        self.policy = policy or AccessPolicy()
+        self.authenticate = authenticate
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        headers = {
+            name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
+        }
+        refused = await self._refusal(scope["path"], headers)
+        status, content_type, body = refused or _answer(scope["method"], scope["path"])
+        extra = [(b"www-authenticate", b'Bearer realm="cronwheel"')] if status == 401 else []
+        headers_out = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers_out + extra})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+
+    async def _refusal(self, path: str, headers: dict[str, str]) -> tuple[int, str, bytes] | None:
+        host = headers.get("host")
+        if host is not None and path not in ANY_HOST and not host_allowed(host, self.policy.allowed_hosts):
+            return (
+                421,
+                _TEXT,
+                b"misdirected request: this node does not serve that host (see --allowed-host)\n",
+            )
+        if path != "/metrics" or not self.policy.protect_metrics:
+            return None
+        scheme, _, credential = headers.get("authorization", "").partition(" ")
+        caller = None
+        if scheme.lower() == "bearer" and credential.strip() and self.authenticate is not None:
+            try:
+                caller = await self.authenticate(credential.strip())
+            except UnauthenticatedError:
+                caller = None
+        if caller is None:
+            return 401, _TEXT, b"unauthenticated: /metrics needs a token (Authorization: Bearer <token>)\n"
+        if caller.teams is not None or not caller.has(Scope.READ):
+            return 403, _TEXT, b"forbidden: /metrics needs a token of every team with the 'read' scope\n"
+        return None
+
+
+app = Endpoint()
+"""The endpoint as a node without an operator's settings serves it."""
 
 
 def _answer(method: str, path: str) -> tuple[int, str, bytes]:
     if path not in ("/metrics", "/healthz"):
-        return 404, "text/plain; charset=utf-8", b"not found: this endpoint serves /metrics and /healthz\n"
+        return 404, _TEXT, b"not found: this endpoint serves /metrics and /healthz\n"
     if method not in ("GET", "HEAD"):
-        return 405, "text/plain; charset=utf-8", b"method not allowed\n"
+        return 405, _TEXT, b"method not allowed\n"
     if path == "/healthz":
         return 200, "application/json", _HEALTHY
     return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.REGISTRY)

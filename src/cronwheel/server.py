@@ -7,6 +7,12 @@ SIGINT stop it gracefully: the API stops accepting, the scheduler stops firing, 
 get a grace period to finish. Every node serves its own metrics: on the API port with the api
 role, else on ``--metrics-port`` (:mod:`cronwheel.metrics_http`), and advertises where in its
 coordinator member record (``cronwheel cluster status`` shows it).
+
+Embedded (SQLite), the server keeps an admin token in ``<database>.token`` (0600), made on its
+first start, and says where it is (:mod:`cronwheel.localtoken`); a cluster's first token is made
+with ``cronwheel tokens create --bootstrap``. Who may reach the API (served hosts, protected
+metrics, targets reserved to admins) is the :class:`~cronwheel.api.access.AccessPolicy` built from
+the settings (:func:`access_policy`).
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ from typing import IO, Any
 
 import uvicorn
 
-from cronwheel import metrics_http
+from cronwheel import localtoken, metrics_http
+from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
+from cronwheel.api.auth import TokenAuthenticator
 from cronwheel.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
 from cronwheel.cluster import ClusterStatus
@@ -89,6 +97,9 @@ class ServerSettings:
     lease_s: float = 30.0
     ttl_s: float = 5.0  # coordinator membership / shard lease TTL
     node: str = field(default_factory=default_node)
+    allowed_hosts: tuple[str, ...] = ()  # Host names served beyond the defaults (see access_policy)
+    protect_metrics: bool = False  # /metrics needs a token of every team with the read scope
+    admin_only: tuple[str, ...] = ()  # target kinds only admins of every team may set
 
     @property
     def embedded(self) -> bool:
@@ -112,6 +123,22 @@ class ServerSettings:
                 "cluster mode needs all three: CRONWHEEL_DATABASE_URL=postgresql://..., "
                 "CRONWHEEL_COORDINATOR_URL=etcd://... and CRONWHEEL_QUEUE_URL=redis://..."
             )
+
+
+def access_policy(settings: ServerSettings) -> AccessPolicy:
+    """Who may reach this node's HTTP endpoint. Served hosts: IP literals and ``localhost`` always
+    (:mod:`cronwheel.api.guard`), the ``--host`` name the node binds, this machine's own names when
+    it binds every address (its announced URL uses one), and ``--allowed-host``."""
+    hosts = list(settings.allowed_hosts)
+    if settings.host in ("", "0.0.0.0", "::"):  # noqa: S104 - naming a wildcard bind, not making one
+        hosts += [socket.gethostname(), socket.getfqdn()]
+    else:
+        hosts.append(settings.host)
+    return AccessPolicy(
+        allowed_hosts=tuple(dict.fromkeys(host.lower() for host in hosts if host)),
+        protect_metrics=settings.protect_metrics,
+        admin_only=frozenset(settings.admin_only),
+    )
 
 
 class _Server(uvicorn.Server):
@@ -152,7 +179,21 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
             )
         )
         backends = _Backends(store, queue, coordinator, clock, listening)
-        await _run_roles(settings, backends, stack, announce)
+        notes = await _local_token(settings, backends) if settings.embedded else ()
+        await _run_roles(settings, backends, stack, announce, notes)
+
+
+async def _local_token(settings: ServerSettings, backends: _Backends) -> tuple[str, ...]:
+    """The embedded server's admin token file (:mod:`cronwheel.localtoken`), made or kept; the
+    line that says where it is (never the token), announced once the API serves. A pointer to it
+    is left for a fixed loopback port."""
+    url = public_url(settings.host, backends.listening) if settings.port else ""
+    now = backends.clock.now()
+    path = await localtoken.ensure(backends.store, settings.database_url, now, url, os.environ)
+    if path is None:
+        return ()
+    log.info("admin token file", extra={"action": "token_file", "path": str(path)})
+    return (f"admin token in {path} (the cronwheel CLI on this machine uses it)",)
 
 
 async def _clock(settings: ServerSettings, store: SqlStore) -> Clock:
@@ -179,14 +220,16 @@ async def _run_roles(
     backends: _Backends,
     stack: contextlib.AsyncExitStack,
     announce: Callable[[str], None],
+    notes: tuple[str, ...] = (),
 ) -> None:
     """The roles as named tasks of one task group, until ``stop``. A role that fails stops the
-    others; a cronwheel error that did is raised alone (the CLI prints it and exits non-zero)."""
+    others; a cronwheel error that did is raised alone (the CLI prints it and exits non-zero).
+    ``notes`` are announced after the line that says where the node serves."""
     stop = asyncio.Event()
     _on_signals(stop)
     try:
         async with asyncio.TaskGroup() as group:
-            await _Roles(settings, backends, stop, group, stack).start(announce)
+            await _Roles(settings, backends, stop, group, stack, notes).start(announce)
     except BaseExceptionGroup as failed:
         errors = failed.exceptions
         if len(errors) == 1 and isinstance(errors[0], CronwheelError):
@@ -204,6 +247,7 @@ class _Roles:
     stop: asyncio.Event
     group: asyncio.TaskGroup
     stack: contextlib.AsyncExitStack
+    notes: tuple[str, ...] = ()
 
     async def start(self, announce: Callable[[str], None]) -> None:
         roles = self.settings.roles
@@ -280,18 +324,29 @@ class _Roles:
         )
         service = JobService(store, self.backends.queue, feed, clock, policy)
         status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues)
-        app = create_app(ApiServices(store=store, job_service=service, clock=clock, cluster=status))
+        services = ApiServices(
+            store=store, job_service=service, clock=clock, cluster=status, access=access_policy(settings)
+        )
+        app = create_app(services)
         url = public_url(settings.host, self.backends.listening)
-        line = f"cronwheel serving on {url} (node {settings.node})"
-        self._http(uvicorn.Config(app, log_config=None, access_log=False), lambda: announce(line), "api")
+        lines = (f"cronwheel serving on {url} (node {settings.node})", *self.notes)
+        config = uvicorn.Config(app, log_config=None, access_log=False)
+
+        def started() -> None:
+            for line in lines:
+                announce(line)
+
+        self._http(config, started, "api")
 
     def _metrics(self, announce: Callable[[str], None]) -> None:
         """A node without the API serves ``/metrics`` and ``/healthz`` on its metrics port."""
         settings = self.settings
         url = public_url(settings.host, self.backends.listening) + "/metrics"
         line = f"cronwheel {'+'.join(settings.roles)} running (node {settings.node}, metrics on {url})"
+        authenticator = TokenAuthenticator(self.backends.store, self.backends.clock)
+        endpoint = metrics_http.Endpoint(access_policy(settings), authenticator.authenticate)
         config = uvicorn.Config(
-            metrics_http.app, log_config=None, access_log=False, lifespan="off", interface="asgi3"
+            endpoint, log_config=None, access_log=False, lifespan="off", interface="asgi3"
         )
         self._http(config, lambda: announce(line), "metrics")
 
@@ -324,7 +379,10 @@ async def _until_stop(role: Awaitable[None], stop: asyncio.Event) -> None:
 
 
 async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -> None:
-    """A one-off task: ends when ``work`` does (without stopping the node), or is cut short by ``stop``."""
+    """A one-off task: ends when ``work`` does (without stopping the node), or is cut short by
+    ``stop``. A cut-short ``work`` is waited for until it has ended: ``cancel()`` only asks, and
+    its result does not exist before (asking for it raised InvalidStateError when the node was
+    stopped while the work still ran)."""
     task = asyncio.ensure_future(work)
     stopping = asyncio.ensure_future(stop.wait())
     try:
@@ -333,6 +391,7 @@ async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -
         stopping.cancel()
         if not task.done():
             task.cancel()
+            await asyncio.wait({task})
     if not task.cancelled():
         task.result()  # a failure is the node's: raised
 
@@ -401,9 +460,4 @@ def _single_owner(database_url: str) -> Iterator[None]:
         handle.close()
 
 
-def _sqlite_path(url: str) -> str | None:
-    for prefix in ("sqlite+aiosqlite:///", "sqlite:///"):
-        if url.startswith(prefix):
-            rest = url[len(prefix) :].split("?", 1)[0]
-            return None if rest in ("", ":memory:") else rest
-    return None
+_sqlite_path = localtoken.sqlite_path

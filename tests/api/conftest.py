@@ -1,5 +1,9 @@
 """The API in-process (httpx over ASGI) on a real SqlStore (a tmp SQLite file) and a manual
-clock. The queue is a recording double: the API only publishes triggers for manual runs."""
+clock. The queue is a recording double: the API only publishes triggers for manual runs.
+
+The app serves the host ``cronwheel.test`` (as an operator's ``--allowed-host`` would), and the
+``client`` fixture is authenticated with an admin token of every team (``env.admin_token``);
+:func:`issue_token` makes others (``anonymous`` is a client without one)."""
 
 from __future__ import annotations
 
@@ -11,14 +15,35 @@ from typing import Any
 import httpx
 import pytest
 
-from cronwheel.api.app import ApiServices, create_app, store_readiness
+from cronwheel.api.app import AccessPolicy, ApiServices, create_app, store_readiness
 from cronwheel.clock import ManualClock
+from cronwheel.identity import Scope
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.tokens import issue
 
 from .doubles import RecordingQueue
 
 START = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)  # a Monday
+BASE_URL = "http://cronwheel.test"
+SERVED = AccessPolicy(allowed_hosts=("cronwheel.test",))
+
+
+async def issue_token(
+    store: SqlStore,
+    *scopes: Scope,
+    team: str | None = None,
+    name: str = "test",
+    expires_at: datetime | None = None,
+) -> str:
+    """A token stored in ``store`` (of every team when ``team`` is None); returns its text."""
+    record, text = issue(name, team, scopes or (Scope.ADMIN,), START, expires_at=expires_at)
+    await store.create_token(record)
+    return text
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 class Readiness:
@@ -34,9 +59,16 @@ class Readiness:
 
 class Env:
     def __init__(
-        self, store: SqlStore, clock: ManualClock, queue: RecordingQueue, readiness: Readiness
+        self,
+        store: SqlStore,
+        clock: ManualClock,
+        queue: RecordingQueue,
+        readiness: Readiness,
+        admin_token: str,
+        access: AccessPolicy = SERVED,
     ) -> None:
         self.store = store
+        self.admin_token = admin_token
         self.clock = clock
         self.queue = queue
         self.readiness = readiness
@@ -45,7 +77,13 @@ class Env:
         self.service = JobService(
             store, queue, self.feed, clock, TargetPolicy(allow_commands=False, python_allow=("myapp.*",))
         )
-        self.app = create_app(ApiServices(store, self.service, clock, readiness))
+        self.app = create_app(ApiServices(store, self.service, clock, readiness, access=access))
+
+    def client(self, token: str | None = None) -> httpx.AsyncClient:
+        """A client of this app, authenticated with ``token`` (None: no token)."""
+        transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
+        headers = {} if token is None else bearer(token)
+        return httpx.AsyncClient(transport=transport, base_url=BASE_URL, headers=headers)
 
 
 @pytest.fixture
@@ -53,15 +91,23 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     clock = ManualClock(START)
     store = await open_store(f"sqlite:///{tmp_path / 'cronwheel.db'}", clock=clock)
     try:
-        yield Env(store, clock, RecordingQueue(), Readiness(store))
+        admin = await issue_token(store, Scope.ADMIN, name="test-admin")
+        yield Env(store, clock, RecordingQueue(), Readiness(store), admin)
     finally:
         await store.close()
 
 
 @pytest.fixture
 async def client(env: Env) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=env.app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://cronwheel.test") as http:
+    """Authenticated as an admin of every team."""
+    async with env.client(env.admin_token) as http:
+        yield http
+
+
+@pytest.fixture
+async def anonymous(env: Env) -> AsyncIterator[httpx.AsyncClient]:
+    """No token at all."""
+    async with env.client() as http:
         yield http
 
 

@@ -15,8 +15,10 @@ import pytest
 from pydantic import ValidationError
 
 from cronwheel.api.schemas import JobCreate, JobOut, JobPatch, JobSpec, MisfireSpec, RetrySpec, spec_fields
+from cronwheel.identity import Scope
 from cronwheel.model import MisfireMode, Outcome, Overlap, RunKind, RunState, Target
 from cronwheel.schedule import DstFold, DstGap, FireKind
+from cronwheel.tokens import TokenState
 
 EVERY_FIELD: dict[str, Any] = {
     "team": "data",
@@ -72,7 +74,8 @@ def _values(choices: Any) -> list[Any]:
 
 # The model's choices, and the two the API alone defines (an HTTP verb; what resume does).
 MODEL_CHOICES = [
-    _values(c) for c in (Overlap, MisfireMode, RunState, RunKind, Outcome, FireKind, DstGap, DstFold)
+    _values(c)
+    for c in (Overlap, MisfireMode, RunState, RunKind, Outcome, FireKind, DstGap, DstFold, Scope, TokenState)
 ]
 API_CHOICES = [["GET", "POST", "PUT", "PATCH", "DELETE"], ["skip", "misfire"]]
 

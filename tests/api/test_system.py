@@ -98,7 +98,9 @@ async def test_readyz_when_the_store_is_gone(env: Env) -> None:
         raise RuntimeError("boom")
 
     app = create_app(ApiServices(env.store, env.service, env.clock, broken))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+    ) as client:
         response = await client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["checks"] == {"readiness": False}

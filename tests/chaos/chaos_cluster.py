@@ -301,6 +301,7 @@ class ChaosCluster:
     redis: PrivateRedis = field(init=False)
     database: str = "cronwheel"
     nodes: dict[str, Node] = field(default_factory=dict)
+    token: str = ""  # the admin token made by `cronwheel tokens create --bootstrap`
 
     def __post_init__(self) -> None:
         self.etcd = EtcdCluster(self.workdir)
@@ -323,6 +324,13 @@ class ChaosCluster:
             capture_output=True, text=True, check=False, timeout=120,
         )  # fmt: skip
         assert migrate.returncode == 0, migrate.stderr
+        bootstrap = subprocess.run(
+            [sys.executable, "-m", "cronwheel", "tokens", "create", "--bootstrap", "--name", "chaos",
+             "--database-url", self.database_url],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        assert bootstrap.returncode == 0, bootstrap.stderr
+        self.token = bootstrap.stdout.strip()
 
     @property
     def database_url(self) -> str:

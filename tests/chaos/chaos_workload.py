@@ -81,8 +81,10 @@ class Mix:
 class Workload:
     """Creates the jobs, then performs (and records) API edits while faults run."""
 
-    def __init__(self, api_url: str, witness_url: str, append_file: Path, rng: random.Random) -> None:
-        self.api = httpx.Client(base_url=api_url, timeout=30)
+    def __init__(
+        self, api_url: str, witness_url: str, append_file: Path, rng: random.Random, token: str
+    ) -> None:
+        self.api = httpx.Client(base_url=api_url, timeout=30, headers={"Authorization": f"Bearer {token}"})
         self.witness_url = witness_url
         self.append_file = append_file
         self.rng = rng
@@ -176,7 +178,7 @@ class Workload:
 
         def create(index: int) -> JobRecord:
             if not hasattr(local, "api"):  # one client per thread, made once: clients are costly
-                local.api = httpx.Client(base_url=self.api.base_url, timeout=30)
+                local.api = httpx.Client(base_url=self.api.base_url, headers=self.api.headers, timeout=30)
                 clients.append(local.api)
             return self._job("herd", index, expression, self._http("/herd"), client=local.api)
 

@@ -1,5 +1,6 @@
 """A real uvicorn server on 127.0.0.1 (a free port) in a background thread, serving the API over
-a real SqlStore on a tmp SQLite file; the CLI is run against it with click's CliRunner."""
+a real SqlStore on a tmp SQLite file; the CLI is run against it with click's CliRunner, with an
+admin token of every team (``--token``) and a config file and state directory of the test's own."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from api.doubles import RecordingQueue
 from cronwheel.api.app import ApiServices, create_app, store_readiness
 from cronwheel.cli import cli
 from cronwheel.clock import ManualClock
+from cronwheel.identity import Scope
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.tokens import issue
 
 START = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
 
@@ -33,10 +36,33 @@ class Server:
     clock: ManualClock
     queue: RecordingQueue
     store: SqlStore
+    token: str  # an admin token of every team
+    home: Path  # where the CLI's config file and state directory are
 
-    def run(self, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
-        """``cronwheel ARGS --url <this server>``."""
-        return CliRunner().invoke(cli, [*args, "--url", self.url], input=input, env=env)
+    def environment(self, extra: dict[str, str] | None = None) -> dict[str, str | None]:
+        """The CLI's environment: its own config and state, none of the caller's settings."""
+        isolated: dict[str, str | None] = {
+            "CRONWHEEL_CONFIG": str(self.home / "config.yaml"),
+            "XDG_STATE_HOME": str(self.home / "state"),
+            "CRONWHEEL_URL": None,
+            "CRONWHEEL_TOKEN": None,
+            "CRONWHEEL_CONTEXT": None,
+            "CRONWHEEL_DATABASE_URL": None,
+        }
+        return {**isolated, **(extra or {})}
+
+    def run(
+        self, *args: str, input: str | None = None, env: dict[str, str] | None = None, token: bool = True
+    ) -> Result:
+        """``cronwheel ARGS --url <this server> --token <admin token>`` (no token: ``token=False``)."""
+        auth = ["--token", self.token] if token else []
+        return CliRunner().invoke(
+            cli, [*args, "--url", self.url, *auth], input=input, env=self.environment(env)
+        )
+
+    def bare(self, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+        """``cronwheel ARGS`` as typed: the URL and token come from the environment, config or files."""
+        return CliRunner().invoke(cli, list(args), input=input, env=self.environment(env))
 
     def json(self, *args: str) -> Any:
         result = self.run(*args, "-o", "json")
@@ -53,6 +79,7 @@ class _Thread(threading.Thread):
         self.ready = threading.Event()
         self.server: uvicorn.Server | None = None
         self.store: SqlStore | None = None
+        self.token = ""
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -64,6 +91,8 @@ class _Thread(threading.Thread):
 
     async def _serve(self) -> None:
         self.store = await open_store(f"sqlite:///{self.database}", clock=self.clock)
+        record, self.token = issue("cli-tests", None, [Scope.ADMIN], START)
+        await self.store.create_token(record)
         service = JobService(
             self.store, self.queue, ChangeFeed(), self.clock, TargetPolicy(python_allow=("myapp.*",))
         )
@@ -94,7 +123,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
         raise thread.error
     assert thread.store is not None
     try:
-        yield Server(f"http://127.0.0.1:{port}", clock, queue, thread.store)
+        yield Server(f"http://127.0.0.1:{port}", clock, queue, thread.store, thread.token, tmp_path / "home")
     finally:
         assert thread.server is not None
         thread.server.should_exit = True

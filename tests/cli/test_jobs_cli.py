@@ -205,7 +205,9 @@ def test_trigger_and_runs(server: Server) -> None:
 
 def test_url_from_the_environment(server: Server) -> None:
     create(server)
-    result = CliRunner().invoke(cli, ["jobs", "list", "-o", "json"], env={"CRONWHEEL_URL": server.url})
+    result = server.bare(
+        "jobs", "list", "-o", "json", env={"CRONWHEEL_URL": server.url, "CRONWHEEL_TOKEN": server.token}
+    )
     assert result.exit_code == 0
     assert len(json.loads(result.stdout)["items"]) == 1
 

@@ -46,7 +46,8 @@ def server(tmp_path: Path) -> Iterator[ApiClient]:
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=workdir, env=env, stdout=out, stderr=out)
     try:
-        yield ApiClient(_served_url(process, log))
+        url = _served_url(process, log)
+        yield ApiClient(url, token=(tmp_path / "cronwheel.db.token").read_text().strip())
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -43,7 +43,7 @@ CASES = [
 def test_cli_json_is_the_api_json(server: Server, args: list[str], body: dict[str, Any]) -> None:
     result = CliRunner().invoke(cli, ["schedule", "preview", *args, "-o", "json"])
     assert result.exit_code == 0, result.stderr
-    from_api = ApiClient(server.url).request("POST", "/v1/schedules/preview", body).data
+    from_api = ApiClient(server.url, token=server.token).request("POST", "/v1/schedules/preview", body).data
     assert json.loads(result.stdout) == from_api
     assert from_api["fires"]  # the comparison covers fire times, not two empty lists
 

@@ -134,6 +134,24 @@ class Cluster:
     ttl_s: float = 2.0
     redis: Redis | None = None
     nodes: list[Node] = field(default_factory=list)
+    token: str = ""  # the admin token `cronwheel tokens create --bootstrap` made (on first client)
+
+    def bootstrap(self) -> str:
+        """An admin token of every team, written straight to the database as an operator does for
+        a new cluster (made once)."""
+        if not self.token:
+            made = subprocess.run(
+                [sys.executable, "-m", "cronwheel", "tokens", "create", "--bootstrap", "--name", "tests"],
+                env=self.env(), capture_output=True, text=True, check=False, timeout=120,
+            )  # fmt: skip
+            assert made.returncode == 0, made.stderr
+            self.token = made.stdout.strip()
+        return self.token
+
+    def client(self, node: Node) -> httpx.AsyncClient:
+        """An API client of ``node``, authenticated with the bootstrap token."""
+        headers = {"Authorization": f"Bearer {self.bootstrap()}"}
+        return httpx.AsyncClient(base_url=node.url, headers=headers, timeout=30)
 
     def env(self) -> dict[str, str]:
         return {

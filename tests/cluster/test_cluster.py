@@ -66,7 +66,7 @@ async def test_cluster_fires_every_slot_once_through_failover_rebalance_and_spli
     schedulers = [nodes.start("scheduler", f"sched-{i}") for i in range(1, 4)]
     workers = [nodes.start("worker", f"worker-{i}") for i in range(1, 3)]
     assert workers
-    async with httpx.AsyncClient(base_url=api_node.url, timeout=30) as api:
+    async with nodes.client(api_node) as api:
         job_ids = await create_jobs(api, f"{sink.url}/hook", JOBS)
         await asyncio.sleep(3)
         calm_start = time.time()
@@ -101,7 +101,8 @@ async def test_cluster_fires_every_slot_once_through_failover_rebalance_and_spli
         ]
         status = (await api.get("/v1/cluster")).json()
         shown = subprocess.run(
-            [sys.executable, "-m", "cronwheel", "cluster", "status", "--url", api_node.url],
+            [sys.executable, "-m", "cronwheel", "cluster", "status", "--url", api_node.url,
+             "--token", nodes.bootstrap()],
             capture_output=True, text=True, check=False, timeout=60,
         )  # fmt: skip
 
@@ -130,7 +131,7 @@ async def test_worker_crash_redis_data_loss_and_etcd_restart(cluster: tuple[Clus
     nodes.start("scheduler", "sched-1")
     nodes.start("scheduler", "sched-2")
     victim = nodes.start("worker", "worker-1")
-    async with httpx.AsyncClient(base_url=api_node.url, timeout=30) as api:
+    async with nodes.client(api_node) as api:
         # a slow target: the only worker holds the attempt when it is killed
         sink.delay_s["/slow"] = 4.0
         target = {"type": "http", "url": f"{sink.url}/slow"}

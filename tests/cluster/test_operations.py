@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import asyncpg
-import httpx
 import pytest
 from cluster_harness import (
     POSTGRES_ADMIN,
@@ -44,7 +43,7 @@ async def test_every_role_serves_its_metrics_and_says_where(cluster: tuple[Clust
     nodes.start("worker", "worker-1")
     fixed = free_port()
     nodes.start("worker", "worker-2", "--metrics-port", str(fixed))
-    async with httpx.AsyncClient(base_url=api_node.url, timeout=30) as api:
+    async with nodes.client(api_node) as api:
         await create_jobs(api, f"{sink.url}/hook", 6)  # two runs a second in all
         deadline = time.monotonic() + 30
         while len(sink.deliveries) < 20 and time.monotonic() < deadline:
@@ -56,7 +55,8 @@ async def test_every_role_serves_its_metrics_and_says_where(cluster: tuple[Clust
         scraped = {name: (await api.get(url)).text for name, url in urls.items()}
         health = [(await api.get(url.replace("/metrics", "/healthz"))).json() for url in urls.values()]
     shown = subprocess.run(
-        [sys.executable, "-m", "cronwheel", "cluster", "status", "--url", api_node.url],
+        [sys.executable, "-m", "cronwheel", "cluster", "status", "--url", api_node.url,
+             "--token", nodes.bootstrap()],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
 

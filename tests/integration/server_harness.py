@@ -2,7 +2,8 @@
 
 Everything stays on 127.0.0.1. These tests run the product as a user would: `cronwheel server`
 over a temporary SQLite file, jobs created over the REST API or the CLI, deliveries observed at
-the sink, run records read back over the API.
+the sink, run records read back over the API with the admin token the server wrote beside its
+database (``cronwheel.db.token``).
 """
 
 from __future__ import annotations
@@ -88,17 +89,17 @@ class ServerProcess:
     process: subprocess.Popen[bytes] | None = None
     url: str = ""
 
-    def start(self, timeout: float = 20.0) -> str:
+    def start(self, timeout: float = 20.0, env: dict[str, str] | None = None) -> str:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         handle = self.log.open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
+        port = [] if "--port" in self.args else ["--port", "0"]
         command = [
             sys.executable,
             "-m",
             "cronwheel",
             "server",
-            "--port",
-            "0",
+            *port,
             "--database-url",
             f"sqlite:///{self.db}",
         ]
@@ -113,6 +114,19 @@ class ServerProcess:
                 raise AssertionError(f"server exited with {self.process.returncode}:\n{self.log.read_text()}")
             time.sleep(0.05)
         raise AssertionError(f"server did not start:\n{self.log.read_text()}")
+
+    @property
+    def token_file(self) -> Path:
+        return Path(f"{self.db}.token")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The Authorization header of the server's own admin token."""
+        return {"Authorization": f"Bearer {self.token_file.read_text().strip()}"}
+
+    def client(self, **options: Any) -> httpx.AsyncClient:
+        """An API client authenticated with the server's admin token."""
+        return httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=10, **options)
 
     def kill9(self) -> None:
         assert self.process is not None
@@ -160,7 +174,7 @@ def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
 
 @pytest.fixture
 async def api(server: ServerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+    async with server.client() as client:
         yield client
 
 

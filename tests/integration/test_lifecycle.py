@@ -78,3 +78,27 @@ async def test_a_node_that_stops_closes_everything_it_opened(
     os.kill(os.getpid(), signal.SIGTERM)  # handled by the node (serve installs the handler first)
     await asyncio.wait_for(node, 60)
     assert closed == ["coordinator", "queue", "store"]
+
+
+async def test_a_one_off_task_cut_short_by_stop_ends_quietly() -> None:
+    """The refused-jobs check of a worker still running when the node stops: it is cancelled and
+    waited for (asking a task that was only asked to cancel for its result raised
+    InvalidStateError, which failed the node's stop)."""
+    from cronwheel.server import _unless_stopped
+
+    stop = asyncio.Event()
+    started, ended = asyncio.Event(), asyncio.Event()
+
+    async def slow_check() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await asyncio.sleep(0.01)  # cleanup that takes a moment after the cancel
+            ended.set()
+
+    one_off = asyncio.create_task(_unless_stopped(slow_check(), stop))
+    await started.wait()
+    stop.set()
+    await asyncio.wait_for(one_off, 5)  # no InvalidStateError
+    assert ended.is_set()

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -181,7 +182,7 @@ async def test_commands_with_timeout_kill_the_process_group(
 ) -> None:
     server = server_factory("--allow-commands")
     marker = tmp_path / "ran.txt"
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+    async with server.client() as api:
         ok = {"type": "command", "argv": ["sh", "-c", f"echo $CRONWHEEL_ATTEMPT >> {marker}"]}
         job = await create(api, {"team": "it", "name": "cmd", "schedule": "@daily", "target": ok})
         run = (await api.post(f"/v1/jobs/{job['id']}/trigger", json={})).json()
@@ -201,7 +202,7 @@ async def test_kill9_restart_loses_and_doubles_nothing(
 ) -> None:
     server = server_factory()
     url = sink.answer("/crash", (200, 3.0), (200, 0))  # the first attempt hangs for 3 s
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+    async with server.client() as api:
         job = await create(api, http_job("crash", url, schedule="0 0 1 1 *"))
         run = (await api.post(f"/v1/jobs/{job['id']}/trigger", json={})).json()
         await wait_for(lambda: sink.at("/crash"), timeout=5)  # attempt 1 is RUNNING at the target
@@ -209,7 +210,7 @@ async def test_kill9_restart_loses_and_doubles_nothing(
     server.kill9()
     await asyncio.sleep(1.5)  # slots pass while the server is down
     server.start()
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+    async with server.client() as api:
         done = await wait_for(lambda: _run_state(api, run["id"], "SUCCESS"), timeout=10)
         assert {d.headers["Idempotency-Key"] for d in sink.at("/crash")} == {run["id"]}
         assert [a["outcome"] for a in done["attempt_details"]] == ["lost", "success"]
@@ -223,29 +224,30 @@ async def test_kill9_restart_loses_and_doubles_nothing(
 
 
 async def test_a_new_user_with_the_cli(server: ServerProcess, sink: Sink) -> None:
-    """The README's path: create a job with the CLI, see it fire, see its runs."""
+    """The README's path: create a job with the CLI, see it fire, see its runs, typing no token:
+    the CLI, run where the server was started, finds the server's token file by itself."""
     env = {**os.environ, "CRONWHEEL_URL": server.url}
     url = sink.answer("/cli", (200, 0))
     args = ["--team", "me", "--name", "hello", "--schedule", "* * * * * *", "--http", url]
-    created = await _cli(env, "jobs", "create", *args, "-o", "json")
+    created = await _cli(env, "jobs", "create", *args, "-o", "json", cwd=server.db.parent)
     job_id = json.loads(created)["id"]
     await wait_for(lambda: len(sink.at("/cli")) >= 2, timeout=6)
-    listed = await wait_for(lambda: _cli_runs(env, "me/hello"), timeout=5)
+    listed = await wait_for(lambda: _cli_runs(env, "me/hello", server.db.parent), timeout=5)
     assert all(run["job_id"] == job_id for run in listed)
-    table = await _cli(env, "runs", "list", "--job", "me/hello")
+    table = await _cli(env, "runs", "list", "--job", "me/hello", cwd=server.db.parent)
     assert "SUCCESS" in table
 
 
-async def _cli_runs(env: dict[str, str], job: str) -> list[dict[str, Any]] | None:
-    data = json.loads(await _cli(env, "runs", "list", "--job", job, "-o", "json"))
+async def _cli_runs(env: dict[str, str], job: str, cwd: Path) -> list[dict[str, Any]] | None:
+    data = json.loads(await _cli(env, "runs", "list", "--job", job, "-o", "json", cwd=cwd))
     items: list[dict[str, Any]] = data if isinstance(data, list) else data["items"]
     done = [run for run in items if run["state"] == "SUCCESS"]
     return done or None
 
 
-async def _cli(env: dict[str, str], *args: str) -> str:
+async def _cli(env: dict[str, str], *args: str, cwd: Path | None = None) -> str:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cronwheel", *args, env=env,
+        sys.executable, "-m", "cronwheel", *args, env=env, cwd=cwd,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(), 30)
@@ -291,7 +293,7 @@ async def test_misfire_policies_after_downtime(
     server_factory: Callable[..., ServerProcess], sink: Sink, misfire: dict[str, Any], check: str
 ) -> None:
     server = server_factory()
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+    async with server.client() as api:
         job = await create(api, http_job("down", sink.answer("/down", (200, 0)), misfire=misfire))
         await wait_for(lambda: sink.at("/down"), timeout=5)
     server.kill9()
@@ -299,7 +301,7 @@ async def test_misfire_policies_after_downtime(
     await asyncio.sleep(4)
     restart = time.time()
     server.start()
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+    async with server.client() as api:
         await asyncio.sleep(1.5)
         runs = await runs_of(api, job["id"])
     missed = [r for r in runs if down_from + 1 < _ts(r["slot"]) < restart - 1]  # surely missed slots
@@ -338,7 +340,7 @@ async def test_metrics_export_fire_lateness(api: httpx.AsyncClient, sink: Sink) 
 
 async def test_sigterm_stops_cleanly(server_factory: Callable[..., ServerProcess]) -> None:
     server = server_factory()
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+    async with server.client() as api:
         assert (await api.get("/readyz")).status_code == 200
     assert server.stop() == 0
     assert "Traceback" not in server.log.read_text()
@@ -350,7 +352,7 @@ async def test_a_server_restarted_without_an_option_names_the_jobs_it_will_fail(
     """Issue #10 item 14: a stored command job whose worker no longer allows commands is named
     at start, with the option that would run it, instead of failing every run in silence."""
     first = server_factory("--allow-commands")
-    async with httpx.AsyncClient(base_url=first.url, timeout=10) as api:
+    async with first.client() as api:
         target = {"type": "command", "argv": ["true"]}
         job = await create(api, {"team": "it", "name": "nightly", "schedule": "@daily", "target": target})
         await create(api, http_job("hook", "https://example.com/hook", "@daily"))

@@ -7,6 +7,9 @@ dependency that resolves the path's team and name to the id of the team's live j
 (404 when there is none); a deleted job is reached by its id only. ``team/name`` inside
 ``/v1/jobs/...`` cannot work: the ``/`` (even as ``%2F``, which servers decode first) splits the
 path, and ``/v1/jobs/{team}/runs`` would mean two things.
+
+A team the caller is not of has no jobs for it: its names answer the same 404 as a name no job
+has, before the store is asked.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Path
 
+from cronwheel.api.auth import CallerDep
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import NotFoundError
 
@@ -32,9 +36,10 @@ async def job_id_by_name(
     team: Annotated[str, Path(max_length=100, description="The job's team.")],
     name: Annotated[str, Path(max_length=100, description="The job's name in its team.")],
     services: Annotated[ApiServices, Depends(get_services)],
+    caller: CallerDep,
 ) -> str:
-    """The id of ``team``'s live job named ``name``."""
-    job = await services.store.find_job(team, name)
+    """The id of ``team``'s live job named ``name`` (the route checks the caller's scope)."""
+    job = await services.store.find_job(team, name) if caller.sees(team) else None
     if job is None:
         raise NotFoundError(f"team {team!r} has no job named {name!r}")
     return job.id

@@ -3,7 +3,10 @@
 Nothing is global: the :class:`ApiServices` live on ``app.state`` and routes reach them through a
 dependency, so one process can serve several apps (tests do) and every role wires its own.
 OpenAPI is served at ``/openapi.json`` and the interactive docs at ``/docs``, whose Swagger UI
-assets come from the package (:mod:`cronwheel.api.docs`), not from a CDN.
+assets come from the package (:mod:`cronwheel.api.docs`), not from a CDN. Both are readable
+without a token (the document is the same for every server and holds no data; Swagger UI must
+read it before its user can authorize), behind the same Host check as everything else
+(:mod:`cronwheel.api.guard`).
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import docs, problems
+from cronwheel.api import docs, problems, tokens
+from cronwheel.api.access import AccessPolicy
+from cronwheel.api.guard import RequestGuard
 from cronwheel.api.routes import router, system_router
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
 
-__all__ = ["ApiServices", "Readiness", "create_app", "store_readiness"]
+__all__ = ["AccessPolicy", "ApiServices", "Readiness", "create_app", "store_readiness"]
 
 
 def create_app(services: ApiServices) -> FastAPI:
@@ -29,13 +34,17 @@ def create_app(services: ApiServices) -> FastAPI:
             "Register cron jobs, pause, resume and trigger them, and read their runs. "
             "Errors are RFC 9457 problem details (`application/problem+json`). "
             "Job responses carry an `ETag` (the job's version); send it back in `If-Match` "
-            "to make an edit conditional (412 when the job changed meanwhile)."
+            "to make an edit conditional (412 when the job changed meanwhile). "
+            "Every endpoint but `/healthz`, `/readyz`, the docs and (unless protected) `/metrics` "
+            "needs a token: `Authorization: Bearer <token>` (`cronwheel tokens create`)."
         ),
     )
     app.state.services = services
     problems.install(app)
+    app.add_middleware(RequestGuard, policy=services.access)  # before anything: Host, cross-site
     docs.install(app)
     app.include_router(router, prefix="/v1")
+    app.include_router(tokens.router, prefix="/v1")
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)
     return app

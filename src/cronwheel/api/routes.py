@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
@@ -16,6 +16,8 @@ from pydantic import BaseModel
 from cronwheel import metrics
 from cronwheel.api import checks
 from cronwheel.api.addressing import job_route
+from cronwheel.api.auth import CallerDep, authenticate, require_every_team
+from cronwheel.api.fields import check_settable
 from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import (
@@ -37,6 +39,7 @@ from cronwheel.api.schemas import (
 )
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
+from cronwheel.identity import Caller, Scope
 from cronwheel.model import Job, Run, RunState
 from cronwheel.schedule import ScheduleError
 from cronwheel.store import JobQuery, RunQuery
@@ -79,7 +82,9 @@ _PROBLEM_DOC: dict[str, Any] = {
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         400: "Malformed JSON or header",
-        404: "No such job or run",
+        401: "No token, or one that is invalid, expired or revoked",
+        403: "The token lacks the scope, or may not set a field (another team, a reserved target)",
+        404: "No such job or run (or one of a team the token is not of)",
         409: "A live job of this team already has this name",
         412: "If-Match does not match the job's version",
         422: "Invalid input; nothing was written",
@@ -121,8 +126,17 @@ async def _summary(services: ApiServices, job: Job) -> JobOut:
     return JobOut.from_record(job, last.get(job.id))
 
 
-async def _check_version(services: ApiServices, job_id: str, expected: int | None) -> Job:
+async def job_for(services: ApiServices, caller: Caller, job_id: str, scope: Scope) -> Job:
+    """The live job ``job_id`` if ``caller`` may ``scope`` it: another team's job is absent
+    (404, as a missing one), a missing scope on one's own team's job a 403."""
     job = await services.store.get_job(job_id)
+    caller.require(scope, job.team, what=f"job {job_id}")
+    return job
+
+
+async def _check_version(services: ApiServices, caller: Caller, job_id: str, expected: int | None) -> Job:
+    """The job a write acts on (``write`` scope, the caller's team), at the ``If-Match`` version."""
+    job = await job_for(services, caller, job_id, Scope.WRITE)
     if expected is not None and job.version != expected:
         raise VersionConflictError(f"job {job_id} is at version {job.version}, not {expected} (If-Match)")
     return job
@@ -154,6 +168,11 @@ async def _paged(read: Awaitable[T]) -> T:
         ) from None  # fmt: skip
 
 
+def _teams(caller: Caller) -> tuple[str, ...] | None:
+    """The teams a listing is restricted to (in the store query): the caller's; None: every team."""
+    return None if caller.teams is None else tuple(sorted(caller.teams))
+
+
 def _labels(values: list[str]) -> tuple[tuple[str, str], ...]:
     pairs: list[tuple[str, str]] = []
     for value in values:
@@ -182,20 +201,23 @@ async def _runs_out(services: ApiServices, runs: Sequence[Run]) -> list[RunOut]:
     status_code=201,
     response_model=JobOut,
     tags=["jobs"],
-    responses=_problems(400, 409, 422),
+    responses=_problems(400, 401, 403, 409, 422),
     dependencies=CHECKED,
 )
-async def create_job(body: JobCreate, services: Services) -> JSONResponse:
+async def create_job(body: JobCreate, services: Services, caller: CallerDep) -> JSONResponse:
     """Register a job. Its first slot is computed at once (``next_run_at``); a job that would
     never fire is refused."""
+    caller.require(Scope.WRITE)
     record = body.to_record()
+    check_settable(caller, record, None, services)
     job = await services.job_service.create(record)
     return _job_response(JobOut.from_record(job), 201, {"Location": f"/v1/jobs/{job.id}"})
 
 
-@router.get("/jobs", response_model=JobPage, tags=["jobs"], responses=_problems(422))
+@router.get("/jobs", response_model=JobPage, tags=["jobs"], responses=_problems(401, 403, 422))
 async def list_jobs(
     services: Services,
+    caller: CallerDep,
     team: Annotated[str | None, Query(max_length=100)] = None,
     name: Annotated[str | None, Query(max_length=100)] = None,
     label: Annotated[list[str], Query(description="key=value; repeat to require several")] = [],  # noqa: B006
@@ -204,9 +226,12 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> JobPage:
-    """List live jobs, oldest first, a page at a time (follow ``next_cursor``)."""
+    """List the live jobs of the token's teams, oldest first, a page at a time (follow
+    ``next_cursor``)."""
+    caller.require(Scope.READ)
     query = JobQuery(
         team=team,
+        teams=_teams(caller),
         name=name,
         labels=_labels(label),
         paused=paused,
@@ -221,9 +246,9 @@ async def list_jobs(
     )
 
 
-@job_route(router, "GET", response_model=JobOut, tags=["jobs"], responses=_problems(404))
-async def get_job(job_id: str, services: Services) -> JSONResponse:
-    job = await services.store.get_job(job_id)
+@job_route(router, "GET", response_model=JobOut, tags=["jobs"], responses=_problems(401, 403, 404))
+async def get_job(job_id: str, services: Services, caller: CallerDep) -> JSONResponse:
+    job = await job_for(services, caller, job_id, Scope.READ)
     return _job_response(await _summary(services, job))
 
 
@@ -232,17 +257,18 @@ async def get_job(job_id: str, services: Services) -> JSONResponse:
     "PUT",
     response_model=JobOut,
     tags=["jobs"],
-    responses=_problems(400, 404, 409, 412, 422),
+    responses=_problems(400, 401, 403, 404, 409, 412, 422),
     dependencies=CHECKED,
 )
 async def replace_job(
-    job_id: str, body: JobUpdate, services: Services, if_match: IfMatch = None
+    job_id: str, body: JobUpdate, services: Services, caller: CallerDep, if_match: IfMatch = None
 ) -> JSONResponse:
     """Replace the job's definition (omitted fields go back to their defaults). Pause state and
     history are kept; the cursor restarts from now when the timing changed."""
     expected = parse_if_match(if_match)
-    await _check_version(services, job_id, expected)
+    stored = await _check_version(services, caller, job_id, expected)
     record = body.to_record(job_id)
+    check_settable(caller, record, stored, services)
     job = await _conditional(services, job_id, expected, services.job_service.update(record, expected))
     return _job_response(await _summary(services, job))
 
@@ -252,18 +278,19 @@ async def replace_job(
     "PATCH",
     response_model=JobOut,
     tags=["jobs"],
-    responses=_problems(400, 404, 409, 412, 422),
+    responses=_problems(400, 401, 403, 404, 409, 412, 422),
     dependencies=CHECKED,
 )
 async def patch_job(
-    job_id: str, body: JobPatch, services: Services, if_match: IfMatch = None
+    job_id: str, body: JobPatch, services: Services, caller: CallerDep, if_match: IfMatch = None
 ) -> JSONResponse:
     """Change only the fields given (``retry`` and ``misfire`` merge field by field)."""
     expected = parse_if_match(if_match)
     for _ in range(3):
-        current = await _check_version(services, job_id, expected)
+        current = await _check_version(services, caller, job_id, expected)
         update = job_update_from_json(body.apply_to(current))  # ValidationError: 422 by field
         record = update.to_record(job_id)
+        check_settable(caller, record, current, services)
         version = current.version if expected is None else expected
         try:
             job = await _conditional(services, job_id, version, services.job_service.update(record, version))
@@ -275,37 +302,49 @@ async def patch_job(
     raise ConflictError(f"job {job_id} kept changing during the patch; try again")
 
 
-@job_route(router, "DELETE", status_code=204, tags=["jobs"], responses=_problems(400, 404, 412))
-async def delete_job(job_id: str, services: Services, if_match: IfMatch = None) -> Response:
+@job_route(router, "DELETE", status_code=204, tags=["jobs"], responses=_problems(400, 401, 403, 404, 412))
+async def delete_job(
+    job_id: str, services: Services, caller: CallerDep, if_match: IfMatch = None
+) -> Response:
     """Delete the job (its runs stay readable; pending ones are not started)."""
-    await _check_version(services, job_id, parse_if_match(if_match))
+    await _check_version(services, caller, job_id, parse_if_match(if_match))
     await services.job_service.delete(job_id)
     return Response(status_code=204)
 
 
 @job_route(
-    router, "POST", "/pause", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
+    router,
+    "POST",
+    "/pause",
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=_problems(400, 401, 403, 404, 412, 422),
 )
 async def pause_job(
-    job_id: str, services: Services, body: PauseIn | None = None, if_match: IfMatch = None
+    job_id: str, services: Services, caller: CallerDep, body: PauseIn | None = None, if_match: IfMatch = None
 ) -> JSONResponse:
     """Stop firing the job; slots that pass meanwhile are dealt with on resume."""
     expected = parse_if_match(if_match)
-    await _check_version(services, job_id, expected)
+    await _check_version(services, caller, job_id, expected)
     note = None if body is None else body.note
     job = await _conditional(services, job_id, expected, services.job_service.pause(job_id, note, expected))
     return _job_response(await _summary(services, job))
 
 
 @job_route(
-    router, "POST", "/resume", response_model=JobOut, tags=["jobs"], responses=_problems(400, 404, 412, 422)
+    router,
+    "POST",
+    "/resume",
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=_problems(400, 401, 403, 404, 412, 422),
 )
 async def resume_job(
-    job_id: str, services: Services, body: ResumeIn | None = None, if_match: IfMatch = None
+    job_id: str, services: Services, caller: CallerDep, body: ResumeIn | None = None, if_match: IfMatch = None
 ) -> JSONResponse:
     """Fire the job again. ``missed``: what happens to the slots that passed while paused."""
     expected = parse_if_match(if_match)
-    await _check_version(services, job_id, expected)
+    await _check_version(services, caller, job_id, expected)
     missed = "skip" if body is None else body.missed
     job = await _conditional(
         services, job_id, expected, services.job_service.resume(job_id, missed, expected)
@@ -322,12 +361,13 @@ async def resume_job(
     tags=["jobs"],
     responses={
         200: {"description": "The run already created with this Idempotency-Key"},
-        **_problems(400, 404, 422),
+        **_problems(400, 401, 403, 404, 422),
     },
 )
 async def trigger_job(
     job_id: str,
     services: Services,
+    caller: CallerDep,
     body: TriggerIn | None = None,
     idempotency_key: Annotated[
         str | None,
@@ -336,6 +376,7 @@ async def trigger_job(
 ) -> JSONResponse:
     """Run the job now, once. With ``Idempotency-Key``, retries of this request return the run
     the first one created."""
+    await job_for(services, caller, job_id, Scope.TRIGGER)
     has_payload = body is not None and "payload" in body.model_fields_set
     payload = None if body is None else body.payload
     run, created = await services.job_service.trigger(job_id, payload, has_payload, idempotency_key)
@@ -347,49 +388,58 @@ async def trigger_job(
     )
 
 
-@job_route(router, "GET", "/runs", response_model=RunPage, tags=["runs"], responses=_problems(404, 422))
+@job_route(
+    router, "GET", "/runs", response_model=RunPage, tags=["runs"], responses=_problems(401, 403, 404, 422)
+)
 async def list_job_runs(
     job_id: str,
     services: Services,
+    caller: CallerDep,
     state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> RunPage:
     """The job's runs, newest first (also those of a deleted job)."""
+    team = await services.store.job_team(job_id)  # a deleted job's too: its runs stay readable
+    if team is None:
+        raise NotFoundError(f"job {job_id} not found")  # 404 only for a job that never existed
+    caller.require(Scope.READ, team, what=f"job {job_id}")
     page = await _paged(
         services.store.list_runs(
             RunQuery(job_id=job_id, states=tuple(RunState(s) for s in state), limit=limit, cursor=cursor)
         )
     )
-    if not page.items and cursor is None and not await services.store.job_known(job_id):
-        raise NotFoundError(f"job {job_id} not found")  # 404 only for a job that never existed
     return RunPage(items=await _runs_out(services, page.items), next_cursor=page.next_cursor)
 
 
 # -- runs ----------------------------------------------------------------------------------------
 
 
-@router.get("/runs", response_model=RunPage, tags=["runs"], responses=_problems(422))
+@router.get("/runs", response_model=RunPage, tags=["runs"], responses=_problems(401, 403, 422))
 async def list_runs(
     services: Services,
+    caller: CallerDep,
     job_id: Annotated[str | None, Query(max_length=100)] = None,
     state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> RunPage:
-    """Runs of every job (or one), newest first."""
+    """Runs of every job of the token's teams (or of one job), newest first."""
+    caller.require(Scope.READ)
+    states = tuple(RunState(s) for s in state)
     page = await _paged(
         services.store.list_runs(
-            RunQuery(job_id=job_id, states=tuple(RunState(s) for s in state), limit=limit, cursor=cursor)
+            RunQuery(job_id=job_id, teams=_teams(caller), states=states, limit=limit, cursor=cursor)
         )
     )
     return RunPage(items=await _runs_out(services, page.items), next_cursor=page.next_cursor)
 
 
-@router.get("/runs/{run_id}", response_model=RunDetailOut, tags=["runs"], responses=_problems(404))
-async def get_run(run_id: str, services: Services) -> RunDetailOut:
+@router.get("/runs/{run_id}", response_model=RunDetailOut, tags=["runs"], responses=_problems(401, 403, 404))
+async def get_run(run_id: str, services: Services, caller: CallerDep) -> RunDetailOut:
     """One run with its attempts and its state history."""
-    run = await services.store.get_run(run_id)
+    run, team = await services.store.get_run_with_team(run_id)
+    caller.require(Scope.READ, team, what=f"run {run_id}")
     attempts = await services.store.list_attempts(run_id)
     events = await services.store.list_events(run_id)
     jobs = await services.store.get_jobs([run.job_id])
@@ -400,11 +450,15 @@ async def get_run(run_id: str, services: Services) -> RunDetailOut:
 
 
 @router.post(
-    "/schedules/preview", response_model=PreviewOut, tags=["schedules"], responses=_problems(400, 422)
+    "/schedules/preview",
+    response_model=PreviewOut,
+    tags=["schedules"],
+    responses=_problems(400, 401, 403, 422),
 )
-async def preview_schedule(body: PreviewIn, services: Services) -> PreviewOut:
+async def preview_schedule(body: PreviewIn, services: Services, caller: CallerDep) -> PreviewOut:
     """The next fire times of an expression in a zone, with DST effects and warnings (the same
     JSON as ``cronwheel schedule preview -o json``)."""
+    caller.require(Scope.READ)
     try:
         return PreviewOut.build(body, services.clock.now())
     except ScheduleError as error:
@@ -455,16 +509,23 @@ async def readyz(services: Services) -> Response:
 
 
 @system_router.get("/metrics", response_class=Response, include_in_schema=True)
-async def prometheus_metrics() -> Response:
+async def prometheus_metrics(request: Request, services: Services) -> Response:
     """Prometheus metrics of this process: fire and start lateness histograms, runs recorded,
-    attempts by outcome, sweeps."""
+    attempts by outcome, sweeps. Public unless the operator protects it (``--protect-metrics``:
+    a token of every team with the ``read`` scope)."""
+    if services.access.protect_metrics:
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        caller = await authenticate(services, credential.strip() if scheme.lower() == "bearer" else None)
+        require_every_team(caller, Scope.READ, "/metrics")
     return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/cluster", tags=["cluster"], responses=_problems(404))
-async def cluster_status(services: Services) -> dict[str, Any]:
+@router.get("/cluster", tags=["cluster"], responses=_problems(401, 403, 404))
+async def cluster_status(services: Services, caller: CallerDep) -> dict[str, Any]:
     """Nodes with roles and last heartbeat, the leader, shard ownership with epochs, queue depth
-    and lag per queue, and how many runs are PENDING, RUNNING and RETRYING."""
+    and lag per queue, and how many runs are PENDING, RUNNING and RETRYING (an admin token of
+    every team: this is the whole cluster's)."""
+    require_every_team(caller, Scope.ADMIN, "cluster status")
     if services.cluster is None:
         raise ProblemError(404, "not-found", "Not found", "cluster status is not served by this process")
     return await services.cluster.snapshot()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
+from cronwheel.api.access import AccessPolicy, Authenticator
 from cronwheel.clock import Clock
 from cronwheel.cluster import ClusterStatus
 from cronwheel.service import JobService
@@ -17,15 +18,18 @@ Readiness = Callable[[], Awaitable[dict[str, bool]]]
 
 @dataclass(frozen=True, slots=True)
 class ApiServices:
-    """What the API needs: the store (reads), the job service (writes), the clock, and the
-    readiness checks behind ``/readyz`` (check name -> ready; by default, that the store
-    answers)."""
+    """What the API needs: the store (reads, and API tokens), the job service (writes), the
+    clock, the readiness checks behind ``/readyz`` (check name -> ready; by default, that the
+    store answers), the operator's access settings, and the authenticators tried after the
+    store's API tokens (OIDC)."""
 
     store: Store
     job_service: JobService
     clock: Clock
     readiness: Readiness | None = None
     cluster: ClusterStatus | None = None  # GET /v1/cluster (absent in tests that do not need it)
+    access: AccessPolicy = field(default_factory=AccessPolicy)
+    authenticators: tuple[Authenticator, ...] = ()
 
     async def ready(self) -> dict[str, bool]:
         check = self.readiness if self.readiness is not None else store_readiness(self.store)

@@ -7,10 +7,12 @@ import click
 from cronwheel import __version__
 from cronwheel.cli.apply import apply
 from cronwheel.cli.cluster import cluster
+from cronwheel.cli.config import config
 from cronwheel.cli.jobs import jobs
 from cronwheel.cli.runs import runs
 from cronwheel.cli.schedule import schedule
 from cronwheel.cli.server import api, db, scheduler, server, worker
+from cronwheel.cli.tokens import tokens
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,6 +31,8 @@ cli.add_command(schedule)
 cli.add_command(jobs)
 cli.add_command(runs)
 cli.add_command(apply)
+cli.add_command(tokens)
+cli.add_command(config)
 
 
 def main() -> None:

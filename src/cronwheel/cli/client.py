@@ -2,7 +2,8 @@
 
 Errors become :class:`click.ClickException` subclasses, so every command fails the same way:
 the problem's detail (and each refused field) on stderr, exit status 2 for a request the server
-refused (4xx), 1 for a server or network failure.
+refused (4xx), 1 for a server or network failure. Every request carries the token
+:mod:`cronwheel.cli.connection` found (``Authorization: Bearer``); a 401 says where it came from.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import IO, Any
 
 import click
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+from cronwheel.cli.connection import DEFAULT_URL, Connection
+
 USER_AGENT = "cronwheel-cli"
 
 Query = Mapping[str, str | int | bool | Sequence[str] | None]
@@ -68,6 +70,8 @@ def _describe(status: int, problem: Mapping[str, Any]) -> str:
         line = f"{where}: {error.get('message', 'invalid')}"
         if line != detail or extra:
             lines.append(f"  {line}{extra}")
+    if problem.get("hint"):
+        lines.append(f"  ({problem['hint']})")
     return "\n".join(lines)
 
 
@@ -85,7 +89,13 @@ class Response:
 
 
 class ApiClient:
-    def __init__(self, base_url: str = DEFAULT_URL, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        timeout_s: float = 30.0,
+        token: str | None = None,
+        source: str = "none",
+    ) -> None:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise click.BadParameter(
@@ -93,6 +103,12 @@ class ApiClient:
             )
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.token = token
+        self.source = source  # where the token came from, for the hint of a 401
+
+    @classmethod
+    def connect(cls, connection: Connection) -> ApiClient:
+        return cls(connection.url, token=connection.token, source=connection.source)
 
     def get(self, path: str, query: Query | None = None) -> Response:
         return self.request("GET", path, query=query)
@@ -112,6 +128,8 @@ class ApiClient:
         if query:
             url += "?" + urllib.parse.urlencode(_query_pairs(query))
         sent = {"Accept": "application/json, application/problem+json", "User-Agent": USER_AGENT}
+        if self.token:
+            sent["Authorization"] = f"Bearer {self.token}"
         data: bytes | None = None
         if body is not None or has_body:
             data = json.dumps(body).encode()
@@ -124,11 +142,22 @@ class ApiClient:
         except urllib.error.HTTPError as error:
             response = _response(error.code, dict(error.headers.items()), error)
             problem = response.data if isinstance(response.data, Mapping) else {"detail": str(response.data)}
+            if error.code == 401:
+                problem = {**problem, "hint": self._token_hint()}
             raise problem_error(error.code, problem) from None
         except urllib.error.URLError as error:
             raise Unreachable(self._unreachable(error.reason)) from None
         except OSError as error:  # refused, reset, timed out
             raise Unreachable(self._unreachable(error)) from None
+
+    def _token_hint(self) -> str:
+        if self.source == "none":
+            return (
+                "no token was sent: pass --token, set CRONWHEEL_TOKEN, or add a context "
+                "(cronwheel config set-context); a local `cronwheel server` keeps its admin token "
+                "in <database>.token"
+            )
+        return f"the token from {self.source} was refused"
 
     def _unreachable(self, reason: object) -> str:
         if isinstance(reason, ConnectionRefusedError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,17 +14,26 @@ from typing import Any
 import click
 import yaml
 
-from cronwheel.cli.client import DEFAULT_URL, ApiClient
+from cronwheel.cli import connection
+from cronwheel.cli.client import ApiClient
+from cronwheel.errors import InvalidInputError
 
 FORMATS = ("table", "json", "yaml")
 
 
 class Ctx:
-    """What a command is given: the API client and the output format."""
+    """What a command is given: the API client (connected when first used, so that a command
+    that needs no server reads no config) and the output format."""
 
-    def __init__(self, client: ApiClient, output: str) -> None:
-        self.client = client
+    def __init__(self, client: ApiClient | Callable[[], ApiClient], output: str) -> None:
+        self._client = client
         self.output = output
+
+    @property
+    def client(self) -> ApiClient:
+        if not isinstance(self._client, ApiClient):
+            self._client = self._client()
+        return self._client
 
     def emit(self, data: Any, table: Callable[[Any], str]) -> None:
         """Print ``data`` as JSON/YAML when asked, else as ``table(data)``."""
@@ -49,20 +59,41 @@ def output_option(func: Callable[..., None]) -> Callable[..., None]:
     return option(func)
 
 
+def connect(url: str | None, token: str | None, context: str | None) -> ApiClient:
+    """The client of the server and token :mod:`cronwheel.cli.connection` resolves."""
+    env = dict(os.environ)
+    try:
+        config = connection.load_config(connection.config_path(env))
+        found = connection.resolve(
+            url=url, token=token, context=context, env=env, config=config, cwd=Path.cwd()
+        )
+    except InvalidInputError as error:
+        raise click.UsageError(str(error)) from None
+    return ApiClient.connect(found)
+
+
 def api_command(func: Callable[..., None]) -> Callable[..., None]:
-    """Add ``--url`` and ``-o`` to a command and hand it a :class:`Ctx` as first argument."""
+    """Add ``--url``, ``--token``, ``--context`` and ``-o`` to a command and hand it a
+    :class:`Ctx` as first argument."""
 
     @click.option(
         "--url",
-        envvar="CRONWHEEL_URL",
-        default=DEFAULT_URL,
-        show_default=True,
-        help="Base URL of the cronwheel API (env: CRONWHEEL_URL).",
+        default=None,
+        help="Base URL of the cronwheel API (env: CRONWHEEL_URL; default: the context's, else "
+        f"{connection.DEFAULT_URL}).",
     )
+    @click.option(
+        "--token",
+        default=None,
+        help="API token (env: CRONWHEEL_TOKEN; default: the context's, else a local server's token file).",
+    )
+    @click.option("--context", default=None, help="A context of the config file (env: CRONWHEEL_CONTEXT).")
     @output_option
     @functools.wraps(func)
-    def wrapper(*args: Any, url: str, output: str, **kwargs: Any) -> None:
-        func(Ctx(ApiClient(url), output), *args, **kwargs)
+    def wrapper(
+        *args: Any, url: str | None, token: str | None, context: str | None, output: str, **kwargs: Any
+    ) -> None:
+        func(Ctx(lambda: connect(url, token, context), output), *args, **kwargs)
 
     return wrapper
 

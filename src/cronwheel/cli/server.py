@@ -61,6 +61,29 @@ def node_options(function: F) -> F:
             metavar="CIDR",
             help="Let webhooks reach this non-public network.",
         ),
+        click.option(
+            "--allowed-host",
+            "allowed_hosts",
+            multiple=True,
+            metavar="NAME",
+            envvar="CRONWHEEL_ALLOWED_HOSTS",
+            help="Serve requests for this Host name too (repeatable; *.example.com: its subdomains; "
+            "*: any, behind a proxy that checks it). IP addresses and localhost are always served.",
+        ),
+        click.option(
+            "--protect-metrics",
+            is_flag=True,
+            envvar="CRONWHEEL_PROTECT_METRICS",
+            help="/metrics needs a token of every team with the read scope.",
+        ),
+        click.option(
+            "--admin-only",
+            multiple=True,
+            type=click.Choice(["command", "python", "network"]),
+            envvar="CRONWHEEL_ADMIN_ONLY",
+            help="Only admins of every team may set this kind of target (repeatable; network: an HTTP "
+            "target that only --allow-network makes acceptable).",
+        ),
         click.option("--concurrency", default=64, show_default=True, type=click.IntRange(1, 100_000)),
         click.option(
             "--queue", "queues", multiple=True, default=("default",), show_default=True, metavar="NAME"

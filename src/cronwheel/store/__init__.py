@@ -16,6 +16,17 @@ from cronwheel.store.port import (
     Page,
     RunQuery,
     Store,
+    TokenQuery,
 )
 
-__all__ = ["AttemptResult", "Finish", "FireResult", "Firing", "JobQuery", "Page", "RunQuery", "Store"]
+__all__ = [
+    "AttemptResult",
+    "Finish",
+    "FireResult",
+    "Firing",
+    "JobQuery",
+    "Page",
+    "RunQuery",
+    "Store",
+    "TokenQuery",
+]

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronwheel.errors import InvalidInputError
+from cronwheel.identity import Scope
 from cronwheel.model import (
     Attempt,
     CommandTarget,
@@ -36,6 +37,7 @@ from cronwheel.model import (
     Target,
     shard_of,
 )
+from cronwheel.tokens import ApiToken
 
 Row = Mapping[Any, Any]  # a RowMapping, or a dict of column values
 
@@ -317,3 +319,36 @@ def decode_cursor(cursor: str, shape: tuple[type, ...]) -> tuple[Any, ...]:
     ):
         raise InvalidInputError(f"invalid page cursor {cursor!r}")
     return tuple(key)
+
+
+# -- API tokens ----------------------------------------------------------------------------------
+
+
+def token_to_row(token: ApiToken) -> dict[str, Any]:
+    return {
+        "id": token.id,
+        "name": token.name,
+        "team": token.team,
+        "scopes": sorted(scope.value for scope in token.scopes),
+        "digest": token.digest,
+        "created_at": token.created_at,
+        "created_by": token.created_by,
+        "expires_at": token.expires_at,
+        "last_used_at": token.last_used_at,
+        "revoked_at": token.revoked_at,
+    }
+
+
+def token_from_row(row: Row) -> ApiToken:
+    return ApiToken(
+        id=row["id"],
+        name=row["name"],
+        team=row["team"],
+        scopes=frozenset(Scope(scope) for scope in row["scopes"]),
+        digest=row["digest"],
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        expires_at=row["expires_at"],
+        last_used_at=row["last_used_at"],
+        revoked_at=row["revoked_at"],
+    )

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
 from cronwheel.model import Attempt, Job, Outcome, Run, RunEvent, RunState
+from cronwheel.tokens import ApiToken
 
 T = TypeVar("T")
 
@@ -23,6 +24,9 @@ class Page(Generic[T]):
 @dataclass(frozen=True, slots=True)
 class JobQuery:
     team: str | None = None
+    # Only jobs of these teams (None: every team): the caller's walls (guarantee 8), applied in
+    # the query itself so that pages are full pages of what the caller may see.
+    teams: tuple[str, ...] | None = None
     labels: tuple[tuple[str, str], ...] = ()  # every pair must match
     paused: bool | None = None
     last_state: RunState | None = None  # state of the job's most recent run
@@ -34,9 +38,21 @@ class JobQuery:
 @dataclass(frozen=True, slots=True)
 class RunQuery:
     job_id: str | None = None
+    teams: tuple[str, ...] | None = None  # only runs of jobs (live or deleted) of these teams
     states: tuple[RunState, ...] = ()
     limit: int = 100
     cursor: str | None = None  # newest first
+
+
+@dataclass(frozen=True, slots=True)
+class TokenQuery:
+    team: str | None = None  # only this team's tokens
+    # Only tokens of these teams (None: every token, those of every team included); tokens of
+    # every team (team None) are listed only when this is None.
+    teams: tuple[str, ...] | None = None
+    include_revoked: bool = False
+    limit: int = 100
+    cursor: str | None = None  # oldest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +117,12 @@ class Store(Protocol):
     * Lifecycle: ``resume_job`` (the job and its SKIPPED paused slots) and ``delete_job`` with
       ``cancel_active`` (the job and its runs' cancel flags) are one transaction each, like
       every method: a failure between their writes leaves nothing written.
+    * Teams: ``JobQuery.teams`` and ``RunQuery.teams`` restrict a listing to those teams' jobs
+      (a run's team is its job's, live or deleted) in the query itself: a page holds ``limit``
+      visible items when there are that many, never fewer because others were filtered out.
+    * Tokens: ``create_token`` stores a token's digest (``ConflictError`` for a taken id);
+      ``get_token`` reads revoked and expired tokens too (the caller judges them); a revoked
+      token stays revoked (``revoke_token`` again keeps the first ``revoked_at``).
     * Runs move only along ``model.LEGAL_TRANSITIONS``; every change appends a ``RunEvent``.
       ``claim_run`` is a conditional PENDING/RETRYING -> RUNNING write that starts attempt n+1;
       ``heartbeat`` and ``finish_attempt`` succeed only for the current lease holder.
@@ -117,6 +139,11 @@ class Store(Protocol):
     async def job_known(self, job_id: str) -> bool:
         """Whether ``job_id`` names a job this store holds, live or deleted (a deleted job's runs
         stay readable, so its id stays known); an id never created is not."""
+        ...
+
+    async def job_team(self, job_id: str) -> str | None:
+        """The team of the job ``job_id``, live or deleted (a deleted job's runs stay readable,
+        and stay its team's); None for an id never created."""
         ...
 
     async def list_jobs(self, query: JobQuery) -> Page[Job]: ...
@@ -198,6 +225,11 @@ class Store(Protocol):
     async def get_run(self, run_id: str) -> Run: ...
     async def get_runs(self, run_ids: Sequence[str]) -> dict[str, Run]:
         """The runs among ``run_ids``, by id, in one read (unknown ones are absent)."""
+        ...
+
+    async def get_run_with_team(self, run_id: str) -> tuple[Run, str]:
+        """The run and its job's team (the job live or deleted), in one read: what an API read
+        of one run needs to decide whether the caller may see it (``NotFoundError`` if none)."""
         ...
 
     async def list_runs(self, query: RunQuery) -> Page[Run]: ...
@@ -290,6 +322,27 @@ class Store(Protocol):
         node of a cluster anchors to: ``samples`` reads on one connection, each as ``(stamp()
         just before, the store's time, stamp() just after)`` so that the caller can keep the
         tightest (NTP's rule). A single-process store answers with its process clock."""
+        ...
+
+    # API tokens
+    async def create_token(self, token: ApiToken) -> ApiToken: ...
+    async def get_token(self, token_id: str) -> ApiToken:
+        """The token ``token_id``, whatever its state (``NotFoundError`` if none)."""
+        ...
+
+    async def list_tokens(self, query: TokenQuery) -> Page[ApiToken]:
+        """Tokens, oldest first (by creation, then id), a page at a time."""
+        ...
+
+    async def revoke_token(self, token_id: str, now: datetime) -> ApiToken:
+        """Revoke the token (from ``now`` on; a revoked one keeps its first ``revoked_at``) and
+        return it; ``NotFoundError`` if none."""
+        ...
+
+    async def touch_token(self, token_id: str, now: datetime, stale_before: datetime) -> bool:
+        """Set the token's ``last_used_at`` to ``now`` if it is unset or not after
+        ``stale_before``; whether it was written. Conditional, so that concurrent requests (and
+        api processes) write it once."""
         ...
 
     async def close(self) -> None: ...

@@ -229,3 +229,21 @@ shard_epochs = Table(
     Column("node", Text, nullable=False),  # the node that claimed ``epoch`` (informational)
     Column("updated_at", Instant, nullable=False),
 )
+
+# API tokens (cronwheel.tokens): the digest of each token, never the token. ``team`` NULL: every
+# team. Revoked tokens keep their row (listed as revoked, named in the audit log).
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", String(36), primary_key=True),  # the token's public id (cronwheel.tokens)
+    Column("name", NAME, nullable=False),
+    Column("team", NAME, nullable=True),
+    Column("scopes", JSON, nullable=False),  # sorted list of scope names
+    Column("digest", String(64), nullable=False),  # hex SHA-256 of the whole token
+    Column("created_at", Instant, nullable=False),
+    Column("created_by", String(36), nullable=True),
+    Column("expires_at", Instant, nullable=True),
+    Column("last_used_at", Instant, nullable=True),
+    Column("revoked_at", Instant, nullable=True),
+    Index("ix_api_tokens_team_created_at", "team", "created_at"),
+)

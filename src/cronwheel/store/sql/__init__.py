@@ -19,6 +19,7 @@ The package, by concern (``SqlStore`` is a facade over them):
 * :mod:`~cronwheel.store.sql.leases`: the worker's side (queued stamps, claims, outcomes, cancels);
 * :mod:`~cronwheel.store.sql.sweeps`: the backstop of at-least-once delivery;
 * :mod:`~cronwheel.store.sql.runs`: reads of runs and their history;
+* :mod:`~cronwheel.store.sql.tokens`: API tokens (digests, listing, revocation, last use);
 
 over shared helpers: :mod:`~cronwheel.store.sql.tx` (connections, transactions, retries of lost
 races, notifications), :mod:`~cronwheel.store.sql.where` (shared conditions and input checks) and
@@ -40,10 +41,20 @@ from cronwheel.errors import PermanentError
 from cronwheel.model import Attempt, Job, Run, RunEvent, RunState
 from cronwheel.store.driver import create_engine
 from cronwheel.store.migrate import current_revision, head_revision, upgrade_engine
-from cronwheel.store.port import AttemptResult, Finish, FireResult, Firing, JobQuery, Page, RunQuery
-from cronwheel.store.sql import firing, jobs, leases, runs, sweeps
+from cronwheel.store.port import (
+    AttemptResult,
+    Finish,
+    FireResult,
+    Firing,
+    JobQuery,
+    Page,
+    RunQuery,
+    TokenQuery,
+)
+from cronwheel.store.sql import firing, jobs, leases, runs, sweeps, tokens
 from cronwheel.store.sql.firing import due_jobs_statement
 from cronwheel.store.sql.tx import Transactions
+from cronwheel.tokens import ApiToken
 
 __all__ = ["SchemaOutdatedError", "SqlStore", "due_jobs_statement", "open_store"]
 
@@ -141,6 +152,9 @@ class SqlStore:
     async def job_known(self, job_id: str) -> bool:
         return await jobs.known(self._tx, job_id)
 
+    async def job_team(self, job_id: str) -> str | None:
+        return await jobs.team_of(self._tx, job_id)
+
     async def list_jobs(self, query: JobQuery) -> Page[Job]:
         return await jobs.list_page(self._tx, query)
 
@@ -209,6 +223,9 @@ class SqlStore:
 
     async def get_runs(self, run_ids: Sequence[str]) -> dict[str, Run]:
         return await runs.get_many(self._tx, run_ids)
+
+    async def get_run_with_team(self, run_id: str) -> tuple[Run, str]:
+        return await runs.get_with_team(self._tx, run_id)
 
     async def list_runs(self, query: RunQuery) -> Page[Run]:
         return await runs.list_page(self._tx, query)
@@ -296,3 +313,20 @@ class SqlStore:
         return await sweeps.expire_leases(
             self._tx, now, limit, now if expired_before is None else expired_before
         )
+
+    # -- API tokens ------------------------------------------------------------------------------
+
+    async def create_token(self, token: ApiToken) -> ApiToken:
+        return await tokens.create(self._tx, token)
+
+    async def get_token(self, token_id: str) -> ApiToken:
+        return await tokens.get(self._tx, token_id)
+
+    async def list_tokens(self, query: TokenQuery) -> Page[ApiToken]:
+        return await tokens.list_page(self._tx, query)
+
+    async def revoke_token(self, token_id: str, now: datetime) -> ApiToken:
+        return await tokens.revoke(self._tx, token_id, now)
+
+    async def touch_token(self, token_id: str, now: datetime, stale_before: datetime) -> bool:
+        return await tokens.touch(self._tx, token_id, now, stale_before)

@@ -55,8 +55,14 @@ async def find(tx: Transactions, team: str, name: str) -> Job | None:
 
 async def known(tx: Transactions, job_id: str) -> bool:
     """Whether the store holds the job, live or deleted."""
+    return await team_of(tx, job_id) is not None
+
+
+async def team_of(tx: Transactions, job_id: str) -> str | None:
+    """The team of the job, live or deleted; None for an id never created."""
     async with tx.read() as connection:
-        return await connection.scalar(select(jobs.c.id).where(jobs.c.id == job_id)) is not None
+        team = await connection.scalar(select(jobs.c.team).where(jobs.c.id == job_id))
+    return None if team is None else str(team)
 
 
 async def list_page(tx: Transactions, query: JobQuery) -> Page[Job]:
@@ -77,6 +83,8 @@ def _matching(query: JobQuery, after: str | None) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = []
     if query.team is not None:
         conditions.append(jobs.c.team == query.team)
+    if query.teams is not None:
+        conditions.append(jobs.c.team.in_(sorted(set(query.teams))))
     if query.name is not None:
         conditions.append(jobs.c.name == query.name)
     if query.paused is not None:

@@ -21,6 +21,16 @@ async def get(tx: Transactions, run_id: str) -> Run:
         return await _run(connection, run_id)
 
 
+async def get_with_team(tx: Transactions, run_id: str) -> tuple[Run, str]:
+    """The run and its job's team (live or deleted) in one read."""
+    statement = select(runs, jobs.c.team.label("job_team")).join(jobs, jobs.c.id == runs.c.job_id)
+    async with tx.read() as connection:
+        row = (await connection.execute(statement.where(runs.c.id == run_id))).mappings().first()
+    if row is None:
+        raise NotFoundError(f"run {run_id} not found")
+    return codec.run_from_row(row), str(row["job_team"])
+
+
 async def get_many(tx: Transactions, run_ids: Sequence[str]) -> dict[str, Run]:
     found: dict[str, Run] = {}
     async with tx.read() as connection:
@@ -35,6 +45,9 @@ async def list_page(tx: Transactions, query: RunQuery) -> Page[Run]:
     statement = select(runs)
     if query.job_id is not None:
         statement = statement.where(runs.c.job_id == query.job_id)
+    if query.teams is not None:
+        of_teams = select(jobs.c.id).where(jobs.c.team.in_(sorted(set(query.teams))))
+        statement = statement.where(runs.c.job_id.in_(of_teams))
     if query.states:
         statement = statement.where(runs.c.state.in_([state.value for state in query.states]))
     if query.cursor is not None:

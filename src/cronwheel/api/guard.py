@@ -1,0 +1,178 @@
+"""What a request must be before any route sees it: addressed to a host this server serves, and,
+when it changes state, not made by another site's page.
+
+Two attacks come from a browser on a machine that can reach the API (docs/security.md):
+
+* **DNS rebinding.** A page on ``rebind.attacker.example`` re-points its name to 127.0.0.1 and
+  reads the API as its own origin. Its requests carry ``Host: rebind.attacker.example``: a request
+  whose ``Host`` is not served is refused (421) before anything else. Always served: IP literals
+  (a page can only have an IP origin by being served from that address) and ``localhost`` or
+  ``*.localhost`` (which resolve to loopback only); others are the operator's
+  (:attr:`AccessPolicy.allowed_hosts`: the bind name by default, ``--allowed-host``). ``/healthz``
+  is served to any host (it says "ok" and nothing else; probes address pods by IP or service name).
+* **Cross-site requests.** Any page can make a browser send a "simple" POST (no preflight) with a
+  form or ``fetch(..., {mode: "no-cors"})``. A state-changing request (any method but GET, HEAD and
+  OPTIONS) is refused unless it carries ``Authorization`` (a header no simple request can carry;
+  401), comes from no other site (``Sec-Fetch-Site`` ``same-origin`` or ``none``, ``Origin`` the
+  request's own host or an operator-allowed one; 403), and has a JSON body if any (415: forms can
+  only send ``application/x-www-form-urlencoded``, ``multipart/form-data`` and ``text/plain``).
+
+The decisions are pure functions (:func:`host_allowed`, :func:`refusal`); :class:`RequestGuard` is
+the thin ASGI shell around them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from cronwheel.api.access import AccessPolicy
+from cronwheel.api.problems import problem_response
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+ANY_HOST = frozenset({"/healthz", "/v1/healthz"})
+_SAME_SITE = frozenset({"same-origin", "none"})
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    status: int
+    slug: str
+    title: str
+    detail: str
+
+
+def hostname(authority: str) -> str:
+    """The host of a ``Host`` header or URL authority, lower case, without port, brackets or
+    a final dot."""
+    host = authority.strip().lower()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host[1:]
+    elif host.count(":") == 1:
+        host = host.rsplit(":", 1)[0]
+    return host.removesuffix(".")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _matches(host: str, pattern: str) -> bool:
+    pattern = pattern.lower().removesuffix(".")
+    if pattern.startswith("*."):
+        return host.endswith(pattern[1:]) and len(host) > len(pattern) - 1
+    return host == pattern
+
+
+def host_allowed(authority: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a request for ``authority`` (its ``Host``) is served (see the module docstring)."""
+    if "*" in allowed:
+        return True
+    host = hostname(authority)
+    if _is_ip(host) or host == "localhost" or host.endswith(".localhost"):
+        return True
+    return any(_matches(host, pattern) for pattern in allowed if pattern != "*")
+
+
+def refusal(method: str, path: str, headers: Mapping[str, str], policy: AccessPolicy) -> Refusal | None:
+    """Why the request is refused before routing, or None (``headers``: lower-case names)."""
+    host = headers.get("host")
+    if host is not None and path not in ANY_HOST and not host_allowed(host, policy.allowed_hosts):
+        return Refusal(
+            421, "misdirected", "Misdirected request",
+            f"this server does not serve the host {hostname(host)!r} (see --allowed-host)",
+        )  # fmt: skip
+    if method.upper() in SAFE_METHODS:
+        return None
+    return _cross_site(headers, policy)
+
+
+def _cross_site(headers: Mapping[str, str], policy: AccessPolicy) -> Refusal | None:
+    fetch_site = headers.get("sec-fetch-site")
+    if fetch_site is not None and fetch_site.lower() not in _SAME_SITE:
+        return _forbidden(f"a state change from another site is refused (Sec-Fetch-Site: {fetch_site})")
+    origin = headers.get("origin")
+    if origin is not None and not _origin_allowed(origin, headers.get("host"), policy):
+        return _forbidden("a state change from another origin is refused (Origin is not this server)")
+    if not headers.get("authorization"):
+        return Refusal(
+            401, "unauthenticated", "Unauthenticated",
+            "this endpoint needs a token: send 'Authorization: Bearer <token>'",
+        )  # fmt: skip
+    if _has_body(headers) and not _is_json(headers.get("content-type", "")):
+        return Refusal(
+            415, "unsupported-media-type", "Unsupported media type",
+            "a request body must be JSON (Content-Type: application/json)",
+        )  # fmt: skip
+    return None
+
+
+_TWO_HOSTS = Refusal(400, "bad-header", "Bad request", "a request has one Host header")
+
+
+def _forbidden(detail: str) -> Refusal:
+    return Refusal(403, "cross-site", "Forbidden", detail)
+
+
+def _origin_allowed(origin: str, host: str | None, policy: AccessPolicy) -> bool:
+    """Same origin (its authority is the request's ``Host``; the scheme may differ behind a proxy
+    that ends TLS), or a page on a host the operator named."""
+    parts = urlsplit(origin.strip())
+    if not parts.netloc:  # "null": a sandboxed frame, a file, a redirect across origins
+        return False
+    if host is not None and parts.netloc.lower() == host.strip().lower():
+        return True
+    named = tuple(pattern for pattern in policy.allowed_hosts if pattern != "*")
+    return any(_matches(hostname(parts.netloc), pattern) for pattern in named)
+
+
+def _has_body(headers: Mapping[str, str]) -> bool:
+    length = headers.get("content-length", "").strip()
+    return "transfer-encoding" in headers or (length not in ("", "0"))
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _headers(scope: Scope) -> tuple[dict[str, str], int]:
+    """The request's headers by lower-case name (the first of each), and how many Hosts it has."""
+    headers: dict[str, str] = {}
+    hosts = 0
+    for raw_name, raw_value in scope["headers"]:
+        name = raw_name.decode("latin-1").lower()
+        hosts += name == "host"
+        headers.setdefault(name, raw_value.decode("latin-1"))
+    return headers, hosts
+
+
+class RequestGuard:
+    """ASGI middleware: answers :func:`refusal`'s problem, or passes the request on."""
+
+    def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers, hosts = _headers(scope)
+            method, path = scope["method"], scope["path"]
+            refused = _TWO_HOSTS if hosts > 1 else refusal(method, path, headers, self.policy)
+            if refused is not None:
+                extra = {"WWW-Authenticate": 'Bearer realm="cronwheel"'} if refused.status == 401 else None
+                response = problem_response(
+                    Request(scope), refused.status, refused.slug, refused.title, refused.detail, headers=extra
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

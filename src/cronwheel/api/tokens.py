@@ -1,0 +1,170 @@
+"""``/v1/tokens``: make, list, read and revoke API tokens (:mod:`cronwheel.tokens`).
+
+Every route needs the ``admin`` scope. An admin of every team manages every token; an admin of
+one team manages that team's tokens only (it may give them any scope, ``admin`` included, on that
+team, and cannot make a token of every team, which would reach beyond its walls). Another team's
+token answers 404, as a missing one. A new token is answered once, in ``token``; it cannot be read
+again (only its SHA-256 digest is stored). Revoking keeps the token's record (listed with
+``include_revoked``) so that the audit trail can still name it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from cronwheel import tokens
+from cronwheel.api.auth import CallerDep
+from cronwheel.api.problems import PROBLEM_JSON, ProblemError, field_error
+from cronwheel.api.schemas import Instant, Name
+from cronwheel.api.services import ApiServices, get_services
+from cronwheel.errors import ForbiddenError, InvalidInputError, NotFoundError
+from cronwheel.identity import Caller, Scope
+from cronwheel.store import TokenQuery
+from cronwheel.tokens import ApiToken, TokenState
+
+router = APIRouter(tags=["tokens"])
+Services = Annotated[ApiServices, Depends(get_services)]
+TokenName = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: TokenName = Field(description="What the token is for (shown in listings and the audit log).")
+    team: Name | None = Field(
+        default=None, description="The token's team; null: every team (only an admin of every team)."
+    )
+    scopes: list[Annotated[Scope, Field(strict=False)]] = Field(
+        min_length=1, max_length=4, description="read, write, trigger, admin (admin includes the others)."
+    )
+    expires_at: Instant | None = Field(default=None, description="Refused from then on; null: never.")
+
+
+class TokenOut(BaseModel):
+    id: str = Field(description="The token's public id (its second part, cw_<id>_...).")
+    name: str
+    team: str | None = Field(description="null: every team.")
+    scopes: list[Scope]
+    state: TokenState = Field(description="At the time of the answer.")
+    created_at: datetime
+    created_by: str | None = Field(description="The id of the token that made it; null: made on the server.")
+    expires_at: datetime | None
+    last_used_at: datetime | None = Field(description="Updated at most once a minute.")
+    revoked_at: datetime | None
+
+    @classmethod
+    def from_record(cls, token: ApiToken, now: datetime) -> TokenOut:
+        return cls(
+            id=token.id,
+            name=token.name,
+            team=token.team,
+            scopes=sorted(token.scopes),
+            state=token.state(now),
+            created_at=token.created_at,
+            created_by=token.created_by,
+            expires_at=token.expires_at,
+            last_used_at=token.last_used_at,
+            revoked_at=token.revoked_at,
+        )
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="The token itself: shown this once, never again.")
+
+
+class TokenPage(BaseModel):
+    items: list[TokenOut]
+    next_cursor: str | None
+
+
+_DOC: dict[str, Any] = {"content": {PROBLEM_JSON: {}}}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No token, or one that is invalid, expired or revoked", **_DOC},
+    403: {"description": "Not an admin token, or one that may not make this token", **_DOC},
+}
+
+_ONE = {**_ERRORS, 404: {"description": "No such token (or one of a team this admin is not of)", **_DOC}}
+
+
+def _may_manage(caller: Caller, team: str | None) -> bool:
+    return caller.teams is None or (team is not None and caller.sees(team))
+
+
+async def _visible(services: ApiServices, caller: Caller, token_id: str) -> ApiToken:
+    caller.require(Scope.ADMIN)
+    token = await services.store.get_token(token_id)
+    if not _may_manage(caller, token.team):
+        raise NotFoundError(f"token {token_id} not found")
+    return token
+
+
+@router.post(
+    "/tokens",
+    status_code=201,
+    response_model=TokenCreated,
+    responses={**_ERRORS, 422: {"description": "Invalid input; nothing was written", **_DOC}},
+)
+async def create_token(body: TokenCreate, services: Services, caller: CallerDep) -> JSONResponse:
+    """Make a token; the answer holds it (``token``), once."""
+    caller.require(Scope.ADMIN)
+    if not _may_manage(caller, body.team):
+        whose = "every team" if body.team is None else f"team {body.team!r}"
+        raise ForbiddenError(f"this {caller.kind} may not make tokens of {whose}")
+    now = services.clock.now()
+    try:
+        record, text = tokens.issue(
+            body.name, body.team, body.scopes, now, expires_at=body.expires_at, created_by=caller.id
+        )
+    except InvalidInputError as error:
+        raise ProblemError(
+            422, "validation", "Invalid request", str(error), errors=[field_error("expires_at", str(error))]
+        ) from None
+    stored = await services.store.create_token(record)
+    out = TokenCreated(**TokenOut.from_record(stored, now).model_dump(), token=text)
+    return JSONResponse(
+        out.model_dump(mode="json"),
+        status_code=201,
+        headers={"Location": f"/v1/tokens/{stored.id}", "Cache-Control": "no-store"},
+    )
+
+
+@router.get("/tokens", response_model=TokenPage, responses={**_ERRORS, 422: {"description": "Bad cursor"}})
+async def list_tokens(
+    services: Services,
+    caller: CallerDep,
+    team: Annotated[str | None, Query(max_length=100)] = None,
+    include_revoked: bool = False,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+) -> TokenPage:
+    """The tokens this admin manages, oldest first (revoked ones with ``include_revoked``)."""
+    caller.require(Scope.ADMIN)
+    teams = None if caller.teams is None else tuple(sorted(caller.teams))
+    query = TokenQuery(team, teams, include_revoked, limit, cursor)
+    try:
+        page = await services.store.list_tokens(query)
+    except InvalidInputError as error:
+        raise ProblemError(
+            422, "validation", "Invalid request", str(error),
+            errors=[field_error("cursor", "not a cursor this API returned", "query")],
+        ) from None  # fmt: skip
+    now = services.clock.now()
+    return TokenPage(items=[TokenOut.from_record(t, now) for t in page.items], next_cursor=page.next_cursor)
+
+
+@router.get("/tokens/{token_id}", response_model=TokenOut, responses=_ONE)
+async def get_token(token_id: str, services: Services, caller: CallerDep) -> TokenOut:
+    return TokenOut.from_record(await _visible(services, caller, token_id), services.clock.now())
+
+
+@router.delete("/tokens/{token_id}", status_code=204, responses=_ONE)
+async def revoke_token(token_id: str, services: Services, caller: CallerDep) -> Response:
+    """Revoke the token: every request made with it is refused from now on (401)."""
+    await _visible(services, caller, token_id)
+    await services.store.revoke_token(token_id, services.clock.now())
+    return Response(status_code=204)

@@ -1,0 +1,164 @@
+"""Which server the CLI talks to, and with which token: the one place that decides.
+
+Each of the two is taken from the first of:
+
+1. the flags ``--url``, ``--token``;
+2. the environment, ``CRONWHEEL_URL``, ``CRONWHEEL_TOKEN``;
+3. a *context* of the config file (``--context`` or ``CRONWHEEL_CONTEXT``, else the file's
+   ``current-context``), as kubectl does;
+4. for a server on this machine's loopback, the embedded server's token file
+   (:func:`cronwheel.localtoken.find_local_token`);
+
+and the URL defaults to ``http://127.0.0.1:8080``. A context's token goes only to that context's
+URL, and a local token file only to a loopback URL: a ``--url`` pointing elsewhere never receives
+them.
+
+The config file is ``$CRONWHEEL_CONFIG``, else ``$XDG_CONFIG_HOME/cronwheel/config.yaml``, else
+``~/.config/cronwheel/config.yaml`` (written 0600: it may hold tokens)::
+
+    current-context: prod
+    contexts:
+      prod:
+        url: https://cron.example.com
+        token-file: ~/.config/cronwheel/prod.token   # or token: cw_...
+      local:
+        url: http://127.0.0.1:8080
+
+Pure (no click): a client library can use it as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cronwheel import localtoken
+from cronwheel.errors import InvalidInputError
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    url: str
+    token: str | None = None
+    token_file: str | None = None
+
+    def read_token(self) -> str | None:
+        if self.token:
+            return self.token
+        if self.token_file:
+            path = Path(self.token_file).expanduser()
+            text = localtoken.read_token(path)
+            if text is None:
+                raise InvalidInputError(f"cannot read the token file {path}")
+            return text
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    current: str | None = None
+    contexts: dict[str, Context] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    url: str
+    token: str | None
+    source: str  # where the token came from ("--token", "CRONWHEEL_TOKEN", "context prod", a file), or "none"
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    if env.get("CRONWHEEL_CONFIG"):
+        return Path(env["CRONWHEEL_CONFIG"]).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(base) / "cronwheel" / "config.yaml"
+
+
+def load_config(path: Path) -> Config:
+    """The config file at ``path`` (an empty one when there is none)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return Config()
+    except OSError as error:
+        raise InvalidInputError(f"cannot read {path}: {error.strerror}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise InvalidInputError(f"{path} is not valid YAML: {error}") from None
+    return _config(data, path)
+
+
+def _config(data: Any, path: Path) -> Config:
+    if not isinstance(data, dict) or not set(data) <= {"current-context", "contexts"}:
+        raise InvalidInputError(f"{path}: expected the keys current-context and contexts")
+    contexts: dict[str, Context] = {}
+    for name, entry in (data.get("contexts") or {}).items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+            raise InvalidInputError(f"{path}: context {name!r} needs a url")
+        unknown = set(entry) - {"url", "token", "token-file"}
+        if unknown:
+            raise InvalidInputError(f"{path}: context {name!r} has unknown keys {sorted(unknown)}")
+        contexts[str(name)] = Context(entry["url"], entry.get("token"), entry.get("token-file"))
+    current = data.get("current-context")
+    return Config(None if current is None else str(current), contexts)
+
+
+def save_config(path: Path, config: Config) -> None:
+    """Write ``config`` to ``path``, 0600 (it may hold tokens)."""
+    contexts = {
+        name: {
+            key: value
+            for key, value in (("url", ctx.url), ("token", ctx.token), ("token-file", ctx.token_file))
+            if value is not None
+        }
+        for name, ctx in sorted(config.contexts.items())
+    }
+    data: dict[str, Any] = {"current-context": config.current, "contexts": contexts}
+    localtoken.write_private(path, yaml.safe_dump(data, sort_keys=False))
+
+
+def resolve(
+    *,
+    url: str | None,
+    token: str | None,
+    context: str | None,
+    env: Mapping[str, str],
+    config: Config,
+    cwd: Path,
+) -> Connection:
+    """The URL and token the CLI uses (see the module docstring for the order)."""
+    url = url or env.get("CRONWHEEL_URL") or None
+    source = "--token" if token else "CRONWHEEL_TOKEN" if env.get("CRONWHEEL_TOKEN") else "none"
+    token = token or env.get("CRONWHEEL_TOKEN") or None
+    chosen = _context(context or env.get("CRONWHEEL_CONTEXT") or config.current, config)
+    if chosen is not None:
+        name, ctx = chosen
+        url = url or ctx.url
+        if token is None and _same_server(url, ctx.url):
+            token, source = ctx.read_token(), f"context {name}"
+    url = url or DEFAULT_URL
+    if token is None:
+        found = localtoken.find_local_token(url, env, cwd)
+        if found is not None:
+            token, source = found[0], str(found[1])
+    return Connection(url, token, source if token else "none")
+
+
+def _context(name: str | None, config: Config) -> tuple[str, Context] | None:
+    if name is None:
+        return None
+    if name not in config.contexts:
+        known = ", ".join(sorted(config.contexts)) or "none"
+        raise InvalidInputError(f"no context named {name!r} in the config file (known: {known})")
+    return name, config.contexts[name]
+
+
+def _same_server(one: str, other: str) -> bool:
+    return one.rstrip("/") == other.rstrip("/")

@@ -1,0 +1,243 @@
+"""The authorization matrix: every route of the app x every kind of caller, with the status each
+must get (guarantee 8: teams are walls).
+
+The routes are read from the app itself (:func:`app_routes`), and
+:func:`test_every_route_of_the_app_is_in_the_matrix` fails when one has no row in :data:`ROWS`:
+a new route cannot escape the matrix. Each case runs on a fresh job of team ``data`` (with a run,
+and a token of the team to read or revoke), so that no case depends on another's writes; every
+answer to a caller who may not see team ``data`` is also checked not to hold that job's id, name
+or run id (unless the request itself named it).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any, cast
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.routing import APIRoute, iter_route_contexts
+from starlette.routing import Mount, Route
+
+from cronwheel.api.app import ApiServices, create_app
+from cronwheel.cluster import ClusterStatus
+from cronwheel.coordinator.local import LocalCoordinator
+from cronwheel.identity import Scope
+from cronwheel.tokens import issue
+
+from .conftest import BASE_URL, SERVED, START, Env, bearer, job_body
+
+READ, WRITE, TRIGGER, ADMIN = Scope.READ, Scope.WRITE, Scope.TRIGGER, Scope.ADMIN
+PERSONAS = ("none", "wrong team", "read", "write", "trigger", "team admin", "admin", "expired", "revoked")
+UNAUTHENTICATED = {"none": 401, "expired": 401, "revoked": 401}
+SEES_DATA = {"read", "write", "trigger", "team admin", "admin"}  # which personas see team data
+
+
+def team_object(scope: Scope, ok: int) -> dict[str, int]:
+    """A route on one object of team ``data`` that needs ``scope``: another team's caller finds
+    nothing (404), a caller of the team without the scope is refused (403)."""
+    granted = {"read": READ, "write": WRITE, "trigger": TRIGGER}
+    return {
+        **UNAUTHENTICATED,
+        "wrong team": 404,
+        **{name: ok if scope is held else 403 for name, held in granted.items()},
+        "team admin": ok,
+        "admin": ok,
+    }
+
+
+def team_free(scope: Scope, ok: int, *, wrong_team: int | None = None) -> dict[str, int]:
+    """A route on no one object (a listing, a preview): the wrong team's caller (every scope, on
+    its own team) gets ``ok`` too, unless ``wrong_team`` says otherwise."""
+    expected = team_object(scope, ok)
+    expected["wrong team"] = ok if wrong_team is None else wrong_team
+    return expected
+
+
+def every_team_admin(ok: int) -> dict[str, int]:
+    return {**dict.fromkeys(PERSONAS, 403), **UNAUTHENTICATED, "admin": ok}
+
+
+def token_admin(ok: int, *, wrong_team: int) -> dict[str, int]:
+    """Token routes: admins only; a team admin manages its own team's tokens."""
+    return {**team_object(ADMIN, ok), "wrong team": wrong_team}
+
+
+PUBLIC = dict.fromkeys(PERSONAS, 200)
+
+
+@dataclass(frozen=True)
+class Row:
+    expected: Mapping[str, int]
+    body: Callable[[World], Any] | None = None
+    path: str | None = None  # a concrete path, for routes whose template has none of our parameters
+
+
+@dataclass
+class World:
+    """What one case acts on: a fresh job of team ``data``, a run of it, a token of the team."""
+
+    job_id: str
+    name: str
+    run_id: str
+    token_id: str
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def fill(self, template: str) -> str:
+        return template.format(
+            job_id=self.job_id, team="data", name=self.name, run_id=self.run_id, token_id=self.token_id
+        )
+
+
+JOB, BY_NAME = "/v1/jobs/{job_id}", "/v1/teams/{team}/jobs/{name}"
+ROWS: dict[tuple[str, str], Row] = {
+    ("POST", "/v1/jobs"): Row(
+        team_free(WRITE, 201, wrong_team=403), lambda w: job_body(f"{w.name}-new", "data")
+    ),
+    ("GET", "/v1/jobs"): Row(team_free(READ, 200)),
+    ("GET", "/v1/runs"): Row(team_free(READ, 200)),
+    ("GET", "/v1/runs/{run_id}"): Row(team_object(READ, 200)),
+    ("POST", "/v1/schedules/preview"): Row(team_free(READ, 200), lambda w: {"expression": "0 3 * * *"}),
+    ("GET", "/v1/cluster"): Row(every_team_admin(200)),
+    ("POST", "/v1/tokens"): Row(
+        token_admin(201, wrong_team=403), lambda w: {"name": "ci", "team": "data", "scopes": ["read"]}
+    ),
+    ("GET", "/v1/tokens"): Row(token_admin(200, wrong_team=200)),
+    ("GET", "/v1/tokens/{token_id}"): Row(token_admin(200, wrong_team=404)),
+    ("DELETE", "/v1/tokens/{token_id}"): Row(token_admin(204, wrong_team=404)),
+    **{
+        (method, "/v1" + prefix + path): row
+        for prefix in ("/healthz", "/readyz", "/metrics")
+        for method, path, row in [("GET", "", Row(PUBLIC))]
+    },
+    ("GET", "/healthz"): Row(PUBLIC),
+    ("GET", "/readyz"): Row(PUBLIC),
+    ("GET", "/metrics"): Row(PUBLIC),
+    ("GET", "/openapi.json"): Row(PUBLIC),
+    ("GET", "/docs"): Row(PUBLIC),
+    ("GET", "/docs/assets"): Row(PUBLIC, path="/docs/assets/swagger-ui.css"),
+    **{
+        (method, base + suffix): row
+        for base in (JOB, BY_NAME)
+        for method, suffix, row in [
+            ("GET", "", Row(team_object(READ, 200))),
+            ("PUT", "", Row(team_object(WRITE, 200), lambda w: job_body(w.name, "data", description="v2"))),
+            ("PATCH", "", Row(team_object(WRITE, 200), lambda w: {"description": "v2"})),
+            ("DELETE", "", Row(team_object(WRITE, 204))),
+            ("POST", "/pause", Row(team_object(WRITE, 200), lambda w: {"note": "n"})),
+            ("POST", "/resume", Row(team_object(WRITE, 200), lambda w: {})),
+            ("POST", "/trigger", Row(team_object(TRIGGER, 201), lambda w: {})),
+            ("GET", "/runs", Row(team_object(READ, 200))),
+        ]
+    },
+}
+
+
+def app_routes(app: FastAPI) -> set[tuple[str, str]]:
+    """Every (method, path) the app answers (HEAD aside: it is GET's), mounts included."""
+    found: set[tuple[str, str]] = set()
+    for context in iter_route_contexts(app.routes):  # included routers flattened, prefixes applied
+        route, path = context.original_route, context.path
+        assert path is not None, route
+        if isinstance(route, (APIRoute, Route)):
+            found.update((method, path) for method in context.methods or () if method != "HEAD")
+        elif isinstance(route, Mount):
+            found.add(("GET", path))
+        else:
+            raise AssertionError(f"a route of a kind the matrix does not know: {route!r}")
+    return found
+
+
+def _bare_app() -> FastAPI:
+    """The app as served, for its list of routes (no backend is touched to build it)."""
+    return create_app(cast(ApiServices, SimpleNamespace(access=SERVED)))
+
+
+def test_every_route_of_the_app_is_in_the_matrix() -> None:
+    routes = app_routes(_bare_app())
+    assert routes - ROWS.keys() == set(), "routes without a row in the authorization matrix"
+    assert ROWS.keys() - routes == set(), "rows of routes the app no longer has"
+    for key, row in ROWS.items():
+        assert set(row.expected) == set(PERSONAS), key
+
+
+async def _tokens(env: Env) -> dict[str, str]:
+    """One token per persona (none: no token at all)."""
+    specs: dict[str, tuple[str | None, tuple[Scope, ...]]] = {
+        "wrong team": ("other", (READ, WRITE, TRIGGER, ADMIN)),
+        "read": ("data", (READ,)),
+        "write": ("data", (WRITE,)),
+        "trigger": ("data", (TRIGGER,)),
+        "team admin": ("data", (ADMIN,)),
+        "admin": (None, (ADMIN,)),
+        "expired": ("data", (ADMIN,)),
+        "revoked": ("data", (ADMIN,)),
+    }
+    texts = {}
+    for persona, (team, scopes) in specs.items():
+        expires = START + timedelta(seconds=1) if persona == "expired" else None
+        record, text = issue(persona, team, scopes, START, expires_at=expires)
+        await env.store.create_token(record)
+        if persona == "revoked":
+            await env.store.revoke_token(record.id, START)
+        texts[persona] = text
+    env.clock.advance(60)  # the expired one is now
+    return texts
+
+
+@pytest.fixture
+async def matrix_env(env: Env) -> AsyncIterator[tuple[Env, dict[str, str], httpx.AsyncClient]]:
+    status = ClusterStatus(env.store, env.queue, LocalCoordinator("n1", ("api",), env.clock), ("default",))
+    services = ApiServices(env.store, env.service, env.clock, env.readiness, cluster=status, access=SERVED)
+    app = create_app(services)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+        yield env, await _tokens(env), http
+
+
+_counter = itertools.count()
+
+
+async def _world(env: Env) -> World:
+    name = f"job-{next(_counter)}"
+    job = await env.service.create(_record(name))
+    run, _ = await env.service.trigger(job.id)
+    record, _ = issue(f"tok-{name}", "data", [READ], env.clock.now())
+    await env.store.create_token(record)
+    return World(job.id, name, run.id, record.id)
+
+
+def _record(name: str) -> Any:
+    from cronwheel.api.schemas import JobCreate
+
+    return JobCreate.model_validate(job_body(name, "data")).to_record()
+
+
+@pytest.mark.parametrize(("method", "template"), sorted(ROWS), ids=[f"{m} {p}" for m, p in sorted(ROWS)])
+async def test_each_caller_gets_its_status(
+    matrix_env: tuple[Env, dict[str, str], httpx.AsyncClient], method: str, template: str
+) -> None:
+    env, tokens, http = matrix_env
+    row = ROWS[(method, template)]
+    failures = []
+    for persona in PERSONAS:
+        world = await _world(env)
+        headers = {} if persona == "none" else bearer(tokens[persona])
+        body = None if row.body is None else row.body(world)
+        path = row.path or world.fill(template)
+        response = await http.request(method, path, json=body, headers=headers)
+        expected = row.expected[persona]
+        if response.status_code != expected:
+            failures.append(f"{persona}: {response.status_code} (expected {expected}) {response.text[:200]}")
+        if persona not in SEES_DATA:  # nothing of team data but what the caller sent
+            shown = [
+                v for v in (world.job_id, world.name, world.run_id) if v in response.text and v not in path
+            ]
+            if shown:
+                failures.append(f"{persona}: the answer shows team data's {shown}")
+    assert not failures, "\n".join(failures)

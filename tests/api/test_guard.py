@@ -1,0 +1,161 @@
+"""The security review's first finding: a DNS-rebinding page could read the API (``Host:
+rebind.attacker.example`` answered 200), and body-less cross-site "simple requests" paused and
+triggered jobs (``Content-Type: text/plain``, ``Origin: https://evil.example`` answered 200 and
+the trigger was queued). Both are refused before any route runs (cronwheel.api.guard), even for a
+request that carries a valid token."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from cronwheel.api.access import AccessPolicy
+from cronwheel.api.guard import host_allowed, hostname, refusal
+
+from .conftest import Env, job_body
+
+PROBLEM_JSON_TYPE = "application/problem+json"
+
+REBOUND = {"Host": "rebind.attacker.example:8080"}
+SIMPLE_CROSS_SITE = {"Content-Type": "text/plain", "Origin": "https://evil.example"}
+
+
+async def _job(client: httpx.AsyncClient) -> str:
+    response = await client.post("/v1/jobs", json=job_body())
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["id"]
+    return job_id
+
+
+async def test_a_rebound_host_cannot_read_the_api_even_with_a_token(client: httpx.AsyncClient) -> None:
+    job_id = await _job(client)
+    for path in ("/v1/jobs", f"/v1/jobs/{job_id}", "/openapi.json", "/docs", "/metrics", "/readyz"):
+        response = await client.get(path, headers=REBOUND)
+        assert response.status_code == 421, (path, response.text)
+        assert response.headers["content-type"] == PROBLEM_JSON_TYPE
+        assert response.json()["detail"] == (
+            "this server does not serve the host 'rebind.attacker.example' (see --allowed-host)"
+        )
+        assert response.json()["instance"] == path
+        assert "nightly" not in response.text
+    assert (await client.get("/healthz", headers=REBOUND)).status_code == 200  # says "ok", no more
+
+
+@pytest.mark.parametrize("action", ["pause", "resume", "trigger"])
+async def test_a_cross_site_simple_request_changes_nothing(
+    env: Env, client: httpx.AsyncClient, action: str
+) -> None:
+    job_id = await _job(client)
+    if action == "resume":
+        assert (await client.post(f"/v1/jobs/{job_id}/pause", json={})).status_code == 200
+    before = (await client.get(f"/v1/jobs/{job_id}")).json()
+
+    response = await client.post(f"/v1/jobs/{job_id}/{action}", headers=SIMPLE_CROSS_SITE)
+
+    assert response.status_code == 403, response.text
+    assert response.json()["type"] == "urn:cronwheel:problem:cross-site"
+    assert (await client.get(f"/v1/jobs/{job_id}")).json() == before
+    assert env.queue.published == []  # no trigger queued, so no webhook sent
+
+
+async def test_a_browser_marking_the_request_cross_site_is_refused(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/jobs", json=job_body(), headers={"Sec-Fetch-Site": "cross-site"})
+    assert response.status_code == 403
+    assert (await client.get("/v1/jobs")).json()["items"] == []
+    same_site = await client.post("/v1/jobs", json=job_body(), headers={"Sec-Fetch-Site": "same-site"})
+    assert same_site.status_code == 403  # another port or subdomain of this site is another origin
+
+
+async def test_same_origin_pages_and_non_browser_clients_may_change_state(client: httpx.AsyncClient) -> None:
+    same_origin = {"Origin": "http://cronwheel.test", "Sec-Fetch-Site": "same-origin"}
+    assert (await client.post("/v1/jobs", json=job_body("a"), headers=same_origin)).status_code == 201
+    behind_tls = {"Origin": "https://cronwheel.test"}  # TLS ended by a proxy: same host, other scheme
+    assert (await client.post("/v1/jobs", json=job_body("b"), headers=behind_tls)).status_code == 201
+    assert (await client.post("/v1/jobs", json=job_body("c"))).status_code == 201  # curl, the CLI
+
+
+async def test_a_null_origin_is_refused(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/jobs", json=job_body(), headers={"Origin": "null"})
+    assert response.status_code == 403
+
+
+async def test_a_state_change_without_credentials_is_refused_before_routing(
+    anonymous: httpx.AsyncClient,
+) -> None:
+    response = await anonymous.post("/v1/jobs/whatever/pause", headers={"Content-Type": "text/plain"})
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == 'Bearer realm="cronwheel"'
+
+
+async def test_a_body_that_is_not_json_is_refused(client: httpx.AsyncClient) -> None:
+    for content_type in (
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ):
+        response = await client.post(
+            "/v1/jobs", content=b'{"team": "data"}', headers={"Content-Type": content_type}
+        )
+        assert response.status_code == 415, content_type
+        assert response.json()["type"] == "urn:cronwheel:problem:unsupported-media-type"
+    merge = await client.post(
+        "/v1/schedules/preview",
+        content=b'{"expression": "@daily"}',
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert merge.status_code == 200
+
+
+async def test_two_host_headers_are_refused(env: Env) -> None:
+    async with env.client(env.admin_token) as http:
+        request = http.build_request("GET", "/v1/jobs")
+        request.headers = httpx.Headers([*request.headers.multi_items(), ("Host", "rebind.attacker.example")])
+        assert (await http.send(request)).status_code == 400
+
+
+# -- the decisions ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("authority", "served"),
+    [
+        ("127.0.0.1:8080", True),
+        ("[::1]:8080", True),
+        ("10.1.2.3", True),  # an IP origin can only be served from that address
+        ("localhost:8080", True),
+        ("LOCALHOST.", True),
+        ("api.localhost", True),
+        ("cron.example.com", True),
+        ("CRON.example.com:443", True),
+        ("eu.cron.example.com", False),
+        ("jobs.internal", True),
+        ("a.jobs.internal", True),
+        ("rebind.attacker.example", False),
+        ("localhost.attacker.example", False),
+        ("127.0.0.1.nip.io", False),
+        ("0x7f000001", False),  # not an IP a browser would send: a name, and not one served
+        ("", False),
+    ],
+)
+def test_host_allowed(authority: str, served: bool) -> None:
+    assert host_allowed(authority, ("cron.example.com", "*.jobs.internal", "jobs.internal")) is served
+
+
+def test_any_host_is_served_when_the_operator_says_so() -> None:
+    assert host_allowed("rebind.attacker.example", ("*",))
+
+
+def test_hostname() -> None:
+    assert hostname("[::1]:80") == "::1"
+    assert hostname("::1") == "::1"
+    assert hostname("Example.COM.:8080") == "example.com"
+
+
+def test_pages_on_operator_named_hosts_may_change_state() -> None:
+    policy = AccessPolicy(allowed_hosts=("cron.example.com", "console.example.com"))
+    base = {"host": "cron.example.com", "authorization": "Bearer x"}
+    assert refusal("POST", "/v1/jobs", {**base, "origin": "https://console.example.com"}, policy) is None
+    refused = refusal("POST", "/v1/jobs", {**base, "origin": "https://evil.example"}, policy)
+    assert refused is not None
+    assert refused.status == 403
+    assert refusal("GET", "/v1/jobs", {**base, "origin": "https://evil.example"}, policy) is None  # a read
