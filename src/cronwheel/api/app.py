@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import docs, problems
+from cronwheel.api import docs, openapi, problems
 from cronwheel.api.routes import router, system_router
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
 
@@ -34,6 +34,7 @@ def create_app(services: ApiServices) -> FastAPI:
     )
     app.state.services = services
     problems.install(app)
+    openapi.install(app)
     docs.install(app)
     app.include_router(router, prefix="/v1")
     app.include_router(system_router)
