@@ -115,6 +115,36 @@ async def test_a_refused_path_parameter_is_a_documented_problem(
         assert "422" in document["paths"][path]["get"]["responses"]
 
 
+def test_no_parameter_is_documented_as_null(document: dict[str, Any]) -> None:
+    """``X | None = None`` was documented ``anyOf: [X, null]``, and a client that sent
+    ``If-Match: null`` (or ``paused=null``) had done as documented and got 400."""
+    for path, method, operation in _operations(document):
+        for parameter in operation.get("parameters", []):
+            assert "null" not in str(parameter["schema"]), (path, method, parameter["name"])
+
+
+async def test_integral_numbers_are_integers(client: httpx.AsyncClient) -> None:
+    """To JSON Schema 3.0 is the integer 3: the server refused it (strict ``int``)."""
+    body = job_body(retry={"max_attempts": 3.0}, misfire={"max_catch_up": 5.0})
+    body["target"]["expected_status"] = [200.0, 204]
+    response = await client.post("/v1/jobs", json=body)
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert (job["retry"]["max_attempts"], job["misfire"]["max_catch_up"]) == (3, 5)
+    assert job["target"]["expected_status"] == [200, 204]
+    preview = await client.post("/v1/schedules/preview", json={"expression": "0 3 * * *", "count": 2.0})
+    assert len(preview.json()["fires"]) == 2
+    for wrong in (3.5, True, "3"):
+        refused = await client.post("/v1/jobs", json=job_body(name="other", retry={"max_attempts": wrong}))
+        assert refused.status_code == 422, wrong
+
+
+async def test_a_refused_preview_names_its_code(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/schedules/preview", json={"expression": "@0"})
+    assert response.status_code == 422
+    assert [entry["code"] for entry in response.json()["errors"]] == ["invalid_schedule"]
+
+
 # -- Allow and OPTIONS ---------------------------------------------------------------------------
 
 

@@ -69,9 +69,20 @@ def install(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def _never_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's schema without ``null``: a path, query or header parameter is absent or a
+    string, never null (FastAPI documents ``X | None = None`` as ``anyOf: [X, null]``, and a
+    client that believed it sent ``If-Match: null``)."""
+    choices = [choice for choice in schema.get("anyOf", []) if choice != {"type": "null"}]
+    if not choices or len(choices) == len(schema["anyOf"]):
+        return schema
+    rest = {key: value for key, value in schema.items() if key != "anyOf"}
+    return {**choices[0], **rest} if len(choices) == 1 else {**rest, "anyOf": choices}
+
+
 def problems_documented(document: dict[str, Any]) -> dict[str, Any]:
-    """``document`` with the ``Problem`` schema, FastAPI's 422 replaced by it, and
-    :data:`ANY_ROUTE` on every operation under ``/v1``."""
+    """``document`` with the ``Problem`` schema, FastAPI's 422 replaced by it,
+    :data:`ANY_ROUTE` on every operation under ``/v1``, and parameters that are never null."""
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas.update(problem.pop("$defs", {}))
@@ -80,6 +91,8 @@ def problems_documented(document: dict[str, Any]) -> dict[str, Any]:
         schemas.pop(name, None)
     for path, item in document.get("paths", {}).items():
         for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                parameter["schema"] = _never_null(parameter["schema"])
             responses = operation.setdefault("responses", {})
             if _FASTAPI_422 in str(responses.get("422", "")):
                 responses["422"] = _INVALID

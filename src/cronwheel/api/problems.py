@@ -137,7 +137,7 @@ def schedule_field_errors(error: ScheduleError, expression_field: str = "schedul
     reason inside the expression."""
     problem = schedule_problem(error, expression_field)
     facts = {key: value for key, value in problem.extra.items() if key in _ENTRY_FACTS}
-    return [field_error(problem.field, problem.message, **facts)]
+    return [field_error(problem.field, problem.message, code=problem.code, **facts)]
 
 
 # -- handlers ------------------------------------------------------------------------------------

@@ -97,6 +97,17 @@ URL_PATTERN = r"^ *[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x1f\x7f]+$"
 C_STRING = r"^[^\x00]*$"  # what execve takes: no NUL byte
 NO_OTHER_KEYS = Documented(additionalProperties=False)  # a map whose keys all match its key pattern
 
+
+def _integral(value: object) -> object:
+    """JSON has one kind of number: ``3.0`` is the integer 3 to JSON Schema (and so to the
+    document), so it is one here too; ``3.5`` and ``true`` stay refused."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_integral)]
+
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 LabelKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._/-]{1,100}$")]
@@ -179,7 +190,7 @@ class HttpTargetSpec(_Strict):
     headers: Annotated[dict[HeaderName, HeaderValue], NO_OTHER_KEYS] = Field(
         default_factory=dict, max_length=50
     )
-    expected_status: list[Annotated[int, Field(ge=100, le=599)]] = Field(
+    expected_status: list[Annotated[Integer, Field(ge=100, le=599)]] = Field(
         default_factory=list, max_length=50, description="Statuses that count as success; empty: any 2xx."
     )
 
@@ -261,7 +272,7 @@ def target_from_record(target: Target) -> dict[str, Any]:
 class RetrySpec(_Strict):
     """Attempts of one run, with exponential backoff and full jitter between them."""
 
-    max_attempts: int = Field(default=1, ge=1, le=100, description="1: no retries.")
+    max_attempts: Integer = Field(default=1, ge=1, le=100, description="1: no retries.")
     initial_delay_s: float = Field(default=1.0, gt=0, le=86_400)
     multiplier: float = Field(default=2.0, ge=1, le=100)
     max_delay_s: float = Field(
@@ -286,7 +297,7 @@ class MisfireSpec(_Strict):
 
     policy: MisfireChoice = MisfireMode.SKIP
     grace_s: float = Field(default=60.0, ge=0, le=7 * 86_400, description="Used by `skip` only.")
-    max_catch_up: int = Field(default=10, ge=1, le=1000, description="Used by `catch_up` only.")
+    max_catch_up: Integer = Field(default=10, ge=1, le=1000, description="Used by `catch_up` only.")
 
     def to_record(self) -> MisfirePolicy:
         return MisfirePolicy(mode=self.policy, grace_s=self.grace_s, max_catch_up=self.max_catch_up)
@@ -727,7 +738,7 @@ class RunPage(_Out):
 class PreviewIn(_Strict):
     expression: ScheduleText
     timezone: ZoneName = "UTC"
-    count: int = Field(default=10, ge=1, le=1000)
+    count: Integer = Field(default=10, ge=1, le=1000)
     after: Instant | None = Field(default=None, description="Start after this instant; default: now.")
     dst_gap: DstGap | None = None
     dst_fold: DstFold | None = None
