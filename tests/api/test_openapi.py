@@ -134,9 +134,26 @@ async def test_integral_numbers_are_integers(client: httpx.AsyncClient) -> None:
     assert job["target"]["expected_status"] == [200, 204]
     preview = await client.post("/v1/schedules/preview", json={"expression": "0 3 * * *", "count": 2.0})
     assert len(preview.json()["fires"]) == 2
+    bounded = job_body(name="bounded")
+    bounded["target"]["expected_status"] = [99.0]
+    assert (await client.post("/v1/jobs", json=bounded)).status_code == 422
     for wrong in (3.5, True, "3"):
         refused = await client.post("/v1/jobs", json=job_body(name="other", retry={"max_attempts": wrong}))
         assert refused.status_code == 422, wrong
+
+
+def test_bounds_are_json_schema_keywords(document: dict[str, Any]) -> None:
+    """pydantic writes ``ge``/``le`` (not JSON Schema) for a bound it cannot place, and a
+    generator then ignores it."""
+
+    def keys(node: Any) -> set[str]:
+        if isinstance(node, dict):
+            return set(node) | {key for value in node.values() for key in keys(value)}
+        if isinstance(node, list):
+            return {key for value in node for key in keys(value)}
+        return set()
+
+    assert not keys(document["components"]) & {"ge", "le", "gt", "lt"}
 
 
 async def test_a_refused_preview_names_its_code(client: httpx.AsyncClient) -> None:

@@ -190,7 +190,7 @@ class HttpTargetSpec(_Strict):
     headers: Annotated[dict[HeaderName, HeaderValue], NO_OTHER_KEYS] = Field(
         default_factory=dict, max_length=50
     )
-    expected_status: list[Annotated[Integer, Field(ge=100, le=599)]] = Field(
+    expected_status: list[Annotated[int, Field(ge=100, le=599), BeforeValidator(_integral)]] = Field(
         default_factory=list, max_length=50, description="Statuses that count as success; empty: any 2xx."
     )
 
