@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .served import serve_api
+
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "schemathesis.toml"
 HOOKS = HERE / "hooks.py"
@@ -105,8 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call(
             command(options.url.rstrip("/"), token, examples=options.examples, extra=extra), env=env
         )
-    from tests.fuzz.served import serve_api
-
     with (
         tempfile.TemporaryDirectory(prefix="cronwheel-fuzz-") as scratch,
         serve_api(Path(scratch) / "fuzz.db") as api,
