@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Path
 
 from cronwheel.api.auth import CallerDep
+from cronwheel.api.schemas import NAME_PATTERN
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import NotFoundError
 
@@ -33,8 +34,8 @@ BY_NAME = "/teams/{team}/jobs/{name}"
 
 
 async def job_id_by_name(
-    team: Annotated[str, Path(max_length=100, description="The job's team.")],
-    name: Annotated[str, Path(max_length=100, description="The job's name in its team.")],
+    team: Annotated[str, Path(pattern=NAME_PATTERN, description="The job's team.")],
+    name: Annotated[str, Path(pattern=NAME_PATTERN, description="The job's name in its team.")],
     services: Annotated[ApiServices, Depends(get_services)],
     caller: CallerDep,
 ) -> str:

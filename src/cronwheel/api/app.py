@@ -14,7 +14,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import docs, problems, tokens
+from cronwheel.api import docs, openapi, problems, tokens
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import RequestGuard
 from cronwheel.api.routes import router, system_router
@@ -42,6 +42,7 @@ def create_app(services: ApiServices) -> FastAPI:
     app.state.services = services
     problems.install(app)
     app.add_middleware(RequestGuard, policy=services.access)  # before anything: Host, cross-site
+    openapi.install(app)
     docs.install(app)
     app.include_router(router, prefix="/v1")
     app.include_router(tokens.router, prefix="/v1")

@@ -16,11 +16,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cronwheel.api import methods
 from cronwheel.api.checks import schedule_problem
 from cronwheel.errors import (
     BackendUnavailableError,
@@ -136,7 +137,7 @@ def schedule_field_errors(error: ScheduleError, expression_field: str = "schedul
     reason inside the expression."""
     problem = schedule_problem(error, expression_field)
     facts = {key: value for key, value in problem.extra.items() if key in _ENTRY_FACTS}
-    return [field_error(problem.field, problem.message, **facts)]
+    return [field_error(problem.field, problem.message, code=problem.code, **facts)]
 
 
 # -- handlers ------------------------------------------------------------------------------------
@@ -233,8 +234,14 @@ async def _problem(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(request, exc.status, exc.slug, exc.title, exc.detail, errors, **exc.extensions)
 
 
-async def _http(request: Request, exc: Exception) -> JSONResponse:
+async def _http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # the path exists: OPTIONS is answered, and Allow names every method
+        options = methods.options_response(request)
+        if options is not None:
+            return options
+        headers["Allow"] = ", ".join(methods.allowed_methods(request)) or headers.get("Allow", "")
     if exc.status_code == 404:
         detail = f"no route {request.url.path}" if exc.detail == "Not Found" else str(exc.detail)
         if exc.detail == "Not Found" and request.url.path.startswith("/v1/jobs/"):
@@ -242,7 +249,7 @@ async def _http(request: Request, exc: Exception) -> JSONResponse:
         title = "Not found"
     else:
         detail, title = str(exc.detail), _TITLES.get(exc.status_code, "Error")
-    return problem_response(request, exc.status_code, None, title, detail, headers=dict(exc.headers or {}))
+    return problem_response(request, exc.status_code, None, title, detail, headers=headers)
 
 
 _TITLES = {

@@ -5,6 +5,7 @@ turned into problem details by :mod:`cronwheel.api.problems`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Sequence
 from typing import Annotated, Any, TypeVar
 
@@ -18,9 +19,11 @@ from cronwheel.api import checks
 from cronwheel.api.addressing import job_route
 from cronwheel.api.auth import CallerDep, authenticate, require_every_team
 from cronwheel.api.fields import check_settable
-from cronwheel.api.problems import PROBLEM_JSON, ProblemError, VersionConflictError, field_error
+from cronwheel.api.openapi import PROBLEM_DOC
+from cronwheel.api.problems import ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import (
+    Documented,
     JobCreate,
     JobOut,
     JobPage,
@@ -55,28 +58,18 @@ async def bind_checks(services: Services) -> None:
 
 
 CHECKED = [Depends(bind_checks)]  # on the routes that validate a job body
+# A job's ETag ("3", W/"3", or bare 3) or "*". 18 digits: any version, and never more digits than
+# int() converts (a longer number, or a non-ASCII digit such as "²", used to be a 500).
+ETAG = re.compile(r'(?:\*|(?:W/)?"[0-9]{1,18}"|[0-9]{1,18})')
 IfMatch = Annotated[
-    str | None,
+    Annotated[str, Documented(pattern=f"^{ETAG.pattern}$")] | None,
     Header(description='Make the write conditional on the job\'s version: the ETag of a read, like "3".'),
 ]
+# What list pages return in next_cursor: base64url (checked here; which ones it made, by the store).
+Cursor = Annotated[str | None, Query(max_length=1000, pattern=r"^[A-Za-z0-9_-]+={0,2}$")]
+LabelFilter = Annotated[str, Documented(pattern=r"^[^=]+=")]  # key=value (_labels checks it)
 
-_PROBLEM_DOC: dict[str, Any] = {
-    "content": {
-        PROBLEM_JSON: {
-            "schema": {
-                "type": "object",
-                "properties": {
-                    "type": {"type": "string"},
-                    "title": {"type": "string"},
-                    "status": {"type": "integer"},
-                    "detail": {"type": "string"},
-                    "instance": {"type": "string"},
-                    "errors": {"type": "array", "items": {"type": "object"}},
-                },
-            }
-        }
-    }
-}
+_PROBLEM_DOC = PROBLEM_DOC
 
 
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -110,15 +103,14 @@ def _job_response(job: JobOut, status: int = 200, headers: dict[str, str] | None
 def parse_if_match(value: str | None) -> int | None:
     """The version an ``If-Match`` header names (``"3"``, ``W/"3"`` or ``3``); None for absent or
     ``*``."""
-    if value is None or value.strip() == "*":
+    if value is None:
         return None
-    text = value.strip().removeprefix("W/").strip('"')
-    if not text.isdigit():
+    if not ETAG.fullmatch(value):
         raise ProblemError(
-            400, "bad-header", "Bad request", f'If-Match must be a job ETag such as "3", not {value!r}',
-            errors=[field_error("If-Match", "not an ETag of this API", "header")],
+            400, "bad-header", "Bad request", f'If-Match must be a job ETag such as "3", not {value[:40]!r}',
+            errors=[field_error("If-Match", "not an ETag of this API", "header", code="bad_etag")],
         )  # fmt: skip
-    return int(text)
+    return None if value == "*" else int(value.removeprefix("W/").strip('"'))
 
 
 async def _summary(services: ApiServices, job: Job) -> JobOut:
@@ -164,7 +156,7 @@ async def _paged(read: Awaitable[T]) -> T:
     except InvalidInputError as error:
         raise ProblemError(
             422, "validation", "Invalid request", str(error),
-            errors=[field_error("cursor", "not a cursor this API returned", "query")],
+            errors=[field_error("cursor", "not a cursor this API returned", "query", code="invalid_cursor")],
         ) from None  # fmt: skip
 
 
@@ -180,7 +172,7 @@ def _labels(values: list[str]) -> tuple[tuple[str, str], ...]:
         if not sep or not key:
             raise ProblemError(
                 422, "validation", "Invalid request", f"label filter must be key=value, not {value!r}",
-                errors=[field_error("label", "must be key=value", "query")],
+                errors=[field_error("label", "must be key=value", "query", code="string_pattern_mismatch")],
             )  # fmt: skip
         pairs.append((key, label))
     return tuple(pairs)
@@ -220,11 +212,11 @@ async def list_jobs(
     caller: CallerDep,
     team: Annotated[str | None, Query(max_length=100)] = None,
     name: Annotated[str | None, Query(max_length=100)] = None,
-    label: Annotated[list[str], Query(description="key=value; repeat to require several")] = [],  # noqa: B006
+    label: Annotated[list[LabelFilter], Query(description="key=value; repeat to require several")] = [],  # noqa: B006
     paused: bool | None = None,
     last_state: Annotated[RunStateName | None, Query(description="State of the job's latest run")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+    cursor: Cursor = None,
 ) -> JobPage:
     """List the live jobs of the token's teams, oldest first, a page at a time (follow
     ``next_cursor``)."""
@@ -397,7 +389,7 @@ async def list_job_runs(
     caller: CallerDep,
     state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+    cursor: Cursor = None,
 ) -> RunPage:
     """The job's runs, newest first (also those of a deleted job)."""
     team = await services.store.job_team(job_id)  # a deleted job's too: its runs stay readable
@@ -422,7 +414,7 @@ async def list_runs(
     job_id: Annotated[str | None, Query(max_length=100)] = None,
     state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+    cursor: Cursor = None,
 ) -> RunPage:
     """Runs of every job of the token's teams (or of one job), newest first."""
     caller.require(Scope.READ)

@@ -29,6 +29,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     ModelWrapValidatorHandler,
     Strict,
     StringConstraints,
@@ -37,10 +38,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import InitErrorDetails
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 
 from cronwheel.api import checks
 from cronwheel.api.partial import partial_model
+from cronwheel.errors import InvalidInputError
 from cronwheel.model import (
     Attempt,
     CommandTarget,
@@ -64,15 +67,63 @@ from cronwheel.service import MAX_TIMEOUT_S, check_payload
 
 # -- building blocks ---------------------------------------------------------------------------
 
+
+class Documented:
+    """JSON Schema keywords that the OpenAPI document states about a value which code checks,
+    not the schema: the schedule parser, the zone database, :mod:`cronwheel.targets`. The
+    document then says what the server enforces while the server keeps its own precise messages
+    (a cron field and column, "target.argv[1] contains a NUL byte"), and a stored value written
+    before a check existed is still read back. Each keyword must never refuse what that code
+    accepts: tests/api/test_openapi.py proves it for each of them."""
+
+    def __init__(self, **keywords: Any) -> None:
+        self.keywords = keywords
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        schema.update(self.keywords)
+        return schema
+
+
+# What the schedule parser can read: a macro, or five or six fields of these characters separated
+# by whitespace (str.split's, which counts \x1c-\x1f too); it alone says what is in range.
+CRON_FIELD = r"[0-9A-Za-z*?,/#()-]+"
+CRON_PATTERN = rf"^[\s\x1c-\x1f]*(@\S+|{CRON_FIELD}([\s\x1c-\x1f]+{CRON_FIELD}){{4,5}})[\s\x1c-\x1f]*$"
+ZONE_PATTERN = r"^[A-Za-z0-9._+/-]{1,64}$"  # the characters of IANA zone names
+# An absolute http(s) URL without control characters (leading spaces are stripped by the parser).
+URL_PATTERN = r"^ *[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x1f\x7f]+$"
+C_STRING = r"^[^\x00]*$"  # what execve takes: no NUL byte
+NO_OTHER_KEYS = Documented(additionalProperties=False)  # a map whose keys all match its key pattern
+
+
+def _integral(value: object) -> object:
+    """JSON has one kind of number: ``3.0`` is the integer 3 to JSON Schema (and so to the
+    document), so it is one here too; ``3.5`` and ``true`` stay refused."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_integral)]
+
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 LabelKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._/-]{1,100}$")]
 LabelValue = Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")]
 HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")]
-HeaderValue = Annotated[str, StringConstraints(max_length=8192, pattern=r"^[^\r\n\x00]*$")]
+HeaderValue = Annotated[
+    str,
+    StringConstraints(max_length=8192, pattern=r"^[^\r\n\x00]*$"),
+    Documented(pattern=r"^[^\x00-\x08\x0a-\x1f\x7f]*$"),  # what aiohttp sends (cronwheel.targets)
+]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")]
-ScheduleText = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
-ZoneName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+ScheduleText = Annotated[
+    str, StringConstraints(min_length=1, max_length=1000), Documented(pattern=CRON_PATTERN)
+]
+ZoneName = Annotated[str, StringConstraints(min_length=1, max_length=64), Documented(pattern=ZONE_PATTERN)]
+CString = Annotated[str, StringConstraints(max_length=4096), Documented(pattern=C_STRING)]
 
 # The model's enums, taken by value (``"forbid"``) from JSON and from Python dicts alike (a strict
 # model would otherwise want the enum member itself from Python, as ``cronwheel apply`` passes).
@@ -99,7 +150,10 @@ def _rfc3339_text(value: object) -> object:
 
 
 def _as_utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00:00-02:00 is in no year Python has
+        raise ValueError("must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z") from None
 
 
 Instant = Annotated[
@@ -129,12 +183,14 @@ class HttpTargetSpec(_Strict):
     """POST (or another method) to a webhook URL."""
 
     type: Literal["http"]
-    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] = Field(
-        description="Absolute http(s) URL; non-public addresses only where an operator allows them."
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2048), Documented(pattern=URL_PATTERN)] = (
+        Field(description="Absolute http(s) URL; non-public addresses only where an operator allows them.")
     )
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    headers: dict[HeaderName, HeaderValue] = Field(default_factory=dict, max_length=50)
-    expected_status: list[Annotated[int, Field(ge=100, le=599)]] = Field(
+    headers: Annotated[dict[HeaderName, HeaderValue], NO_OTHER_KEYS] = Field(
+        default_factory=dict, max_length=50
+    )
+    expected_status: list[Annotated[int, Field(ge=100, le=599), BeforeValidator(_integral)]] = Field(
         default_factory=list, max_length=50, description="Statuses that count as success; empty: any 2xx."
     )
 
@@ -151,13 +207,19 @@ class CommandTargetSpec(_Strict):
     """Run a command (only on servers started with --allow-commands)."""
 
     type: Literal["command"]
-    argv: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(
-        min_length=1, max_length=1000, description="Executed directly, never through a shell."
-    )
-    env: dict[EnvName, Annotated[str, StringConstraints(max_length=8192)]] = Field(
-        default_factory=dict, max_length=100
-    )
-    cwd: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    argv: Annotated[
+        list[CString],
+        # the program (argv[0]) is not empty; 2020-12's prefixItems replace items for it
+        Documented(prefixItems=[{"type": "string", "minLength": 1, "maxLength": 4096, "pattern": C_STRING}]),
+    ] = Field(min_length=1, max_length=1000, description="Executed directly, never through a shell.")
+    env: Annotated[
+        dict[EnvName, Annotated[str, StringConstraints(max_length=8192), Documented(pattern=C_STRING)]],
+        NO_OTHER_KEYS,
+    ] = Field(default_factory=dict, max_length=100)
+    cwd: (
+        Annotated[str, StringConstraints(min_length=1, max_length=4096), Documented(pattern=r"^/[^\x00]*$")]
+        | None
+    ) = Field(default=None, description="An absolute path.")
 
     @field_validator("argv")
     @classmethod
@@ -210,7 +272,7 @@ def target_from_record(target: Target) -> dict[str, Any]:
 class RetrySpec(_Strict):
     """Attempts of one run, with exponential backoff and full jitter between them."""
 
-    max_attempts: int = Field(default=1, ge=1, le=100, description="1: no retries.")
+    max_attempts: Integer = Field(default=1, ge=1, le=100, description="1: no retries.")
     initial_delay_s: float = Field(default=1.0, gt=0, le=86_400)
     multiplier: float = Field(default=2.0, ge=1, le=100)
     max_delay_s: float = Field(
@@ -223,7 +285,7 @@ class RetrySpec(_Strict):
     def _delays(cls, value: float, info: ValidationInfo) -> float:
         initial = info.data.get("initial_delay_s")
         if initial is not None and value < initial:
-            raise ValueError("max_delay_s must be at least initial_delay_s")
+            raise PydanticCustomError("field_order", "max_delay_s must be at least initial_delay_s")
         return value
 
     def to_record(self) -> RetryPolicy:
@@ -235,7 +297,7 @@ class MisfireSpec(_Strict):
 
     policy: MisfireChoice = MisfireMode.SKIP
     grace_s: float = Field(default=60.0, ge=0, le=7 * 86_400, description="Used by `skip` only.")
-    max_catch_up: int = Field(default=10, ge=1, le=1000, description="Used by `catch_up` only.")
+    max_catch_up: Integer = Field(default=10, ge=1, le=1000, description="Used by `catch_up` only.")
 
     def to_record(self) -> MisfirePolicy:
         return MisfirePolicy(mode=self.policy, grace_s=self.grace_s, max_catch_up=self.max_catch_up)
@@ -246,7 +308,10 @@ class MisfireSpec(_Strict):
 
 def _json_payload(value: Any, info: ValidationInfo) -> Any:
     if not (info.context or {}).get("stored"):  # a stored payload was checked when it was written
-        check_payload(value)  # InvalidInputError is a ValueError: reported on the payload field
+        try:
+            check_payload(value)
+        except InvalidInputError as error:  # from JSON, only its size can be refused
+            raise PydanticCustomError("payload_invalid", "{reason}", {"reason": str(error)}) from None
     return value
 
 
@@ -281,14 +346,14 @@ class JobFields(_Strict):
     start_at: Instant | None = Field(default=None, description="No slot before this instant.")
     end_at: Instant | None = Field(default=None, description="No slot after this instant; after start_at.")
     queue: Name = Field(default="default", description="A queue the server's workers serve.")
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
+    labels: Annotated[dict[LabelKey, LabelValue], NO_OTHER_KEYS] = Field(default_factory=dict, max_length=64)
 
     @field_validator("end_at")
     @classmethod
     def _window(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         start = info.data.get("start_at")
         if value is not None and start is not None and value <= start:
-            raise ValueError("end_at must be after start_at")
+            raise PydanticCustomError("field_order", "end_at must be after start_at")
         return value
 
 
@@ -364,11 +429,18 @@ def _accepted(data: Any, refused: set[str], *, complete: bool) -> dict[str, Any]
     return values
 
 
+# Codes of this module's own refusals (the entry code; tests/fuzz/hooks.py knows them too).
+_OWN_CODES = frozenset({"field_order", "payload_invalid"})
+
+
 def _line_errors(error: ValidationError) -> list[InitErrorDetails]:
     """A ValidationError's errors, to be raised again with others (refused input not kept)."""
     found: list[InitErrorDetails] = []
     for detail in error.errors(include_url=False):
-        entry = InitErrorDetails(type=detail["type"], loc=detail["loc"], input=None)
+        kind = detail["type"]
+        if kind in _OWN_CODES:  # not one of pydantic's: made again with its message
+            kind = PydanticCustomError(kind, "{message}", {"message": detail["msg"]})  # type: ignore[assignment]
+        entry = InitErrorDetails(type=kind, loc=detail["loc"], input=None)
         if "ctx" in detail:
             entry["ctx"] = detail["ctx"]
         found.append(entry)
@@ -664,9 +736,9 @@ class RunPage(_Out):
 
 
 class PreviewIn(_Strict):
-    expression: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
-    timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "UTC"
-    count: int = Field(default=10, ge=1, le=1000)
+    expression: ScheduleText
+    timezone: ZoneName = "UTC"
+    count: Integer = Field(default=10, ge=1, le=1000)
     after: Instant | None = Field(default=None, description="Start after this instant; default: now.")
     dst_gap: DstGap | None = None
     dst_fold: DstFold | None = None

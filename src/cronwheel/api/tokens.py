@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from cronwheel import tokens
 from cronwheel.api.auth import CallerDep
-from cronwheel.api.problems import PROBLEM_JSON, ProblemError, field_error
+from cronwheel.api.openapi import PROBLEM_DOC
+from cronwheel.api.problems import ProblemError, field_error
+from cronwheel.api.routes import Cursor
 from cronwheel.api.schemas import Instant, Name
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ForbiddenError, InvalidInputError, NotFoundError
@@ -82,7 +84,7 @@ class TokenPage(BaseModel):
     next_cursor: str | None
 
 
-_DOC: dict[str, Any] = {"content": {PROBLEM_JSON: {}}}
+_DOC: dict[str, Any] = PROBLEM_DOC
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "No token, or one that is invalid, expired or revoked", **_DOC},
     403: {"description": "Not an admin token, or one that may not make this token", **_DOC},
@@ -122,7 +124,11 @@ async def create_token(body: TokenCreate, services: Services, caller: CallerDep)
         )
     except InvalidInputError as error:
         raise ProblemError(
-            422, "validation", "Invalid request", str(error), errors=[field_error("expires_at", str(error))]
+            422,
+            "validation",
+            "Invalid request",
+            str(error),
+            errors=[field_error("expires_at", str(error), code="in_the_past")],
         ) from None
     stored = await services.store.create_token(record)
     out = TokenCreated(**TokenOut.from_record(stored, now).model_dump(), token=text)
@@ -133,14 +139,17 @@ async def create_token(body: TokenCreate, services: Services, caller: CallerDep)
     )
 
 
-@router.get("/tokens", response_model=TokenPage, responses={**_ERRORS, 422: {"description": "Bad cursor"}})
+_BAD_CURSOR: dict[int | str, dict[str, Any]] = {422: {"description": "Bad cursor", **_DOC}}
+
+
+@router.get("/tokens", response_model=TokenPage, responses={**_ERRORS, **_BAD_CURSOR})
 async def list_tokens(
     services: Services,
     caller: CallerDep,
     team: Annotated[str | None, Query(max_length=100)] = None,
     include_revoked: bool = False,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+    cursor: Cursor = None,
 ) -> TokenPage:
     """The tokens this admin manages, oldest first (revoked ones with ``include_revoked``)."""
     caller.require(Scope.ADMIN)
@@ -151,7 +160,7 @@ async def list_tokens(
     except InvalidInputError as error:
         raise ProblemError(
             422, "validation", "Invalid request", str(error),
-            errors=[field_error("cursor", "not a cursor this API returned", "query")],
+            errors=[field_error("cursor", "not a cursor this API returned", "query", code="invalid_cursor")],
         ) from None  # fmt: skip
     now = services.clock.now()
     return TokenPage(items=[TokenOut.from_record(t, now) for t in page.items], next_cursor=page.next_cursor)

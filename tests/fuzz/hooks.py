@@ -1,0 +1,63 @@
+"""Schemathesis hooks of the fuzz run (loaded through ``SCHEMATHESIS_HOOKS``): one check.
+
+``positive_data_acceptance`` says that a request valid by the OpenAPI document must not be
+refused. Most of cronwheel's refusals are the document's own constraints (types, lengths,
+patterns, enums), and for those the check stands as it is: a schema-valid request refused for
+such a reason means the document is looser than the server. A few refusals no JSON Schema can
+state: that a cron expression's fields are in range, that a zone exists in the zone database,
+that the operator's policy allows a target, that a job has a slot left to fire, that a page
+cursor is one this API returned, that one field is not below another. The server names each of
+them with its own ``code`` in the problem's ``errors``; :func:`accepted_beyond_the_schema`
+accepts a 422 whose every entry is one of them, and fails like the original on anything else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import schemathesis
+from schemathesis.openapi.checks import RejectedPositiveData
+from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+# Entry codes of refusals a schema cannot state (cronwheel.api.checks, cronwheel.api.routes).
+BEYOND_THE_SCHEMA = frozenset(
+    {
+        "invalid_schedule",  # the cron grammar, field ranges and the zone database
+        "target_invalid",  # what the HTTP client itself refuses in a URL
+        "target_refused",  # the operator's target policy (SSRF guard, commands, python allow-list)
+        "queue_not_served",  # the queues the operator's workers serve
+        "no_slot",  # a window with no fire time left, judged against the clock
+        "invalid_cursor",  # a cursor is opaque: only the server knows which ones it made
+        "in_the_past",  # a token's expiry, judged against the clock
+        "field_order",  # one field against another (end_at after start_at, max_delay_s >= initial)
+        "payload_too_large",  # 64 KiB of compact JSON, measured after parsing
+    }
+)
+
+
+def refused_beyond_the_schema(status: int, body: bytes) -> bool:
+    """Whether a refusal is a 422 problem whose every entry names a reason beyond the schema."""
+    if status != 422:
+        return False
+    try:
+        problem: Any = json.loads(body)
+    except ValueError:
+        return False
+    entries = problem.get("errors") if isinstance(problem, dict) else None
+    return (
+        isinstance(entries, list)
+        and bool(entries)
+        and all(isinstance(entry, dict) and entry.get("code") in BEYOND_THE_SCHEMA for entry in entries)
+    )
+
+
+@schemathesis.check
+def accepted_beyond_the_schema(ctx: Any, response: Any, case: Any) -> bool | None:
+    """``positive_data_acceptance``, except for refusals no schema can state (see the module)."""
+    try:
+        return positive_data_acceptance(ctx, response, case)
+    except RejectedPositiveData:
+        if refused_beyond_the_schema(response.status_code, response.content):
+            return None
+        raise
