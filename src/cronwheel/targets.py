@@ -16,9 +16,13 @@ exception inside the worker.
   that is not an existing directory is the target's fault at run time: it may be created later.
 * **http** (aiohttp, yarl, the resolver): a URL without control characters that yarl parses,
   ``http`` or ``https`` with a host
-  whose name the IDNA codec can encode (what ``getaddrinfo`` is handed); a method that is an HTTP
-  token; header names that are tokens and values without the control characters aiohttp refuses
-  (all but horizontal tab). Non-ASCII header values are sent as UTF-8, so they are accepted.
+  whose name the IDNA codec can encode (what ``getaddrinfo`` is handed); a numeric IPv4 host only
+  as a dotted quad (aiohttp refuses ``2130706433``, ``127.1`` or ``0177.0.0.1``; the resolver
+  would read ``0x7f000001`` but no one writes that but to hide an address); a method that is an
+  HTTP token; header names that are tokens and values without the control characters aiohttp
+  refuses (all but horizontal tab); not both user info in the URL and an ``Authorization``
+  header (aiohttp sends the user info as one and refuses the pair). Non-ASCII header values are
+  sent as UTF-8, so they are accepted.
 * **python** (``importlib``, ``getattr``): ``module:attribute`` with dotted Python identifiers.
 
 Every check raises :class:`~cronwheel.errors.InvalidInputError` whose message names the field
@@ -35,6 +39,7 @@ from yarl import URL
 
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import CommandTarget, HttpTarget, PythonTarget, Target
+from cronwheel.ssrf import host_address
 
 MAX_ARG_BYTES = 128 * 1024 - 1
 """One argument or ``NAME=value``, in bytes: Linux refuses a longer one (``MAX_ARG_STRLEN`` is 32
@@ -120,6 +125,12 @@ def _utf8(field: str, text: str) -> bytes:
 def check_http(target: HttpTarget) -> URL:
     """Refuse what aiohttp cannot send; returns the URL as it will use it."""
     url = parse_url(target.url)
+    found = host_address(url.raw_host or "")
+    if found is not None and not found.canonical:
+        raise InvalidInputError(
+            f"target.url has the IPv4 address {found.address} spelled {found.spelling!r}: "
+            f"write it as {found.address}"
+        )
     if not _TOKEN.fullmatch(target.method):
         raise InvalidInputError("target.method must be an HTTP method name (a token such as POST)")
     for name, value in target.headers:
@@ -128,6 +139,12 @@ def check_http(target: HttpTarget) -> URL:
         if _HEADER_CONTROL.search(value):
             raise InvalidInputError(f"target.headers[{name!r}] contains a control character")
         _utf8(f"target.headers[{name!r}]", value)
+    credentials = url.raw_user is not None or url.raw_password is not None
+    if credentials and any(name.lower() == "authorization" for name, _ in target.headers):
+        raise InvalidInputError(
+            "target.url has user info and target.headers an Authorization header: "
+            "the HTTP client sends the user info as that header, so keep only one of them"
+        )
     return url
 
 

@@ -48,6 +48,12 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     (http(url=f"https://{'a' * 64}.example.com/"), "target.url has a host name that cannot be looked up"),
     (http(headers={"X-Token": "a\u0001b"}), "target.headers['X-Token'] contains a control character"),
     (http(headers={"X-Token": "a\u007fb"}), "target.headers['X-Token'] contains a control character"),
+    (
+        http(url="https://u:s3cr3t@hooks.example.com/x", headers={"Authorization": "Bearer s3cr3t"}),
+        "target.url has user info and target.headers an Authorization header",
+    ),
+    (http(url="https://134744072/x"), "target.url has the IPv4 address 8.8.8.8 spelled '134744072'"),
+    (http(url="https://0x08080808/x"), "write it as 8.8.8.8"),
 ]
 
 
