@@ -171,6 +171,23 @@ def parse_url(text: str) -> URL:
     return url
 
 
+def redacted_url(text: str) -> str:
+    """A target URL as tables, plans and logs may show it: the user info and every query value
+    become ``***`` (they may be credentials or tokens), the fragment goes; a URL that does not
+    parse is not shown at all. Errors name ``scheme://host:port`` only
+    (:func:`cronwheel.ssrf.endpoint`)."""
+    try:
+        url = URL(text)
+        shown = url.with_user(None).with_query([(key, "***") for key in url.query]).with_fragment(None)
+    except (ValueError, TypeError):
+        return "(a URL that does not parse)"
+    masked = str(shown)
+    if url.raw_user is not None or url.raw_password is not None:
+        scheme, sep, rest = masked.partition("://")
+        masked = f"{scheme}{sep}***@{rest}" if sep else "***@" + masked
+    return masked
+
+
 # -- python --------------------------------------------------------------------------------------
 
 
