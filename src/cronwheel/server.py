@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import uvicorn
 
-from cronwheel import metrics_http
+from cronwheel import metrics_http, python_targets
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
@@ -96,6 +96,7 @@ class ServerSettings:
 
     def check(self) -> None:
         """Refuse combinations that cannot work, before touching any backend."""
+        python_targets.check_patterns(self.python_allow)  # `*` would open the standard library
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")

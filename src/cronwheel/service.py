@@ -14,10 +14,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol
 
-from cronwheel import metrics
+from cronwheel import metrics, python_targets
 from cronwheel.clock import Clock
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import (
@@ -75,6 +74,9 @@ class TargetPolicy:
     allowed_networks: tuple[str, ...] = ()
     queues: tuple[str, ...] | None = None  # worker queues served here (None: not known, any accepted)
 
+    def __post_init__(self) -> None:
+        python_targets.check_patterns(self.python_allow)
+
     def check_queue(self, queue: str) -> None:
         if self.queues is not None and queue not in self.queues:
             served = ", ".join(self.queues)
@@ -87,10 +89,9 @@ class TargetPolicy:
                     "command targets are disabled on this server (start it with --allow-commands)"
                 )
         elif isinstance(target, PythonTarget):
-            if not any(fnmatchcase(target.function, pattern) for pattern in self.python_allow):
-                raise InvalidInputError(
-                    f"python target {target.function!r} is not allowed by this server's configuration"
-                )
+            refused = python_targets.refusal(target.function, self.python_allow)
+            if refused is not None:
+                raise InvalidInputError(refused)
         else:
             self._check_url(target.url)
 

@@ -23,7 +23,8 @@ exception inside the worker.
   refuses (all but horizontal tab); not both user info in the URL and an ``Authorization``
   header (aiohttp sends the user info as one and refuses the pair). Non-ASCII header values are
   sent as UTF-8, so they are accepted.
-* **python** (``importlib``, ``getattr``): ``module:attribute`` with dotted Python identifiers.
+* **python** (``importlib``): ``package.module:function``, a dotted module path and one function
+  name (not a ``__dunder__``). Which functions may run is :mod:`cronwheel.python_targets`.
 
 Every check raises :class:`~cronwheel.errors.InvalidInputError` whose message names the field
 (``target.argv[1] contains a NUL byte``) and never quotes a value: header and environment values
@@ -192,10 +193,14 @@ def redacted_url(text: str) -> str:
 
 
 def check_python(target: PythonTarget) -> None:
-    module, sep, attribute = target.function.partition(":")
-    if not sep or not _dotted(module) or not _dotted(attribute):
+    """``package.module:function``: a dotted module path and one function name, as the API's
+    schema says. An attribute path (``mod:helper.attr``) would reach whatever ``mod`` imported,
+    and a ``__dunder__`` name what every module has (:mod:`cronwheel.python_targets`)."""
+    module, sep, function = target.function.partition(":")
+    dunder = function.startswith("__") and function.endswith("__")
+    if not sep or not _dotted(module) or not function.isidentifier() or dunder:
         raise InvalidInputError(
-            "target.function must be 'package.module:function' (dotted Python identifiers)"
+            "target.function must be 'package.module:function' (a dotted module path, then one function name)"
         )
 
 

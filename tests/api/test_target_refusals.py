@@ -59,7 +59,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
 
 @pytest.fixture
 def commands_allowed(env: Env) -> Env:
-    env.service.policy = TargetPolicy(allow_commands=True, python_allow=("*",))
+    env.service.policy = TargetPolicy(allow_commands=True, python_allow=("myapp.*",))
     return env
 
 
@@ -148,6 +148,12 @@ SERVICE_REFUSED: list[tuple[Target, str]] = [
     (PythonTarget("myapp..jobs:run"), "target.function must be 'package.module:function'"),
     (PythonTarget("myapp.jobs:1run"), "target.function must be 'package.module:function'"),
     (PythonTarget("myapp.jobs:run\0"), "target.function must be 'package.module:function'"),
+    (PythonTarget("myapp.jobs:Report.run"), "target.function must be 'package.module:function'"),
+    (PythonTarget("myapp.jobs:__class__"), "target.function must be 'package.module:function'"),
+    (
+        PythonTarget("pty:spawn"),
+        "python target 'pty:spawn' is not allowed: pty is in the standard library, never a target",
+    ),
 ]
 
 
@@ -164,7 +170,7 @@ async def test_service_refuses(commands_allowed: Env, target: Target, message: s
     [
         CommandTarget(argv=("backup",), env=(("lower.case-name", "x"), ("PATH", "")), cwd="/"),
         HttpTarget(url="http://hooks.example.com./x", method="PURGE", headers=(("X", "\u4e2d"),)),
-        PythonTarget("myapp.jobs:Report.run"),
+        PythonTarget("myapp.jobs:_run"),
         PythonTarget("myapp.t\u00e2ches:ex\u00e9cuter"),  # non-ASCII identifiers import fine
     ],
 )

@@ -22,7 +22,7 @@ from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-SETTINGS = WorkerSettings(allow_commands=True, python_allow=("*",), allowed_networks=("127.0.0.0/8",))
+SETTINGS = WorkerSettings(allow_commands=True, python_allow=("myapp.*",), allowed_networks=("127.0.0.0/8",))
 
 STORED: list[tuple[Target, str]] = [
     (CommandTarget(argv=("/bin/echo", "a\0b")), "target.argv[1] contains a NUL byte"),
