@@ -43,6 +43,7 @@ from cronwheel.store.sql import SqlStore
 from cronwheel.timekeeping import anchor_once, keep_anchored
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
+from cronwheel.worker.executors.isolation import CommandIsolation
 from cronwheel.worker.loop import Worker
 from cronwheel.worker.refusals import warn_refused_jobs
 
@@ -84,6 +85,7 @@ class ServerSettings:
     allow_commands: bool = False
     python_allow: tuple[str, ...] = ()
     allowed_networks: tuple[str, ...] = ()
+    command_isolation: CommandIsolation = field(default_factory=CommandIsolation)  # user, limits, cwd
     concurrency: int = 64
     queues: tuple[str, ...] = ("default",)
     lease_s: float = 30.0
@@ -94,9 +96,15 @@ class ServerSettings:
     def embedded(self) -> bool:
         return not self.coordinator_url and not self.queue_url and not is_postgres(self.database_url)
 
+    def isolation(self) -> CommandIsolation:
+        """How commands run here: a root worker runs them as ``nobody`` unless told otherwise."""
+        return self.command_isolation.defaulted(self.allow_commands)
+
     def check(self) -> None:
         """Refuse combinations that cannot work, before touching any backend."""
         python_targets.check_patterns(self.python_allow)  # `*` would open the standard library
+        if self.allow_commands and "worker" in self.roles:
+            self.isolation().identity()  # a user that does not exist, or that we cannot become
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
@@ -257,6 +265,7 @@ class _Roles:
             allow_commands=settings.allow_commands,
             python_allow=settings.python_allow,
             allowed_networks=settings.allowed_networks,
+            isolation=settings.isolation(),
         )
         executors = Executors(allowed)
         self.stack.push_async_callback(executors.close)

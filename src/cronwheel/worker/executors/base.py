@@ -8,13 +8,14 @@ raises only ``asyncio.CancelledError`` when the worker cancels the attempt, afte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from cronwheel import __version__, python_targets
 from cronwheel.model import Job, Run
 from cronwheel.store.port import AttemptResult
+from cronwheel.worker.executors.isolation import CommandIsolation
 
 TargetT_contra = TypeVar("TargetT_contra", contravariant=True)
 
@@ -71,6 +72,7 @@ class WorkerSettings:
     kill_grace_s: float = 2.0  # SIGTERM -> SIGKILL grace for a command's process group
     http_pool_limit: int = 512  # simultaneous HTTP connections of the whole worker
     http_pool_limit_per_host: int = 64  # ... and to one (host, port, tls) endpoint
+    isolation: CommandIsolation = field(default_factory=CommandIsolation)  # user, limits, cwd
 
     def __post_init__(self) -> None:
         python_targets.check_patterns(self.python_allow)
