@@ -38,6 +38,7 @@ from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
+from cronwheel.store.files import open_private
 from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore
 from cronwheel.timekeeping import anchor_once, keep_anchored
@@ -400,7 +401,7 @@ def _single_owner(database_url: str) -> Iterator[None]:
         yield
         return
     lock_path = Path(f"{path}.lock")
-    handle: IO[str] = lock_path.open("a")
+    handle: IO[str] = os.fdopen(open_private(lock_path), "a")  # 0600, as the database
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -60,6 +60,7 @@ from cronwheel.errors import (
     PermanentError,
     RaceLostError,
 )
+from cronwheel.store.files import private_sqlite_files
 
 SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=5000",  # first: the others may have to wait for a lock
@@ -146,6 +147,8 @@ def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> Asy
     parsed = async_url(url)
     if parsed.get_backend_name() != "sqlite":
         return _postgresql_engine(parsed, PostgresTimeouts.from_query(make_url(url).query))
+    if parsed.database:
+        private_sqlite_files(parsed.database)  # 0600, before SQLite creates it with the umask's mode
     engine = create_async_engine(parsed)
     _setup_sqlite(engine, immediate=sqlite_begin_immediate)
     return engine
