@@ -11,7 +11,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel
+from pydantic import BaseModel, StringConstraints
 
 from cronwheel import metrics
 from cronwheel.api import checks
@@ -154,6 +154,15 @@ async def _paged(read: Awaitable[T]) -> T:
         ) from None  # fmt: skip
 
 
+# A query string must not multiply the work of one request past what any answer needs (1,000
+# label filters made SQLite give up with "Expression tree is too large", answered as a 503): no job
+# has more than MAX_LABELS labels, so more filters could match nothing, and a state filter lists
+# each state at most once.
+MAX_LABELS = 64  # what JobFields.labels allows a job
+LabelFilter = Annotated[str, StringConstraints(max_length=301)]  # a key (100) = a value (200)
+LABEL_HELP = f"key=value; repeat to require several (at most {MAX_LABELS}, as many as a job has)"
+
+
 def _labels(values: list[str]) -> tuple[tuple[str, str], ...]:
     pairs: list[tuple[str, str]] = []
     for value in values:
@@ -198,7 +207,7 @@ async def list_jobs(
     services: Services,
     team: Annotated[str | None, Query(max_length=100)] = None,
     name: Annotated[str | None, Query(max_length=100)] = None,
-    label: Annotated[list[str], Query(description="key=value; repeat to require several")] = [],  # noqa: B006
+    label: Annotated[list[LabelFilter], Query(max_length=MAX_LABELS, description=LABEL_HELP)] = [],  # noqa: B006
     paused: bool | None = None,
     last_state: Annotated[RunStateName | None, Query(description="State of the job's latest run")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -351,7 +360,7 @@ async def trigger_job(
 async def list_job_runs(
     job_id: str,
     services: Services,
-    state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
+    state: Annotated[list[RunStateName], Query(max_length=len(RunState))] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> RunPage:
@@ -373,7 +382,7 @@ async def list_job_runs(
 async def list_runs(
     services: Services,
     job_id: Annotated[str | None, Query(max_length=100)] = None,
-    state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
+    state: Annotated[list[RunStateName], Query(max_length=len(RunState))] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> RunPage:
