@@ -344,6 +344,7 @@ async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -
         stopping.cancel()
         if not task.done():
             task.cancel()
+            await asyncio.wait({task})  # a cancelled task is done only once it has unwound
     if not task.cancelled():
         task.result()  # a failure is the node's: raised
 
