@@ -80,12 +80,17 @@ def node_options(function: F) -> F:
         click.option(
             "--command-cwd",
             default="/",
+            metavar="DIR",
             show_default=True,
             envvar="CRONWHEEL_COMMAND_CWD",
             help="Where a command target without cwd starts.",
         ),
         click.option(
-            "--allow-python", multiple=True, metavar="PATTERN", help="Allow python targets 'module:function'."
+            "--allow-python",
+            multiple=True,
+            metavar="PATTERN",
+            help="Allow python targets 'module:function' (fnmatch, naming its top-level package: "
+            "'mypkg.jobs:*').",
         ),
         click.option(
             "--allow-network",
