@@ -213,8 +213,11 @@ def host_address(raw_host: str) -> HostAddress | None:
     before any DNS lookup: an IPv6 literal, a numeric IPv4 host in any spelling ``inet_aton``
     reads (one trailing dot ignored), or a loopback or metadata name; None for a name only the
     resolver can answer."""
-    if ":" in raw_host:  # yarl has validated the IPv6 literal; a zone is "%25eth0"
-        address = ipaddress.ip_address(raw_host.replace("%25", "%").split("%", 1)[0])
+    if ":" in raw_host:  # an IPv6 literal, which yarl has validated; a zone is "%25eth0"
+        try:
+            address = ipaddress.ip_address(raw_host.replace("%25", "%").split("%", 1)[0])
+        except ValueError:  # not one after all: the socket's own check refuses what is no address
+            return None
         return HostAddress(address, raw_host, canonical=True)
     name = raw_host[:-1] if raw_host.endswith(".") else raw_host
     numeric = inet_aton(name) if name else None

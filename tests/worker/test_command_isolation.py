@@ -166,3 +166,11 @@ def test_a_server_that_cannot_isolate_does_not_start() -> None:
         unknown.check()
     assert ServerSettings(allow_commands=True).isolation().user == "nobody"  # we run as root
     ServerSettings(allow_commands=False, command_isolation=CommandIsolation(user="x")).check()  # unused
+
+
+async def test_the_workers_own_user_switches_nothing() -> None:
+    """``--command-user`` naming the worker's own user: no setgroups (it needs root), no switch."""
+    mine = CommandIsolation(user=str(os.geteuid()))
+    assert mine.guard_setup(mine.identity())[:2] == (-1, -1)
+    result = await run(("id", "-u"), mine)
+    assert (result.outcome, result.output) == (Outcome.SUCCESS, f"{os.geteuid()}\n")

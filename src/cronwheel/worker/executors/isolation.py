@@ -150,8 +150,8 @@ class CommandIsolation:
         """What the guard applies in the child before exec: uid, gid (-1: unchanged), limits."""
         own = identity is not None and identity.uid != os.geteuid()
         limits = self.limits.rlimits(own_user=own)
-        if identity is None:
-            return -1, -1, limits
+        if identity is None or (identity.uid, identity.gid) == (os.geteuid(), os.getegid()):
+            return -1, -1, limits  # nothing to switch (and setgroups would need root)
         return identity.uid, identity.gid, limits
 
 
