@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import uvicorn
 
-from cronwheel import localtoken, metrics_http
+from cronwheel import localtoken, metrics_http, python_targets
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.api.auth import TokenAuthenticator
@@ -46,11 +46,13 @@ from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
+from cronwheel.store.files import open_private
 from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore
 from cronwheel.timekeeping import anchor_once, keep_anchored
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
+from cronwheel.worker.executors.isolation import CommandIsolation
 from cronwheel.worker.loop import Worker
 from cronwheel.worker.refusals import warn_refused_jobs
 
@@ -92,6 +94,7 @@ class ServerSettings:
     allow_commands: bool = False
     python_allow: tuple[str, ...] = ()
     allowed_networks: tuple[str, ...] = ()
+    command_isolation: CommandIsolation = field(default_factory=CommandIsolation)  # user, limits, cwd
     concurrency: int = 64
     queues: tuple[str, ...] = ("default",)
     lease_s: float = 30.0
@@ -105,8 +108,15 @@ class ServerSettings:
     def embedded(self) -> bool:
         return not self.coordinator_url and not self.queue_url and not is_postgres(self.database_url)
 
+    def isolation(self) -> CommandIsolation:
+        """How commands run here: a root worker runs them as ``nobody`` unless told otherwise."""
+        return self.command_isolation.defaulted(self.allow_commands)
+
     def check(self) -> None:
         """Refuse combinations that cannot work, before touching any backend."""
+        python_targets.check_patterns(self.python_allow)  # `*` would open the standard library
+        if self.allow_commands and "worker" in self.roles:
+            self.isolation().identity()  # a user that does not exist, or that we cannot become
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
@@ -300,6 +310,7 @@ class _Roles:
             allow_commands=settings.allow_commands,
             python_allow=settings.python_allow,
             allowed_networks=settings.allowed_networks,
+            isolation=settings.isolation(),
         )
         executors = Executors(allowed)
         self.stack.push_async_callback(executors.close)
@@ -391,7 +402,7 @@ async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -
         stopping.cancel()
         if not task.done():
             task.cancel()
-            await asyncio.wait({task})
+            await asyncio.wait({task})  # a cancelled task is done only once it has unwound
     if not task.cancelled():
         task.result()  # a failure is the node's: raised
 
@@ -449,7 +460,7 @@ def _single_owner(database_url: str) -> Iterator[None]:
         yield
         return
     lock_path = Path(f"{path}.lock")
-    handle: IO[str] = lock_path.open("a")
+    handle: IO[str] = os.fdopen(open_private(lock_path), "a")  # 0600, as the database
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import ipaddress
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit
 
-from cronwheel import metrics
+from cronwheel import metrics, python_targets
 from cronwheel.clock import Clock
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import (
@@ -35,8 +32,9 @@ from cronwheel.model import (
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
+from cronwheel.ssrf import parse_networks, url_refusal
 from cronwheel.store import Store
-from cronwheel.targets import check_target
+from cronwheel.targets import check_target, parse_url
 
 log = logging.getLogger("cronwheel.service")
 
@@ -76,6 +74,9 @@ class TargetPolicy:
     allowed_networks: tuple[str, ...] = ()
     queues: tuple[str, ...] | None = None  # worker queues served here (None: not known, any accepted)
 
+    def __post_init__(self) -> None:
+        python_targets.check_patterns(self.python_allow)
+
     def check_queue(self, queue: str) -> None:
         if self.queues is not None and queue not in self.queues:
             served = ", ".join(self.queues)
@@ -88,35 +89,23 @@ class TargetPolicy:
                     "command targets are disabled on this server (start it with --allow-commands)"
                 )
         elif isinstance(target, PythonTarget):
-            if not any(fnmatchcase(target.function, pattern) for pattern in self.python_allow):
-                raise InvalidInputError(
-                    f"python target {target.function!r} is not allowed by this server's configuration"
-                )
+            refused = python_targets.refusal(target.function, self.python_allow)
+            if refused is not None:
+                raise InvalidInputError(refused)
         else:
             self._check_url(target.url)
 
-    def _check_url(self, url: str) -> None:
-        try:
-            parts = urlsplit(url)
-        except ValueError:  # "http://[::1/": an unclosed IPv6 literal
-            raise InvalidInputError("target.url is not a valid URL") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InvalidInputError(f"target url must be an absolute http(s) URL, not {url!r}")
-        host = parts.hostname
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            if host.lower() != "localhost" and not host.lower().endswith(".localhost"):
-                return  # names are checked again at delivery, on the addresses they resolve to
-            address = ipaddress.ip_address("127.0.0.1")
-        if not address.is_global and not self._allowed(address):
+    def _check_url(self, text: str) -> None:
+        """Refuse a URL whose host is a non-public address however it is spelled (the host read
+        as the HTTP client and the resolver will read it: :func:`cronwheel.ssrf.url_refusal`).
+        Host names are judged at every attempt, on the addresses they resolve to. The message
+        never quotes the URL: its user info or query may hold a secret."""
+        refusal = url_refusal(parse_url(text), parse_networks(self.allowed_networks))
+        if refusal is not None:
             raise InvalidInputError(
-                f"target url {url!r} points to a non-public address ({address}); "
+                f"target.url points to a non-public address: {refusal}; "
                 "an operator must allow its network (--allow-network)"
             )
-
-    def _allowed(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        return any(address in ipaddress.ip_network(net, strict=False) for net in self.allowed_networks)
 
 
 class JobService:
@@ -141,8 +130,8 @@ class JobService:
     def validate(self, job: Job) -> None:
         """Refuse a job whole (InvalidInputError / ScheduleError) before anything is written."""
         schedule_of(job)  # raises ScheduleError with field, position and reason
+        self.policy.check(job.target)  # first: "loopback" says more than "spell it a.b.c.d"
         check_target(job.target)  # what no attempt could run (NUL bytes, a URL aiohttp refuses ...)
-        self.policy.check(job.target)
         self.policy.check_queue(job.queue)
         if not 0 < job.timeout_s <= MAX_TIMEOUT_S:
             raise InvalidInputError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}], not {job.timeout_s}")

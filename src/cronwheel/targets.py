@@ -16,10 +16,15 @@ exception inside the worker.
   that is not an existing directory is the target's fault at run time: it may be created later.
 * **http** (aiohttp, yarl, the resolver): a URL without control characters that yarl parses,
   ``http`` or ``https`` with a host
-  whose name the IDNA codec can encode (what ``getaddrinfo`` is handed); a method that is an HTTP
-  token; header names that are tokens and values without the control characters aiohttp refuses
-  (all but horizontal tab). Non-ASCII header values are sent as UTF-8, so they are accepted.
-* **python** (``importlib``, ``getattr``): ``module:attribute`` with dotted Python identifiers.
+  whose name the IDNA codec can encode (what ``getaddrinfo`` is handed); a numeric IPv4 host only
+  as a dotted quad (aiohttp refuses ``2130706433``, ``127.1`` or ``0177.0.0.1``; the resolver
+  would read ``0x7f000001`` but no one writes that but to hide an address); a method that is an
+  HTTP token; header names that are tokens and values without the control characters aiohttp
+  refuses (all but horizontal tab); not both user info in the URL and an ``Authorization``
+  header (aiohttp sends the user info as one and refuses the pair). Non-ASCII header values are
+  sent as UTF-8, so they are accepted.
+* **python** (``importlib``): ``package.module:function``, a dotted module path and one function
+  name (not a ``__dunder__``). Which functions may run is :mod:`cronwheel.python_targets`.
 
 Every check raises :class:`~cronwheel.errors.InvalidInputError` whose message names the field
 (``target.argv[1] contains a NUL byte``) and never quotes a value: header and environment values
@@ -35,6 +40,7 @@ from yarl import URL
 
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import CommandTarget, HttpTarget, PythonTarget, Target
+from cronwheel.ssrf import host_address
 
 MAX_ARG_BYTES = 128 * 1024 - 1
 """One argument or ``NAME=value``, in bytes: Linux refuses a longer one (``MAX_ARG_STRLEN`` is 32
@@ -120,6 +126,12 @@ def _utf8(field: str, text: str) -> bytes:
 def check_http(target: HttpTarget) -> URL:
     """Refuse what aiohttp cannot send; returns the URL as it will use it."""
     url = parse_url(target.url)
+    found = host_address(url.raw_host or "")
+    if found is not None and not found.canonical:
+        raise InvalidInputError(
+            f"target.url has the IPv4 address {found.address} spelled {found.spelling!r}: "
+            f"write it as {found.address}"
+        )
     if not _TOKEN.fullmatch(target.method):
         raise InvalidInputError("target.method must be an HTTP method name (a token such as POST)")
     for name, value in target.headers:
@@ -128,6 +140,12 @@ def check_http(target: HttpTarget) -> URL:
         if _HEADER_CONTROL.search(value):
             raise InvalidInputError(f"target.headers[{name!r}] contains a control character")
         _utf8(f"target.headers[{name!r}]", value)
+    credentials = url.raw_user is not None or url.raw_password is not None
+    if credentials and any(name.lower() == "authorization" for name, _ in target.headers):
+        raise InvalidInputError(
+            "target.url has user info and target.headers an Authorization header: "
+            "the HTTP client sends the user info as that header, so keep only one of them"
+        )
     return url
 
 
@@ -154,14 +172,35 @@ def parse_url(text: str) -> URL:
     return url
 
 
+def redacted_url(text: str) -> str:
+    """A target URL as tables, plans and logs may show it: the user info and every query value
+    become ``***`` (they may be credentials or tokens), the fragment goes; a URL that does not
+    parse is not shown at all. Errors name ``scheme://host:port`` only
+    (:func:`cronwheel.ssrf.endpoint`)."""
+    try:
+        url = URL(text)
+        shown = url.with_user(None).with_query([(key, "***") for key in url.query]).with_fragment(None)
+    except (ValueError, TypeError):
+        return "(a URL that does not parse)"
+    masked = str(shown)
+    if url.raw_user is not None or url.raw_password is not None:
+        scheme, sep, rest = masked.partition("://")
+        masked = f"{scheme}{sep}***@{rest}" if sep else "***@" + masked
+    return masked
+
+
 # -- python --------------------------------------------------------------------------------------
 
 
 def check_python(target: PythonTarget) -> None:
-    module, sep, attribute = target.function.partition(":")
-    if not sep or not _dotted(module) or not _dotted(attribute):
+    """``package.module:function``: a dotted module path and one function name, as the API's
+    schema says. An attribute path (``mod:helper.attr``) would reach whatever ``mod`` imported,
+    and a ``__dunder__`` name what every module has (:mod:`cronwheel.python_targets`)."""
+    module, sep, function = target.function.partition(":")
+    dunder = function.startswith("__") and function.endswith("__")
+    if not sep or not _dotted(module) or not function.isidentifier() or dunder:
         raise InvalidInputError(
-            "target.function must be 'package.module:function' (dotted Python identifiers)"
+            "target.function must be 'package.module:function' (a dotted module path, then one function name)"
         )
 
 

@@ -6,9 +6,11 @@ import logging
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.store import JobQuery
+from cronwheel.store.driver import translated_errors
 
 from .conftest import Env, job_body
 
@@ -162,6 +164,29 @@ async def test_unexpected_errors_are_500_without_internals(
     assert "hunter2" not in response.text
     assert "RuntimeError" not in response.text
     assert "unexpected error on GET /v1/jobs" in caplog.text
+
+
+async def test_the_unavailable_log_line_names_the_error_not_the_sql(
+    client: httpx.AsyncClient, env: Env, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store failure with a secret among its SQL parameters (the review saw them in this line)."""
+
+    async def failing(query: JobQuery) -> None:
+        async with env.store.engine.connect() as connection:
+            with translated_errors():
+                await connection.execute(text("SELECT * FROM gone WHERE token = :v"), {"v": "tok-77c1"})
+
+    monkeypatch.setattr(env.store, "list_jobs", failing)
+    with caplog.at_level(logging.WARNING, logger="cronwheel.api"):
+        response = await client.get("/v1/jobs")
+    assert response.status_code == 503
+    messages = [record.getMessage() for record in caplog.records]
+    [line] = [message for message in messages if "backend unavailable" in message]
+    assert line == (
+        "backend unavailable on GET /v1/jobs: the metadata store is unavailable: "
+        "OperationalError: no such table: gone"
+    )
+    assert "tok-77c1" not in caplog.text
 
 
 async def test_request_bodies_are_not_logged(

@@ -48,12 +48,18 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     (http(url=f"https://{'a' * 64}.example.com/"), "target.url has a host name that cannot be looked up"),
     (http(headers={"X-Token": "a\u0001b"}), "target.headers['X-Token'] contains a control character"),
     (http(headers={"X-Token": "a\u007fb"}), "target.headers['X-Token'] contains a control character"),
+    (
+        http(url="https://u:s3cr3t@hooks.example.com/x", headers={"Authorization": "Bearer s3cr3t"}),
+        "target.url has user info and target.headers an Authorization header",
+    ),
+    (http(url="https://134744072/x"), "target.url has the IPv4 address 8.8.8.8 spelled '134744072'"),
+    (http(url="https://0x08080808/x"), "write it as 8.8.8.8"),
 ]
 
 
 @pytest.fixture
 def commands_allowed(env: Env) -> Env:
-    env.service.policy = TargetPolicy(allow_commands=True, python_allow=("*",))
+    env.service.policy = TargetPolicy(allow_commands=True, python_allow=("myapp.*",))
     return env
 
 
@@ -142,6 +148,12 @@ SERVICE_REFUSED: list[tuple[Target, str]] = [
     (PythonTarget("myapp..jobs:run"), "target.function must be 'package.module:function'"),
     (PythonTarget("myapp.jobs:1run"), "target.function must be 'package.module:function'"),
     (PythonTarget("myapp.jobs:run\0"), "target.function must be 'package.module:function'"),
+    (PythonTarget("myapp.jobs:Report.run"), "target.function must be 'package.module:function'"),
+    (PythonTarget("myapp.jobs:__class__"), "target.function must be 'package.module:function'"),
+    (
+        PythonTarget("pty:spawn"),
+        "python target 'pty:spawn' is not allowed: pty is in the standard library, never a target",
+    ),
 ]
 
 
@@ -158,7 +170,7 @@ async def test_service_refuses(commands_allowed: Env, target: Target, message: s
     [
         CommandTarget(argv=("backup",), env=(("lower.case-name", "x"), ("PATH", "")), cwd="/"),
         HttpTarget(url="http://hooks.example.com./x", method="PURGE", headers=(("X", "\u4e2d"),)),
-        PythonTarget("myapp.jobs:Report.run"),
+        PythonTarget("myapp.jobs:_run"),
         PythonTarget("myapp.t\u00e2ches:ex\u00e9cuter"),  # non-ASCII identifiers import fine
     ],
 )

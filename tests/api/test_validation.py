@@ -242,3 +242,26 @@ async def test_policy_errors_name_their_field(client: httpx.AsyncClient, env: En
     queue = await client.post("/v1/jobs", json=job_body(queue="batch", team="a b"))
     assert {error["field"] for error in queue.json()["errors"]} == {"team", "queue"}
     assert "no worker serves queue 'batch'" in queue.json()["errors"][1]["message"]
+
+
+async def test_query_strings_cannot_multiply_the_work(client: httpx.AsyncClient, env: Env) -> None:
+    """1,000 label filters answered 503 with Retry-After (SQLite: "Expression tree is too large"):
+    the client's input reported as an outage. Now a precise 422 on the query field."""
+    await client.post("/v1/jobs", json=job_body())
+    many = "&".join(f"label=k{i}=v" for i in range(1000))
+    for path in (f"/v1/jobs?{many}", "/v1/jobs?" + "&".join(["label=tier=gold"] * 65)):
+        response = await client.get(path)
+        assert response.status_code == 422, response.text
+        assert "retry-after" not in response.headers
+        [error] = response.json()["errors"]
+        assert (error["location"], error["field"]) == ("query", "label")
+        assert "at most 64" in error["message"]
+    at_most = await client.get("/v1/jobs?" + "&".join(["label=tier=gold"] * 64))
+    assert (at_most.status_code, len(at_most.json()["items"])) == (200, 1)
+    too_long = await client.get("/v1/jobs", params={"label": "k=" + "v" * 400})
+    assert too_long.status_code == 422
+    states = "&".join(["state=SUCCESS"] * 1000)
+    for path in (f"/v1/runs?{states}", f"/v1/jobs/{'0' * 26}/runs?{states}"):
+        response = await client.get(path)
+        assert response.status_code == 422, response.text
+        assert response.json()["errors"][0]["field"] == "state"

@@ -356,7 +356,10 @@ class ChaosCluster:
         return self._spawn("api", name, self._direct_env(), "--allow-commands")
 
     def start_worker(self, name: str, *args: str) -> Node:
-        return self._spawn("worker", name, self._direct_env(), "--allow-commands", *args)
+        # the workload's commands run this interpreter on files of the run: as the suite's own
+        # user (root on CI), not the nobody a root worker picks by default
+        own = ("--command-user", str(os.geteuid()))
+        return self._spawn("worker", name, self._direct_env(), "--allow-commands", *own, *args)
 
     def start_scheduler(self, name: str, *, faketime: bool = False, failpoints: str = "") -> Node:
         """A scheduler whose every backend link runs through its own proxy (kept across restarts

@@ -232,3 +232,30 @@ def test_server_errors_are_exit_1(server: Server, monkeypatch: pytest.MonkeyPatc
     assert result.exit_code == 1
     assert "Internal server error (500)" in result.stderr
     assert "disk on fire" not in result.stderr
+
+
+def test_tables_do_not_show_the_urls_credentials(server: Server, tmp_path: Path) -> None:
+    """The job's own view (``-o json``) keeps the URL whole; the tables and the apply plan show
+    its user info and query values as ``***``. Before, ``jobs create`` and ``jobs list`` printed
+    ``https://admin:HUNTER2@...?token=...`` as it was written."""
+    url = "https://admin:HUNTER2@hooks.example.com/x?token=s3cr3t&v=2"
+    shown = "https://***@hooks.example.com/x?token=***&v=***"
+    created = server.run(
+        "jobs", "create", "--team", "data", "--name", "nightly", "--schedule", "0 3 * * *", "--http", url
+    )  # fmt: skip
+    listed = server.run("jobs", "list")
+    got = server.run("jobs", "get", "data/nightly")
+    for result in (created, listed, got):
+        assert result.exit_code == 0, result.stderr
+        assert "HUNTER2" not in result.stdout
+        assert "s3cr3t" not in result.stdout
+    assert f"http POST {shown}" in got.stdout
+    assert server.json("jobs", "get", "data/nightly")["target"]["url"] == url
+    target = {"type": "http", "url": url + "&w=1"}
+    spec = {"team": "data", "jobs": [{"name": "nightly", "schedule": "0 3 * * *", "target": target}]}
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps(spec))
+    plan = server.run("apply", "-f", str(path), "--dry-run")
+    assert plan.exit_code == 0, plan.stderr
+    assert f"    target.url: '{shown}' -> '{shown}&w=***'" in plan.stdout.splitlines()
+    assert "HUNTER2" not in plan.stdout

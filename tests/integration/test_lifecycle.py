@@ -17,7 +17,7 @@ import pytest
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.errors import PermanentError
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.server import ServerSettings, serve
+from cronwheel.server import ServerSettings, _unless_stopped, serve
 from cronwheel.store.sql import SqlStore
 
 
@@ -84,7 +84,6 @@ async def test_a_one_off_task_cut_short_by_stop_ends_quietly() -> None:
     """The refused-jobs check of a worker still running when the node stops: it is cancelled and
     waited for (asking a task that was only asked to cancel for its result raised
     InvalidStateError, which failed the node's stop)."""
-    from cronwheel.server import _unless_stopped
 
     stop = asyncio.Event()
     started, ended = asyncio.Event(), asyncio.Event()

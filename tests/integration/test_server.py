@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -181,13 +182,17 @@ async def test_commands_with_timeout_kill_the_process_group(
     server_factory: Callable[..., ServerProcess], tmp_path: Any
 ) -> None:
     server = server_factory("--allow-commands")
-    marker = tmp_path / "ran.txt"
+    shared = Path(tempfile.mkdtemp(prefix="cw-it-"))  # the commands run as nobody: not in tmp_path
+    shared.chmod(0o777)
+    marker = shared / "ran.txt"
     async with server.client() as api:
         ok = {"type": "command", "argv": ["sh", "-c", f"echo $CRONWHEEL_ATTEMPT >> {marker}"]}
         job = await create(api, {"team": "it", "name": "cmd", "schedule": "@daily", "target": ok})
         run = (await api.post(f"/v1/jobs/{job['id']}/trigger", json={})).json()
         await wait_for(lambda: _run_state(api, run["id"], "SUCCESS"), timeout=5)
         assert marker.read_text().strip() == "1"
+        marker.unlink()
+        shared.rmdir()
         slow = {"type": "command", "argv": ["sleep", "30"]}
         job = await create(
             api, {"team": "it", "name": "slow", "schedule": "@daily", "target": slow, "timeout_s": 0.5}
@@ -195,6 +200,31 @@ async def test_commands_with_timeout_kill_the_process_group(
         run = (await api.post(f"/v1/jobs/{job['id']}/trigger", json={})).json()
         done = await wait_for(lambda: _run_state(api, run["id"], "FAILED"), timeout=8)
         assert done["attempt_details"][0]["outcome"] == "timeout"
+
+
+async def test_a_root_server_runs_commands_as_nobody_under_limits_outside_its_directory(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    """The review's finding: a command job could read the database holding every team's
+    secrets. A server running as root (as here) runs commands as ``nobody`` by default, with the
+    default limits, in ``/``; the database file is its owner's alone."""
+    server = server_factory("--allow-commands")
+    database = tmp_path / "cronwheel.db"
+    script = f"id -u; pwd; grep 'open files' /proc/self/limits; cat {database} {database}-wal"
+    async with server.client() as api:
+        secret = {"type": "http", "url": "https://hooks.example.com/x", "headers": {"X-Token": "tok-9f2c"}}
+        await create(api, {"team": "billing", "name": "secret", "schedule": "@daily", "target": secret})
+        spy = {"type": "command", "argv": ["sh", "-c", script]}
+        job = await create(api, {"team": "it", "name": "spy", "schedule": "@daily", "target": spy})
+        run = (await api.post(f"/v1/jobs/{job['id']}/trigger", json={})).json()
+        done = await wait_for(lambda: _run_state(api, run["id"], "FAILED"), timeout=5)
+    output = done["attempt_details"][0]["output"]
+    lines = output.splitlines()
+    assert lines[:2] == ["65534", "/"]
+    assert lines[2].split()[3:5] == ["1024", "1024"]
+    assert "Permission denied" in output
+    assert "tok-9f2c" not in output
+    assert oct(database.stat().st_mode & 0o777) == oct(0o600)
 
 
 async def test_kill9_restart_loses_and_doubles_nothing(

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from cronwheel.clock import ManualClock
 from cronwheel.errors import (
@@ -38,6 +39,7 @@ from cronwheel.model import (
 )
 from cronwheel.store import sql
 from cronwheel.store.port import MAX_LOST_ATTEMPTS, AttemptResult, Finish, JobQuery, RunQuery
+from cronwheel.store.schema import jobs
 from cronwheel.store.sql import SqlStore, open_store
 
 from .support import LEASE, START, at, fire_one, firing_of, make_job, make_run, new_job
@@ -154,6 +156,39 @@ async def test_a_deleted_job_stays_known(store: SqlStore) -> None:
     await store.delete_job(job.id, at(1))
     assert await store.job_known(job.id)  # its runs stay readable under its id
     assert not await store.job_known(new_id())
+
+
+async def test_a_deleted_job_keeps_its_row_but_not_its_secrets(store: SqlStore) -> None:
+    """Before, a deleted job kept its header and environment values in its row forever."""
+    hook = HttpTarget(
+        url="https://admin:HUNTER2@hooks.example.com/x?token=s3cr3t",
+        headers=(("Authorization", "Bearer s3cr3t"), ("X-Team", "billing")),
+    )
+    command = CommandTarget(argv=("/usr/bin/backup", "--full"), env=(("TOKEN", "s3cr3t"),), cwd="/srv")
+    http_job = await store.create_job(make_job(name="hook", target=hook))
+    command_job = await store.create_job(make_job(name="backup", target=command))
+    run = await fire_one(store, http_job)
+    await store.delete_job(http_job.id, at(1))
+    await store.delete_job(command_job.id, at(1))
+    async with store.engine.connect() as connection:
+        rows = dict((await connection.execute(select(jobs.c.id, jobs.c.target))).all())
+    assert rows[http_job.id] == {
+        "type": "http",
+        "url": "https://***@hooks.example.com/x?token=***",
+        "method": "POST",
+        "headers": [["Authorization", "(erased)"], ["X-Team", "(erased)"]],
+        "expected_status": [],
+    }
+    erased_env = [["TOKEN", "(erased)"]]
+    assert rows[command_job.id] == {
+        "type": "command",
+        "argv": ["/usr/bin/backup", "--full"],
+        "env": erased_env,
+        "cwd": "/srv",
+    }
+    assert "s3cr3t" not in str(rows)
+    assert "HUNTER2" not in str(rows)
+    assert await store.get_run(run.id) == run  # the history stays
 
 
 async def test_delete_of_missing_job_is_not_found(store: SqlStore) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import traceback
+
 import asyncpg
 import pytest
-from sqlalchemy import exc
+from sqlalchemy import exc, text
 
 from cronwheel.errors import TransientError
-from cronwheel.store.driver import translated_errors
+from cronwheel.store.driver import describe, translated_errors
 from cronwheel.store.sql import SqlStore
 
 from . import conftest
@@ -83,3 +85,52 @@ async def test_connections_the_server_dropped_cost_one_failed_call_at_most(postg
             failures += 1
     assert failures <= 1, f"{failures} calls failed"
     await postgres_store.mark_queued(["no-such-run"], START)  # writes too
+
+
+# -- what an error may say ---------------------------------------------------------------------------
+
+
+async def _failing_statement(store: SqlStore, statement: str) -> BaseException:
+    """The error of ``statement`` (bound to a secret) as the store's code sees it."""
+    try:
+        async with store.engine.connect() as connection, connection.begin():
+            with translated_errors():
+                await connection.execute(text(statement), {"v": SECRET})
+    except Exception as error:
+        return error
+    raise AssertionError("the statement did not fail")
+
+
+SECRET = "tok-3f9a-secret"
+
+
+async def test_errors_never_quote_sql_parameters(store: SqlStore) -> None:
+    """The "backend unavailable" log line carried SQLAlchemy's text: the SQL and its parameters.
+    Now errors say the driver's class and message; tracebacks hide the parameters too."""
+    for statement in ("SELECT * FROM no_such_table WHERE a = :v", "INSERT INTO jobs (id) VALUES (:v)"):
+        error = await _failing_statement(store, statement)
+        shown = "".join(traceback.format_exception(error))
+        assert SECRET not in shown, shown
+        assert SECRET not in str(error)
+
+
+async def test_unavailable_says_the_drivers_class_and_message(store: SqlStore, backend: str) -> None:
+    if backend == "sqlite":
+        error = await _failing_statement(store, "SELECT * FROM no_such_table WHERE a = :v")
+        assert (
+            str(error) == "the metadata store is unavailable: OperationalError: no such table: no_such_table"
+        )
+    await new_job(store)
+    duplicate = await _failing_statement(store, "INSERT INTO jobs SELECT * FROM jobs WHERE :v = :v")
+    assert str(duplicate).startswith("conflicts with a stored record: ")
+    assert "SQL" not in str(duplicate)
+    assert "DETAIL" not in str(duplicate)  # PostgreSQL's quotes the row's key
+
+
+def test_describe_keeps_the_first_line_only() -> None:
+    error = exc.DBAPIError("SELECT :v", {"v": SECRET}, PgError("08006"))
+    assert describe(error) == "PgError: server said 08006"
+    assert (
+        describe(OSError(111, "Connection refused"))
+        == "ConnectionRefusedError: [Errno 111] Connection refused"
+    )

@@ -189,10 +189,12 @@ async def test_program_is_looked_up_on_the_targets_path(tmp_path: Path) -> None:
 def test_protocol_round_trips() -> None:
     argv = [b"/bin/echo", b"", b"caf\xc3\xa9", b"a=b"]
     env = {b"PATH": b"/bin", b"EMPTY": b"", b"EQ": b"x=y=z"}
-    message = guard_module.encode_spec(argv, env)
+    setup = (65534, 65534, [(0, 3600), (9, 1024)])
+    message = guard_module.encode_spec(argv, env, setup)
     assert int.from_bytes(message[:4], "big") == len(message) - 4
-    assert guard_module.decode_spec(message[4:]) == (argv, env)
-    assert guard_module.decode_spec(guard_module.encode_spec([b"true"], {})[4:]) == ([b"true"], {})
+    assert guard_module.decode_spec(message[4:]) == (argv, env, setup)
+    none = guard_module.decode_spec(guard_module.encode_spec([b"true"], {})[4:])
+    assert none == ([b"true"], {}, (-1, -1, []))
     for tag, value in [
         (guard_module.STARTED, 4_194_304),
         (guard_module.EXITED, -9),

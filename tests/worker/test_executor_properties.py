@@ -340,12 +340,12 @@ FUNCTIONS = [
 
 def python_targets() -> st.SearchStrategy[PythonTarget]:
     known = st.sampled_from(FUNCTIONS).map(f"{HERE}:{{}}".format)
-    fuzzed = st.builds("cronwheel_fuzz{}:{}".format, any_text, any_text)  # allowed, not importable
+    fuzzed = st.builds("cronwheel_fuzz.{}:{}".format, any_text, any_text)  # allowed, not importable
     return st.builds(PythonTarget, mostly(known, fuzzed | hostile_text))
 
 
 def test_python_executor_answers_every_input(caplog: pytest.LogCaptureFixture) -> None:
-    settings_ = WorkerSettings(python_allow=(f"{HERE}:*", "cronwheel_fuzz*"), output_limit=16)
+    settings_ = WorkerSettings(python_allow=(f"{HERE}:*", "cronwheel_fuzz.*"), output_limit=16)
     executor = PythonExecutor(settings_, clock=ManualClock(NOW))
     with asyncio.Runner() as runner:
 

@@ -482,8 +482,8 @@ async def test_loopback_allowed_by_allowed_networks(sink: Sink) -> None:
         ("169.254.169.254", "link-local"),  # cloud metadata
         ("0.0.0.0", "unspecified"),
         ("224.0.0.1", "multicast"),
-        ("240.0.0.1", "private"),  # reserved (Python files it under private)
-        ("100.64.0.1", "non-global"),  # carrier-grade NAT
+        ("240.0.0.1", "reserved"),  # (Python files it under private)
+        ("100.64.0.1", "carrier-grade NAT"),
         ("::1", "loopback"),
         ("::", "unspecified"),
         ("fe80::1", "link-local"),
@@ -495,7 +495,7 @@ async def test_loopback_allowed_by_allowed_networks(sink: Sink) -> None:
         ("::ffff:127.0.0.1", "loopback"),  # IPv4-mapped
         ("::ffff:10.0.0.1", "private"),
         ("::ffff:169.254.169.254", "link-local"),
-        ("::127.0.0.1", "reserved"),  # IPv4-compatible (deprecated)
+        ("::127.0.0.1", "IPv4-compatible"),  # deprecated
         ("64:ff9b::a9fe:a9fe", "link-local"),  # NAT64 of 169.254.169.254
         ("2002:a00:1::1", "private"),  # 6to4 of 10.0.0.1
         ("not-an-ip", "not an IP address"),

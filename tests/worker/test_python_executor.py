@@ -22,8 +22,9 @@ from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
 from cronwheel.worker.executors.python import PythonExecutor
 
 HERE = __name__
-ALLOW = WorkerSettings(python_allow=(f"{HERE}:allowed_*", f"{HERE}:Holder.*"))
+ALLOW = WorkerSettings(python_allow=(f"{HERE}:allowed_*", f"{HERE}:Holder*", "cronwheel_no_such_module:*"))
 SLOT = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+SYNTAX = "target.function must be 'package.module:function' (a dotted module path, then one function name)"
 RELEASE = threading.Event()  # lets the blocked sync function go at the end of its test
 
 
@@ -163,10 +164,15 @@ async def test_sync_function_runs_on_a_worker_thread(executor: PythonExecutor) -
     assert "'job': 'job-1'" in result.output
 
 
-async def test_dotted_attribute(executor: PythonExecutor) -> None:
+async def test_an_attribute_path_is_refused(executor: PythonExecutor) -> None:
+    """The API's schema refused ``mod:Holder.method``; the worker ran it (and so anything reachable
+    from what an allowed module imported). Now both refuse it, with one message."""
     result = await executor.execute(fn("Holder.method"), make_ctx())
-    assert result.outcome is Outcome.SUCCESS
-    assert result.output == "static"
+    assert result.outcome is Outcome.ERROR
+    assert result.error == SYNTAX
+    klass = await executor.execute(fn("Holder"), make_ctx())
+    assert klass.outcome is Outcome.ERROR
+    assert klass.error == f"{HERE}:Holder is not a function defined there (its type is type)"
 
 
 async def test_sync_function_returning_a_coroutine(executor: PythonExecutor) -> None:
@@ -266,13 +272,17 @@ async def test_sync_timeout_abandons_the_thread(executor: PythonExecutor) -> Non
 @pytest.mark.parametrize(
     ("function", "error"),
     [
-        (f"{HERE}:forbidden", f"{HERE}:forbidden is not allowed by this worker's python_allow"),
-        ("os:system", "os:system is not allowed by this worker's python_allow"),
-        ("no_colon_here", "target.function must be 'package.module:function' (dotted Python identifiers)"),
         (
-            "mod:fn; import os",
-            "target.function must be 'package.module:function' (dotted Python identifiers)",
+            f"{HERE}:forbidden",
+            f"python target '{HERE}:forbidden' is not allowed by this server's --allow-python",
         ),
+        (
+            "os:system",
+            "python target 'os:system' is not allowed: os is in the standard library, never a target",
+        ),
+        ("no_colon_here", SYNTAX),
+        ("mod:fn; import os", SYNTAX),
+        (f"{HERE}:__class__", SYNTAX),
     ],
 )
 async def test_refused(executor: PythonExecutor, function: str, error: str) -> None:
@@ -291,7 +301,7 @@ async def test_nothing_allowed_by_default() -> None:
 
 
 async def test_import_errors() -> None:
-    ex = PythonExecutor(WorkerSettings(python_allow=("*",)))
+    ex = PythonExecutor(ALLOW)
     try:
         missing = await ex.execute(PythonTarget("cronwheel_no_such_module:fn"), make_ctx())
         no_attr = await ex.execute(fn("allowed_no_such_function"), make_ctx())
@@ -305,10 +315,12 @@ async def test_import_errors() -> None:
     )
     assert no_attr.outcome is Outcome.ERROR
     assert (
-        no_attr.error == f"{HERE}:allowed_no_such_function: {HERE} has no attribute allowed_no_such_function"
+        no_attr.error == f"{HERE}:allowed_no_such_function: {HERE} has no function allowed_no_such_function"
     )
     assert not_callable.outcome is Outcome.ERROR
-    assert not_callable.error == f"{HERE}:allowed_not_callable is not callable"
+    assert (
+        not_callable.error == f"{HERE}:allowed_not_callable is not a function defined there (its type is int)"
+    )
 
 
 async def test_functions_are_cached(executor: PythonExecutor) -> None:

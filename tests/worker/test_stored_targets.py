@@ -22,7 +22,7 @@ from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-SETTINGS = WorkerSettings(allow_commands=True, python_allow=("*",), allowed_networks=("127.0.0.0/8",))
+SETTINGS = WorkerSettings(allow_commands=True, python_allow=("myapp.*",), allowed_networks=("127.0.0.0/8",))
 
 STORED: list[tuple[Target, str]] = [
     (CommandTarget(argv=("/bin/echo", "a\0b")), "target.argv[1] contains a NUL byte"),
@@ -47,6 +47,11 @@ STORED: list[tuple[Target, str]] = [
     ),
     (HttpTarget(url="http://a..b/"), "target.url has a host name that cannot be looked up"),
     (HttpTarget(url="http://xn--/"), "target.url is not a valid URL"),
+    (  # aiohttp raised ValueError: "internal executor error: ValueError"
+        HttpTarget(url="http://u:s3cr3t@127.0.0.1:9/", headers=(("authorization", "Bearer s3cr3t"),)),
+        "target.url has user info and target.headers an Authorization header",
+    ),
+    (HttpTarget(url="http://134744072:9/"), "target.url has the IPv4 address 8.8.8.8 spelled '134744072'"),
     (PythonTarget("no colon\0"), "target.function must be 'package.module:function'"),
 ]
 

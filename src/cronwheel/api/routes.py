@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel
+from pydantic import BaseModel, StringConstraints
 
 from cronwheel import metrics
 from cronwheel.api import checks
@@ -67,7 +67,8 @@ IfMatch = Annotated[
 ]
 # What list pages return in next_cursor: base64url (checked here; which ones it made, by the store).
 Cursor = Annotated[str | None, Query(max_length=1000, pattern=r"^[A-Za-z0-9_-]+={0,2}$")]
-LabelFilter = Annotated[str, Documented(pattern=r"^[^=]+=")]  # key=value (_labels checks it)
+# key=value (_labels checks it); a key (100) = a value (200)
+LabelFilter = Annotated[str, Documented(pattern=r"^[^=]+="), StringConstraints(max_length=301)]
 
 _PROBLEM_DOC = PROBLEM_DOC
 
@@ -165,6 +166,14 @@ def _teams(caller: Caller) -> tuple[str, ...] | None:
     return None if caller.teams is None else tuple(sorted(caller.teams))
 
 
+# A query string must not multiply the work of one request past what any answer needs (1,000
+# label filters made SQLite give up with "Expression tree is too large", answered as a 503): no job
+# has more than MAX_LABELS labels, so more filters could match nothing, and a state filter lists
+# each state at most once.
+MAX_LABELS = 64  # what JobFields.labels allows a job
+LABEL_HELP = f"key=value; repeat to require several (at most {MAX_LABELS}, as many as a job has)"
+
+
 def _labels(values: list[str]) -> tuple[tuple[str, str], ...]:
     pairs: list[tuple[str, str]] = []
     for value in values:
@@ -212,7 +221,7 @@ async def list_jobs(
     caller: CallerDep,
     team: Annotated[str | None, Query(max_length=100)] = None,
     name: Annotated[str | None, Query(max_length=100)] = None,
-    label: Annotated[list[LabelFilter], Query(description="key=value; repeat to require several")] = [],  # noqa: B006
+    label: Annotated[list[LabelFilter], Query(max_length=MAX_LABELS, description=LABEL_HELP)] = [],  # noqa: B006
     paused: bool | None = None,
     last_state: Annotated[RunStateName | None, Query(description="State of the job's latest run")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -387,7 +396,7 @@ async def list_job_runs(
     job_id: str,
     services: Services,
     caller: CallerDep,
-    state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
+    state: Annotated[list[RunStateName], Query(max_length=len(RunState))] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Cursor = None,
 ) -> RunPage:
@@ -412,7 +421,7 @@ async def list_runs(
     services: Services,
     caller: CallerDep,
     job_id: Annotated[str | None, Query(max_length=100)] = None,
-    state: Annotated[list[RunStateName], Query()] = [],  # noqa: B006
+    state: Annotated[list[RunStateName], Query(max_length=len(RunState))] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Cursor = None,
 ) -> RunPage:

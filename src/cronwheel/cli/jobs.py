@@ -48,7 +48,9 @@ def if_match(version: int | None) -> dict[str, str]:
 
 def _target(target: dict[str, Any]) -> str:
     if target["type"] == "http":
-        return f"http {target['method']} {target['url']}"
+        from cronwheel.targets import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
+
+        return f"http {target['method']} {redacted_url(target['url'])}"
     if target["type"] == "command":
         return "command " + shlex.join(target["argv"])
     return f"python {target['function']}"

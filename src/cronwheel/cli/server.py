@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from cronwheel.errors import CronwheelError
+
+if TYPE_CHECKING:
+    from cronwheel.worker.executors.isolation import CommandIsolation
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,7 +56,41 @@ def node_options(function: F) -> F:
             "--allow-commands", is_flag=True, envvar="CRONWHEEL_ALLOW_COMMANDS", help="Allow command targets."
         ),
         click.option(
-            "--allow-python", multiple=True, metavar="PATTERN", help="Allow python targets 'module:function'."
+            "--command-user",
+            envvar="CRONWHEEL_COMMAND_USER",
+            metavar="USER",
+            help="Run command targets as this user (needs root). Default: nobody when running as root, "
+            "else this process's user.",
+        ),
+        click.option(
+            "--command-group",
+            envvar="CRONWHEEL_COMMAND_GROUP",
+            metavar="GROUP",
+            help="Run command targets with this group. Default: the command user's primary group.",
+        ),
+        click.option(
+            "--command-limit",
+            "command_limits",
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="A resource limit of every command: cpu (s), as, fsize (bytes, K/M/G), nofile, nproc; "
+            "'unlimited' lifts one. Defaults: cpu=3600 as=8G nofile=1024 fsize=1G nproc=512 (for a "
+            "command user of its own).",
+        ),
+        click.option(
+            "--command-cwd",
+            default="/",
+            metavar="DIR",
+            show_default=True,
+            envvar="CRONWHEEL_COMMAND_CWD",
+            help="Where a command target without cwd starts.",
+        ),
+        click.option(
+            "--allow-python",
+            multiple=True,
+            metavar="PATTERN",
+            help="Allow python targets 'module:function' (fnmatch, naming its top-level package: "
+            "'mypkg.jobs:*').",
         ),
         click.option(
             "--allow-network",
@@ -114,19 +151,32 @@ def _run(roles: tuple[str, ...], **options: Any) -> None:
     logs.configure(options.pop("log_level"))
     allow_python = options.pop("allow_python")
     allow_network = options.pop("allow_network")
-    settings = ServerSettings(
-        roles=roles,
-        node=options.pop("node_id") or default_node(),
-        python_allow=allow_python,
-        allowed_networks=allow_network,
-        **options,
-    )
-    tune_collector()
     try:
+        settings = ServerSettings(
+            roles=roles,
+            node=options.pop("node_id") or default_node(),
+            python_allow=allow_python,
+            allowed_networks=allow_network,
+            command_isolation=_isolation(options),
+            **options,
+        )
+        tune_collector()
         asyncio.run(serve(settings, announce=lambda text: click.echo(text, err=True)))
     except CronwheelError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
+
+
+def _isolation(options: dict[str, Any]) -> CommandIsolation:
+    """``--command-*`` as a CommandIsolation (taken out of ``options``)."""
+    from cronwheel.worker.executors.isolation import CommandIsolation, CommandLimits  # noqa: PLC0415
+
+    return CommandIsolation(
+        user=options.pop("command_user"),
+        group=options.pop("command_group"),
+        limits=CommandLimits.parse(options.pop("command_limits")),
+        cwd=options.pop("command_cwd"),
+    )
 
 
 @click.command()

@@ -60,6 +60,7 @@ from cronwheel.errors import (
     PermanentError,
     RaceLostError,
 )
+from cronwheel.store.files import private_sqlite_files
 
 SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=5000",  # first: the others may have to wait for a lock
@@ -146,7 +147,9 @@ def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> Asy
     parsed = async_url(url)
     if parsed.get_backend_name() != "sqlite":
         return _postgresql_engine(parsed, PostgresTimeouts.from_query(make_url(url).query))
-    engine = create_async_engine(parsed)
+    if parsed.database:
+        private_sqlite_files(parsed.database)  # 0600, before SQLite creates it with the umask's mode
+    engine = create_async_engine(parsed, hide_parameters=True)  # errors never quote a row's values
     _setup_sqlite(engine, immediate=sqlite_begin_immediate)
     return engine
 
@@ -154,6 +157,7 @@ def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> Asy
 def _postgresql_engine(url: URL, timeouts: PostgresTimeouts) -> AsyncEngine:
     engine = create_async_engine(
         url,
+        hide_parameters=True,  # errors (and so logs, tracebacks included) never quote a row's values
         # No pre-ping: it costs three round trips per checkout (BEGIN, SELECT 1, ROLLBACK). A
         # connection that died (server restart) fails its first statement instead; SQLAlchemy then
         # invalidates the whole pool and the caller's retry (next tick, next sweep) reconnects.
@@ -317,9 +321,10 @@ def _refused(sqlstate: str | None) -> bool:
     )
 
 
-def _refusal(cause: object) -> StoreRefusedError:
+def _refusal(cause: BaseException) -> StoreRefusedError:
     return StoreRefusedError(
-        f"the metadata store refused the connection: {cause} (check CRONWHEEL_DATABASE_URL / --database-url)"
+        f"the metadata store refused the connection: {describe(cause)} "
+        "(check CRONWHEEL_DATABASE_URL / --database-url)"
     )
 
 
@@ -328,23 +333,44 @@ def _is_foreign_key_violation(error: exc.IntegrityError) -> bool:
     return getattr(orig, "sqlstate", None) == "23503" or "FOREIGN KEY constraint failed" in str(orig)
 
 
+def describe(error: BaseException) -> str:
+    """A database error as logs, problems and other errors may show it: the driver's error class
+    and the first line of its message, never the SQL nor its parameters (SQLAlchemy's text holds
+    both, and PostgreSQL's DETAIL line quotes a row's values)."""
+    orig = error.orig if isinstance(error, exc.DBAPIError) and error.orig is not None else error
+    message = str(orig).strip().split("\n", 1)[0].split(" [SQL:", 1)[0].strip()
+    name = type(orig).__name__
+    return f"{name}: {message}" if message else name
+
+
 def _translate(error: exc.DBAPIError) -> Exception:
     if isinstance(error, exc.IntegrityError):
         if _is_foreign_key_violation(error):
-            return NotFoundError(f"a referenced record does not exist: {error.orig}")
-        return ConflictError(f"conflicts with a stored record: {error.orig}")
+            return NotFoundError(f"a referenced record does not exist: {describe(error)}")
+        return ConflictError(f"conflicts with a stored record: {describe(error)}")
     if _refused(getattr(error.orig, "sqlstate", None)):
-        return _refusal(error.orig)
+        return _refusal(error.orig or error)
     if getattr(error.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES:
-        return RaceLostError(f"the write lost a race in the database; retry: {error.orig}")
+        return RaceLostError(f"the write lost a race in the database; retry: {describe(error)}")
     if (
         isinstance(error, (exc.OperationalError, exc.InterfaceError))
         or error.connection_invalidated
         or _server_unavailable(getattr(error.orig, "sqlstate", None))
         or _lost_connection(error)
     ):
-        return BackendUnavailableError(f"the metadata store is unavailable: {error}")
+        return BackendUnavailableError(f"the metadata store is unavailable: {describe(error)}")
     return error
+
+
+def _forget_row_values(error: exc.DBAPIError) -> None:
+    """Cut the driver's own exception off the chain under SQLAlchemy's wrapper of it (once it is
+    translated): asyncpg's text ends with PostgreSQL's DETAIL line, which quotes the row (a job's
+    target, its headers included), and a logged traceback prints the whole chain. The wrapper
+    keeps the class and the first line (:func:`describe`); the engines hide SQL parameters."""
+    orig = error.orig
+    if isinstance(orig, BaseException):
+        orig.__cause__ = orig.__context__ = None
+        orig.__suppress_context__ = True
 
 
 def _lost_connection(error: BaseException) -> bool:
@@ -378,7 +404,7 @@ def connect_error(error: Exception, what: str) -> Exception:
     if isinstance(error, asyncpg.PostgresError) and _refused(error.sqlstate):
         return _refusal(error)
     if isinstance(error, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)):
-        return BackendUnavailableError(f"{what}: {error!r}")
+        return BackendUnavailableError(f"{what}: {describe(error)}")
     return error
 
 
@@ -395,11 +421,12 @@ def translated_errors() -> Iterator[None]:
         raise
     except exc.DBAPIError as error:
         translated = _translate(error)
+        _forget_row_values(error)
         if translated is error:
             raise
         raise translated from error
     except (exc.DisconnectionError, exc.TimeoutError) as error:  # pool-level failures
-        raise BackendUnavailableError(f"the metadata store is unavailable: {error}") from error
+        raise BackendUnavailableError(f"the metadata store is unavailable: {describe(error)}") from error
     except TimeoutError as error:  # the driver's connect or command timeout (PostgresTimeouts)
         raise BackendUnavailableError(
             "the metadata store did not answer in time (connect or command timeout)"
@@ -409,4 +436,4 @@ def translated_errors() -> Iterator[None]:
             raise InvalidInputError(str(error.orig)) from error
         raise
     except OSError as error:  # a driver that fails to connect before SQLAlchemy can wrap it
-        raise BackendUnavailableError(f"the metadata store is unreachable: {error}") from error
+        raise BackendUnavailableError(f"the metadata store is unreachable: {describe(error)}") from error

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from fnmatch import fnmatchcase
 
+from cronwheel import python_targets
 from cronwheel.errors import TransientError
 from cronwheel.model import CommandTarget, Job, PythonTarget, Target
 from cronwheel.store import Store
@@ -31,14 +31,17 @@ PAGE = 1000
 
 
 def refusal(target: Target, settings: WorkerSettings) -> str | None:
-    """The option that would let this worker run ``target``; None when it runs it already
-    (the same rules as the command and python executors)."""
+    """The option that would let this worker run ``target`` (or "no option: why" when none
+    would); None when it runs it already (the same rules as the command and python executors)."""
     if isinstance(target, CommandTarget) and not settings.allow_commands:
         return "--allow-commands"
-    if isinstance(target, PythonTarget) and not any(
-        fnmatchcase(target.function, pattern) for pattern in settings.python_allow
-    ):
-        return f"--allow-python '{target.function}'"
+    if isinstance(target, PythonTarget):
+        refused = python_targets.refusal(target.function, settings.python_allow)
+        if refused is None:
+            return None
+        if python_targets.refusal(target.function, (target.function,)) is None:  # a pattern helps
+            return f"--allow-python '{target.function}'"
+        return f"no option: {refused}"
     return None
 
 

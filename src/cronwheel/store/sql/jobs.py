@@ -9,9 +9,10 @@ otherwise leave a resumed job without its SKIPPED records, or a deleted job's ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import ColumnElement, delete, exists, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -26,6 +27,7 @@ from cronwheel.store.sql import bulk
 from cronwheel.store.sql.leases import cancel_active
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, notify_changed
 from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped, latest_run_of_job
+from cronwheel.targets import redacted_url
 
 # -- reads -----------------------------------------------------------------------------------------
 
@@ -162,13 +164,16 @@ async def record_skipped(tx: Transactions, skipped: Sequence[Run], now: datetime
 
 
 async def mark_deleted(tx: Transactions, job_id: str, now: datetime, cancel: bool) -> Job:
-    """Mark the job deleted (and bump its version, so in-flight firings of it turn stale); with
-    ``cancel``, flag its unfinished runs to stop in the same transaction."""
+    """Mark the job deleted (and bump its version, so in-flight firings of it turn stale) and
+    erase the secrets of its target (:func:`erased_target`: the row stays, for its runs' history);
+    with ``cancel``, flag its unfinished runs to stop in the same transaction."""
     async with tx.write() as connection:
+        target = await connection.scalar(select(jobs.c.target).where(jobs.c.id == job_id, JOB_LIVE))
+        erased = erased_target(target) if isinstance(target, Mapping) else jobs.c.target
         result = await connection.execute(
             update(jobs)
             .where(jobs.c.id == job_id, JOB_LIVE)
-            .values(deleted_at=now, updated_at=now, version=jobs.c.version + 1)
+            .values(deleted_at=now, updated_at=now, version=jobs.c.version + 1, target=erased)
             .returning(*jobs.c)
         )
         row = result.mappings().first()
@@ -179,6 +184,30 @@ async def mark_deleted(tx: Transactions, job_id: str, now: datetime, cancel: boo
     if row is None:
         raise NotFoundError(f"job {job_id} not found")
     return codec.job_from_row(row)
+
+
+ERASED = "(erased)"
+"""What every header and environment value of a deleted job becomes."""
+
+_SECRET_PAIRS = ("headers", "env")
+
+
+def erased_target(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored target (its JSON, see :mod:`cronwheel.store.codec`) without what may be a secret:
+    every value of its headers and environment (a plain value or a reference to a secret, alike:
+    a reference tells which secret the job used) becomes :data:`ERASED`, and its URL loses its
+    user info and query values (:func:`cronwheel.targets.redacted_url`). Names, argv, the method
+    and the rest stay, so the history still says what the job was."""
+    erased = dict(stored)
+    for key in _SECRET_PAIRS:
+        pairs = erased.get(key)
+        if isinstance(pairs, list):
+            erased[key] = [[pair[0], ERASED] for pair in pairs if isinstance(pair, list | tuple) and pair]
+        elif isinstance(pairs, dict):
+            erased[key] = dict.fromkeys(pairs, ERASED)
+    if isinstance(erased.get("url"), str):
+        erased["url"] = redacted_url(erased["url"])
+    return erased
 
 
 # -- in a transaction ------------------------------------------------------------------------------

@@ -8,13 +8,14 @@ raises only ``asyncio.CancelledError`` when the worker cancels the attempt, afte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
-from cronwheel import __version__
+from cronwheel import __version__, python_targets
 from cronwheel.model import Job, Run
 from cronwheel.store.port import AttemptResult
+from cronwheel.worker.executors.isolation import CommandIsolation
 
 TargetT_contra = TypeVar("TargetT_contra", contravariant=True)
 
@@ -64,13 +65,17 @@ class WorkerSettings:
     """What a worker lets its targets do. The defaults are the safe ones."""
 
     allow_commands: bool = False  # command targets run arbitrary programs: off unless opted in
-    python_allow: tuple[str, ...] = ()  # fnmatch patterns on "module:function"; empty: none
+    python_allow: tuple[str, ...] = ()  # fnmatch patterns on "module:function" (python_targets)
     allowed_networks: tuple[str, ...] = ()  # CIDRs HTTP targets may reach although not public
     output_limit: int = 1024  # bytes of response body / command output kept per attempt
     user_agent: str = DEFAULT_USER_AGENT
     kill_grace_s: float = 2.0  # SIGTERM -> SIGKILL grace for a command's process group
     http_pool_limit: int = 512  # simultaneous HTTP connections of the whole worker
     http_pool_limit_per_host: int = 64  # ... and to one (host, port, tls) endpoint
+    isolation: CommandIsolation = field(default_factory=CommandIsolation)  # user, limits, cwd
+
+    def __post_init__(self) -> None:
+        python_targets.check_patterns(self.python_allow)
 
 
 class Executor(Protocol[TargetT_contra]):

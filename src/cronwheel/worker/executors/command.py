@@ -18,8 +18,13 @@ Stdout and stderr share one pipe (as ``2>&1`` would), so the kept output is the 
 ``output_limit`` bytes of what a terminal would have shown, in order; memory stays bounded however
 much the program writes. The payload's JSON is the program's stdin, which then ends (EOF); without
 a payload stdin is ``/dev/null``. The environment is a minimal base (PATH, LANG, HOME from the
-worker's), the target's ``env``, then ``CRONWHEEL_EXECUTION_ID``, ``CRONWHEEL_JOB_ID``,
-``CRONWHEEL_SCHEDULED_AT`` and ``CRONWHEEL_ATTEMPT``. Environment values are never logged.
+worker's; HOME, USER and LOGNAME of the command user when there is one), the target's ``env``,
+then ``CRONWHEEL_EXECUTION_ID``, ``CRONWHEEL_JOB_ID``, ``CRONWHEEL_SCHEDULED_AT`` and
+``CRONWHEEL_ATTEMPT``. Environment values are never logged.
+
+The program runs as the configured command user and group, under resource limits, in ``cwd`` or
+else ``/`` (never the worker's own directory, often its data directory):
+:mod:`cronwheel.worker.executors.isolation` says what that isolates and what it does not.
 """
 
 from __future__ import annotations
@@ -79,7 +84,12 @@ class CommandExecutor:
     ) -> None:
         self._settings = settings or WorkerSettings()
         self._clock: Clock = clock or SystemClock()
+        isolation = self._settings.isolation
+        self._identity = isolation.identity()  # InvalidInputError: a user this worker cannot become
+        self._setup = isolation.guard_setup(self._identity)
         self._base_env = dict(base_env) if base_env is not None else base_environment()
+        if self._identity is not None:
+            self._base_env.update(self._identity.environment())
 
     async def close(self) -> None:
         """Nothing to release: every attempt cleans up its own processes."""
@@ -93,7 +103,8 @@ class CommandExecutor:
             return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
         program = target.argv[0]
         try:  # past check_command, _spec can refuse (ValueError) only the worker's own variables
-            proc, output = await self._spawn(target, ctx, _spec(target.argv, self._environment(target, ctx)))
+            spec = _spec(target.argv, self._environment(target, ctx), self._setup)
+            proc, output = await self._spawn(target, ctx, spec)
         except (OSError, ValueError) as exc:
             return AttemptResult(Outcome.ERROR, error=_start_error(program, exc))
         log.debug(
@@ -159,7 +170,7 @@ class CommandExecutor:
                     stdin=stdin,
                     stdout=write_fd,
                     stderr=asyncio.subprocess.STDOUT,
-                    cwd=target.cwd,
+                    cwd=target.cwd or self._settings.isolation.cwd,  # not the worker's own
                     env=_guard_environment(),
                     start_new_session=True,
                     close_fds=True,
@@ -326,7 +337,7 @@ async def _reap(process: asyncio.subprocess.Process) -> None:
         await process.wait()
 
 
-def _spec(argv: Sequence[str], env: Mapping[str, str]) -> bytes:
+def _spec(argv: Sequence[str], env: Mapping[str, str], setup: guard.Setup = guard.NO_SETUP) -> bytes:
     """The guard's instructions; refuses (ValueError) what ``subprocess`` would refuse, with its
     words: the protocol separates items with NUL."""
     args = [os.fsencode(arg) for arg in argv]
@@ -335,7 +346,7 @@ def _spec(argv: Sequence[str], env: Mapping[str, str]) -> bytes:
         raise ValueError("embedded null byte")
     if any(b"=" in key for key in variables):
         raise ValueError("illegal environment variable name")
-    return guard.encode_spec(args, variables)
+    return guard.encode_spec(args, variables, setup)
 
 
 def _guard_environment() -> dict[str, str]:

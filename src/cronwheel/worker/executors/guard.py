@@ -5,8 +5,10 @@ included), so the retry of the run, which carries the same execution id, never o
 How: the worker makes a socket pair and starts ``python -I -S`` running :func:`main` (see
 :data:`BOOTSTRAP`) with one end inherited, in its own session, with the attempt's stdin and
 output pipe as its stdio; the worker keeps the other end, and nothing else holds it. The guard
-reads the program's argv and environment from the socket, forks, and the child
-``setsid()``\\ s (so the program leads its own session and process group, as before) and execs the
+reads the program's argv, environment and setup from the socket, forks, and the child
+``setsid()``\\ s (so the program leads its own session and process group, as before), sets the
+attempt's resource limits, drops to the command user and group when there is one
+(:mod:`.isolation`: the guard stays root, so it can still end the group) and execs the
 program. The guard reports the program's pid (or the exec's errno), then waits for two things at
 once: its children's exits (SIGCHLD, turned into a byte on a pipe by ``signal.set_wakeup_fd``;
 the program's exit it reports with the exit code), and the socket. ``DONE`` from the worker means
@@ -53,9 +55,10 @@ every process in ``/proc``. ``prctl`` is called through ``_ctypes`` (about 0.5 m
 exits stays a member of the group until whoever adopted it reaps it.
 
 Protocol (all integers big-endian): worker -> guard, once: a 4-byte length, then NUL-separated
-items: the argv length in ASCII digits, the argv, then ``KEY=VALUE`` environment entries; later
-:data:`DONE`. Guard -> worker: 9-byte records, a tag (:data:`STARTED` pid, :data:`FAILED` errno,
-:data:`EXITED` exit code, negative for a signal) and a signed 8-byte value.
+items: the argv length in ASCII digits, the setup (uid, gid, then resource and value pairs, in
+ASCII digits separated by spaces: :data:`Setup`), the argv, then ``KEY=VALUE`` environment
+entries; later :data:`DONE`. Guard -> worker: 9-byte records, a tag (:data:`STARTED` pid,
+:data:`FAILED` errno, :data:`EXITED` exit code, negative for a signal) and a signed 8-byte value.
 
 This module runs on its own under ``-I -S``: it imports nothing from cronwheel, and not ``os``,
 ``signal`` or ``contextlib`` either (they cost more to import than everything else the guard
@@ -86,22 +89,34 @@ _PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 _DEFAULT_PATH = b"/bin:/usr/bin"  # os.defpath, for an environment without PATH (as Popen does)
 
 
-def encode_spec(argv: list[bytes], env: dict[bytes, bytes]) -> bytes:
+Setup = tuple[int, int, list[tuple[int, int]]]
+"""What the child applies before exec: uid and gid to become (-1: unchanged), and (resource,
+value) limits for ``setrlimit`` (:mod:`.isolation`)."""
+
+NO_SETUP: Setup = (-1, -1, [])
+
+
+def encode_spec(argv: list[bytes], env: dict[bytes, bytes], setup: Setup = NO_SETUP) -> bytes:
     """The worker's message: what to run (items must not contain NUL; keys must not contain =)."""
-    items = [str(len(argv)).encode(), *argv, *(key + b"=" + value for key, value in env.items())]
+    uid, gid, limits = setup
+    numbers = [uid, gid, *(number for pair in limits for number in pair)]
+    header = [str(len(argv)).encode(), b" ".join(str(number).encode() for number in numbers)]
+    items = [*header, *argv, *(key + b"=" + value for key, value in env.items())]
     body = b"\0".join(items)
     return len(body).to_bytes(4, "big") + body
 
 
-def decode_spec(body: bytes) -> tuple[list[bytes], dict[bytes, bytes]]:
+def decode_spec(body: bytes) -> tuple[list[bytes], dict[bytes, bytes], Setup]:
     items = body.split(b"\0")
     count = int(items[0])
-    argv = items[1 : 1 + count]
+    numbers = [int(number) for number in items[1].split()]
+    limits = list(zip(numbers[2::2], numbers[3::2], strict=True))
+    argv = items[2 : 2 + count]
     env: dict[bytes, bytes] = {}
-    for item in items[1 + count :]:
+    for item in items[2 + count :]:
         key, _, value = item.partition(b"=")
         env[key] = value
-    return argv, env
+    return argv, env, (numbers[0], numbers[1], limits)
 
 
 def encode_record(tag: bytes, value: int) -> bytes:
@@ -123,9 +138,9 @@ def main(args: list[str]) -> int:
     body = _read_exactly(channel, int.from_bytes(size, "big")) if size is not None else None
     if body is None:
         return 0  # the worker went away before saying what to run
-    argv, env = decode_spec(body)
+    argv, env, setup = decode_spec(body)
     _become_subreaper()  # before the fork: no descendant can be orphaned past the guard
-    pid = _start(channel, argv, env)
+    pid = _start(channel, argv, env, setup)
     if pid is not None:
         _quiet()
         _watch(channel, pid, _child_exits())
@@ -168,7 +183,7 @@ def _on_child_exit(number: int, frame: object) -> None:
     """Nothing to do here: the wakeup byte on the pipe is what counts."""
 
 
-def _start(channel: int, argv: list[bytes], env: dict[bytes, bytes]) -> int | None:
+def _start(channel: int, argv: list[bytes], env: dict[bytes, bytes], setup: Setup) -> int | None:
     """Fork and exec the program; report STARTED with its pid, or FAILED with the errno."""
     report_r, report_w = posix.pipe()  # close-on-exec: end of file without a word = exec succeeded
     try:
@@ -177,7 +192,7 @@ def _start(channel: int, argv: list[bytes], env: dict[bytes, bytes]) -> int | No
         _send(channel, FAILED, error.errno or errno.EIO)
         return None
     if pid == 0:
-        _child(argv, env, report_w)  # never returns
+        _child(argv, env, setup, report_w)  # never returns
     posix.close(report_w)
     report = b""
     while chunk := posix.read(report_r, 64):
@@ -193,12 +208,13 @@ def _start(channel: int, argv: list[bytes], env: dict[bytes, bytes]) -> int | No
     return pid
 
 
-def _child(argv: list[bytes], env: dict[bytes, bytes], report: int) -> None:
+def _child(argv: list[bytes], env: dict[bytes, bytes], setup: Setup, report: int) -> None:
     code = errno.EIO
     try:
         posix.setsid()  # its own session and process group, led by the program
         for number in (_signal.SIGPIPE, _signal.SIGXFSZ):  # Python ignores them; exec would keep that
             _signal.signal(number, _signal.SIG_DFL)
+        _confine(setup)
         _exec(argv, env)
     except OSError as error:
         code = error.errno or code
@@ -207,6 +223,25 @@ def _child(argv: list[bytes], env: dict[bytes, bytes], report: int) -> None:
             posix.write(report, str(code).encode())
         finally:
             posix._exit(127)
+
+
+def _confine(setup: Setup) -> None:
+    """Limits first (lowering one needs no privilege; raising a hard one would), never above the
+    hard limit the guard has; then the group list, the group and the user, real, effective and
+    saved alike, so the program cannot take root back (:mod:`.isolation`)."""
+    uid, gid, limits = setup
+    if limits:
+        import resource  # noqa: PLC0415 (about 0.5 ms: only when there are limits to set)
+
+        for number, wanted in limits:
+            hard = resource.getrlimit(number)[1]
+            value = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+            resource.setrlimit(number, (value, value))
+    if gid >= 0:
+        posix.setgroups([gid])
+        posix.setresgid(gid, gid, gid)
+    if uid >= 0:
+        posix.setresuid(uid, uid, uid)
 
 
 def _exec(argv: list[bytes], env: dict[bytes, bytes]) -> None:

@@ -17,12 +17,15 @@ addresses the socket actually connects to, at two points of aiohttp's connector:
    check and the connect (DNS rebinding) cannot slip through: the check and the connect use the
    same address.
 
-Refused: private, loopback, link-local, multicast, reserved, unspecified and otherwise
-non-global addresses, IPv4 and IPv6, including IPv4 addresses embedded in IPv6 (IPv4-mapped
-``::ffff:a.b.c.d``, 6to4, NAT64), unless inside ``WorkerSettings.allowed_networks``. A refused
-attempt is ``Outcome.ERROR`` and nothing is sent. The session never uses a proxy
-(``trust_env=False``), so the checked address is always the target's own. Its cookie jar is a
-dummy: one team's target cannot set cookies that another team's request would carry.
+Before either, the URL's host itself is judged as the service judged it when the job was written
+(:func:`cronwheel.ssrf.url_refusal`: numeric hosts in every spelling ``inet_aton`` reads, IPv6
+literals, ``localhost`` and metadata names), for jobs stored before that check existed. What is
+refused is :data:`cronwheel.ssrf.DENY_TABLE` (private, loopback, link-local, multicast, reserved,
+documentation, unspecified ... IPv4 and IPv6, IPv4 carried in IPv6 judged as itself), unless inside
+``WorkerSettings.allowed_networks``. A refused attempt is ``Outcome.ERROR`` and nothing is sent.
+The session never uses a proxy (``trust_env=False``), so the checked address is always the
+target's own. Its cookie jar is a dummy: one team's target cannot set cookies that another team's
+request would carry.
 
 Header values (they may hold secrets) are never logged nor put into an ``AttemptResult``; neither
 is the URL's query string or user info (error strings name ``scheme://host:port`` only).
@@ -32,13 +35,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import ipaddress
 import json
 import logging
 import math
 import re
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import aiohttp
@@ -50,16 +52,15 @@ from yarl import URL
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import HttpTarget, Outcome
+from cronwheel.ssrf import IPNetwork, address_refusal, endpoint, parse_networks, url_refusal
 from cronwheel.store.port import AttemptResult
-from cronwheel.targets import check_http
+from cronwheel.targets import check_http, parse_url
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339
 
 log = logging.getLogger(__name__)
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+__all__ = ["BlockedAddressError", "GuardedResolver", "HttpExecutor", "address_refusal", "parse_networks"]
 
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
 _FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "upgrade"})
 _DELTA_SECONDS = re.compile(r"[0-9]+")
@@ -77,57 +78,6 @@ class BlockedAddressError(OSError):
         self.address = address
         self.reason = reason
         self.host = host
-
-
-def parse_networks(cidrs: Iterable[str]) -> tuple[IPNetwork, ...]:
-    """``allowed_networks`` as networks; a malformed CIDR is a configuration error (ValueError)."""
-    return tuple(ipaddress.ip_network(cidr.strip(), strict=False) for cidr in cidrs)
-
-
-def address_refusal(address: str | IPAddress, allowed: Sequence[IPNetwork] = ()) -> str | None:
-    """Why a worker must not connect to ``address``, or None when it may.
-
-    ``address`` is an IP address (an IPv6 zone suffix ``%eth0`` is ignored); anything that does
-    not parse as one is refused. IPv6 addresses that stand for an IPv4 address are judged as
-    that address: IPv4-mapped (``::ffff:a.b.c.d``) and NAT64 (``64:ff9b::a.b.c.d``); a 6to4
-    address (``2002:aabb:ccdd::``) must pass both as itself and as its embedded IPv4 address.
-    """
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0] if isinstance(address, str) else address)
-    except ValueError:
-        return "not an IP address"
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        elif ip in _NAT64:
-            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    if any(ip.version == net.version and ip in net for net in allowed):
-        return None
-    reason = _classify(ip)
-    if reason is None and isinstance(ip, ipaddress.IPv6Address) and ip.sixtofour is not None:
-        embedded = _classify(ip.sixtofour)
-        reason = None if embedded is None else f"{embedded} (6to4 for {ip.sixtofour})"
-    return reason
-
-
-_REFUSED_KINDS = (  # (ipaddress property, how the error names it), checked in this order
-    ("is_unspecified", "an unspecified address"),
-    ("is_loopback", "a loopback address"),
-    ("is_link_local", "a link-local address"),
-    ("is_multicast", "a multicast address"),
-    ("is_private", "a private address"),
-    ("is_reserved", "a reserved address"),
-    ("is_site_local", "a site-local address"),  # IPv6 only (fec0::/10)
-)
-
-
-def _classify(ip: IPAddress) -> str | None:
-    for prop, reason in _REFUSED_KINDS:
-        if getattr(ip, prop, False):
-            return reason
-    if not ip.is_global:  # e.g. 100.64.0.0/10 (carrier-grade NAT)
-        return "a non-global address"
-    return None
 
 
 class GuardedResolver(AbstractResolver):
@@ -235,12 +185,11 @@ class HttpExecutor:
             await resolver.close()
 
     async def execute(self, target: HttpTarget, ctx: AttemptContext) -> AttemptResult:
-        url, problem = _check_target(target)
+        url, problem = self._check_target(target)
         if problem is not None:
             return AttemptResult(Outcome.ERROR, error=problem)
         assert url is not None
-        host = f"[{url.host}]" if ":" in (url.host or "") else url.host
-        endpoint = f"{url.scheme}://{host}:{url.port}"  # for errors: no user info, path or query
+        where = endpoint(url)  # for errors: no user info, path or query
         budget = ctx.budget_s(self._clock.now())
         if budget <= 0:
             return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
@@ -264,15 +213,15 @@ class HttpExecutor:
         except TimeoutError:
             return AttemptResult(Outcome.TIMEOUT, error=f"no complete response within {budget:g} s")
         except aiohttp.ClientError as exc:
-            return AttemptResult(Outcome.ERROR, error=_describe(exc, url, endpoint))
+            return AttemptResult(Outcome.ERROR, error=_describe(exc, url, where))
         except OSError as exc:
-            return AttemptResult(Outcome.ERROR, error=f"cannot reach {endpoint}: {_os_text(exc)}")
+            return AttemptResult(Outcome.ERROR, error=f"cannot reach {where}: {_os_text(exc)}")
         log.debug(
             "http attempt job=%s run=%s attempt=%d %s -> %d in %.3f s",
             ctx.job_id,
             ctx.execution_id,
             ctx.attempt,
-            endpoint,
+            where,
             status,
             loop.time() - started,
         )
@@ -287,6 +236,18 @@ class HttpExecutor:
                 parse_retry_after(retry_after, self._clock.now()) if status in _RETRY_AFTER_STATUSES else None
             ),
         )
+
+    def _check_target(self, target: HttpTarget) -> tuple[URL | None, str | None]:
+        """The target's URL, or why no request may be made: what the service refuses when a job
+        is written (:mod:`cronwheel.targets`, and a host that is a refused address however it
+        is spelled, :mod:`cronwheel.ssrf`), checked again for jobs stored before."""
+        try:
+            refusal = url_refusal(parse_url(target.url), self._allowed)  # first: the sharper reason
+            if refusal is not None:
+                return None, f"refused by the SSRF guard: {refusal} (not in allowed_networks)"
+            return check_http(target), None
+        except InvalidInputError as error:
+            return None, str(error)
 
     def _headers(self, target: HttpTarget, ctx: AttemptContext) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict()
@@ -304,15 +265,6 @@ class HttpExecutor:
         headers["X-Cronwheel-Scheduled-At"] = rfc3339(ctx.scheduled_at)
         headers["X-Cronwheel-Attempt"] = str(ctx.attempt)
         return headers
-
-
-def _check_target(target: HttpTarget) -> tuple[URL | None, str | None]:
-    """The target's URL, or why no request can be made (:mod:`cronwheel.targets`: what the
-    service refuses when a job is written, checked again for jobs stored before)."""
-    try:
-        return check_http(target), None
-    except InvalidInputError as error:
-        return None, str(error)
 
 
 async def _read_head(content: aiohttp.StreamReader, limit: int) -> bytes:
@@ -356,7 +308,7 @@ def _os_text(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-def _describe(exc: aiohttp.ClientError, url: URL, endpoint: str) -> str:
+def _describe(exc: aiohttp.ClientError, url: URL, where: str) -> str:
     """A clear error string for a failed request, without the URL's query or user info."""
     blocked = _blocked(exc)
     if blocked is not None:
@@ -364,10 +316,16 @@ def _describe(exc: aiohttp.ClientError, url: URL, endpoint: str) -> str:
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return f"cannot resolve {url.host}: {_os_text(exc.os_error)}"
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return f"cannot connect to {endpoint}: {_os_text(exc.os_error)}"
+        return f"cannot connect to {where}: {_os_text(exc.os_error)}"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return f"{endpoint} closed the connection before responding"
+        return f"{where} closed the connection before responding"
     if isinstance(exc, aiohttp.ClientResponseError):  # its text carries the full URL
-        return f"invalid response from {endpoint}: {type(exc).__name__} (status {exc.status})"
-    text = str(exc).replace(str(url), endpoint)
-    return f"request to {endpoint} failed: {type(exc).__name__}" + (f": {text}" if text else "")
+        return f"invalid response from {where}: {type(exc).__name__} (status {exc.status})"
+    text = _scrubbed(str(exc).replace(str(url), where), url)
+    return f"request to {where} failed: {type(exc).__name__}" + (f": {text}" if text else "")
+
+
+def _scrubbed(text: str, url: URL) -> str:
+    """``text``, or nothing when it quotes the URL's user info or query in any spelling."""
+    secrets = (url.raw_user, url.user, url.raw_password, url.password, url.raw_query_string, url.query_string)
+    return "" if any(secret and secret in text for secret in secrets) else text

@@ -1,8 +1,11 @@
 """Python function targets: ``"package.module:function"`` called in the worker's own process.
 
-Only functions matching one of ``WorkerSettings.python_allow`` (fnmatch patterns on the whole
-``"module:function"`` string) may run: a job cannot name an arbitrary importable callable
-(``os:system``) just because the worker could import it. Modules are imported once and cached.
+Only functions that :mod:`cronwheel.python_targets` allows may run, the rule the API applied when
+the job was written, checked again here before every call: the reference matches one of
+``WorkerSettings.python_allow`` (fnmatch patterns on the whole ``"module:function"`` string) and
+names a plain function *defined in* that module, not one it imported (``mypkg.jobs:rmtree`` from
+``shutil``), a builtin, a class or any other callable; never the standard library's nor
+cronwheel's. Modules are imported once and cached.
 
 The function is called as ``function(payload, ctx)`` with the JSON payload and the
 :class:`~cronwheel.worker.executors.base.AttemptContext`.
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import fnmatch
 import functools
 import importlib
 import inspect
@@ -35,11 +37,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from cronwheel import python_targets
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError
 from cronwheel.model import Outcome, PythonTarget
 from cronwheel.store.port import AttemptResult
-from cronwheel.targets import check_python
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
 
 TargetFunction = Callable[[Any, AttemptContext], Any]
@@ -64,9 +65,6 @@ class PythonExecutor:
         self._max_threads = max_threads
         self._pool: ThreadPoolExecutor | None = None
         self._functions: dict[str, TargetFunction] = {}
-
-    def allowed(self, reference: str) -> bool:
-        return any(fnmatch.fnmatchcase(reference, pattern) for pattern in self._settings.python_allow)
 
     async def close(self) -> None:
         """Stop the thread pool without waiting for abandoned calls (they run on unobserved)."""
@@ -106,13 +104,9 @@ class PythonExecutor:
         return _failure(raised, self._settings.output_limit)
 
     def _refusal(self, target: PythonTarget) -> str | None:
-        try:
-            check_python(target)  # cronwheel.targets: for jobs stored before the service refused it
-        except InvalidInputError as error:
-            return str(error)
-        if not self.allowed(target.function):
-            return f"{target.function} is not allowed by this worker's python_allow"
-        return None
+        """The API's refusal (:func:`cronwheel.python_targets.refusal`), for jobs stored before
+        it refused them or under other options."""
+        return python_targets.refusal(target.function, self._settings.python_allow)
 
     def _timeout_text(self, reference: str, budget: float) -> str:
         function = self._functions.get(reference)
@@ -146,26 +140,20 @@ class PythonExecutor:
 
 
 def _import(reference: str) -> TargetFunction:
-    module_name, _, attr_path = reference.partition(":")
+    module_name, _, name = reference.partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
+        module = importlib.import_module(module_name)
     except BaseException as exc:  # module code ran: SystemExit and the like are its failure too
         raise _ImportFailedError(f"cannot import {module_name}: {_describe(exc)}") from exc
-    for attr in attr_path.split("."):
-        try:
-            target = getattr(target, attr)
-        except AttributeError:
-            raise _ImportFailedError(f"{reference}: {module_name} has no attribute {attr_path}") from None
-    if not callable(target):
-        raise _ImportFailedError(f"{reference} is not callable")
-    function: TargetFunction = target
+    found = python_targets.function_in(module, name)
+    if isinstance(found, str):
+        raise _ImportFailedError(found)
+    function: TargetFunction = found
     return function
 
 
 def _is_async(function: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-        getattr(function, "__call__", None)  # noqa: B004 - an instance with an async __call__
-    )
+    return inspect.iscoroutinefunction(function)
 
 
 def _being_cancelled() -> bool:
