@@ -23,6 +23,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -228,4 +229,19 @@ shard_epochs = Table(
     Column("epoch", BigInteger, nullable=False),
     Column("node", Text, nullable=False),  # the node that claimed ``epoch`` (informational)
     Column("updated_at", Instant, nullable=False),
+)
+
+# Team secrets, sealed (cronwheel.secrets.crypto: AES-256-GCM bound to team and name); ``key_id``
+# names the key that sealed ``value``, so that a keyring holding several keys opens every row
+# while ``cronwheel secrets reencrypt`` moves them to the newest.
+secrets = Table(
+    "secrets",
+    metadata,
+    Column("team", NAME, nullable=False),
+    Column("name", NAME, nullable=False),
+    Column("key_id", String(64), nullable=False),
+    Column("value", LargeBinary, nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("updated_at", Instant, nullable=False),
+    PrimaryKeyConstraint("team", "name"),
 )
