@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import docs, problems
+from cronwheel.api import docs, problems, secrets
 from cronwheel.api.routes import router, system_router
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
 
@@ -36,6 +36,7 @@ def create_app(services: ApiServices) -> FastAPI:
     problems.install(app)
     docs.install(app)
     app.include_router(router, prefix="/v1")
+    app.include_router(secrets.router, prefix="/v1")
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)
     return app

@@ -19,7 +19,10 @@ Stdout and stderr share one pipe (as ``2>&1`` would), so the kept output is the 
 much the program writes. The payload's JSON is the program's stdin, which then ends (EOF); without
 a payload stdin is ``/dev/null``. The environment is a minimal base (PATH, LANG, HOME from the
 worker's), the target's ``env``, then ``CRONWHEEL_EXECUTION_ID``, ``CRONWHEEL_JOB_ID``,
-``CRONWHEEL_SCHEDULED_AT`` and ``CRONWHEEL_ATTEMPT``. Environment values are never logged.
+``CRONWHEEL_SCHEDULED_AT`` and ``CRONWHEEL_ATTEMPT``. Environment values are never logged. A value
+that refers to a team secret is resolved for the attempt (:mod:`cronwheel.secrets.resolve`), and
+every resolved value is redacted from the kept output and error: a program that prints its
+environment does not put the credential into the run's record.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError
+from cronwheel.errors import InvalidInputError, TransientError
 from cronwheel.model import CommandTarget, Outcome
+from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
 from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_command
 from cronwheel.worker.executors import guard
@@ -76,15 +80,30 @@ class CommandExecutor:
         *,
         clock: Clock | None = None,
         base_env: Mapping[str, str] | None = None,
+        secrets: SecretResolver | None = None,
     ) -> None:
         self._settings = settings or WorkerSettings()
         self._clock: Clock = clock or SystemClock()
         self._base_env = dict(base_env) if base_env is not None else base_environment()
+        self._secrets = secrets or SecretResolver(None, None)
 
     async def close(self) -> None:
         """Nothing to release: every attempt cleans up its own processes."""
 
     async def execute(self, target: CommandTarget, ctx: AttemptContext) -> AttemptResult:
+        """Resolve the environment's secrets, run the program, and keep none of them in the result."""
+        if not self._settings.allow_commands:
+            return AttemptResult(Outcome.ERROR, error=DISABLED)
+        needed = [value.name for _, value in target.env if not isinstance(value, str)]
+        try:
+            resolved = await self._secrets.resolve(ctx.team, needed)
+        except SecretUnavailableError as error:
+            return AttemptResult(Outcome.ERROR, error=str(error))
+        except TransientError:
+            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
+        return resolved.redacted(await self._run(resolved.command(target), ctx))
+
+    async def _run(self, target: CommandTarget, ctx: AttemptContext) -> AttemptResult:
         problem = self._refusal(target)
         if problem is not None:
             return AttemptResult(Outcome.ERROR, error=problem)
@@ -125,7 +144,9 @@ class CommandExecutor:
 
     def _environment(self, target: CommandTarget, ctx: AttemptContext) -> dict[str, str]:
         env = dict(self._base_env)
-        env.update(target.env)
+        for name, value in target.env:
+            assert isinstance(value, str), "secret references are resolved before the program starts"
+            env[name] = value
         env.update(
             CRONWHEEL_EXECUTION_ID=ctx.execution_id,
             CRONWHEEL_JOB_ID=ctx.job_id,
