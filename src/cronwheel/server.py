@@ -7,6 +7,11 @@ SIGINT stop it gracefully: the API stops accepting, the scheduler stops firing, 
 get a grace period to finish. Every node serves its own metrics: on the API port with the api
 role, else on ``--metrics-port`` (:mod:`cronwheel.metrics_http`), and advertises where in its
 coordinator member record (``cronwheel cluster status`` shows it).
+
+The api and worker roles hold the keys that seal team secrets (:mod:`cronwheel.secrets.keys`):
+read at start from ``CRONWHEEL_SECRET_KEYS`` or ``--secret-key-file``, or, in embedded mode, from
+the key file next to the database, which the first start creates. The start-up lines say where
+the keys came from and which one seals new values, never a key.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ from cronwheel.queue import Queue
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
+from cronwheel.secrets.crypto import Keyring
+from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, load_keyring
+from cronwheel.secrets.resolve import SecretResolver
+from cronwheel.secrets.service import SecretService
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore
@@ -89,6 +98,8 @@ class ServerSettings:
     lease_s: float = 30.0
     ttl_s: float = 5.0  # coordinator membership / shard lease TTL
     node: str = field(default_factory=default_node)
+    secret_key_file: str | None = None  # --secret-key-file (CRONWHEEL_SECRET_KEY_FILE)
+    secret_keys: str | None = field(default=None, repr=False)  # CRONWHEEL_SECRET_KEYS: the keys themselves
 
     @property
     def embedded(self) -> bool:
@@ -135,6 +146,7 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
         if settings.embedded:
             stack.enter_context(_single_owner(settings.database_url))
         listening = stack.enter_context(_listening(settings))
+        keyring = _keyring(settings, announce)
         metrics_url = public_url(settings.host, listening) + "/metrics"
         store = await stack.enter_async_context(store_at(settings.database_url))  # migrated first
         clock = await _clock(settings, store)
@@ -151,8 +163,29 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
                 metrics_url,
             )
         )
-        backends = _Backends(store, queue, coordinator, clock, listening)
+        backends = _Backends(store, queue, coordinator, clock, listening, keyring)
         await _run_roles(settings, backends, stack, announce)
+
+
+def _keyring(settings: ServerSettings, announce: Callable[[str], None]) -> Keyring | None:
+    """The keys of a node with the api or worker role (see the module docstring), before any
+    backend is touched: keys that cannot be read stop the node at once. Embedded mode creates
+    its key file on the first start."""
+    if not {"api", "worker"} & set(settings.roles):
+        return None
+    database = _sqlite_path(settings.database_url) if settings.embedded else None
+    default = None if database is None else Path(f"{database}.keys").resolve()
+    found = load_keyring(settings.secret_keys, settings.secret_key_file, default)
+    if found.keyring is None:
+        log.warning(
+            "no secret keys: secrets cannot be set here, and attempts of jobs that refer to one fail",
+            extra={"action": "keys", "node": settings.node, "hint": f"set {ENV_KEYS} or {ENV_KEY_FILE}"},
+        )
+        announce(f"secret keys: {found.origin}; secrets cannot be stored or read by this node")
+        return None
+    advice = ": back it up with the database" if found.created else ""
+    announce(f"secret keys: {found.origin}{advice} (new values sealed with key {found.keyring.newest.id})")
+    return found.keyring
 
 
 async def _clock(settings: ServerSettings, store: SqlStore) -> Clock:
@@ -172,6 +205,7 @@ class _Backends:
     coordinator: Coordinator
     clock: Clock
     listening: socket.socket  # the API's socket, or the metrics endpoint's
+    keyring: Keyring | None  # the keys that seal team secrets (None: none given, cluster mode)
 
 
 async def _run_roles(
@@ -204,6 +238,7 @@ class _Roles:
     stop: asyncio.Event
     group: asyncio.TaskGroup
     stack: contextlib.AsyncExitStack
+    secrets: SecretResolver | None = None  # the worker's, which the API tells of changes in one process
 
     async def start(self, announce: Callable[[str], None]) -> None:
         roles = self.settings.roles
@@ -257,7 +292,8 @@ class _Roles:
             python_allow=settings.python_allow,
             allowed_networks=settings.allowed_networks,
         )
-        executors = Executors(allowed)
+        self.secrets = SecretResolver(self.backends.store, self.backends.keyring, clock=self.backends.clock)
+        executors = Executors(allowed, secrets=self.secrets)
         self.stack.push_async_callback(executors.close)
         worker = Worker(
             self.backends.store,
@@ -280,7 +316,11 @@ class _Roles:
         )
         service = JobService(store, self.backends.queue, feed, clock, policy)
         status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues)
-        app = create_app(ApiServices(store=store, job_service=service, clock=clock, cluster=status))
+        forget = None if self.secrets is None else self.secrets.forget  # this process's worker
+        secrets = SecretService(store, self.backends.keyring, clock, changed=forget)
+        app = create_app(
+            ApiServices(store=store, job_service=service, clock=clock, cluster=status, secrets=secrets)
+        )
         url = public_url(settings.host, self.backends.listening)
         line = f"cronwheel serving on {url} (node {settings.node})"
         self._http(uvicorn.Config(app, log_config=None, access_log=False), lambda: announce(line), "api")

@@ -10,6 +10,7 @@ from cronwheel.cli.cluster import cluster
 from cronwheel.cli.jobs import jobs
 from cronwheel.cli.runs import runs
 from cronwheel.cli.schedule import schedule
+from cronwheel.cli.secrets import secrets
 from cronwheel.cli.server import api, db, scheduler, server, worker
 
 
@@ -29,6 +30,7 @@ cli.add_command(schedule)
 cli.add_command(jobs)
 cli.add_command(runs)
 cli.add_command(apply)
+cli.add_command(secrets)
 
 
 def main() -> None:
