@@ -15,13 +15,16 @@ split across lines) are not recognised: a target that prints its credentials is 
 
 **Cache.** Each (team, name) read is kept :attr:`SecretResolver.ttl_s` seconds (5 s), found or
 not, so that a burst of attempts of one team costs one store read, and the team default signing
-secret (looked up for every HTTP attempt) costs nothing per attempt. A secret set, changed or
-deleted therefore reaches a worker of another process within 5 s; in one process (``cronwheel
-server``) the API tells the resolver at once (:meth:`SecretResolver.forget`).
+secret (looked up for every HTTP attempt) costs nothing per attempt. Reads of one team are made one
+at a time: the attempts of a burst that all miss the cache wait for the first one's read instead of
+each making its own (a herd at the top of the minute is one read per team, not one per attempt).
+A secret set, changed or deleted therefore reaches a worker of another process within 5 s; in one
+process (``cronwheel server``) the API tells the resolver at once (:meth:`SecretResolver.forget`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 from collections.abc import Mapping, Sequence
@@ -128,6 +131,7 @@ class SecretResolver:
         self._cache: collections.OrderedDict[tuple[str, str], tuple[float, StoredSecret | None]] = (
             collections.OrderedDict()
         )
+        self._reading: dict[str, tuple[asyncio.Lock, int]] = {}  # team -> its read lock, and users
 
     async def resolve(self, team: str, required: Sequence[str], optional: Sequence[str] = ()) -> Resolved:
         """The values of ``team``'s secrets ``required`` (each must exist) and ``optional`` (those
@@ -157,19 +161,37 @@ class SecretResolver:
         self._cache.pop((team, name), None)
 
     async def _read(self, team: str, names: list[str]) -> dict[str, StoredSecret | None]:
+        found = self._cached(team, names)
+        if len(found) == len(names):
+            return found
+        lock, users = self._reading.get(team, (asyncio.Lock(), 0))
+        self._reading[team] = (lock, users + 1)
+        try:
+            async with lock:  # another attempt of the team may have read them meanwhile
+                found = self._cached(team, names)
+                missing = [name for name in names if name not in found]
+                if missing:
+                    assert self._store is not None
+                    read = await self._store.get_secrets(team, missing)
+                    expires = self._monotonic.monotonic() + self.ttl_s
+                    for name in missing:
+                        found[name] = read.get(name)
+                        self._remember((team, name), expires, found[name])
+        finally:
+            lock, users = self._reading[team]
+            if users == 1:
+                del self._reading[team]
+            else:
+                self._reading[team] = (lock, users - 1)
+        return found
+
+    def _cached(self, team: str, names: list[str]) -> dict[str, StoredSecret | None]:
         now = self._monotonic.monotonic()
         found: dict[str, StoredSecret | None] = {}
         for name in names:
             entry = self._cache.get((team, name))
             if entry is not None and entry[0] > now:
                 found[name] = entry[1]
-        missing = [name for name in names if name not in found]
-        if missing:
-            assert self._store is not None
-            read = await self._store.get_secrets(team, missing)
-            for name in missing:
-                found[name] = read.get(name)
-                self._remember((team, name), now + self.ttl_s, found[name])
         return found
 
     def _remember(self, key: tuple[str, str], expires: float, secret: StoredSecret | None) -> None:
