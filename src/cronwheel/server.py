@@ -364,7 +364,9 @@ async def _until_stop(role: Awaitable[None], stop: asyncio.Event) -> None:
 
 
 async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -> None:
-    """A one-off task: ends when ``work`` does (without stopping the node), or is cut short by ``stop``."""
+    """A one-off task: ends when ``work`` does (without stopping the node), or is cut short by
+    ``stop``. A task asked to cancel is not cancelled yet: it is waited for (``asyncio.wait``
+    never raises) before its result is read, else reading it raised ``InvalidStateError``."""
     task = asyncio.ensure_future(work)
     stopping = asyncio.ensure_future(stop.wait())
     try:
@@ -373,6 +375,7 @@ async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -
         stopping.cancel()
         if not task.done():
             task.cancel()
+            await asyncio.wait({task})
     if not task.cancelled():
         task.result()  # a failure is the node's: raised
 

@@ -17,7 +17,7 @@ import pytest
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.errors import PermanentError
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.server import ServerSettings, serve
+from cronwheel.server import ServerSettings, _unless_stopped, serve
 from cronwheel.store.sql import SqlStore
 
 
@@ -78,3 +78,32 @@ async def test_a_node_that_stops_closes_everything_it_opened(
     os.kill(os.getpid(), signal.SIGTERM)  # handled by the node (serve installs the handler first)
     await asyncio.wait_for(node, 60)
     assert closed == ["coordinator", "queue", "store"]
+
+
+async def test_a_one_off_task_cut_short_by_stop_ends_quietly() -> None:
+    """A node stopped while its one-off start-up check still runs (SIGTERM right after start)
+    cancels the check and stops cleanly. It raised ``InvalidStateError: Result is not set`` (the
+    check was asked to cancel, not yet cancelled, and its result was read), which turned a clean
+    SIGTERM into a traceback: test_a_node_that_stops_closes_everything_it_opened failed that way
+    on a loaded machine."""
+    stop = asyncio.Event()
+    cancelled: list[bool] = []
+
+    async def slow_check() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    asyncio.get_running_loop().call_later(0.01, stop.set)
+    await asyncio.wait_for(_unless_stopped(slow_check(), stop), 5)
+    assert cancelled == [True]
+
+
+async def test_a_one_off_task_that_fails_still_fails_the_node() -> None:
+    async def broken() -> None:
+        raise RuntimeError("the check failed")
+
+    with pytest.raises(RuntimeError, match="the check failed"):
+        await _unless_stopped(broken(), asyncio.Event())
