@@ -43,7 +43,7 @@ from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
 from cronwheel.secrets.crypto import Keyring
-from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, load_keyring
+from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, KeySource, load_keyring
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.service import SecretService
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
@@ -146,7 +146,7 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
         if settings.embedded:
             stack.enter_context(_single_owner(settings.database_url))
         listening = stack.enter_context(_listening(settings))
-        keyring = _keyring(settings, announce)
+        keys = _keys(settings)
         metrics_url = public_url(settings.host, listening) + "/metrics"
         store = await stack.enter_async_context(store_at(settings.database_url))  # migrated first
         clock = await _clock(settings, store)
@@ -163,29 +163,45 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
                 metrics_url,
             )
         )
-        backends = _Backends(store, queue, coordinator, clock, listening, keyring)
+        backends = _Backends(store, queue, coordinator, clock, listening, keys)
         await _run_roles(settings, backends, stack, announce)
 
 
-def _keyring(settings: ServerSettings, announce: Callable[[str], None]) -> Keyring | None:
-    """The keys of a node with the api or worker role (see the module docstring), before any
+def _keys(settings: ServerSettings) -> KeySource | None:
+    """The keys of a node with the api or worker role (see the module docstring), read before any
     backend is touched: keys that cannot be read stop the node at once. Embedded mode creates
-    its key file on the first start."""
+    its key file on the first start. None: a node that needs no keys (a scheduler)."""
     if not {"api", "worker"} & set(settings.roles):
         return None
     database = _sqlite_path(settings.database_url) if settings.embedded else None
     default = None if database is None else Path(f"{database}.keys").resolve()
-    found = load_keyring(settings.secret_keys, settings.secret_key_file, default)
-    if found.keyring is None:
+    return load_keyring(settings.secret_keys, settings.secret_key_file, default)
+
+
+def _keys_line(keys: KeySource, node: str) -> str:
+    """Where the keys came from and which one seals new values (never a key), for the start-up
+    lines; a node without keys also logs a warning."""
+    if keys.keyring is None:
         log.warning(
             "no secret keys: secrets cannot be set here, and attempts of jobs that refer to one fail",
-            extra={"action": "keys", "node": settings.node, "hint": f"set {ENV_KEYS} or {ENV_KEY_FILE}"},
+            extra={"action": "keys", "node": node, "hint": f"set {ENV_KEYS} or {ENV_KEY_FILE}"},
         )
-        announce(f"secret keys: {found.origin}; secrets cannot be stored or read by this node")
-        return None
-    advice = ": back it up with the database" if found.created else ""
-    announce(f"secret keys: {found.origin}{advice} (new values sealed with key {found.keyring.newest.id})")
-    return found.keyring
+        return f"secret keys: {keys.origin}; secrets cannot be stored or read by this node"
+    advice = ": back it up with the database" if keys.created else ""
+    return f"secret keys: {keys.origin}{advice} (new values sealed with key {keys.keyring.newest.id})"
+
+
+def _after(first: str, announce: Callable[[str], None]) -> Callable[[str], None]:
+    """``announce``, saying ``first`` before its first line (the start-up lines come together,
+    once the node serves)."""
+    pending = [first]
+
+    def said(line: str) -> None:
+        while pending:
+            announce(pending.pop())
+        announce(line)
+
+    return said
 
 
 async def _clock(settings: ServerSettings, store: SqlStore) -> Clock:
@@ -205,7 +221,11 @@ class _Backends:
     coordinator: Coordinator
     clock: Clock
     listening: socket.socket  # the API's socket, or the metrics endpoint's
-    keyring: Keyring | None  # the keys that seal team secrets (None: none given, cluster mode)
+    keys: KeySource | None  # the keys that seal team secrets (None: a node that needs none)
+
+    @property
+    def keyring(self) -> Keyring | None:
+        return None if self.keys is None else self.keys.keyring
 
 
 async def _run_roles(
@@ -242,6 +262,8 @@ class _Roles:
 
     async def start(self, announce: Callable[[str], None]) -> None:
         roles = self.settings.roles
+        if self.backends.keys is not None:
+            announce = _after(_keys_line(self.backends.keys, self.settings.node), announce)
         feed = ChangeFeed()
         clock = self.backends.clock
         if isinstance(clock, AnchoredClock):
