@@ -87,18 +87,32 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class SecretRef:
+    """A reference to a secret of the job's own team, in place of a header or environment value
+    (``{"secret": "billing-api-key"}`` in the API and jobs.yaml). A job definition holds the name,
+    never the value: the worker resolves it at attempt time (guarantee 9)."""
+
+    name: str
+
+
+Value = str | SecretRef  # a header or environment value: plain text, or a reference to a secret
+
+
+@dataclass(frozen=True, slots=True)
 class HttpTarget:
     url: str
     method: str = "POST"
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, Value], ...] = ()
     expected_status: tuple[int, ...] = ()  # empty: any 2xx
+    # signs every request (Standard Webhooks); None: the team's default signing secret, if any
+    signing_secret: SecretRef | None = None
     type: Literal["http"] = "http"
 
 
 @dataclass(frozen=True, slots=True)
 class CommandTarget:
     argv: tuple[str, ...]
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, Value], ...] = ()
     cwd: str | None = None
     type: Literal["command"] = "command"
 

@@ -13,6 +13,11 @@ first start, and says where it is (:mod:`cronwheel.localtoken`); a cluster's fir
 with ``cronwheel tokens create --bootstrap``. Who may reach the API (served hosts, protected
 metrics, targets reserved to admins) is the :class:`~cronwheel.api.access.AccessPolicy` built from
 the settings (:func:`access_policy`).
+
+The api and worker roles hold the keys that seal team secrets (:mod:`cronwheel.secrets.keys`):
+read at start from ``CRONWHEEL_SECRET_KEYS`` or ``--secret-key-file``, or, in embedded mode, from
+the key file next to the database, which the first start creates. The start-up lines say where
+the keys came from and which one seals new values, never a key.
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ from cronwheel.queue import Queue
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
+from cronwheel.secrets.crypto import Keyring
+from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, KeySource, load_keyring
+from cronwheel.secrets.resolve import SecretResolver
+from cronwheel.secrets.service import SecretService
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.files import open_private
 from cronwheel.store.notify import PostgresChangeListener
@@ -103,6 +112,8 @@ class ServerSettings:
     allowed_hosts: tuple[str, ...] = ()  # Host names served beyond the defaults (see access_policy)
     protect_metrics: bool = False  # /metrics needs a token of every team with the read scope
     admin_only: tuple[str, ...] = ()  # target kinds only admins of every team may set
+    secret_key_file: str | None = None  # --secret-key-file (CRONWHEEL_SECRET_KEY_FILE)
+    secret_keys: str | None = field(default=None, repr=False)  # CRONWHEEL_SECRET_KEYS: the keys themselves
 
     @property
     def embedded(self) -> bool:
@@ -172,6 +183,7 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
         if settings.embedded:
             stack.enter_context(_single_owner(settings.database_url))
         listening = stack.enter_context(_listening(settings))
+        keys = _keys(settings)
         metrics_url = public_url(settings.host, listening) + "/metrics"
         store = await stack.enter_async_context(store_at(settings.database_url))  # migrated first
         clock = await _clock(settings, store)
@@ -188,7 +200,7 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
                 metrics_url,
             )
         )
-        backends = _Backends(store, queue, coordinator, clock, listening)
+        backends = _Backends(store, queue, coordinator, clock, listening, keys)
         notes = await _local_token(settings, backends) if settings.embedded else ()
         await _run_roles(settings, backends, stack, announce, notes)
 
@@ -204,6 +216,43 @@ async def _local_token(settings: ServerSettings, backends: _Backends) -> tuple[s
         return ()
     log.info("admin token file", extra={"action": "token_file", "path": str(path)})
     return (f"admin token in {path} (the cronwheel CLI on this machine uses it)",)
+
+
+def _keys(settings: ServerSettings) -> KeySource | None:
+    """The keys of a node with the api or worker role (see the module docstring), read before any
+    backend is touched: keys that cannot be read stop the node at once. Embedded mode creates
+    its key file on the first start. None: a node that needs no keys (a scheduler)."""
+    if not {"api", "worker"} & set(settings.roles):
+        return None
+    database = _sqlite_path(settings.database_url) if settings.embedded else None
+    default = None if database is None else Path(f"{database}.keys").resolve()
+    return load_keyring(settings.secret_keys, settings.secret_key_file, default)
+
+
+def _keys_line(keys: KeySource, node: str) -> str:
+    """Where the keys came from and which one seals new values (never a key), for the start-up
+    lines; a node without keys also logs a warning."""
+    if keys.keyring is None:
+        log.warning(
+            "no secret keys: secrets cannot be set here, and attempts of jobs that refer to one fail",
+            extra={"action": "keys", "node": node, "hint": f"set {ENV_KEYS} or {ENV_KEY_FILE}"},
+        )
+        return f"secret keys: {keys.origin}; secrets cannot be stored or read by this node"
+    advice = ": back it up with the database" if keys.created else ""
+    return f"secret keys: {keys.origin}{advice} (new values sealed with key {keys.keyring.newest.id})"
+
+
+def _after(first: str, announce: Callable[[str], None]) -> Callable[[str], None]:
+    """``announce``, saying ``first`` before its first line (the start-up lines come together,
+    once the node serves)."""
+    pending = [first]
+
+    def said(line: str) -> None:
+        while pending:
+            announce(pending.pop())
+        announce(line)
+
+    return said
 
 
 async def _clock(settings: ServerSettings, store: SqlStore) -> Clock:
@@ -223,6 +272,11 @@ class _Backends:
     coordinator: Coordinator
     clock: Clock
     listening: socket.socket  # the API's socket, or the metrics endpoint's
+    keys: KeySource | None  # the keys that seal team secrets (None: a node that needs none)
+
+    @property
+    def keyring(self) -> Keyring | None:
+        return None if self.keys is None else self.keys.keyring
 
 
 async def _run_roles(
@@ -258,9 +312,12 @@ class _Roles:
     group: asyncio.TaskGroup
     stack: contextlib.AsyncExitStack
     notes: tuple[str, ...] = ()
+    secrets: SecretResolver | None = None  # the worker's, which the API tells of changes in one process
 
     async def start(self, announce: Callable[[str], None]) -> None:
         roles = self.settings.roles
+        if self.backends.keys is not None:
+            announce = _after(_keys_line(self.backends.keys, self.settings.node), announce)
         feed = ChangeFeed()
         clock = self.backends.clock
         if isinstance(clock, AnchoredClock):
@@ -312,7 +369,8 @@ class _Roles:
             allowed_networks=settings.allowed_networks,
             isolation=settings.isolation(),
         )
-        executors = Executors(allowed)
+        self.secrets = SecretResolver(self.backends.store, self.backends.keyring, clock=self.backends.clock)
+        executors = Executors(allowed, secrets=self.secrets)
         self.stack.push_async_callback(executors.close)
         worker = Worker(
             self.backends.store,
@@ -335,8 +393,15 @@ class _Roles:
         )
         service = JobService(store, self.backends.queue, feed, clock, policy)
         status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues)
+        forget = None if self.secrets is None else self.secrets.forget  # this process's worker
+        secrets = SecretService(store, self.backends.keyring, clock, changed=forget)
         services = ApiServices(
-            store=store, job_service=service, clock=clock, cluster=status, access=access_policy(settings)
+            store=store,
+            job_service=service,
+            clock=clock,
+            cluster=status,
+            access=access_policy(settings),
+            secrets=secrets,
         )
         app = create_app(services)
         url = public_url(settings.host, self.backends.listening)

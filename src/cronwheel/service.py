@@ -34,7 +34,7 @@ from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
 from cronwheel.ssrf import parse_networks, url_refusal
 from cronwheel.store import Store
-from cronwheel.targets import check_target, parse_url
+from cronwheel.targets import check_target, parse_url, secret_references
 
 log = logging.getLogger("cronwheel.service")
 
@@ -108,6 +108,22 @@ class TargetPolicy:
             )
 
 
+class UnknownSecretError(InvalidInputError):
+    """A job refers to secrets its team does not have (422, one entry per field)."""
+
+    def __init__(self, team: str, missing: list[tuple[str, str]]) -> None:
+        self.problems = [
+            (field, f"refers to secret {name!r}, which team {team!r} does not have")
+            for field, name in missing
+        ]
+        first_field, first_name = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        super().__init__(
+            f"{first_field} refers to secret {first_name!r}, which team {team!r} does not have{more}; "
+            f"set it first: cronwheel secrets set {team}/{first_name}"
+        )
+
+
 class JobService:
     """Creates, edits, pauses, resumes, triggers and deletes jobs."""
 
@@ -139,9 +155,21 @@ class JobService:
             raise InvalidInputError("end_at must be after start_at")
         check_payload(job.payload)
 
+    async def check_secrets(self, job: Job) -> None:
+        """Refuse a job that refers to a secret its team does not have (one store read). The
+        secret may still be deleted later: its attempts then fail, saying which is missing."""
+        references = secret_references(job.target)
+        if not references:
+            return
+        found = await self.store.get_secrets(job.team, sorted({ref.name for _, ref in references}))
+        missing = [(field, ref.name) for field, ref in references if ref.name not in found]
+        if missing:
+            raise UnknownSecretError(job.team, missing)
+
     async def create(self, job: Job) -> Job:
         """Store a new job with its first slot; one that would never fire is refused."""
         self.validate(job)
+        await self.check_secrets(job)
         now = self.clock.now()
         stored = dataclasses.replace(
             job,
@@ -167,6 +195,7 @@ class JobService:
         current = await self.store.get_job(job.id)
         if definition(job) == definition(current) and expected_version in (None, current.version):
             return current
+        await self.check_secrets(job)
         now = self.clock.now()
         updated = dataclasses.replace(
             job,

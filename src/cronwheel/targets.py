@@ -25,6 +25,10 @@ exception inside the worker.
   sent as UTF-8, so they are accepted.
 * **python** (``importlib``): ``package.module:function``, a dotted module path and one function
   name (not a ``__dunder__``). Which functions may run is :mod:`cronwheel.python_targets`.
+* **secret references** (:class:`~cronwheel.model.SecretRef`, in a header or environment value and
+  as an HTTP target's ``signing_secret``): a secret name (:data:`SECRET_NAME`). What the secret
+  holds is checked where it is known, when the worker has resolved it: the resolved target goes
+  through the same checks before the attempt is made.
 
 Every check raises :class:`~cronwheel.errors.InvalidInputError` whose message names the field
 (``target.argv[1] contains a NUL byte``) and never quotes a value: header and environment values
@@ -39,7 +43,7 @@ import re
 from yarl import URL
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import CommandTarget, HttpTarget, PythonTarget, Target
+from cronwheel.model import CommandTarget, HttpTarget, PythonTarget, SecretRef, Target, Value
 from cronwheel.ssrf import host_address
 
 MAX_ARG_BYTES = 128 * 1024 - 1
@@ -56,6 +60,7 @@ _POINTER_BYTES = 8
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header names, methods)
 _HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what aiohttp refuses in a header
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+SECRET_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # as the API's names of teams and jobs
 
 
 def check_target(target: Target) -> None:
@@ -86,6 +91,9 @@ def check_command(target: CommandTarget) -> None:
         _c_text(f"{field} (the name)", name)
         if "=" in name:
             raise InvalidInputError(f"{field}: a variable name cannot contain '='")
+        if isinstance(value, SecretRef):  # measured once resolved, by the worker
+            _check_reference(field, value)
+            continue
         total += _exec_string(field, f"{name}={value}") + _POINTER_BYTES
     if target.cwd is not None:
         _c_text("target.cwd", target.cwd)
@@ -137,6 +145,9 @@ def check_http(target: HttpTarget) -> URL:
     for name, value in target.headers:
         if not _TOKEN.fullmatch(name):
             raise InvalidInputError(f"target.headers has a name that is not an HTTP token: {name!r}")
+        if isinstance(value, SecretRef):  # checked once resolved, by the worker
+            _check_reference(f"target.headers[{name!r}]", value)
+            continue
         if _HEADER_CONTROL.search(value):
             raise InvalidInputError(f"target.headers[{name!r}] contains a control character")
         _utf8(f"target.headers[{name!r}]", value)
@@ -146,6 +157,8 @@ def check_http(target: HttpTarget) -> URL:
             "target.url has user info and target.headers an Authorization header: "
             "the HTTP client sends the user info as that header, so keep only one of them"
         )
+    if target.signing_secret is not None:
+        _check_reference("target.signing_secret", target.signing_secret)
     return url
 
 
@@ -206,3 +219,34 @@ def check_python(target: PythonTarget) -> None:
 
 def _dotted(text: str) -> bool:
     return all(part.isidentifier() for part in text.split("."))
+
+
+# -- secret references ---------------------------------------------------------------------------
+
+
+def _check_reference(field: str, reference: SecretRef) -> None:
+    if not isinstance(reference.name, str) or not SECRET_NAME.fullmatch(reference.name):
+        raise InvalidInputError(f"{field} must name a secret with 1-100 of A-Z a-z 0-9 . _ -")
+
+
+def secret_references(target: Target) -> list[tuple[str, SecretRef]]:
+    """Every secret ``target`` refers to, with the field that refers to it, in the API's dotted
+    form (``target.headers.Authorization``, ``target.env.TOKEN``, ``target.signing_secret``)."""
+    found = [(field, value) for field, value in _values(target) if isinstance(value, SecretRef)]
+    if isinstance(target, HttpTarget) and target.signing_secret is not None:
+        found.append(("target.signing_secret", target.signing_secret))
+    return found
+
+
+def plain_values(target: Target) -> list[str]:
+    """The header and environment values of ``target`` held in clear in the job (not secret
+    references), by field: what ``cronwheel secrets adopt`` moves into secrets."""
+    return [field for field, value in _values(target) if isinstance(value, str)]
+
+
+def _values(target: Target) -> list[tuple[str, Value]]:
+    if isinstance(target, HttpTarget):
+        return [(f"target.headers.{name}", value) for name, value in target.headers]
+    if isinstance(target, CommandTarget):
+        return [(f"target.env.{name}", value) for name, value in target.env]
+    return []

@@ -28,6 +28,8 @@ from cronwheel.api.app import ApiServices, create_app
 from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.identity import Scope
+from cronwheel.secrets.crypto import Keyring, new_key
+from cronwheel.secrets.service import SecretService
 from cronwheel.tokens import issue
 
 from .conftest import BASE_URL, SERVED, START, Env, bearer, job_body
@@ -69,6 +71,7 @@ def token_admin(ok: int, *, wrong_team: int) -> dict[str, int]:
 
 
 PUBLIC = dict.fromkeys(PERSONAS, 200)
+KEYRING = Keyring([new_key("k1")])  # seals the secrets of the worlds and of the app alike
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,12 @@ ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/v1/tokens"): Row(token_admin(200, wrong_team=200)),
     ("GET", "/v1/tokens/{token_id}"): Row(token_admin(200, wrong_team=404)),
     ("DELETE", "/v1/tokens/{token_id}"): Row(token_admin(204, wrong_team=404)),
+    # each world's job name is also the name of a secret of team data
+    ("GET", "/v1/teams/{team}/secrets"): Row(team_object(READ, 200)),
+    ("GET", "/v1/teams/{team}/secrets/{name}"): Row(team_object(READ, 200)),
+    ("PUT", "/v1/teams/{team}/secrets/{name}"): Row(team_object(WRITE, 200), lambda w: {"value": "v2"}),
+    ("DELETE", "/v1/teams/{team}/secrets/{name}"): Row(team_object(WRITE, 204)),
+    ("POST", "/v1/secrets/reencrypt"): Row(every_team_admin(200)),
     **{
         (method, "/v1" + prefix + path): row
         for prefix in ("/healthz", "/readyz", "/metrics")
@@ -193,7 +202,10 @@ async def _tokens(env: Env) -> dict[str, str]:
 @pytest.fixture
 async def matrix_env(env: Env) -> AsyncIterator[tuple[Env, dict[str, str], httpx.AsyncClient]]:
     status = ClusterStatus(env.store, env.queue, LocalCoordinator("n1", ("api",), env.clock), ("default",))
-    services = ApiServices(env.store, env.service, env.clock, env.readiness, cluster=status, access=SERVED)
+    secrets = SecretService(env.store, KEYRING, env.clock)
+    services = ApiServices(
+        env.store, env.service, env.clock, env.readiness, cluster=status, access=SERVED, secrets=secrets
+    )
     app = create_app(services)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
@@ -209,6 +221,7 @@ async def _world(env: Env) -> World:
     run, _ = await env.service.trigger(job.id)
     record, _ = issue(f"tok-{name}", "data", [READ], env.clock.now())
     await env.store.create_token(record)
+    await SecretService(env.store, KEYRING, env.clock).set("data", name, "s3cr3t-value")
     return World(job.id, name, run.id, record.id)
 
 

@@ -43,7 +43,9 @@ async def test_create_returns_the_job_with_server_fields(client: httpx.AsyncClie
         "method": "POST",
         "headers": {"X-Token": "s3cret"},
         "expected_status": [],
+        "signing_secret": None,
     }
+    assert job["plain_values"] == ["target.headers.X-Token"]  # held in clear: reported as such
     assert env.changes.get_nowait() == job["id"]
     stored = await env.store.get_job(job["id"])
     assert (stored.team, stored.name, stored.labels) == ("data", "nightly", (("tier", "gold"),))

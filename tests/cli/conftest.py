@@ -23,11 +23,14 @@ from cronwheel.api.app import ApiServices, create_app, store_readiness
 from cronwheel.cli import cli
 from cronwheel.clock import ManualClock
 from cronwheel.identity import Scope
+from cronwheel.secrets.crypto import Keyring, new_key
+from cronwheel.secrets.service import SecretService
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.tokens import issue
 
 START = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
+SECRET_KEYS = Keyring([new_key("k1")])  # the test server's keys for team secrets
 
 
 @dataclass
@@ -96,7 +99,10 @@ class _Thread(threading.Thread):
         service = JobService(
             self.store, self.queue, ChangeFeed(), self.clock, TargetPolicy(python_allow=("myapp.*",))
         )
-        app = create_app(ApiServices(self.store, service, self.clock, store_readiness(self.store)))
+        secrets = SecretService(self.store, SECRET_KEYS, self.clock)
+        app = create_app(
+            ApiServices(self.store, service, self.clock, store_readiness(self.store), secrets=secrets)
+        )
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         self.server = uvicorn.Server(config)
         serving = asyncio.create_task(self.server.serve(sockets=[self.sock]))

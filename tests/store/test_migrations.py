@@ -30,6 +30,7 @@ from cronwheel.store.migrate import (
     run_sync_at,
     upgrade_database,
 )
+from cronwheel.store.port import StoredSecret
 from cronwheel.store.schema import jobs, metadata
 from cronwheel.store.sql import SchemaOutdatedError, open_store
 
@@ -71,7 +72,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0005"
+        assert await current_revision(engine) == head_revision() == "0006"
     finally:
         await engine.dispose()
 
@@ -254,3 +255,29 @@ async def test_a_sqlite_upgrade_waits_out_a_lock_held_longer_than_busy_timeout(t
     holder.close()
     await asyncio.wait_for(upgrade, 60)
     assert await _diff_at(f"sqlite:///{path}", metadata) == []
+
+
+async def test_0006_adds_secrets_to_a_0005_database_and_downgrades_without_them(empty_store_url: str) -> None:
+    await run_sync_at(empty_store_url, _to("0005"))
+    job = make_job()
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+        await run_sync_at(empty_store_url, _to("0006"))
+        store = await open_store(empty_store_url)
+        try:
+            assert (await store.get_job(job.id)).name == job.name
+            secret = StoredSecret("ops", "token", "k1", b"\x01sealed", START, START)
+            assert (await store.put_secret(secret))[1] is True
+            assert (await store.get_secrets("ops", ["token"]))["token"].value == b"\x01sealed"
+        finally:
+            await store.close()
+        await run_sync_at(empty_store_url, _to("0005", down=True))
+        async with engine.connect() as connection:
+            tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+        assert "secrets" not in tables
+        assert "api_tokens" in tables
+        assert "jobs" in tables
+    finally:
+        await engine.dispose()

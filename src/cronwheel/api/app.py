@@ -14,7 +14,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import docs, openapi, problems, tokens
+from cronwheel.api import docs, openapi, problems, secrets, tokens
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import RequestGuard
 from cronwheel.api.routes import router, system_router
@@ -46,6 +46,7 @@ def create_app(services: ApiServices) -> FastAPI:
     docs.install(app)
     app.include_router(router, prefix="/v1")
     app.include_router(tokens.router, prefix="/v1")
+    app.include_router(secrets.router, prefix="/v1")
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)
     return app

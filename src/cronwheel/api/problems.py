@@ -32,7 +32,7 @@ from cronwheel.errors import (
     UnauthenticatedError,
 )
 from cronwheel.schedule import ScheduleError
-from cronwheel.service import NoSlotError
+from cronwheel.service import NoSlotError, UnknownSecretError
 
 log = logging.getLogger("cronwheel.api")
 
@@ -194,6 +194,9 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, NoSlotError):  # a timing edit judged against the stored job
         errors = [field_error(exc.field, str(exc), code="no_slot")]
         return problem_response(request, 422, "no-slot", "Job would never fire", str(exc), errors=errors)
+    if isinstance(exc, UnknownSecretError):  # a reference to a secret the job's team does not have
+        errors = [field_error(field, message, code="secret_not_found") for field, message in exc.problems]
+        return problem_response(request, 422, "secret-not-found", "Unknown secret", str(exc), errors=errors)
     return problem_response(request, 422, "invalid-input", "Invalid input", str(exc), errors=[])
 
 

@@ -35,6 +35,8 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     field_validator,
     model_validator,
 )
@@ -59,11 +61,14 @@ from cronwheel.model import (
     RunEvent,
     RunKind,
     RunState,
+    SecretRef,
     Target,
+    Value,
 )
 from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, parse_schedule
 from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
+from cronwheel.targets import plain_values
 
 # -- building blocks ---------------------------------------------------------------------------
 
@@ -179,6 +184,52 @@ class _Out(BaseModel):
 # -- targets -----------------------------------------------------------------------------------
 
 
+class SecretRefSpec(_Strict):
+    """A reference to a secret of the job's own team, in place of a value: the job holds the
+    name, the worker resolves the value at attempt time and never records it."""
+
+    secret: Name = Field(
+        description="The name of a secret of the job's team (`cronwheel secrets set TEAM/NAME`)."
+    )
+
+    def to_record(self) -> SecretRef:
+        return SecretRef(self.secret)
+
+
+def _text_or_secret(text: str) -> WrapValidator:
+    """One error on the value itself, not one per branch of ``str | SecretRefSpec`` (whose
+    locations would name the branches): a value is ``text``, or a reference."""
+
+    def validate(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            if isinstance(value, dict):
+                raise ValueError(
+                    'a reference must be {"secret": NAME}, NAME 1-100 of A-Z a-z 0-9 . _ -'
+                ) from None
+            raise ValueError(f'must be {text}, or {{"secret": NAME}}') from None
+
+    return WrapValidator(validate)
+
+
+HeaderValueOrSecret = Annotated[
+    HeaderValue | SecretRefSpec, _text_or_secret("text of at most 8192 characters without CR, LF or NUL")
+]
+EnvValueOrSecret = Annotated[
+    Annotated[str, StringConstraints(max_length=8192), Documented(pattern=C_STRING)] | SecretRefSpec,
+    _text_or_secret("text of at most 8192 characters"),
+]
+
+
+def _value(value: str | SecretRefSpec) -> Value:
+    return value if isinstance(value, str) else value.to_record()
+
+
+def _value_json(value: Value) -> str | dict[str, str]:
+    return value if isinstance(value, str) else {"secret": value.name}
+
+
 class HttpTargetSpec(_Strict):
     """POST (or another method) to a webhook URL."""
 
@@ -187,19 +238,27 @@ class HttpTargetSpec(_Strict):
         Field(description="Absolute http(s) URL; non-public addresses only where an operator allows them.")
     )
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    headers: Annotated[dict[HeaderName, HeaderValue], NO_OTHER_KEYS] = Field(
-        default_factory=dict, max_length=50
+    headers: Annotated[dict[HeaderName, HeaderValueOrSecret], NO_OTHER_KEYS] = Field(
+        default_factory=dict,
+        max_length=50,
+        description='Each value plain text, or `{"secret": NAME}`: a secret of the job\'s team.',
     )
     expected_status: list[Annotated[int, Field(ge=100, le=599), BeforeValidator(_integral)]] = Field(
         default_factory=list, max_length=50, description="Statuses that count as success; empty: any 2xx."
+    )
+    signing_secret: SecretRefSpec | None = Field(
+        default=None,
+        description="Signs every request (Standard Webhooks `webhook-signature`) with this `whsec_` "
+        "secret of the job's team; null: with the team's secret `webhook-signing`, if it has one.",
     )
 
     def to_record(self) -> HttpTarget:
         return HttpTarget(
             url=self.url,
             method=self.method,
-            headers=tuple(self.headers.items()),
+            headers=tuple((name, _value(value)) for name, value in self.headers.items()),
             expected_status=tuple(self.expected_status),
+            signing_secret=None if self.signing_secret is None else self.signing_secret.to_record(),
         )
 
 
@@ -212,10 +271,11 @@ class CommandTargetSpec(_Strict):
         # the program (argv[0]) is not empty; 2020-12's prefixItems replace items for it
         Documented(prefixItems=[{"type": "string", "minLength": 1, "maxLength": 4096, "pattern": C_STRING}]),
     ] = Field(min_length=1, max_length=1000, description="Executed directly, never through a shell.")
-    env: Annotated[
-        dict[EnvName, Annotated[str, StringConstraints(max_length=8192), Documented(pattern=C_STRING)]],
-        NO_OTHER_KEYS,
-    ] = Field(default_factory=dict, max_length=100)
+    env: Annotated[dict[EnvName, EnvValueOrSecret], NO_OTHER_KEYS] = Field(
+        default_factory=dict,
+        max_length=100,
+        description='Each value plain text, or `{"secret": NAME}`: a secret of the job\'s team.',
+    )
     cwd: (
         Annotated[str, StringConstraints(min_length=1, max_length=4096), Documented(pattern=r"^/[^\x00]*$")]
         | None
@@ -229,7 +289,11 @@ class CommandTargetSpec(_Strict):
         return argv
 
     def to_record(self) -> CommandTarget:
-        return CommandTarget(argv=tuple(self.argv), env=tuple(self.env.items()), cwd=self.cwd)
+        return CommandTarget(
+            argv=tuple(self.argv),
+            env=tuple((name, _value(value)) for name, value in self.env.items()),
+            cwd=self.cwd,
+        )
 
 
 class PythonTargetSpec(_Strict):
@@ -258,11 +322,13 @@ def target_from_record(target: Target) -> dict[str, Any]:
             "type": target.type,
             "url": target.url,
             "method": target.method,
-            "headers": dict(target.headers),
+            "headers": {name: _value_json(value) for name, value in target.headers},
             "expected_status": list(target.expected_status),
+            "signing_secret": None if target.signing_secret is None else _value_json(target.signing_secret),
         }
     if isinstance(target, CommandTarget):
-        return {"type": target.type, "argv": list(target.argv), "env": dict(target.env), "cwd": target.cwd}
+        env = {name: _value_json(value) for name, value in target.env}
+        return {"type": target.type, "argv": list(target.argv), "env": env, "cwd": target.cwd}
     return {"type": target.type, "function": target.function}
 
 
@@ -547,6 +613,10 @@ class JobOut(JobFields):
     updated_at: datetime | None
     next_run_at: datetime | None = Field(description="The next slot not yet fired; null when none is left.")
     last_run: LastRunOut | None
+    plain_values: list[str] = Field(
+        description="Header and env values held in clear in the job, not as references to secrets "
+        "(e.g. `target.headers.Authorization`): move them into secrets with `cronwheel secrets adopt`."
+    )
 
     @classmethod
     def from_record(cls, job: Job, last_run: Run | None = None) -> JobOut:
@@ -562,6 +632,7 @@ class JobOut(JobFields):
                 "created_at": job.created_at,
                 "updated_at": job.updated_at,
                 "next_run_at": job.next_run_at,
+                "plain_values": plain_values(job.target),
                 "last_run": None
                 if last_run is None
                 else LastRunOut(

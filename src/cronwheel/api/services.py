@@ -10,6 +10,7 @@ from fastapi import Request
 from cronwheel.api.access import AccessPolicy, Authenticator
 from cronwheel.clock import Clock
 from cronwheel.cluster import ClusterStatus
+from cronwheel.secrets.service import SecretService
 from cronwheel.service import JobService
 from cronwheel.store import JobQuery, Store
 
@@ -30,6 +31,7 @@ class ApiServices:
     cluster: ClusterStatus | None = None  # GET /v1/cluster (absent in tests that do not need it)
     access: AccessPolicy = field(default_factory=AccessPolicy)
     authenticators: tuple[Authenticator, ...] = ()
+    secrets: SecretService | None = None  # /v1/teams/{team}/secrets (absent: those routes answer 503)
 
     async def ready(self) -> dict[str, bool]:
         check = self.readiness if self.readiness is not None else store_readiness(self.store)

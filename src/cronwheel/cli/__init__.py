@@ -11,6 +11,7 @@ from cronwheel.cli.config import config
 from cronwheel.cli.jobs import jobs
 from cronwheel.cli.runs import runs
 from cronwheel.cli.schedule import schedule
+from cronwheel.cli.secrets import secrets
 from cronwheel.cli.server import api, db, scheduler, server, worker
 from cronwheel.cli.tokens import tokens
 
@@ -33,6 +34,7 @@ cli.add_command(runs)
 cli.add_command(apply)
 cli.add_command(tokens)
 cli.add_command(config)
+cli.add_command(secrets)
 
 
 def main() -> None:

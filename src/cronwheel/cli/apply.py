@@ -176,8 +176,15 @@ def server_spec(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def changes(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """Dotted paths whose values differ between ``old`` and ``new``."""
-    if isinstance(old, dict) and isinstance(new, dict) and not prefix.endswith("payload."):
+    """Dotted paths whose values differ between ``old`` and ``new`` (a secret reference is one
+    value: its change is shown whole)."""
+    if (
+        isinstance(old, dict)
+        and isinstance(new, dict)
+        and not prefix.endswith("payload.")
+        and not _reference(old)
+        and not _reference(new)
+    ):
         found: list[tuple[str, Any, Any]] = []
         for key in [*old, *(k for k in new if k not in old)]:
             found += changes(old.get(key), new.get(key), f"{prefix}{key}.")
@@ -211,7 +218,13 @@ def make_plan(ctx: Ctx, specs: dict[str, dict[str, Any]], teams: list[str], prun
     return plan
 
 
+def _reference(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"secret"}
+
+
 def _shown(path: str, value: Any) -> str:
+    if _reference(value):  # a secret's name, not its value: safe, and worth seeing
+        return f"{{secret: {value['secret']}}}"
     if path.startswith(_SECRET_PREFIXES) and value is not None:
         return "(hidden)"
     if path == "target.url" and isinstance(value, str):

@@ -91,6 +91,26 @@ def _retry(retry: dict[str, Any]) -> str:
     )
 
 
+def _secrets(target: dict[str, Any]) -> str | None:
+    """The target's references to team secrets: ``Authorization={secret: billing-api-key}``."""
+    values = target.get("headers") or target.get("env") or {}
+    found = [
+        f"{key}={{secret: {value['secret']}}}" for key, value in values.items() if isinstance(value, dict)
+    ]
+    if target.get("signing_secret"):
+        found.append(f"signed with {{secret: {target['signing_secret']['secret']}}}")
+    return " ".join(found) or None
+
+
+def _plain(job: dict[str, Any]) -> str | None:
+    plain = job.get("plain_values") or []
+    if not plain:
+        return None
+    return (
+        f"{' '.join(plain)} (held in clear in the job; `cronwheel secrets adopt {job['team']}/{job['name']}`)"
+    )
+
+
 def job_view(job: dict[str, Any]) -> str:
     retry = job["retry"]
     misfire = job["misfire"]
@@ -102,6 +122,8 @@ def job_view(job: dict[str, Any]) -> str:
             ("schedule", f"{job['schedule']}  ({job['timezone']})"),
             ("dst", f"gap={job['dst_gap'] or 'default'} fold={job['dst_fold'] or 'default'}"),
             ("target", _target(job["target"])),
+            ("secrets", _secrets(job["target"])),
+            ("in clear", _plain(job)),
             ("description", job["description"] or None),
             ("queue", job["queue"]),
             ("timeout", f"{job['timeout_s']:g}s"),
@@ -137,6 +159,16 @@ def _spec_options(func: Any) -> Any:
         click.option("--http", "http_url", metavar="URL", help="Target: POST to this webhook URL."),
         click.option("--method", type=click.Choice(["GET", "POST", "PUT", "PATCH", "DELETE"])),
         click.option("--header", "headers", multiple=True, metavar="K=V", help="Webhook header (repeat)."),
+        click.option(
+            "--secret-header",
+            "secret_headers",
+            multiple=True,
+            metavar="K=SECRET",
+            help="Webhook header whose value is the team's secret SECRET (repeat).",
+        ),
+        click.option(
+            "--signing-secret", metavar="SECRET", help="Sign webhooks with the team's secret SECRET."
+        ),
         click.option("--command", "command", metavar="CMD", help="Target: run this command line."),
         click.option("--python", "function", metavar="MOD:FUNC", help="Target: call this function."),
         click.option("--payload", help="JSON payload."),
@@ -182,14 +214,20 @@ def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
     targets = [key for key in ("http_url", "command", "function") if flags.get(key)]
     if len(targets) > 1:
         raise click.UsageError("give one target: --http, --command or --python")
-    if (flags.get("method") or flags.get("headers")) and not flags.get("http_url"):
-        raise click.UsageError("--method and --header go with --http")
+    http_only = ("method", "headers", "secret_headers", "signing_secret")
+    if any(flags.get(key) for key in http_only) and not flags.get("http_url"):
+        raise click.UsageError("--method, --header, --secret-header and --signing-secret go with --http")
     if flags.get("http_url"):
         target: dict[str, Any] = {"type": "http", "url": flags["http_url"]}
         if flags.get("method"):
             target["method"] = flags["method"]
-        if flags.get("headers"):
-            target["headers"] = parse_pairs(flags["headers"], "--header")
+        headers: dict[str, Any] = parse_pairs(flags.get("headers") or (), "--header")
+        for key, name in parse_pairs(flags.get("secret_headers") or (), "--secret-header").items():
+            headers[key] = {"secret": name}
+        if headers:
+            target["headers"] = headers
+        if flags.get("signing_secret"):
+            target["signing_secret"] = {"secret": flags["signing_secret"]}
         return target
     if flags.get("command"):
         return {"type": "command", "argv": shlex.split(flags["command"])}

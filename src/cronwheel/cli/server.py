@@ -4,6 +4,7 @@ role each, for a cluster), plus ``cronwheel db upgrade``."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -137,6 +138,14 @@ def node_options(function: F) -> F:
             type=click.FloatRange(min=1.0),
             help="How long a worker's claim on a running attempt lasts between renewals (s).",
         ),
+        click.option(
+            "--secret-key-file",
+            envvar="CRONWHEEL_SECRET_KEY_FILE",
+            metavar="PATH",
+            help="The keys that encrypt team secrets (ID:BASE64 lines; the last encrypts new values). "
+            "Or the keys themselves in CRONWHEEL_SECRET_KEYS. Embedded default: <database>.keys, "
+            "created by the first start.",
+        ),
         click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
     ]
     for option in reversed(options):
@@ -146,6 +155,7 @@ def node_options(function: F) -> F:
 
 def _run(roles: tuple[str, ...], **options: Any) -> None:
     from cronwheel import logs  # noqa: PLC0415 - imported late: other commands stay quick to start
+    from cronwheel.secrets.keys import ENV_KEYS  # noqa: PLC0415
     from cronwheel.server import ServerSettings, default_node, serve, tune_collector  # noqa: PLC0415
 
     logs.configure(options.pop("log_level"))
@@ -158,6 +168,7 @@ def _run(roles: tuple[str, ...], **options: Any) -> None:
             python_allow=allow_python,
             allowed_networks=allow_network,
             command_isolation=_isolation(options),
+            secret_keys=os.environ.get(ENV_KEYS) or None,  # never an option: options land in `ps`
             **options,
         )
         tune_collector()

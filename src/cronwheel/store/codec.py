@@ -3,7 +3,9 @@ in the tables of :mod:`cronwheel.store.schema`.
 
 Targets and policies become small JSON objects with explicit keys (``type`` tags the target, the
 word of the API and jobs.yaml; rows written by earlier versions say ``kind`` and are still read);
-labels and header/env pairs become lists of ``[key, value]`` so their order survives. Instants
+labels and header/env pairs become lists of ``[key, value]`` so their order survives; a header or
+env value that refers to a secret is ``{"secret": name}``, as in the API (never the secret's value:
+secrets are rows of their own, sealed, see :func:`secret_to_row`). Instants
 stay ``datetime`` here: the :class:`~cronwheel.store.schema.Instant` column type converts them.
 Pagination cursors are opaque base64url JSON.
 """
@@ -34,9 +36,12 @@ from cronwheel.model import (
     RunEvent,
     RunKind,
     RunState,
+    SecretRef,
     Target,
+    Value,
     shard_of,
 )
+from cronwheel.store.port import StoredSecret
 from cronwheel.tokens import ApiToken
 
 Row = Mapping[Any, Any]  # a RowMapping, or a dict of column values
@@ -62,20 +67,36 @@ def pairs_from_json(data: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(key), str(value)) for key, value in data)
 
 
+def values_to_json(pairs: tuple[tuple[str, Value], ...]) -> list[list[Any]]:
+    """Header or env pairs: a plain value as text, a reference as ``{"secret": name}``."""
+    return [[key, value if isinstance(value, str) else {"secret": value.name}] for key, value in pairs]
+
+
+def values_from_json(data: Any) -> tuple[tuple[str, Value], ...]:
+    return tuple((str(key), _value(value)) for key, value in data)
+
+
+def _value(data: Any) -> Value:
+    return SecretRef(str(data["secret"])) if isinstance(data, Mapping) else str(data)
+
+
 def target_to_json(target: Target) -> dict[str, Any]:
     if isinstance(target, HttpTarget):
-        return {
+        data: dict[str, Any] = {
             "type": "http",
             "url": target.url,
             "method": target.method,
-            "headers": pairs_to_json(target.headers),
+            "headers": values_to_json(target.headers),
             "expected_status": list(target.expected_status),
         }
+        if target.signing_secret is not None:  # absent: rows written before it existed read the same
+            data["signing_secret"] = {"secret": target.signing_secret.name}
+        return data
     if isinstance(target, CommandTarget):
         return {
             "type": "command",
             "argv": list(target.argv),
-            "env": pairs_to_json(target.env),
+            "env": values_to_json(target.env),
             "cwd": target.cwd,
         }
     if isinstance(target, PythonTarget):
@@ -86,15 +107,17 @@ def target_to_json(target: Target) -> dict[str, Any]:
 def target_from_json(data: Mapping[str, Any]) -> Target:
     tag = data["type"] if "type" in data else data.get("kind")  # "kind": rows of earlier versions
     if tag == "http":
+        signing = data.get("signing_secret")
         return HttpTarget(
             url=data["url"],
             method=data["method"],
-            headers=pairs_from_json(data["headers"]),
+            headers=values_from_json(data["headers"]),
             expected_status=tuple(int(code) for code in data["expected_status"]),
+            signing_secret=None if signing is None else SecretRef(str(signing["secret"])),
         )
     if tag == "command":
         return CommandTarget(
-            argv=tuple(str(arg) for arg in data["argv"]), env=pairs_from_json(data["env"]), cwd=data["cwd"]
+            argv=tuple(str(arg) for arg in data["argv"]), env=values_from_json(data["env"]), cwd=data["cwd"]
         )
     if tag == "python":
         return PythonTarget(function=data["function"])
@@ -296,6 +319,31 @@ def event_from_row(row: Row) -> RunEvent:
         attempt=int(row["attempt"]),
         node=row["node"],
         detail=row["detail"],
+    )
+
+
+# -- secrets -------------------------------------------------------------------------------------
+
+
+def secret_to_row(secret: StoredSecret) -> dict[str, Any]:
+    return {
+        "team": secret.team,
+        "name": secret.name,
+        "key_id": secret.key_id,
+        "value": secret.value,
+        "created_at": secret.created_at,
+        "updated_at": secret.updated_at,
+    }
+
+
+def secret_from_row(row: Row) -> StoredSecret:
+    return StoredSecret(
+        team=row["team"],
+        name=row["name"],
+        key_id=row["key_id"],
+        value=bytes(row["value"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
     )
 
 

@@ -89,6 +89,19 @@ class AttemptResult:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredSecret:
+    """A team secret as the store keeps it: sealed by :mod:`cronwheel.secrets.crypto` (the store
+    never sees a value in clear), with the id of the key that sealed it."""
+
+    team: str
+    name: str
+    key_id: str
+    value: bytes = field(repr=False)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     """One attempt's outcome, for :meth:`Store.finish_attempts`."""
 
@@ -126,6 +139,8 @@ class Store(Protocol):
     * Runs move only along ``model.LEGAL_TRANSITIONS``; every change appends a ``RunEvent``.
       ``claim_run`` is a conditional PENDING/RETRYING -> RUNNING write that starts attempt n+1;
       ``heartbeat`` and ``finish_attempt`` succeed only for the current lease holder.
+    * Secrets: one per (team, name); ``put_secret`` creates or replaces it (keeping
+      ``created_at``); ``rekey_secret`` replaces a value only if it is still the one read.
     """
 
     # jobs
@@ -313,6 +328,40 @@ class Store(Protocol):
         budget), or to FAILED once it has lost ``MAX_LOST_ATTEMPTS`` attempts. Returns the runs
         changed. ``expired_before`` (default ``now``) moves the cutoff: a process that knows every
         lease is orphaned (embedded restart) expires them all at once."""
+        ...
+
+    # secrets (sealed values: cronwheel.secrets seals and opens them, the store only keeps them)
+    async def put_secret(self, secret: StoredSecret) -> tuple[StoredSecret, bool]:
+        """Create the secret (team, name), or replace its key id and value keeping its
+        ``created_at``; ``updated_at`` (and a new secret's ``created_at``) is the secret's, or
+        now when None. Returns the stored secret and whether it was created."""
+        ...
+
+    async def get_secrets(self, team: str, names: Sequence[str]) -> dict[str, StoredSecret]:
+        """The secrets of ``team`` among ``names``, by name, in one read (unknown ones are absent)."""
+        ...
+
+    async def list_secrets(
+        self, team: str, limit: int = 100, cursor: str | None = None
+    ) -> Page[StoredSecret]:
+        """``team``'s secrets by name, a page at a time."""
+        ...
+
+    async def delete_secret(self, team: str, name: str) -> StoredSecret:
+        """Delete the secret and return what it was (``NotFoundError`` if there is none)."""
+        ...
+
+    async def secrets_to_rekey(
+        self, key_id: str, after: tuple[str, str] | None = None, limit: int = 100
+    ) -> list[StoredSecret]:
+        """Secrets of every team sealed under another key than ``key_id``, by (team, name), at
+        most ``limit``, starting after ``after`` (the last (team, name) of the previous batch)."""
+        ...
+
+    async def rekey_secret(self, secret: StoredSecret, key_id: str, value: bytes) -> bool:
+        """Replace ``secret``'s sealed value with ``value`` under ``key_id``, only if the stored
+        value is still ``secret.value`` (a concurrent ``put_secret`` wins); ``updated_at`` is
+        kept (the secret did not change, its encryption did). Returns whether it was replaced."""
         ...
 
     async def server_time(

@@ -23,6 +23,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -246,4 +247,19 @@ api_tokens = Table(
     Column("last_used_at", Instant, nullable=True),
     Column("revoked_at", Instant, nullable=True),
     Index("ix_api_tokens_team_created_at", "team", "created_at"),
+)
+
+# Team secrets, sealed (cronwheel.secrets.crypto: AES-256-GCM bound to team and name); ``key_id``
+# names the key that sealed ``value``, so that a keyring holding several keys opens every row
+# while ``cronwheel secrets reencrypt`` moves them to the newest.
+secrets = Table(
+    "secrets",
+    metadata,
+    Column("team", NAME, nullable=False),
+    Column("name", NAME, nullable=False),
+    Column("key_id", String(64), nullable=False),
+    Column("value", LargeBinary, nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("updated_at", Instant, nullable=False),
+    PrimaryKeyConstraint("team", "name"),
 )

@@ -20,6 +20,7 @@ The package, by concern (``SqlStore`` is a facade over them):
 * :mod:`~cronwheel.store.sql.sweeps`: the backstop of at-least-once delivery;
 * :mod:`~cronwheel.store.sql.runs`: reads of runs and their history;
 * :mod:`~cronwheel.store.sql.tokens`: API tokens (digests, listing, revocation, last use);
+* :mod:`~cronwheel.store.sql.secrets`: team secrets, sealed (the store never sees them in clear);
 
 over shared helpers: :mod:`~cronwheel.store.sql.tx` (connections, transactions, retries of lost
 races, notifications), :mod:`~cronwheel.store.sql.where` (shared conditions and input checks) and
@@ -49,9 +50,10 @@ from cronwheel.store.port import (
     JobQuery,
     Page,
     RunQuery,
+    StoredSecret,
     TokenQuery,
 )
-from cronwheel.store.sql import firing, jobs, leases, runs, sweeps, tokens
+from cronwheel.store.sql import firing, jobs, leases, runs, secrets, sweeps, tokens
 from cronwheel.store.sql.firing import due_jobs_statement
 from cronwheel.store.sql.tx import Transactions
 from cronwheel.tokens import ApiToken
@@ -294,6 +296,30 @@ class SqlStore:
 
     async def fail_run(self, run_id: str, reason: str, now: datetime) -> Run | None:
         return await leases.fail(self._tx, run_id, reason, now)
+
+    # -- secrets ---------------------------------------------------------------------------------
+
+    async def put_secret(self, secret: StoredSecret) -> tuple[StoredSecret, bool]:
+        return await secrets.put(self._tx, secret, self._clock.now())
+
+    async def get_secrets(self, team: str, names: Sequence[str]) -> dict[str, StoredSecret]:
+        return await secrets.get_many(self._tx, team, names) if names else {}
+
+    async def list_secrets(
+        self, team: str, limit: int = 100, cursor: str | None = None
+    ) -> Page[StoredSecret]:
+        return await secrets.list_page(self._tx, team, limit, cursor)
+
+    async def delete_secret(self, team: str, name: str) -> StoredSecret:
+        return await secrets.remove(self._tx, team, name)
+
+    async def secrets_to_rekey(
+        self, key_id: str, after: tuple[str, str] | None = None, limit: int = 100
+    ) -> list[StoredSecret]:
+        return await secrets.to_rekey(self._tx, key_id, after, limit)
+
+    async def rekey_secret(self, secret: StoredSecret, key_id: str, value: bytes) -> bool:
+        return await secrets.rekey(self._tx, secret, key_id, value)
 
     # -- sweeps ----------------------------------------------------------------------------------
 

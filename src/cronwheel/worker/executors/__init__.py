@@ -4,7 +4,9 @@
 ``target.type``, closed together. Each executor turns everything its target does into an
 :class:`~cronwheel.store.port.AttemptResult`, whose texts are then made storable
 (:func:`~cronwheel.worker.executors.base.storable`); a bug inside an executor is logged and
-reported as ``Outcome.ERROR`` rather than crashing the worker's loop.
+reported as ``Outcome.ERROR`` rather than crashing the worker's loop. ``secrets`` resolves the
+team secrets that HTTP headers, command environments and webhook signatures refer to (without
+one, a target that refers to a secret fails its attempts, saying so).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from cronwheel.clock import Clock
 from cronwheel.model import Outcome, Target
+from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339, storable
 from cronwheel.worker.executors.command import CommandExecutor
@@ -45,11 +48,12 @@ class Executors:
         *,
         clock: Clock | None = None,
         overrides: Mapping[str, Executor[Any]] | None = None,
+        secrets: SecretResolver | None = None,
     ) -> None:
         self.settings = settings or WorkerSettings()
         self._by_kind: dict[str, Executor[Any]] = {
-            "http": HttpExecutor(self.settings, clock=clock),
-            "command": CommandExecutor(self.settings, clock=clock),
+            "http": HttpExecutor(self.settings, clock=clock, secrets=secrets),
+            "command": CommandExecutor(self.settings, clock=clock, secrets=secrets),
             "python": PythonExecutor(self.settings, clock=clock),
         }
         self._by_kind.update(overrides or {})

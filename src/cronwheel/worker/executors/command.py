@@ -20,7 +20,10 @@ much the program writes. The payload's JSON is the program's stdin, which then e
 a payload stdin is ``/dev/null``. The environment is a minimal base (PATH, LANG, HOME from the
 worker's; HOME, USER and LOGNAME of the command user when there is one), the target's ``env``,
 then ``CRONWHEEL_EXECUTION_ID``, ``CRONWHEEL_JOB_ID``, ``CRONWHEEL_SCHEDULED_AT`` and
-``CRONWHEEL_ATTEMPT``. Environment values are never logged.
+``CRONWHEEL_ATTEMPT``. Environment values are never logged. A value
+that refers to a team secret is resolved for the attempt (:mod:`cronwheel.secrets.resolve`), and
+every resolved value is redacted from the kept output and error: a program that prints its
+environment does not put the credential into the run's record.
 
 The program runs as the configured command user and group, under resource limits, in ``cwd`` or
 else ``/`` (never the worker's own directory, often its data directory):
@@ -44,8 +47,9 @@ from pathlib import Path
 from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError
+from cronwheel.errors import InvalidInputError, TransientError
 from cronwheel.model import CommandTarget, Outcome
+from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
 from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_command
 from cronwheel.worker.executors import guard
@@ -81,6 +85,7 @@ class CommandExecutor:
         *,
         clock: Clock | None = None,
         base_env: Mapping[str, str] | None = None,
+        secrets: SecretResolver | None = None,
     ) -> None:
         self._settings = settings or WorkerSettings()
         self._clock: Clock = clock or SystemClock()
@@ -88,6 +93,7 @@ class CommandExecutor:
         self._identity = isolation.identity()  # InvalidInputError: a user this worker cannot become
         self._setup = isolation.guard_setup(self._identity)
         self._base_env = dict(base_env) if base_env is not None else base_environment()
+        self._secrets = secrets or SecretResolver(None, None)
         if self._identity is not None:
             self._base_env.update(self._identity.environment())
 
@@ -95,6 +101,19 @@ class CommandExecutor:
         """Nothing to release: every attempt cleans up its own processes."""
 
     async def execute(self, target: CommandTarget, ctx: AttemptContext) -> AttemptResult:
+        """Resolve the environment's secrets, run the program, and keep none of them in the result."""
+        if not self._settings.allow_commands:
+            return AttemptResult(Outcome.ERROR, error=DISABLED)
+        needed = [value.name for _, value in target.env if not isinstance(value, str)]
+        try:
+            resolved = await self._secrets.resolve(ctx.team, needed)
+        except SecretUnavailableError as error:
+            return AttemptResult(Outcome.ERROR, error=str(error))
+        except TransientError:
+            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
+        return resolved.redacted(await self._run(resolved.command(target), ctx))
+
+    async def _run(self, target: CommandTarget, ctx: AttemptContext) -> AttemptResult:
         problem = self._refusal(target)
         if problem is not None:
             return AttemptResult(Outcome.ERROR, error=problem)
@@ -136,7 +155,9 @@ class CommandExecutor:
 
     def _environment(self, target: CommandTarget, ctx: AttemptContext) -> dict[str, str]:
         env = dict(self._base_env)
-        env.update(target.env)
+        for name, value in target.env:
+            assert isinstance(value, str), "secret references are resolved before the program starts"
+            env[name] = value
         env.update(
             CRONWHEEL_EXECUTION_ID=ctx.execution_id,
             CRONWHEEL_JOB_ID=ctx.job_id,

@@ -29,6 +29,15 @@ request would carry.
 
 Header values (they may hold secrets) are never logged nor put into an ``AttemptResult``; neither
 is the URL's query string or user info (error strings name ``scheme://host:port`` only).
+
+**Secrets and signatures.** A header value may be a reference to a team secret; the attempt
+resolves it first (:mod:`cronwheel.secrets.resolve`: one store read, or a cached sealed copy),
+sends the value, and redacts every resolved value from what it keeps (the response's head, the
+error). When the job names a signing secret, or its team has a default one
+(:data:`~cronwheel.secrets.signing.TEAM_DEFAULT`), the request carries a Standard Webhooks
+``webhook-signature`` over ``webhook-id``, ``webhook-timestamp`` and the exact body bytes sent
+(:mod:`cronwheel.secrets.signing`). A secret that cannot be had (deleted, no key on this worker)
+ends the attempt as ``Outcome.ERROR`` saying which and why, and nothing is sent.
 """
 
 from __future__ import annotations
@@ -50,8 +59,10 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError
+from cronwheel.errors import InvalidInputError, TransientError
 from cronwheel.model import HttpTarget, Outcome
+from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
+from cronwheel.secrets.signing import TEAM_DEFAULT, SigningSecretError, signature_header, signing_keys
 from cronwheel.ssrf import IPNetwork, address_refusal, endpoint, parse_networks, url_refusal
 from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_http, parse_url
@@ -148,8 +159,10 @@ class HttpExecutor:
         *,
         clock: Clock | None = None,
         resolver: AbstractResolver | None = None,
+        secrets: SecretResolver | None = None,
     ) -> None:
         self._settings = settings or WorkerSettings()
+        self._secrets = secrets or SecretResolver(None, None)
         self._allowed = parse_networks(self._settings.allowed_networks)
         self._clock: Clock = clock or SystemClock()
         self._inner_resolver = resolver  # default: aiohttp's DefaultResolver, made with the session
@@ -185,6 +198,19 @@ class HttpExecutor:
             await resolver.close()
 
     async def execute(self, target: HttpTarget, ctx: AttemptContext) -> AttemptResult:
+        """Resolve the target's secrets, deliver the request, and keep none of them in the result."""
+        try:
+            resolved = await self._secrets.resolve(ctx.team, _required(target), _optional(target))
+            keys = _signing(target, resolved, ctx.team)
+        except (SecretUnavailableError, SigningSecretError) as error:
+            return AttemptResult(Outcome.ERROR, error=str(error))
+        except TransientError:
+            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
+        return resolved.redacted(await self._deliver(resolved.http(target), ctx, keys))
+
+    async def _deliver(
+        self, target: HttpTarget, ctx: AttemptContext, keys: tuple[bytes, ...]
+    ) -> AttemptResult:
         url, problem = self._check_target(target)
         if problem is not None:
             return AttemptResult(Outcome.ERROR, error=problem)
@@ -193,8 +219,8 @@ class HttpExecutor:
         budget = ctx.budget_s(self._clock.now())
         if budget <= 0:
             return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
-        headers = self._headers(target, ctx)
         body = None if ctx.payload is None else json.dumps(ctx.payload, separators=(",", ":")).encode()
+        headers = self._headers(target, ctx, body, keys)
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
@@ -249,9 +275,12 @@ class HttpExecutor:
         except InvalidInputError as error:
             return None, str(error)
 
-    def _headers(self, target: HttpTarget, ctx: AttemptContext) -> CIMultiDict[str]:
+    def _headers(
+        self, target: HttpTarget, ctx: AttemptContext, body: bytes | None, keys: tuple[bytes, ...]
+    ) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict()
         for name, value in target.headers:
+            assert isinstance(value, str), "secret references are resolved before the request is made"
             if name.lower() not in _FRAMING_HEADERS:
                 headers.add(name, value)
         headers.setdefault("User-Agent", self._settings.user_agent)
@@ -260,11 +289,34 @@ class HttpExecutor:
         # cronwheel's own headers win over the target's: they are the webhook contract
         headers["Idempotency-Key"] = ctx.execution_id
         headers["webhook-id"] = ctx.execution_id
-        headers["webhook-timestamp"] = str(int(self._clock.now().timestamp()))
+        timestamp = int(self._clock.now().timestamp())
+        headers["webhook-timestamp"] = str(timestamp)
+        if keys:  # over the exact bytes sent: the body, or nothing
+            headers["webhook-signature"] = signature_header(keys, ctx.execution_id, timestamp, body or b"")
         headers["X-Cronwheel-Job-Id"] = ctx.job_id
         headers["X-Cronwheel-Scheduled-At"] = rfc3339(ctx.scheduled_at)
         headers["X-Cronwheel-Attempt"] = str(ctx.attempt)
         return headers
+
+
+def _required(target: HttpTarget) -> list[str]:
+    """The secrets the attempt cannot go without: the headers' and the named signing secret."""
+    names = [value.name for _, value in target.headers if not isinstance(value, str)]
+    return names + ([target.signing_secret.name] if target.signing_secret is not None else [])
+
+
+def _optional(target: HttpTarget) -> list[str]:
+    """The team's default signing secret, when the job names none (it signs if it exists)."""
+    return [TEAM_DEFAULT] if target.signing_secret is None else []
+
+
+def _signing(target: HttpTarget, resolved: Resolved, team: str) -> tuple[bytes, ...]:
+    """The HMAC keys to sign with (none: the request is not signed)."""
+    name = TEAM_DEFAULT if target.signing_secret is None else target.signing_secret.name
+    value = resolved.get(name)
+    if value is None:
+        return ()
+    return signing_keys(value, f"signing secret {name!r} of team {team!r}")
 
 
 async def _read_head(content: aiohttp.StreamReader, limit: int) -> bytes:

@@ -1,0 +1,282 @@
+"""``cronwheel secrets ...``: a team's secrets over the API, and the local key file.
+
+A secret is named ``TEAM/NAME``. ``set`` reads the value from standard input (``cronwheel secrets
+set data/billing-api-key < key.txt``; one trailing newline is dropped) or, on a terminal, from a
+prompt that does not echo: never from an argument, which would land in shell history and in
+``ps``. Nothing prints a value but ``set --new-signing-secret``, which prints the ``whsec_`` secret
+it generated, once, so that the receivers can be given it.
+
+``adopt JOB`` is the migration path for jobs written before secrets existed: each plain header or
+environment value of the job becomes a team secret, and the job refers to it instead (one PATCH,
+conditional on the version read).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import click
+
+from cronwheel.cli.client import ApiClient, RequestRefused
+from cronwheel.cli.jobs import if_match, job_path
+from cronwheel.cli.output import Ctx, api_command, table, when
+
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_NOT_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _split(ref: str) -> tuple[str, str]:
+    team, sep, name = ref.partition("/")
+    if not sep or not _NAME.fullmatch(team) or not _NAME.fullmatch(name):
+        raise click.BadParameter(f"expected TEAM/NAME (each 1-100 of A-Z a-z 0-9 . _ -), not {ref!r}")
+    return team, name
+
+
+def secret_path(team: str, name: str | None = None) -> str:
+    path = f"/v1/teams/{quote(team, safe='')}/secrets"
+    return path if name is None else f"{path}/{quote(name, safe='')}"
+
+
+def read_value(what: str) -> str:
+    """The value from standard input (one trailing newline dropped), or a hidden prompt."""
+    stdin = sys.stdin  # click's test runner replaces it too
+    if stdin.isatty():
+        value: str = click.prompt(
+            f"value of {what}", hide_input=True, confirmation_prompt=True, err=True, prompt_suffix=": "
+        )
+        return value
+    text: str = stdin.read()
+    return text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+
+
+def _secrets_table(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "no secrets"
+    return table(
+        ["TEAM", "NAME", "KEY ID", "CREATED", "UPDATED"],
+        [
+            [item["team"], item["name"], item["key_id"], when(item["created_at"]), when(item["updated_at"])]
+            for item in items
+        ],
+    )
+
+
+@click.group()
+def secrets() -> None:
+    """Team secrets: set, list and delete them; move a job's plain values into them; rotate keys.
+
+    \b
+    Jobs refer to a secret of their team instead of holding the credential:
+      target: {type: http, url: ..., headers: {Authorization: {secret: billing-api-key}}}
+    """
+
+
+@secrets.command("set")
+@click.argument("ref", metavar="TEAM/NAME")
+@click.option(
+    "--new-signing-secret",
+    is_flag=True,
+    help="Generate a new whsec_ webhook signing secret, store it, and print it once (for the receivers).",
+)
+@api_command
+def set_(ctx: Ctx, ref: str, new_signing_secret: bool) -> None:
+    """Create or replace a secret. The value is read from standard input, or from a prompt that
+    does not echo it.
+
+    \b
+    Examples:
+      cronwheel secrets set data/billing-api-key < key.txt
+      printf %s "$TOKEN" | cronwheel secrets set data/billing-api-key
+      cronwheel secrets set data/webhook-signing --new-signing-secret
+    """
+    team, name = _split(ref)
+    if new_signing_secret:
+        from cronwheel.secrets.signing import new_signing_secret as generate  # noqa: PLC0415
+
+        value = generate()
+    else:
+        value = read_value(ref)
+    response = ctx.client.request("PUT", secret_path(team, name), {"value": value})
+    verb = "created" if response.status == 201 else "replaced"
+    ctx.emit(
+        response.data, lambda data: f"{verb} secret {data['team']}/{data['name']} (key {data['key_id']})"
+    )
+    if new_signing_secret:
+        click.echo(f"{value}\n(shown once: give it to the receivers of the team's webhooks)", err=True)
+
+
+@secrets.command("list")
+@click.argument("team")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@api_command
+def list_(ctx: Ctx, team: str, limit: int) -> None:
+    """List a team's secrets (names, key ids and times; never a value)."""
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while len(items) < limit:
+        page = ctx.client.get(
+            secret_path(team), {"limit": min(limit - len(items), 1000), "cursor": cursor}
+        ).data
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    ctx.emit({"items": items, "next_cursor": cursor}, lambda data: _secrets_table(data["items"]))
+
+
+@secrets.command()
+@click.argument("ref", metavar="TEAM/NAME")
+@api_command
+def delete(ctx: Ctx, ref: str) -> None:
+    """Delete a secret (jobs that still refer to it fail their attempts, saying so)."""
+    team, name = _split(ref)
+    ctx.client.request("DELETE", secret_path(team, name))
+    ctx.emit({"deleted": f"{team}/{name}"}, lambda data: f"deleted secret {data['deleted']}")
+
+
+@secrets.command()
+@api_command
+def reencrypt(ctx: Ctx) -> None:
+    """Rewrite every secret under the server's newest key (after adding a key; admin only)."""
+    done = ctx.client.request("POST", "/v1/secrets/reencrypt").data
+
+    def summary(data: dict[str, Any]) -> str:
+        lines = [
+            f"re-encrypted {data['rewritten']} secret(s) under key {data['key_id']}"
+            f" ({data['changed_meanwhile']} set meanwhile, already current)"
+        ]
+        lines += [f"  cannot open {f['team']}/{f['name']}: {f['error']}" for f in data["failed"]]
+        return "\n".join(lines)
+
+    ctx.emit(done, summary)
+    if done["failed"]:
+        raise click.exceptions.Exit(1)
+
+
+# -- migration: a job's plain values into secrets --------------------------------------------------
+
+
+def _adopted_name(job_name: str, field: str) -> str:
+    """``nightly.authorization`` for ``target.headers.Authorization`` of job ``nightly``."""
+    key = field.split(".", 2)[2]
+    return _NOT_NAME.sub("-", f"{job_name}.{key}".lower())[:100]
+
+
+def _exists(client: ApiClient, team: str, name: str) -> bool:
+    try:
+        client.get(secret_path(team, name))
+    except RequestRefused as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+@secrets.command()
+@click.argument("job")
+@click.option(
+    "--field", "fields", multiple=True, metavar="FIELD", help="Only this plain value (repeat), such as "
+    "target.headers.Authorization; default: every plain value of the job.",
+)  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
+@api_command
+def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
+    """Move a job's plain header or env values into team secrets (JOB: id or TEAM/NAME).
+
+    Each value becomes the secret JOBNAME.KEY (lower case) of the job's team, and the job refers
+    to it; the job is changed only if it is still at the version read. A secret of that name
+    that exists already is never overwritten: nothing is changed.
+    """
+    path = job_path(ctx.client, job)
+    current = ctx.client.get(path)
+    data = current.data
+    chosen = list(fields) or list(data["plain_values"])
+    unknown = [field for field in chosen if field not in data["plain_values"]]
+    if unknown:
+        plain = ", ".join(data["plain_values"]) or "none"
+        raise click.BadParameter(
+            f"not a plain value of the job: {', '.join(unknown)} (plain: {plain})", param_hint="--field"
+        )
+    plan = {field: _adopted_name(data["name"], field) for field in chosen}
+    taken = [name for name in plan.values() if _exists(ctx.client, data["team"], name)]
+    if taken:
+        detail = (
+            f"team {data['team']!r} already has secret(s) {', '.join(taken)}: nothing was changed "
+            "(delete or rename them, or adopt the other fields with --field)"
+        )
+        raise RequestRefused(409, {"title": "Conflict", "detail": detail})
+    target = dict(data["target"])
+    values_key = "headers" if target["type"] == "http" else "env"
+    values = dict(target[values_key])
+    if not dry_run:
+        for field, name in plan.items():
+            key = field.split(".", 2)[2]
+            ctx.client.request("PUT", secret_path(data["team"], name), {"value": values[key]})
+            values[key] = {"secret": name}
+        target[values_key] = values
+        ctx.client.request("PATCH", path, {"target": target}, headers=if_match(current.version))
+    report = {"job": f"{data['team']}/{data['name']}", "dry_run": dry_run, "adopted": plan}
+    ctx.emit(report, _adopt_text)
+
+
+def _adopt_text(data: dict[str, Any]) -> str:
+    if not data["adopted"]:
+        return f"{data['job']} holds no plain values: nothing to adopt"
+    team = data["job"].split("/", 1)[0]
+    verb = "would move" if data["dry_run"] else "moved"
+    return "\n".join(f"{verb} {field} -> secret {team}/{name}" for field, name in data["adopted"].items())
+
+
+# -- keys (local: the file the server reads) -------------------------------------------------------
+
+
+@secrets.command("add-key")
+@click.option(
+    "--key-file", envvar="CRONWHEEL_SECRET_KEY_FILE", metavar="PATH", help="The key file to add to."
+)
+@click.option(
+    "--database-url",
+    default="sqlite:///cronwheel.db",
+    show_default=True,
+    envvar="CRONWHEEL_DATABASE_URL",
+    help="Without --key-file: the embedded server's SQLite database, whose key file is <database>.keys.",
+)
+@click.option(
+    "--stdout",
+    "to_stdout",
+    is_flag=True,
+    help="Print a new ID:BASE64 key instead (for CRONWHEEL_SECRET_KEYS).",
+)
+def add_key(key_file: str | None, database_url: str, to_stdout: bool) -> None:
+    """Add a new key, which seals new values from the next start of each process that reads it.
+
+    \b
+    Rotation: add the key; restart the workers, then the api processes (or the server); run
+    `cronwheel secrets reencrypt`; then remove the old key.
+    """
+    from cronwheel.errors import CronwheelError  # noqa: PLC0415
+    from cronwheel.secrets import keys  # noqa: PLC0415
+
+    if to_stdout:
+        click.echo(keys.key_line(keys.generate_key()))
+        return
+    path = Path(key_file) if key_file else _embedded_key_file(database_url)
+    try:
+        key = keys.add_key(path)
+    except CronwheelError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(
+        f"added key {key.id} to {path}; restart the workers, then the api processes, then run "
+        "`cronwheel secrets reencrypt`"
+    )
+
+
+def _embedded_key_file(database_url: str) -> Path:
+    for prefix in ("sqlite+aiosqlite:///", "sqlite:///"):
+        if database_url.startswith(prefix):
+            return Path(database_url[len(prefix) :].split("?", 1)[0] + ".keys")
+    raise click.UsageError("give --key-file (a cluster's keys are where its operator put them)")
