@@ -359,7 +359,9 @@ def bind(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host``:``port`` (0: any free port), not yet listening. A port in
     use or an address this machine does not have is a PermanentError."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections of a socket that says so,
+    # and without it every keep-alive response waited ~40 ms for the client's delayed ACK
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind((host, port))
