@@ -333,6 +333,7 @@ async def _unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -
         stopping.cancel()
         if not task.done():
             task.cancel()
+            await asyncio.wait({task})  # it is cancelled only once it has run its clean-up
     if not task.cancelled():
         task.result()  # a failure is the node's: raised
 

@@ -17,7 +17,7 @@ import pytest
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.errors import PermanentError
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.server import ServerSettings, serve
+from cronwheel.server import ServerSettings, _unless_stopped, serve
 from cronwheel.store.sql import SqlStore
 
 
@@ -78,3 +78,24 @@ async def test_a_node_that_stops_closes_everything_it_opened(
     os.kill(os.getpid(), signal.SIGTERM)  # handled by the node (serve installs the handler first)
     await asyncio.wait_for(node, 60)
     assert closed == ["coordinator", "queue", "store"]
+
+
+async def test_a_one_off_task_cut_short_by_the_stop_ends_quietly() -> None:
+    """The stop cancels the refused-jobs check; a task needs a turn of the loop to be cancelled,
+    and asking its result before then raised InvalidStateError out of the node's task group (one
+    stop in five of the test above, when the check was still reading the store)."""
+    stop = asyncio.Event()
+    cleaned_up: list[bool] = []
+
+    async def slow_to_cancel() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0)  # a clean-up that awaits, as closing a store connection does
+            cleaned_up.append(True)
+
+    running = asyncio.create_task(_unless_stopped(slow_to_cancel(), stop))
+    await asyncio.sleep(0)
+    stop.set()
+    await asyncio.wait_for(running, 5)
+    assert cleaned_up == [True]
