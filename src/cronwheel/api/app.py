@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import docs, problems
+from cronwheel.api import docs, limits, problems
 from cronwheel.api.routes import router, system_router
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
 
@@ -34,8 +34,9 @@ def create_app(services: ApiServices) -> FastAPI:
     )
     app.state.services = services
     problems.install(app)
+    limits.install(app)
     docs.install(app)
-    app.include_router(router, prefix="/v1")
+    app.include_router(router, prefix="/v1", dependencies=limits.PER_REQUEST, responses=limits.RESPONSES)
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)
     return app

@@ -80,7 +80,7 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         400: "Malformed JSON or header",
         404: "No such job or run",
-        409: "A live job of this team already has this name",
+        409: "A live job of this team already has this name, or the team has its quota of live jobs",
         412: "If-Match does not match the job's version",
         422: "Invalid input; nothing was written",
     }

@@ -9,6 +9,7 @@ from fastapi import Request
 
 from cronwheel.clock import Clock
 from cronwheel.cluster import ClusterStatus
+from cronwheel.limits import Limits
 from cronwheel.service import JobService
 from cronwheel.store import JobQuery, Store
 
@@ -26,6 +27,11 @@ class ApiServices:
     clock: Clock
     readiness: Readiness | None = None
     cluster: ClusterStatus | None = None  # GET /v1/cluster (absent in tests that do not need it)
+
+    @property
+    def limits(self) -> Limits:
+        """The operator's limits: the job service's (one record for the API and the service)."""
+        return self.job_service.limits
 
     async def ready(self) -> dict[str, bool]:
         check = self.readiness if self.readiness is not None else store_readiness(self.store)
