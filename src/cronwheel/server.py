@@ -28,11 +28,13 @@ import uvicorn
 
 from cronwheel import metrics_http
 from cronwheel.api.app import ApiServices, create_app
+from cronwheel.api.limits import head_buffer_bytes
 from cronwheel.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
 from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
+from cronwheel.limits import Limits
 from cronwheel.queue import Queue
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
@@ -89,6 +91,7 @@ class ServerSettings:
     lease_s: float = 30.0
     ttl_s: float = 5.0  # coordinator membership / shard lease TTL
     node: str = field(default_factory=default_node)
+    limits: Limits = field(default_factory=Limits)  # what a request, a caller and a team may take
 
     @property
     def embedded(self) -> bool:
@@ -96,6 +99,7 @@ class ServerSettings:
 
     def check(self) -> None:
         """Refuse combinations that cannot work, before touching any backend."""
+        self.limits.check()
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
@@ -278,12 +282,18 @@ class _Roles:
         policy = TargetPolicy(
             settings.allow_commands, settings.python_allow, settings.allowed_networks, queues=settings.queues
         )
-        service = JobService(store, self.backends.queue, feed, clock, policy)
+        service = JobService(store, self.backends.queue, feed, clock, policy, limits=settings.limits)
         status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues)
         app = create_app(ApiServices(store=store, job_service=service, clock=clock, cluster=status))
         url = public_url(settings.host, self.backends.listening)
         line = f"cronwheel serving on {url} (node {settings.node})"
-        self._http(uvicorn.Config(app, log_config=None, access_log=False), lambda: announce(line), "api")
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            h11_max_incomplete_event_size=head_buffer_bytes(settings.limits),
+        )
+        self._http(config, lambda: announce(line), "api")
 
     def _metrics(self, announce: Callable[[str], None]) -> None:
         """A node without the API serves ``/metrics`` and ``/healthz`` on its metrics port."""
