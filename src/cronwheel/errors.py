@@ -75,9 +75,11 @@ class RateLimitedError(TransientError):
     """A caller made more requests than its rate allows (HTTP 429): the same request succeeds
     after ``retry_after_s`` seconds."""
 
-    def __init__(self, retry_after_s: int, rate_per_s: float, burst: int) -> None:
+    def __init__(
+        self, retry_after_s: int, rate_per_s: float, burst: int, what: str = "requests from this caller"
+    ) -> None:
         super().__init__(
-            f"too many requests: this server allows {rate_per_s:g} requests a second per caller "
-            f"(bursts of {burst}); try again in {retry_after_s} s"
+            f"too many {what}: this server allows {rate_per_s:g} a second (bursts of {burst}); "
+            f"try again in {retry_after_s} s"
         )
         self.retry_after_s = retry_after_s

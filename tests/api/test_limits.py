@@ -18,8 +18,8 @@ from fastapi import Request
 from cronwheel.api.auth import current_caller
 from cronwheel.api.limits import MAX_REPEATED, BodyLimit, RateLimiter
 from cronwheel.clock import ManualClock
-from cronwheel.errors import RateLimitedError
-from cronwheel.identity import Caller, CallerKind, Scope
+from cronwheel.errors import RateLimitedError, UnauthenticatedError
+from cronwheel.identity import TRUSTED, Caller, CallerKind, Scope
 from cronwheel.limits import Limits
 from cronwheel.service import MAX_PAYLOAD_BYTES, TargetPolicy
 from cronwheel.store import JobQuery
@@ -235,8 +235,7 @@ async def test_a_caller_over_its_rate_gets_429_with_retry_after_and_nothing_is_w
     assert response.headers["retry-after"] == "2"  # one token at 0.5 a second
     assert found["retry_after_s"] == 2
     assert found["detail"] == (
-        "too many requests: this server allows 0.5 requests a second per caller (bursts of 3); "
-        "try again in 2 s"
+        "too many requests from this caller: this server allows 0.5 a second (bursts of 3); try again in 2 s"
     )
     await nothing_written(env)
     env.clock.advance(1.5)
@@ -267,7 +266,9 @@ async def test_probes_and_metrics_are_not_rate_limited(client: httpx.AsyncClient
 async def test_without_authentication_each_address_has_its_own_bucket(
     client: httpx.AsyncClient, env: Env, limits: SetLimits
 ) -> None:
+    """The trusted caller of an app without authentication has no identity to count by."""
     limits(rate_per_s=1, rate_burst=1)
+    env.app.dependency_overrides[current_caller] = lambda: TRUSTED
     transport = httpx.ASGITransport(app=env.app, client=("192.0.2.7", 50000))
     async with httpx.AsyncClient(
         transport=transport, base_url=client.base_url, headers=client.headers
@@ -291,6 +292,36 @@ async def test_each_token_has_its_own_bucket_wherever_it_comes_from(
     one, two = {"X-Test-Token": "tok-1"}, {"X-Test-Token": "tok-2"}
     assert [(await client.get("/v1/jobs", headers=one)).status_code for _ in range(3)] == [200, 200, 429]
     assert [(await client.get("/v1/jobs", headers=two)).status_code for _ in range(3)] == [200, 200, 429]
+
+
+async def test_failed_authentications_are_counted_by_address_and_then_refused_before_checking(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    """A 401 costs a token lookup and reaches no caller's bucket: the address pays instead."""
+    limits(rate_per_s=1, rate_burst=3)
+    checked: list[str | None] = []
+
+    def authenticate(request: Request) -> Caller:
+        token = request.headers.get("x-test-token")
+        checked.append(token)
+        if token is None:
+            raise UnauthenticatedError("invalid token")
+        return Caller(CallerKind.TOKEN, token, token, frozenset({Scope.ADMIN}), None)
+
+    env.app.dependency_overrides[current_caller] = authenticate
+    valid = {"X-Test-Token": "tok-1"}
+    assert [(await client.get("/v1/jobs", headers=valid)).status_code for _ in range(2)] == [200, 200]
+    assert [(await client.get("/v1/jobs")).status_code for _ in range(3)] == [401, 401, 401]
+    refused = await client.get("/v1/jobs")
+    found = problem(refused, 429, "rate-limited")
+    assert refused.headers["retry-after"] == "1"
+    assert found["detail"].startswith("too many requests that failed authentication from this address")
+    assert checked == ["tok-1", "tok-1", None, None, None]  # the fourth was not even looked at
+    assert (await client.post("/v1/jobs", json=job_body(), headers=valid)).status_code == 429
+    await nothing_written(env)
+    assert (await client.get("/healthz")).status_code == 200
+    env.clock.advance(1)
+    assert (await client.get("/v1/jobs", headers=valid)).status_code == 200
 
 
 def test_the_buckets_kept_are_bounded_full_ones_forgotten_first() -> None:

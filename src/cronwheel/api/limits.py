@@ -13,11 +13,14 @@ sets it, and comes before anything is written:
   it passes the limit. Either way the body is never parsed: a 20 MB body used to be read whole and
   parsed as JSON before validation refused it.
 * :func:`rate_limit` (a dependency of every ``/v1`` route): a token bucket per caller (its token
-  id; its address while authentication is off): 429 with ``Retry-After``. The buckets live in
-  this process: a cluster of N api processes behind a load balancer lets a caller make N times the
-  rate, which is acceptable, since the limit is there to keep one caller from taking a process's
-  whole capacity, and each process keeps its own. The probes and ``/metrics`` are not limited:
-  they are cheap, and a probe refused for somebody else's traffic would restart a healthy node.
+  id or OIDC subject; the client address of the trusted caller of an app without authentication):
+  429 with ``Retry-After``. The buckets live in this process: a cluster of N api processes behind
+  a load balancer lets a caller make N times the rate, which is acceptable, since the limit is
+  there to keep one caller from taking a process's whole capacity, and each process keeps its
+  own. The probes and ``/metrics`` are not limited: they are cheap, and a probe refused for
+  somebody else's traffic would restart a healthy node.
+* :class:`FailedAuthentications` (ASGI): requests answered 401 take from a bucket of their client
+  address, and an address whose bucket is empty is answered 429 before authentication runs.
 * :func:`bounded_query`: a query parameter repeated more than :data:`MAX_REPEATED` times
   (``label``, ``state``): 422, before the store sees a query it could only refuse as an outage.
 """
@@ -36,7 +39,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cronwheel.api.auth import CallerDep
-from cronwheel.api.problems import PROBLEM_JSON, ProblemError, field_error, problem_response
+from cronwheel.api.problems import PROBLEM_JSON, ProblemError, field_error, problem_response, rate_limited
 from cronwheel.api.services import ApiServices
 from cronwheel.clock import Monotonic, monotonic_of
 from cronwheel.errors import RateLimitedError
@@ -73,11 +76,12 @@ def limits_of(scope: Scope) -> Limits:
 
 
 def install(app: FastAPI) -> None:
-    """Add the request limits to ``app``: the middlewares (headers checked first, then the body,
-    both outside every other middleware) and the rate limiter's buckets."""
+    """Add the request limits to ``app``: the middlewares (outside every other one, in this order:
+    headers, failed authentications, body) and the rate limiter's buckets."""
     app.state.rate_limiter = RateLimiter(monotonic_of(app.state.services.clock))
     app.add_exception_handler(BodyTooLarge, body_too_large)
     app.add_middleware(BodyLimit)
+    app.add_middleware(FailedAuthentications)
     app.add_middleware(HeaderLimits)
 
 
@@ -240,17 +244,34 @@ class RateLimiter:
         self.max_buckets = max_buckets
         self._buckets: dict[str, Bucket] = {}
 
-    def admit(self, key: str, limits: Limits) -> None:
+    def admit(self, key: str, limits: Limits, what: str = "requests from this caller") -> None:
         """Count one request of ``key``; :class:`RateLimitedError` when its bucket is empty."""
+        wait = self._take(key, limits)
+        if wait > 0:
+            raise refusal(wait, limits, what)
+
+    def charge(self, key: str, limits: Limits) -> None:
+        """Count a request of ``key`` that was answered anyway (a failed authentication)."""
+        self._take(key, limits)
+
+    def waiting(self, key: str, limits: Limits) -> float:
+        """Seconds until ``key`` may make a request (0: now); counts nothing."""
         if limits.rate_per_s <= 0:
-            return
+            return 0.0
+        tokens = tokens_at(
+            self._buckets.get(key), self.clock.monotonic(), limits.rate_per_s, limits.rate_burst
+        )
+        return 0.0 if tokens >= 1.0 - _ROUNDING else (1.0 - tokens) / limits.rate_per_s
+
+    def _take(self, key: str, limits: Limits) -> float:
+        if limits.rate_per_s <= 0:
+            return 0.0
         now = self.clock.monotonic()
         bucket, wait = take(self._buckets.pop(key, None), now, limits.rate_per_s, limits.rate_burst)
         self._buckets[key] = bucket  # re-inserted: the dict's order is least recently used first
         if len(self._buckets) > self.max_buckets:
             self._forget(now, limits)
-        if wait > 0:
-            raise RateLimitedError(max(1, math.ceil(wait)), limits.rate_per_s, limits.rate_burst)
+        return wait
 
     def _forget(self, now: float, limits: Limits) -> None:
         for key, bucket in list(self._buckets.items()):
@@ -260,12 +281,21 @@ class RateLimiter:
             del self._buckets[next(iter(self._buckets))]
 
 
+def refusal(wait_s: float, limits: Limits, what: str) -> RateLimitedError:
+    return RateLimitedError(max(1, math.ceil(wait_s)), limits.rate_per_s, limits.rate_burst, what)
+
+
 def rate_key(caller_id: str | None, request: Request) -> str:
     """Whose bucket a request takes from: its caller's, or its client address's when it has no
-    identity of its own (authentication off: every request is the trusted caller)."""
+    identity of its own (the trusted caller of an app without authentication)."""
     if caller_id is not None:
         return f"caller:{caller_id}"
-    return f"address:{request.client.host if request.client else 'unknown'}"
+    return f"address:{_address(request.scope)}"
+
+
+def _address(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 async def rate_limit(request: Request, caller: CallerDep) -> None:
@@ -274,6 +304,40 @@ async def rate_limit(request: Request, caller: CallerDep) -> None:
     assert isinstance(limiter, RateLimiter)
     key = rate_key(None if caller.kind is CallerKind.TRUSTED else caller.id, request)
     limiter.admit(key, limits_of(request.scope))
+
+
+class FailedAuthentications:
+    """Requests that fail authentication (401) never reach :func:`rate_limit`, which needs a
+    caller, yet each costs a token lookup. They take from a bucket of their client address
+    instead, and an address whose bucket is empty is answered 429 before authentication runs (the
+    probes excepted). Requests that authenticate take nothing from it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limits, limiter = limits_of(scope), scope["app"].state.rate_limiter
+        assert isinstance(limiter, RateLimiter)
+        key = f"failures:{_address(scope)}"
+        wait = limiter.waiting(key, limits)
+        if wait > 0 and not scope["path"].endswith(_PROBES):
+            error = refusal(wait, limits, "requests that failed authentication from this address")
+            response = await rate_limited(Request(scope), error)
+            await response(scope, receive, send)
+            return
+
+        async def watching(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                limiter.charge(key, limits)
+            await send(message)
+
+        await self.app(scope, receive, watching)
+
+
+_PROBES = ("/healthz", "/readyz")
 
 
 # -- query -----------------------------------------------------------------------------------------

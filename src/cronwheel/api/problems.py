@@ -243,7 +243,7 @@ async def _quota(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _rate_limited(request: Request, exc: Exception) -> JSONResponse:
+async def rate_limited(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RateLimitedError)
     return problem_response(
         request, 429, "rate-limited", "Too many requests", str(exc),
@@ -297,7 +297,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ForbiddenError, _forbidden)
     app.add_exception_handler(ConflictError, _conflict)
     app.add_exception_handler(QuotaExceededError, _quota)
-    app.add_exception_handler(RateLimitedError, _rate_limited)
+    app.add_exception_handler(RateLimitedError, rate_limited)
     app.add_exception_handler(BackendUnavailableError, _unavailable)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_middleware(UnexpectedErrors)
