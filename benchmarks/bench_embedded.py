@@ -47,7 +47,9 @@ def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str, dict[str,
     """The server, its URL, and the header of the admin token it wrote beside its database."""
     log = workdir / "server.log"
     command = [sys.executable, "-m", "cronwheel", "server", "--port", "0", "--allow-network", "127.0.0.0/8",
-               "--database-url", f"sqlite:///{workdir / 'bench.db'}", "--log-level", "WARNING"]  # fmt: skip
+               "--database-url", f"sqlite:///{workdir / 'bench.db'}", "--log-level", "WARNING",
+               "--rate-limit", "0"]  # fmt: skip
+    # no rate limit: --jobs N creates and pauses N jobs as fast as the API answers
     process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     for _ in range(400):
         found = re.search(r"serving on (http://\S+)", log.read_text(errors="replace"))

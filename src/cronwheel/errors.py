@@ -55,3 +55,31 @@ class RaceLostError(TransientError):
 
 class BackendUnavailableError(TransientError):
     """A backend (database, queue, coordinator) cannot be reached right now."""
+
+
+class QuotaExceededError(PermanentError):
+    """A team already holds as many live jobs as the operator allows (HTTP 409): the request is
+    fine, the team is full. Trying again fails the same way until a job of the team is deleted or
+    the operator raises the quota (``--max-jobs-per-team``)."""
+
+    def __init__(self, team: str, quota: int) -> None:
+        super().__init__(
+            f"team {team!r} already has {quota} live jobs, the most this server allows a team "
+            "(--max-jobs-per-team); delete one first"
+        )
+        self.team = team
+        self.quota = quota
+
+
+class RateLimitedError(TransientError):
+    """A caller made more requests than its rate allows (HTTP 429): the same request succeeds
+    after ``retry_after_s`` seconds."""
+
+    def __init__(
+        self, retry_after_s: int, rate_per_s: float, burst: int, what: str = "requests from this caller"
+    ) -> None:
+        super().__init__(
+            f"too many {what}: this server allows {rate_per_s:g} a second (bursts of {burst}); "
+            f"try again in {retry_after_s} s"
+        )
+        self.retry_after_s = retry_after_s

@@ -41,11 +41,13 @@ from cronwheel import localtoken, metrics_http, python_targets
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.api.auth import TokenAuthenticator
+from cronwheel.api.limits import head_buffer_bytes
 from cronwheel.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
 from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
+from cronwheel.limits import Limits
 from cronwheel.queue import Queue
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
@@ -114,6 +116,7 @@ class ServerSettings:
     admin_only: tuple[str, ...] = ()  # target kinds only admins of every team may set
     secret_key_file: str | None = None  # --secret-key-file (CRONWHEEL_SECRET_KEY_FILE)
     secret_keys: str | None = field(default=None, repr=False)  # CRONWHEEL_SECRET_KEYS: the keys themselves
+    limits: Limits = field(default_factory=Limits)  # what a request, a caller and a team may take
 
     @property
     def embedded(self) -> bool:
@@ -128,6 +131,7 @@ class ServerSettings:
         python_targets.check_patterns(self.python_allow)  # `*` would open the standard library
         if self.allow_commands and "worker" in self.roles:
             self.isolation().identity()  # a user that does not exist, or that we cannot become
+        self.limits.check()
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
@@ -391,7 +395,7 @@ class _Roles:
         policy = TargetPolicy(
             settings.allow_commands, settings.python_allow, settings.allowed_networks, queues=settings.queues
         )
-        service = JobService(store, self.backends.queue, feed, clock, policy)
+        service = JobService(store, self.backends.queue, feed, clock, policy, limits=settings.limits)
         status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues)
         forget = None if self.secrets is None else self.secrets.forget  # this process's worker
         secrets = SecretService(store, self.backends.keyring, clock, changed=forget)
@@ -406,7 +410,12 @@ class _Roles:
         app = create_app(services)
         url = public_url(settings.host, self.backends.listening)
         lines = (f"cronwheel serving on {url} (node {settings.node})", *self.notes)
-        config = uvicorn.Config(app, log_config=None, access_log=False)
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            h11_max_incomplete_event_size=head_buffer_bytes(settings.limits),
+        )
 
         def started() -> None:
             for line in lines:
@@ -494,7 +503,9 @@ def bind(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host``:``port`` (0: any free port), not yet listening. A port in
     use or an address this machine does not have is a PermanentError."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections of a socket that says so,
+    # and without it every keep-alive response waited ~40 ms for the client's delayed ACK
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind((host, port))

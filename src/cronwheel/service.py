@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 from cronwheel import metrics, python_targets
 from cronwheel.clock import Clock
 from cronwheel.errors import InvalidInputError
+from cronwheel.limits import Limits
 from cronwheel.model import (
     CommandTarget,
     HttpTarget,
@@ -125,7 +126,8 @@ class UnknownSecretError(InvalidInputError):
 
 
 class JobService:
-    """Creates, edits, pauses, resumes, triggers and deletes jobs."""
+    """Creates, edits, pauses, resumes, triggers and deletes jobs, within the operator's
+    ``limits``: a team's quota of live jobs and the minimum interval between fires."""
 
     def __init__(
         self,
@@ -135,6 +137,7 @@ class JobService:
         clock: Clock,
         policy: TargetPolicy,
         new_run_id: Callable[[], str] = new_id,
+        limits: Limits = Limits(),  # noqa: B008 - a frozen record, shared safely
     ) -> None:
         self.store = store
         self.queue = queue
@@ -142,6 +145,7 @@ class JobService:
         self.clock = clock
         self.policy = policy
         self.new_run_id = new_run_id
+        self.limits = limits
 
     def validate(self, job: Job) -> None:
         """Refuse a job whole (InvalidInputError / ScheduleError) before anything is written."""
@@ -167,7 +171,9 @@ class JobService:
             raise UnknownSecretError(job.team, missing)
 
     async def create(self, job: Job) -> Job:
-        """Store a new job with its first slot; one that would never fire is refused."""
+        """Store a new job with its first slot; one that would never fire, or fire more often
+        than the operator allows, is refused, and so is one more job for a full team (the store
+        counts in the writing transaction)."""
         self.validate(job)
         await self.check_secrets(job)
         now = self.clock.now()
@@ -181,8 +187,9 @@ class JobService:
             next_run_at=None,
             deleted_at=None,
         )
+        self.limits.check_interval(schedule_of(stored), now)  # with its id: H hashes it
         stored = dataclasses.replace(stored, next_run_at=_first_slot_or_refuse(stored, now))
-        created = await self.store.create_job(stored)
+        created = await self.store.create_job(stored, team_quota=self.limits.team_quota)
         self.changes.job_changed(created.id)
         return created
 
@@ -190,7 +197,10 @@ class JobService:
         """Replace the job's definition; the cursor restarts from now when timing changed.
 
         An edit that changes nothing writes nothing and keeps the version, so that other clients'
-        ``If-Match`` still hold. A timing edit that leaves the job no slot is refused."""
+        ``If-Match`` still hold. A timing edit that leaves the job no slot, or that fires more
+        often than the operator allows, is refused (an edit that leaves the timing alone is not
+        judged again: a minimum raised later does not lock existing jobs), and so is a move to a
+        team that is full."""
         self.validate(job)
         current = await self.store.get_job(job.id)
         if definition(job) == definition(current) and expected_version in (None, current.version):
@@ -209,8 +219,11 @@ class JobService:
         )
         retimed = _timing(updated) != _timing(current)
         if retimed:
+            self.limits.check_interval(schedule_of(updated), now)
             updated = dataclasses.replace(updated, next_run_at=_first_slot_or_refuse(updated, now))
-        stored = await self.store.update_job(updated, expected_version, move_cursor=retimed)
+        stored = await self.store.update_job(
+            updated, expected_version, move_cursor=retimed, team_quota=self.limits.team_quota
+        )
         self.changes.job_changed(stored.id)
         return stored
 

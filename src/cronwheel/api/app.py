@@ -14,7 +14,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import docs, openapi, problems, secrets, tokens
+from cronwheel.api import docs, limits, openapi, problems, secrets, tokens
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import RequestGuard
 from cronwheel.api.routes import router, system_router
@@ -42,11 +42,11 @@ def create_app(services: ApiServices) -> FastAPI:
     app.state.services = services
     problems.install(app)
     app.add_middleware(RequestGuard, policy=services.access)  # before anything: Host, cross-site
+    limits.install(app)
     openapi.install(app)
     docs.install(app)
-    app.include_router(router, prefix="/v1")
-    app.include_router(tokens.router, prefix="/v1")
-    app.include_router(secrets.router, prefix="/v1")
+    for routes in (router, tokens.router, secrets.router):
+        app.include_router(routes, prefix="/v1", dependencies=limits.PER_REQUEST, responses=limits.RESPONSES)
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)
     return app

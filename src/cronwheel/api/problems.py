@@ -29,8 +29,11 @@ from cronwheel.errors import (
     ForbiddenError,
     InvalidInputError,
     NotFoundError,
+    QuotaExceededError,
+    RateLimitedError,
     UnauthenticatedError,
 )
+from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
 from cronwheel.service import NoSlotError, UnknownSecretError
 
@@ -197,6 +200,18 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, UnknownSecretError):  # a reference to a secret the job's team does not have
         errors = [field_error(field, message, code="secret_not_found") for field, message in exc.problems]
         return problem_response(request, 422, "secret-not-found", "Unknown secret", str(exc), errors=errors)
+    if isinstance(exc, TooFrequentError):
+        facts: dict[str, Any] = {"minimum_interval_s": exc.minimum_s, "shortest_interval_s": exc.shortest_s}
+        errors = [field_error(exc.field, str(exc), code="schedule_too_frequent", **facts)]
+        return problem_response(
+            request,
+            422,
+            "schedule-too-frequent",
+            "Schedule fires too often",
+            str(exc),
+            errors=errors,
+            **facts,
+        )
     return problem_response(request, 422, "invalid-input", "Invalid input", str(exc), errors=[])
 
 
@@ -221,6 +236,23 @@ async def _conflict(request: Request, exc: Exception) -> JSONResponse:
             request, 412, "version-mismatch", "Precondition failed", str(exc) or "the version has changed"
         )
     return problem_response(request, 409, "conflict", "Conflict", str(exc) or "conflict")
+
+
+async def _quota(request: Request, exc: Exception) -> JSONResponse:
+    """409, not 403 or 422: the request is well formed and the caller may make it, but the team's
+    current state (full) conflicts with it, and deleting a job resolves it (RFC 9110 15.5.10)."""
+    assert isinstance(exc, QuotaExceededError)
+    return problem_response(
+        request, 409, "quota-exceeded", "Quota exceeded", str(exc), team=exc.team, quota=exc.quota
+    )
+
+
+async def rate_limited(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RateLimitedError)
+    return problem_response(
+        request, 429, "rate-limited", "Too many requests", str(exc),
+        headers={"Retry-After": str(exc.retry_after_s)}, retry_after_s=exc.retry_after_s,
+    )  # fmt: skip
 
 
 async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
@@ -274,6 +306,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(UnauthenticatedError, _unauthenticated)
     app.add_exception_handler(ForbiddenError, _forbidden)
     app.add_exception_handler(ConflictError, _conflict)
+    app.add_exception_handler(QuotaExceededError, _quota)
+    app.add_exception_handler(RateLimitedError, rate_limited)
     app.add_exception_handler(BackendUnavailableError, _unavailable)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_middleware(UnexpectedErrors)

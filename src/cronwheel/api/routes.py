@@ -79,7 +79,7 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "No token, or one that is invalid, expired or revoked",
         403: "The token lacks the scope, or may not set a field (another team, a reserved target)",
         404: "No such job or run (or one of a team the token is not of)",
-        409: "A live job of this team already has this name",
+        409: "A live job of this team already has this name, or the team has its quota of live jobs",
         412: "If-Match does not match the job's version",
         422: "Invalid input; nothing was written",
     }

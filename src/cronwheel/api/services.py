@@ -10,6 +10,7 @@ from fastapi import Request
 from cronwheel.api.access import AccessPolicy, Authenticator
 from cronwheel.clock import Clock
 from cronwheel.cluster import ClusterStatus
+from cronwheel.limits import Limits
 from cronwheel.secrets.service import SecretService
 from cronwheel.service import JobService
 from cronwheel.store import JobQuery, Store
@@ -32,6 +33,11 @@ class ApiServices:
     access: AccessPolicy = field(default_factory=AccessPolicy)
     authenticators: tuple[Authenticator, ...] = ()
     secrets: SecretService | None = None  # /v1/teams/{team}/secrets (absent: those routes answer 503)
+
+    @property
+    def limits(self) -> Limits:
+        """The operator's limits: the job service's (one record for the API and the service)."""
+        return self.job_service.limits
 
     async def ready(self) -> dict[str, bool]:
         check = self.readiness if self.readiness is not None else store_readiness(self.store)

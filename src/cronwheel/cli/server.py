@@ -12,11 +12,82 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from cronwheel.errors import CronwheelError
+from cronwheel.limits import Limits
 
 if TYPE_CHECKING:
     from cronwheel.worker.executors.isolation import CommandIsolation
 
 F = TypeVar("F", bound=Callable[..., Any])
+_DEFAULT = Limits()
+
+
+def limit_options() -> list[Callable[[F], F]]:
+    """The operator's limits (:class:`cronwheel.limits.Limits`), each with its CRONWHEEL_* variable."""
+    return [
+        click.option(
+            "--max-body-bytes",
+            default=_DEFAULT.max_body_bytes,
+            show_default=True,
+            envvar="CRONWHEEL_MAX_BODY_BYTES",
+            type=click.IntRange(min=1024),
+            help="The largest request body the API reads (413 beyond; the largest job is about 1.1 MiB).",
+        ),
+        click.option(
+            "--max-header-count",
+            default=_DEFAULT.max_header_count,
+            show_default=True,
+            envvar="CRONWHEEL_MAX_HEADER_COUNT",
+            type=click.IntRange(min=10),
+            help="Header fields a request may have (431 beyond).",
+        ),
+        click.option(
+            "--max-header-bytes",
+            default=_DEFAULT.max_header_bytes,
+            show_default=True,
+            envvar="CRONWHEEL_MAX_HEADER_BYTES",
+            type=click.IntRange(min=1024),
+            help="Bytes of a request's header names and values together (431 beyond).",
+        ),
+        click.option(
+            "--rate-limit",
+            "rate_per_s",
+            default=_DEFAULT.rate_per_s,
+            show_default=True,
+            envvar="CRONWHEEL_RATE_LIMIT",
+            type=click.FloatRange(min=0),
+            help="API requests a second per caller, per api process (429 beyond); 0: no limit.",
+        ),
+        click.option(
+            "--rate-burst",
+            default=_DEFAULT.rate_burst,
+            show_default=True,
+            envvar="CRONWHEEL_RATE_BURST",
+            type=click.IntRange(min=1),
+            help="API requests a caller may make at once before --rate-limit applies.",
+        ),
+        click.option(
+            "--max-jobs-per-team",
+            default=_DEFAULT.max_jobs_per_team,
+            show_default=True,
+            envvar="CRONWHEEL_MAX_JOBS_PER_TEAM",
+            type=click.IntRange(min=0),
+            help="Live jobs a team may have (409 beyond); 0: no quota.",
+        ),
+        click.option(
+            "--min-interval",
+            "min_interval_s",
+            default=_DEFAULT.min_interval_s,
+            show_default=True,
+            envvar="CRONWHEEL_MIN_INTERVAL",
+            type=click.IntRange(0, 7 * 86_400),
+            help="Seconds a schedule must leave between two fires, DST included (422 when closer); "
+            "60 forbids sub-minute jobs.",
+        ),
+    ]
+
+
+_LIMITS = ("max_body_bytes", "max_header_count", "max_header_bytes", "rate_per_s", "rate_burst",
+           "max_jobs_per_team", "min_interval_s")  # fmt: skip
 
 
 def node_options(function: F) -> F:
@@ -147,6 +218,7 @@ def node_options(function: F) -> F:
             "created by the first start.",
         ),
         click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
+        *limit_options(),
     ]
     for option in reversed(options):
         function = option(function)
@@ -161,6 +233,7 @@ def _run(roles: tuple[str, ...], **options: Any) -> None:
     logs.configure(options.pop("log_level"))
     allow_python = options.pop("allow_python")
     allow_network = options.pop("allow_network")
+    limits = Limits(**{name: options.pop(name) for name in _LIMITS})
     try:
         settings = ServerSettings(
             roles=roles,
@@ -169,6 +242,7 @@ def _run(roles: tuple[str, ...], **options: Any) -> None:
             allowed_networks=allow_network,
             command_isolation=_isolation(options),
             secret_keys=os.environ.get(ENV_KEYS) or None,  # never an option: options land in `ps`
+            limits=limits,
             **options,
         )
         tune_collector()

@@ -266,11 +266,30 @@ class Flavor:
     # PostgreSQL's clock (``clock_timestamp()``) is the one reference of every node of a cluster;
     # SQLite lives in this process, whose clock is the reference.
     remote_clock: bool
+    # PostgreSQL runs write transactions side by side under READ COMMITTED: two creates that count
+    # a team's live jobs would each miss the other's new one and both take the last place of a
+    # quota. The count is taken under a transaction-scoped advisory lock on the team
+    # (``pg_advisory_xact_lock``). SQLite writes one transaction at a time (BEGIN IMMEDIATE).
+    team_locks: bool
 
 
-SQLITE = Flavor("sqlite", one_writer=True, autocommit=False, arrays=False, notifies=False, remote_clock=False)
+SQLITE = Flavor(
+    "sqlite",
+    one_writer=True,
+    autocommit=False,
+    arrays=False,
+    notifies=False,
+    remote_clock=False,
+    team_locks=False,
+)
 POSTGRESQL = Flavor(
-    "postgresql", one_writer=False, autocommit=True, arrays=True, notifies=True, remote_clock=True
+    "postgresql",
+    one_writer=False,
+    autocommit=True,
+    arrays=True,
+    notifies=True,
+    remote_clock=True,
+    team_locks=True,
 )
 _FLAVORS = {flavor.name: flavor for flavor in (SQLITE, POSTGRESQL)}
 

@@ -120,6 +120,10 @@ class Store(Protocol):
       ``ConflictError``; ``update_job`` with ``expected_version`` refuses a stale version with
       ``ConflictError`` and bumps ``version`` on success; deleted jobs are invisible to
       ``get_job``/``list_jobs``/``due_jobs`` (``NotFoundError``) but their runs stay readable.
+    * Team quota: given ``team_quota``, ``create_job`` (and ``update_job`` moving a job to
+      another team) refuses a job for a team that already has that many live jobs with
+      ``QuotaExceededError``, counted in the writing transaction so that two writes at once
+      cannot both take a team's last place.
     * Firing: ``fire`` applies each :class:`Firing` in one transaction; a firing whose job moved
       on (version, cursor, deleted) writes nothing and is reported stale; a run whose (job, slot)
       already exists is not inserted twice ("already exists" is success, not an error).
@@ -144,7 +148,10 @@ class Store(Protocol):
     """
 
     # jobs
-    async def create_job(self, job: Job) -> Job: ...
+    async def create_job(self, job: Job, *, team_quota: int | None = None) -> Job:
+        """Store a new job; with ``team_quota``, only while its team has fewer live jobs."""
+        ...
+
     async def get_job(self, job_id: str) -> Job: ...
     async def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
         """The live jobs among ``job_ids``, by id, in one read (deleted or unknown ones are absent)."""
@@ -162,10 +169,18 @@ class Store(Protocol):
         ...
 
     async def list_jobs(self, query: JobQuery) -> Page[Job]: ...
-    async def update_job(self, job: Job, expected_version: int | None, *, move_cursor: bool = False) -> Job:
+    async def update_job(
+        self,
+        job: Job,
+        expected_version: int | None,
+        *,
+        move_cursor: bool = False,
+        team_quota: int | None = None,
+    ) -> Job:
         """Store ``job`` (matched by id) with ``version`` = stored version + 1. The scheduler's
         cursor ``next_run_at`` is left as stored unless ``move_cursor`` (the timing changed): an
-        edit that read the job before a fire must not move the cursor back."""
+        edit that read the job before a fire must not move the cursor back. A job moved to
+        another team counts against that team's ``team_quota``."""
         ...
 
     async def resume_job(

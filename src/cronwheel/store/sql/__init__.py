@@ -139,8 +139,8 @@ class SqlStore:
 
     # -- jobs ------------------------------------------------------------------------------------
 
-    async def create_job(self, job: Job) -> Job:
-        return await jobs.create(self._tx, job, self._clock.now())
+    async def create_job(self, job: Job, *, team_quota: int | None = None) -> Job:
+        return await jobs.create(self._tx, job, self._clock.now(), team_quota)
 
     async def get_job(self, job_id: str) -> Job:
         return await jobs.get(self._tx, job_id)
@@ -160,8 +160,15 @@ class SqlStore:
     async def list_jobs(self, query: JobQuery) -> Page[Job]:
         return await jobs.list_page(self._tx, query)
 
-    async def update_job(self, job: Job, expected_version: int | None, *, move_cursor: bool = False) -> Job:
-        return await jobs.edit(self._tx, job, expected_version, move_cursor, self._clock.now())
+    async def update_job(
+        self,
+        job: Job,
+        expected_version: int | None,
+        *,
+        move_cursor: bool = False,
+        team_quota: int | None = None,
+    ) -> Job:
+        return await jobs.edit(self._tx, job, expected_version, move_cursor, self._clock.now(), team_quota)
 
     async def resume_job(
         self,

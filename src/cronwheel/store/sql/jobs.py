@@ -14,13 +14,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, exists, insert, select, update
+from sqlalchemy import ColumnElement, delete, exists, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
-from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
+from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, QuotaExceededError
 from cronwheel.model import Job, Run
 from cronwheel.store import codec
+from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import JobQuery, Page
 from cronwheel.store.schema import JOB_LIVE, job_labels, jobs, runs
 from cronwheel.store.sql import bulk
@@ -109,10 +110,11 @@ def _labelled(key: str, value: str, after: str | None) -> ColumnElement[bool]:
 # -- writes ----------------------------------------------------------------------------------------
 
 
-async def create(tx: Transactions, job: Job, now: datetime) -> Job:
+async def create(tx: Transactions, job: Job, now: datetime, team_quota: int | None = None) -> Job:
     created_at = job.created_at or now
     job = replace(job, created_at=created_at, updated_at=job.updated_at or created_at)
     async with tx.write() as connection:
+        await _check_quota(connection, job.team, team_quota)
         await _check_name_free(connection, job.team, job.name, job.id)
         await connection.execute(insert(jobs).values(codec.job_to_row(job)))
         await _write_labels(connection, job.id, job.labels)
@@ -121,11 +123,16 @@ async def create(tx: Transactions, job: Job, now: datetime) -> Job:
 
 
 async def edit(
-    tx: Transactions, job: Job, expected_version: int | None, move_cursor: bool, now: datetime
+    tx: Transactions,
+    job: Job,
+    expected_version: int | None,
+    move_cursor: bool,
+    now: datetime,
+    team_quota: int | None = None,
 ) -> Job:
     job = replace(job, updated_at=job.updated_at or now)
     async with tx.write() as connection:
-        await _write_definition(connection, job, expected_version, move_cursor)
+        await _write_definition(connection, job, expected_version, move_cursor, team_quota)
         await notify_changed(connection, [job.id])
         return await live_job(connection, job.id)
 
@@ -228,13 +235,20 @@ async def insert_skipped(connection: AsyncConnection, skipped: Sequence[Run], no
 
 
 async def _write_definition(
-    connection: AsyncConnection, job: Job, expected_version: int | None, move_cursor: bool
+    connection: AsyncConnection,
+    job: Job,
+    expected_version: int | None,
+    move_cursor: bool,
+    team_quota: int | None = None,
 ) -> None:
     """Rewrite the stored job's definition and labels (its cursor only with ``move_cursor``),
-    bumping its version; refuse a stale ``expected_version`` or a taken name."""
+    bumping its version; refuse a stale ``expected_version``, a taken name, or a move to a team
+    that has ``team_quota`` live jobs already."""
     stored = await live_job(connection, job.id)
     if expected_version is not None and stored.version != expected_version:
         raise ConflictError(f"job {job.id} is at version {stored.version}, not {expected_version}")
+    if job.team != stored.team:
+        await _check_quota(connection, job.team, team_quota)
     await _check_name_free(connection, job.team, job.name, job.id)
     conditions = [jobs.c.id == job.id, JOB_LIVE]
     if expected_version is not None:
@@ -254,6 +268,25 @@ async def _write_definition(
         raise ConflictError(f"job {job.id} changed concurrently; re-read it")
     await connection.execute(delete(job_labels).where(job_labels.c.job_id == job.id))
     await _write_labels(connection, job.id, job.labels)
+
+
+async def _check_quota(connection: AsyncConnection, team: str, quota: int | None) -> None:
+    """Refuse one more live job for ``team`` when it has ``quota`` already (None: no quota). On a
+    database that writes concurrently the team is locked first, until the transaction ends, so
+    that a concurrent write of the same team counts after this one's job (``Flavor.team_locks``).
+    The count stops at ``quota``: its cost does not grow with a team that is over it."""
+    if quota is None:
+        return
+    if flavor_of(connection.dialect).team_locks:
+        await connection.execute(_LOCK_TEAM, {"team": team})
+    live = select(jobs.c.id).where(jobs.c.team == team, JOB_LIVE).limit(quota).subquery()
+    if (await connection.scalar(select(func.count()).select_from(live)) or 0) >= quota:
+        raise QuotaExceededError(team, quota)
+
+
+# The two-key form keeps these locks apart from the migrations' one-key lock (store.migrate).
+_TEAM_LOCKS = 0x7465616D  # "team"
+_LOCK_TEAM = text(f"SELECT pg_advisory_xact_lock({_TEAM_LOCKS}, hashtext(:team))")
 
 
 async def _check_name_free(connection: AsyncConnection, team: str, name: str, job_id: str) -> None:

@@ -1,0 +1,377 @@
+"""What one request and one caller may take of the API (the operator's :class:`~cronwheel.limits.Limits`).
+
+Each refusal is a problem (``application/problem+json``) that names the limit and the option that
+sets it, and comes before anything is written:
+
+* :class:`HeaderLimits` (ASGI): more header fields than ``max_header_count``, or names and values
+  longer than ``max_header_bytes`` together: 431, before the application runs. The HTTP server
+  bounds what it buffers while a request head arrives (uvicorn's h11
+  ``max_incomplete_event_size``, set by the server from the same limit), but a head that arrives
+  in one read is handed over whole, whatever its size: 10,000 header fields were answered 200.
+* :class:`BodyLimit` (ASGI): a ``Content-Length`` over ``max_body_bytes`` is refused (413) before
+  a byte of the body is read; a body without one is counted as it arrives and refused as soon as
+  it passes the limit. Either way the body is never parsed: a 20 MB body used to be read whole and
+  parsed as JSON before validation refused it.
+* :func:`rate_limit` (a dependency of every ``/v1`` route): a token bucket per caller (its token
+  id or OIDC subject; the client address of the trusted caller of an app without authentication):
+  429 with ``Retry-After``. The buckets live in this process: a cluster of N api processes behind
+  a load balancer lets a caller make N times the rate, which is acceptable, since the limit is
+  there to keep one caller from taking a process's whole capacity, and each process keeps its
+  own. The probes and ``/metrics`` are not limited: they are cheap, and a probe refused for
+  somebody else's traffic would restart a healthy node.
+* :class:`FailedAuthentications` (ASGI): requests answered 401 take from a bucket of their client
+  address, and an address whose bucket is empty is answered 429 before authentication runs.
+* :func:`bounded_query`: a query parameter repeated more than :data:`MAX_REPEATED` times
+  (``label``, ``state``): 422, before the store sees a query it could only refuse as an outage.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.params import Depends as DependsParam
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from cronwheel.api.auth import CallerDep
+from cronwheel.api.problems import PROBLEM_JSON, ProblemError, field_error, problem_response, rate_limited
+from cronwheel.api.services import ApiServices
+from cronwheel.clock import Monotonic, monotonic_of
+from cronwheel.errors import RateLimitedError
+from cronwheel.identity import CallerKind
+from cronwheel.limits import Limits
+
+MAX_REPEATED = 64
+"""Values of one repeated query parameter: a job has at most 64 labels, so a filter of more
+labels matches nothing, and there are six run states. Far below what the store can run (SQLite
+refused 1,000 ``label`` filters with "Expression tree is too large")."""
+
+MAX_BUCKETS = 50_000
+"""Callers (or addresses) whose buckets are kept; past it, the full ones are forgotten first (a
+full bucket is what a new caller gets anyway), then the least recently used."""
+
+
+HEAD_ROOM = 64 * 1024
+"""What the HTTP server may buffer of a request head beyond ``max_header_bytes``: the request
+line (a query of 64 label filters is 20 KiB), and room to answer a head a little over the limit
+with this module's 431 rather than the server's plain-text 400."""
+
+
+def head_buffer_bytes(limits: Limits) -> int:
+    """uvicorn's ``h11_max_incomplete_event_size``: the most of a request head it buffers while
+    the head has not arrived whole (h11's default is 16 KiB, below ``max_header_bytes``). A head
+    that arrives in one read is handed over whole: :class:`HeaderLimits` judges it."""
+    return limits.max_header_bytes + HEAD_ROOM
+
+
+def limits_of(scope: Scope) -> Limits:
+    services = scope["app"].state.services
+    assert isinstance(services, ApiServices)
+    return services.limits
+
+
+def install(app: FastAPI) -> None:
+    """Add the request limits to ``app``: the middlewares (outside every other one, in this order:
+    headers, failed authentications, body) and the rate limiter's buckets."""
+    app.state.rate_limiter = RateLimiter(monotonic_of(app.state.services.clock))
+    app.add_exception_handler(BodyTooLarge, body_too_large)
+    app.add_middleware(BodyLimit)
+    app.add_middleware(FailedAuthentications)
+    app.add_middleware(HeaderLimits)
+
+
+# -- headers ---------------------------------------------------------------------------------------
+
+
+class HeaderLimits:
+    """431 for a request with too many header fields, or too many bytes of them."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = header_refusal(scope["headers"], limits_of(scope))
+            if refusal is not None:
+                detail, members = refusal
+                title = "Request header fields too large"
+                response = problem_response(
+                    Request(scope), 431, "headers-too-large", title, detail, **members
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def header_refusal(headers: list[tuple[bytes, bytes]], limits: Limits) -> tuple[str, dict[str, Any]] | None:
+    """Why ``headers`` are refused (the detail and the limit, as a problem's members), or None."""
+    if len(headers) > limits.max_header_count:
+        detail = (
+            f"the request has {len(headers)} header fields; this server accepts at most "
+            f"{limits.max_header_count} (--max-header-count)"
+        )
+        return detail, {"max_header_count": limits.max_header_count}
+    size = sum(len(name) + len(value) for name, value in headers)
+    if size > limits.max_header_bytes:
+        detail = (
+            f"the request's header fields take {size} bytes; this server accepts at most "
+            f"{limits.max_header_bytes} (--max-header-bytes)"
+        )
+        return detail, {"max_header_bytes": limits.max_header_bytes}
+    return None
+
+
+# -- body ------------------------------------------------------------------------------------------
+
+
+class BodyTooLarge(HTTPException):
+    """Raised while a body is received (an HTTPException, so that FastAPI's body reading lets it
+    through instead of calling it malformed); answered by :func:`body_too_large`."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413,
+            f"the request body is larger than {limit} bytes, the most this server accepts (--max-body-bytes)",
+        )
+        self.limit = limit
+
+
+async def body_too_large(request: Request, exc: Exception) -> JSONResponse:
+    """The 413 problem (an exception handler); the connection is closed after it, since the rest
+    of the body was not read."""
+    assert isinstance(exc, BodyTooLarge)
+    return problem_response(
+        request, 413, "body-too-large", "Content too large", str(exc.detail),
+        headers={"Connection": "close"}, max_body_bytes=exc.limit,
+    )  # fmt: skip
+
+
+class BodyLimit:
+    """413 for a body over ``max_body_bytes``: declared (``Content-Length``, refused before the
+    application runs) or received (counted chunk by chunk, refused when the limit is passed)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = limits_of(scope).max_body_bytes
+        declared = _content_length(scope["headers"])
+        if declared is not None and declared > limit:
+            await _refuse_body(scope, receive, send, BodyTooLarge(limit))
+            return
+        received = 0
+        started = False
+
+        async def counting() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting, tracking)
+        except BodyTooLarge as error:  # read outside a route's body parsing, which answers it itself
+            if started:
+                raise
+            await _refuse_body(scope, receive, send, error)
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    for name, value in headers:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None  # the HTTP server refuses a bad one
+    return None
+
+
+async def _refuse_body(scope: Scope, receive: Receive, send: Send, error: BodyTooLarge) -> None:
+    response = await body_too_large(Request(scope), error)
+    await response(scope, receive, send)
+
+
+# -- rate ------------------------------------------------------------------------------------------
+
+
+_ROUNDING = 1e-9  # of a token: 0.2 s at 10/s is 2 tokens, though a float difference says 1.9999999998
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """A caller's token bucket: ``tokens`` left at monotonic time ``at``."""
+
+    tokens: float
+    at: float
+
+
+def take(bucket: Bucket | None, now: float, rate_per_s: float, burst: int) -> tuple[Bucket, float]:
+    """One request at ``now`` against ``bucket`` (None: a caller not seen yet, whose bucket is
+    full): the bucket after it, and 0 when the request is admitted, else the seconds until it
+    would be. The bucket refills at ``rate_per_s`` up to ``burst``; a refused request takes
+    nothing, so a caller that keeps knocking is not kept out longer for it."""
+    tokens = tokens_at(bucket, now, rate_per_s, burst)
+    if tokens >= 1.0 - _ROUNDING:
+        return Bucket(max(0.0, tokens - 1.0), now), 0.0
+    return Bucket(tokens, now), (1.0 - tokens) / rate_per_s
+
+
+def tokens_at(bucket: Bucket | None, now: float, rate_per_s: float, burst: int) -> float:
+    """The tokens ``bucket`` holds at ``now``: refilled since its last request, up to ``burst``."""
+    if bucket is None:
+        return float(burst)
+    return min(float(burst), bucket.tokens + max(0.0, now - bucket.at) * rate_per_s)
+
+
+class RateLimiter:
+    """The buckets of one API process, by key (:func:`rate_key`), on ``clock``'s monotonic time."""
+
+    def __init__(self, clock: Monotonic, max_buckets: int = MAX_BUCKETS) -> None:
+        self.clock = clock
+        self.max_buckets = max_buckets
+        self._buckets: dict[str, Bucket] = {}
+
+    def admit(self, key: str, limits: Limits, what: str = "requests from this caller") -> None:
+        """Count one request of ``key``; :class:`RateLimitedError` when its bucket is empty."""
+        wait = self._take(key, limits)
+        if wait > 0:
+            raise refusal(wait, limits, what)
+
+    def charge(self, key: str, limits: Limits) -> None:
+        """Count a request of ``key`` that was answered anyway (a failed authentication)."""
+        self._take(key, limits)
+
+    def waiting(self, key: str, limits: Limits) -> float:
+        """Seconds until ``key`` may make a request (0: now); counts nothing."""
+        if limits.rate_per_s <= 0:
+            return 0.0
+        tokens = tokens_at(
+            self._buckets.get(key), self.clock.monotonic(), limits.rate_per_s, limits.rate_burst
+        )
+        return 0.0 if tokens >= 1.0 - _ROUNDING else (1.0 - tokens) / limits.rate_per_s
+
+    def _take(self, key: str, limits: Limits) -> float:
+        if limits.rate_per_s <= 0:
+            return 0.0
+        now = self.clock.monotonic()
+        bucket, wait = take(self._buckets.pop(key, None), now, limits.rate_per_s, limits.rate_burst)
+        self._buckets[key] = bucket  # re-inserted: the dict's order is least recently used first
+        if len(self._buckets) > self.max_buckets:
+            self._forget(now, limits)
+        return wait
+
+    def _forget(self, now: float, limits: Limits) -> None:
+        for key, bucket in list(self._buckets.items()):
+            if tokens_at(bucket, now, limits.rate_per_s, limits.rate_burst) >= limits.rate_burst - _ROUNDING:
+                del self._buckets[key]
+        while len(self._buckets) > self.max_buckets:
+            del self._buckets[next(iter(self._buckets))]
+
+
+def refusal(wait_s: float, limits: Limits, what: str) -> RateLimitedError:
+    return RateLimitedError(max(1, math.ceil(wait_s)), limits.rate_per_s, limits.rate_burst, what)
+
+
+def rate_key(caller_id: str | None, request: Request) -> str:
+    """Whose bucket a request takes from: its caller's, or its client address's when it has no
+    identity of its own (the trusted caller of an app without authentication)."""
+    if caller_id is not None:
+        return f"caller:{caller_id}"
+    return f"address:{_address(request.scope)}"
+
+
+def _address(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+async def rate_limit(request: Request, caller: CallerDep) -> None:
+    """Admit the request against its caller's bucket (429 when it is empty)."""
+    limiter = request.app.state.rate_limiter
+    assert isinstance(limiter, RateLimiter)
+    key = rate_key(None if caller.kind is CallerKind.TRUSTED else caller.id, request)
+    limiter.admit(key, limits_of(request.scope))
+
+
+class FailedAuthentications:
+    """Requests that fail authentication (401) never reach :func:`rate_limit`, which needs a
+    caller, yet each costs a token lookup. They take from a bucket of their client address
+    instead, and an address whose bucket is empty is answered 429 before authentication runs (the
+    probes excepted). Requests that authenticate take nothing from it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limits, limiter = limits_of(scope), scope["app"].state.rate_limiter
+        assert isinstance(limiter, RateLimiter)
+        key = f"failures:{_address(scope)}"
+        wait = limiter.waiting(key, limits)
+        if wait > 0 and not scope["path"].endswith(_PROBES):
+            error = refusal(wait, limits, "requests that failed authentication from this address")
+            response = await rate_limited(Request(scope), error)
+            await response(scope, receive, send)
+            return
+
+        async def watching(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                limiter.charge(key, limits)
+            await send(message)
+
+        await self.app(scope, receive, watching)
+
+
+_PROBES = ("/healthz", "/readyz")
+
+
+# -- query -----------------------------------------------------------------------------------------
+
+
+async def bounded_query(request: Request) -> None:
+    """Refuse (422) a query parameter given more than :data:`MAX_REPEATED` times."""
+    counts = Counter(name for name, _ in request.query_params.multi_items())
+    over = sorted(name for name, count in counts.items() if count > MAX_REPEATED)
+    if over:
+        errors = [
+            field_error(
+                name, f"at most {MAX_REPEATED} values, not {counts[name]}", "query", code="too_many_values"
+            )
+            for name in over
+        ]
+        detail = f"{', '.join(over)}: at most {MAX_REPEATED} values of one query parameter"
+        raise ProblemError(422, "validation", "Invalid request", detail, errors=errors)
+
+
+PER_REQUEST: list[DependsParam] = [Depends(rate_limit), Depends(bounded_query)]
+"""The dependencies of every ``/v1`` route (rate first: a caller over its rate learns nothing more)."""
+
+_PROBLEM = {"content": {PROBLEM_JSON: {"schema": {"type": "object"}}}}
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    413: {"description": "The body is larger than the server accepts (--max-body-bytes)", **_PROBLEM},
+    429: {
+        "description": "Too many requests from this caller (--rate-limit, --rate-burst)",
+        "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}},
+        **_PROBLEM,
+    },
+    431: {
+        "description": "Too many header fields, or too long (--max-header-count, --max-header-bytes)",
+        **_PROBLEM,
+    },
+}
+"""What every ``/v1`` route may answer because of these limits, for the OpenAPI document."""

@@ -1,0 +1,442 @@
+"""The operator's limits on the API (cronwheel.limits, cronwheel.api.limits): each abuse is
+refused with a precise problem+json and writes nothing.
+
+Every test goes through the shared ``client``/``env`` fixtures; limits other than the defaults
+are set on the service the app reads them from (``env.service.limits``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import Request
+
+from cronwheel.api.auth import current_caller
+from cronwheel.api.limits import MAX_REPEATED, BodyLimit, RateLimiter
+from cronwheel.clock import ManualClock
+from cronwheel.errors import RateLimitedError, UnauthenticatedError
+from cronwheel.identity import TRUSTED, Caller, CallerKind, Scope
+from cronwheel.limits import Limits
+from cronwheel.service import MAX_PAYLOAD_BYTES, TargetPolicy
+from cronwheel.store import JobQuery
+from cronwheel.targets import MAX_EXEC_BYTES
+
+from .conftest import START, Env, job_body
+
+PROBLEM = "application/problem+json"
+TYPE = "urn:cronwheel:problem:"
+SetLimits = Callable[..., Limits]
+
+
+@pytest.fixture
+def limits(env: Env) -> SetLimits:
+    """Change some of the app's limits (the rest keep their defaults)."""
+
+    def change(**changes: Any) -> Limits:
+        env.service.limits = dataclasses.replace(Limits(), **changes)
+        return env.service.limits
+
+    return change
+
+
+async def nothing_written(env: Env) -> None:
+    assert (await env.store.list_jobs(JobQuery())).items == []
+    assert env.changes.empty()
+    assert env.queue.published == []
+
+
+def problem(response: httpx.Response, status: int, slug: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM
+    body: dict[str, Any] = response.json()
+    assert (body["type"], body["status"]) == (TYPE + slug, status)
+    return body
+
+
+# -- the request body ------------------------------------------------------------------------------
+
+
+def largest_job() -> dict[str, Any]:
+    """The largest job body the API accepts (measured: 1,139,919 bytes as compact JSON): a command
+    target whose argv and env fill what execve takes, a 64 KiB payload, every label and the
+    longest description."""
+    env = {f"E{index:03d}" + "N" * 196: "v" * 8192 for index in range(100)}
+    used = sum(len(name) + len(value) + 2 + 8 for name, value in env.items())
+    argv = ["a" * 4096 for _ in range((MAX_EXEC_BYTES - used) // (4096 + 1 + 8))]
+    padding = len(json.dumps({"data": ""}, separators=(",", ":")))
+    return job_body(
+        "n" * 100,
+        "t" * 100,
+        target={"type": "command", "argv": argv, "env": env, "cwd": "/" + "c" * 4095},
+        payload={"data": "x" * (MAX_PAYLOAD_BYTES - padding)},
+        description="d" * 2000,
+        labels={f"{index:03d}" + "k" * 97: "v" * 200 for index in range(64)},
+    )
+
+
+async def test_the_largest_legitimate_job_fits_the_default_body_limit(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    env.service.policy = TargetPolicy(allow_commands=True)
+    body = json.dumps(largest_job(), separators=(",", ":")).encode()
+    assert 1_100_000 < len(body) < Limits().max_body_bytes / 1.8  # room for whitespace and escapes
+    response = await client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 201, response.text[:500]
+
+
+async def test_a_declared_body_over_the_limit_is_refused_before_it_is_read(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    limit = Limits().max_body_bytes
+    read: list[int] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        read.append(1)
+        yield b"{" * (limit + 1)  # not JSON: parsing it would answer 400
+
+    response = await client.post(
+        "/v1/jobs",
+        content=body(),
+        headers={"Content-Type": "application/json", "Content-Length": str(limit + 1)},
+    )
+    found = problem(response, 413, "body-too-large")
+    assert found["max_body_bytes"] == limit
+    assert found["detail"] == (
+        f"the request body is larger than {limit} bytes, the most this server accepts (--max-body-bytes)"
+    )
+    assert response.headers["connection"] == "close"
+    assert read == []  # not a byte was asked for
+    await nothing_written(env)
+
+
+async def test_a_streamed_body_is_refused_as_soon_as_it_passes_the_limit(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    """20 MB without a Content-Length, 64 KiB at a time: refused at the chunk that passes 2 MiB."""
+    sent: list[int] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        yield json.dumps(job_body())[:-1].encode() + b', "description": "'
+        for _ in range(320):
+            sent.append(1)
+            yield b"x" * 65536
+        yield b'"}'
+
+    response = await client.post("/v1/jobs", content=body(), headers={"Content-Type": "application/json"})
+    problem(response, 413, "body-too-large")
+    assert len(sent) == Limits().max_body_bytes // 65536  # the 32nd chunk passes it; no more read
+    await nothing_written(env)
+
+
+async def test_a_body_within_a_lowered_limit_is_taken_and_one_over_it_is_not(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    body = json.dumps(job_body()).encode()
+    limits(max_body_bytes=len(body))
+    headers = {"Content-Type": "application/json"}
+    refused = await client.post("/v1/jobs", content=body + b" ", headers=headers)
+    assert problem(refused, 413, "body-too-large")["max_body_bytes"] == len(body)
+    await nothing_written(env)
+    assert (await client.post("/v1/jobs", content=body, headers=headers)).status_code == 201
+
+
+async def test_a_body_read_outside_a_route_is_refused_as_well(env: Env) -> None:
+    """An application that reads the body itself, not through a route's parameters."""
+
+    async def reader(scope: Any, receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"read"})
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        scope["app"] = env.app  # where the middleware finds the limits
+        await BodyLimit(reader)(scope, receive, send)
+
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(40):
+            yield b"x" * 65536
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as raw:
+        problem(await raw.post("/", content=body()), 413, "body-too-large")
+        assert (await raw.post("/", content=b"small")).text == "read"
+
+
+# -- the request head -------------------------------------------------------------------------------
+
+
+async def test_ten_thousand_header_fields_are_refused(client: httpx.AsyncClient, env: Env) -> None:
+    headers = [(f"X-Filler-{index}", "v") for index in range(10_000)]
+    response = await client.post("/v1/jobs", json=job_body(), headers=headers)
+    found = problem(response, 431, "headers-too-large")
+    assert found["max_header_count"] == 100
+    assert found["detail"].startswith("the request has 10")
+    assert found["detail"].endswith("header fields; this server accepts at most 100 (--max-header-count)")
+    await nothing_written(env)
+
+
+async def test_header_fields_too_long_together_are_refused(client: httpx.AsyncClient, env: Env) -> None:
+    headers = {f"X-Big-{index}": "v" * 8000 for index in range(5)}
+    response = await client.post("/v1/jobs", json=job_body(), headers=headers)
+    found = problem(response, 431, "headers-too-large")
+    assert found["max_header_bytes"] == 32 * 1024
+    assert "(--max-header-bytes)" in found["detail"]
+    await nothing_written(env)
+
+
+async def test_a_large_token_header_is_within_the_defaults(client: httpx.AsyncClient) -> None:
+    """An OIDC token with group claims can take 8 KiB."""
+    response = await client.get("/v1/jobs", headers={"X-Identity": "j" * 8192})
+    assert response.status_code == 200
+
+
+# -- repeated query parameters ---------------------------------------------------------------------
+
+
+async def test_a_thousand_label_filters_are_bad_input_not_an_outage(client: httpx.AsyncClient) -> None:
+    """SQLite refused them with "Expression tree is too large", answered 503 with Retry-After."""
+    params = {"label": [f"k{index}=v" for index in range(1000)]}
+    found = problem(await client.get("/v1/jobs", params=params), 422, "validation")
+    assert found["errors"] == [
+        {
+            "location": "query",
+            "field": "label",
+            "message": f"at most {MAX_REPEATED} values, not 1000",
+            "code": "too_many_values",
+        }
+    ]
+    assert "retry-after" not in (await client.get("/v1/jobs", params=params)).headers
+
+
+async def test_the_bound_on_repeated_parameters(client: httpx.AsyncClient) -> None:
+    labels = {"label": [f"k{index}=v" for index in range(MAX_REPEATED)]}
+    assert (await client.get("/v1/jobs", params=labels)).status_code == 200
+    states = {"state": ["FAILED"] * (MAX_REPEATED + 1)}
+    for path in ("/v1/runs", "/v1/jobs/unknown/runs"):
+        found = problem(await client.get(path, params=states), 422, "validation")
+        assert [error["field"] for error in found["errors"]] == ["state"]
+
+
+# -- the rate of requests --------------------------------------------------------------------------
+
+
+async def test_a_caller_over_its_rate_gets_429_with_retry_after_and_nothing_is_written(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    limits(rate_per_s=0.5, rate_burst=3)
+    for _ in range(3):
+        assert (await client.get("/v1/jobs")).status_code == 200
+    response = await client.post("/v1/jobs", json=job_body())
+    found = problem(response, 429, "rate-limited")
+    assert response.headers["retry-after"] == "2"  # one token at 0.5 a second
+    assert found["retry_after_s"] == 2
+    assert found["detail"] == (
+        "too many requests from this caller: this server allows 0.5 a second (bursts of 3); try again in 2 s"
+    )
+    await nothing_written(env)
+    env.clock.advance(1.5)
+    assert (await client.post("/v1/jobs", json=job_body())).headers["retry-after"] == "1"
+    env.clock.advance(0.5)
+    assert (await client.post("/v1/jobs", json=job_body())).status_code == 201
+
+
+async def test_the_bucket_refills_up_to_the_burst_only(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    limits(rate_per_s=10, rate_burst=5)
+    env.clock.advance(3600)  # an idle hour saves no more than the burst
+    statuses = [(await client.get("/v1/jobs")).status_code for _ in range(7)]
+    assert statuses == [200] * 5 + [429] * 2
+    env.clock.advance(0.2)
+    assert [(await client.get("/v1/jobs")).status_code for _ in range(3)] == [200, 200, 429]
+
+
+async def test_probes_and_metrics_are_not_rate_limited(client: httpx.AsyncClient, limits: SetLimits) -> None:
+    limits(rate_per_s=1, rate_burst=1)
+    assert (await client.get("/v1/jobs")).status_code == 200
+    assert (await client.get("/v1/jobs")).status_code == 429
+    for path in ("/healthz", "/readyz", "/metrics", "/v1/healthz"):
+        assert (await client.get(path)).status_code == 200, path
+
+
+async def test_without_authentication_each_address_has_its_own_bucket(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    """The trusted caller of an app without authentication has no identity to count by."""
+    limits(rate_per_s=1, rate_burst=1)
+    env.app.dependency_overrides[current_caller] = lambda: TRUSTED
+    transport = httpx.ASGITransport(app=env.app, client=("192.0.2.7", 50000))
+    async with httpx.AsyncClient(
+        transport=transport, base_url=client.base_url, headers=client.headers
+    ) as other:
+        assert (await client.get("/v1/jobs")).status_code == 200
+        assert (await client.get("/v1/jobs")).status_code == 429
+        assert (await other.get("/v1/jobs")).status_code == 200
+        assert (await other.get("/v1/jobs")).status_code == 429
+
+
+async def test_each_token_has_its_own_bucket_wherever_it_comes_from(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    limits(rate_per_s=1, rate_burst=2)
+
+    def token_caller(request: Request) -> Caller:
+        token = request.headers["x-test-token"]
+        return Caller(CallerKind.TOKEN, token, token, frozenset({Scope.ADMIN}), None)
+
+    env.app.dependency_overrides[current_caller] = token_caller
+    one, two = {"X-Test-Token": "tok-1"}, {"X-Test-Token": "tok-2"}
+    assert [(await client.get("/v1/jobs", headers=one)).status_code for _ in range(3)] == [200, 200, 429]
+    assert [(await client.get("/v1/jobs", headers=two)).status_code for _ in range(3)] == [200, 200, 429]
+
+
+async def test_failed_authentications_are_counted_by_address_and_then_refused_before_checking(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    """A 401 costs a token lookup and reaches no caller's bucket: the address pays instead."""
+    limits(rate_per_s=1, rate_burst=3)
+    checked: list[str | None] = []
+
+    def authenticate(request: Request) -> Caller:
+        token = request.headers.get("x-test-token")
+        checked.append(token)
+        if token is None:
+            raise UnauthenticatedError("invalid token")
+        return Caller(CallerKind.TOKEN, token, token, frozenset({Scope.ADMIN}), None)
+
+    env.app.dependency_overrides[current_caller] = authenticate
+    valid = {"X-Test-Token": "tok-1"}
+    assert [(await client.get("/v1/jobs", headers=valid)).status_code for _ in range(2)] == [200, 200]
+    assert [(await client.get("/v1/jobs")).status_code for _ in range(3)] == [401, 401, 401]
+    refused = await client.get("/v1/jobs")
+    found = problem(refused, 429, "rate-limited")
+    assert refused.headers["retry-after"] == "1"
+    assert found["detail"].startswith("too many requests that failed authentication from this address")
+    assert checked == ["tok-1", "tok-1", None, None, None]  # the fourth was not even looked at
+    assert (await client.post("/v1/jobs", json=job_body(), headers=valid)).status_code == 429
+    await nothing_written(env)
+    assert (await client.get("/healthz")).status_code == 200
+    env.clock.advance(1)
+    assert (await client.get("/v1/jobs", headers=valid)).status_code == 200
+
+
+def test_the_buckets_kept_are_bounded_full_ones_forgotten_first() -> None:
+    clock = ManualClock(START)
+    limiter = RateLimiter(clock, max_buckets=2)
+    limits = Limits(rate_per_s=1, rate_burst=1)
+    for key in ("a", "b"):
+        limiter.admit(key, limits)
+    clock.advance(1)  # a and b are full again: nothing to remember about them
+    limiter.admit("c", limits)
+    limiter.admit("d", limits)  # three buckets: a and b (full) are forgotten
+    with pytest.raises(RateLimitedError):
+        limiter.admit("c", limits)  # c's empty bucket was kept
+    limiter.admit("e", limits)  # c, d and e are all empty: the least recently used (d) goes
+    limiter.admit("d", limits)  # a fresh bucket, though d's was empty: the price of the bound
+    with pytest.raises(RateLimitedError):
+        limiter.admit("e", limits)
+
+
+# -- a team's quota of live jobs -------------------------------------------------------------------
+
+
+async def test_a_team_at_its_quota_gets_409_and_nothing_is_written(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    limits(max_jobs_per_team=2)
+    for name in ("a", "b"):
+        assert (await client.post("/v1/jobs", json=job_body(name))).status_code == 201
+    while not env.changes.empty():
+        env.changes.get_nowait()
+    response = await client.post("/v1/jobs", json=job_body("c"))
+    found = problem(response, 409, "quota-exceeded")
+    assert (found["team"], found["quota"]) == ("data", 2)
+    assert found["detail"] == (
+        "team 'data' already has 2 live jobs, the most this server allows a team "
+        "(--max-jobs-per-team); delete one first"
+    )
+    assert await env.store.find_job("data", "c") is None
+    assert env.changes.empty()
+    assert (await client.post("/v1/jobs", json=job_body("c", team="ops"))).status_code == 201
+
+
+async def test_moving_a_job_into_a_full_team_is_refused(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    limits(max_jobs_per_team=1)
+    assert (await client.post("/v1/jobs", json=job_body("a"))).status_code == 201
+    mover = (await client.post("/v1/jobs", json=job_body("b", team="ops"))).json()
+    response = await client.put(f"/v1/jobs/{mover['id']}", json=job_body("b", team="data"))
+    problem(response, 409, "quota-exceeded")
+    stored = await env.store.get_job(mover["id"])
+    assert (stored.team, stored.version) == ("ops", 1)
+
+
+# -- the minimum interval between fires ------------------------------------------------------------
+
+
+async def test_a_schedule_firing_more_often_than_the_minimum_is_refused_naming_it(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    limits(min_interval_s=60)
+    response = await client.post("/v1/jobs", json=job_body(schedule="*/30 * * * * *", timezone="UTC"))
+    found = problem(response, 422, "schedule-too-frequent")
+    assert (found["minimum_interval_s"], found["shortest_interval_s"]) == (60, 30)
+    assert found["detail"] == (
+        "'*/30 * * * * *' (UTC) fires 30 s apart (2026-03-03T00:00:00+00:00, then "
+        "2026-03-03T00:00:30+00:00); this server allows at least 60 s between fires (--min-interval)"
+    )
+    assert found["errors"] == [
+        {
+            "location": "body",
+            "field": "schedule",
+            "pointer": "#/schedule",
+            "message": found["detail"],
+            "code": "schedule_too_frequent",
+            "minimum_interval_s": 60,
+            "shortest_interval_s": 30,
+        }
+    ]
+    await nothing_written(env)
+    assert (await client.post("/v1/jobs", json=job_body(schedule="0 * * * * *"))).status_code == 201
+
+
+async def test_every_second_is_allowed_by_default(client: httpx.AsyncClient) -> None:
+    assert (await client.post("/v1/jobs", json=job_body(schedule="* * * * * *"))).status_code == 201
+
+
+async def test_a_dst_change_that_brings_two_fires_closer_is_refused(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    """01:30 and 03:30 are two hours apart on the wall clock, and one hour apart on the night New
+    York skips 02:00-03:00 (2026-03-08)."""
+    limits(min_interval_s=2 * 3600)
+    assert (
+        await client.post("/v1/jobs", json=job_body("utc", schedule="30 1,3 * * *", timezone="UTC"))
+    ).status_code == 201
+    response = await client.post(
+        "/v1/jobs", json=job_body("ny", schedule="30 1,3 * * *", timezone="America/New_York")
+    )
+    found = problem(response, 422, "schedule-too-frequent")
+    assert found["shortest_interval_s"] == 3600
+    assert "(2026-03-08T01:30:00-05:00, then 2026-03-08T03:30:00-04:00)" in found["detail"]
+    assert "fires 1 h apart" in found["detail"]
+    assert "this server allows at least 2 h between fires" in found["detail"]
+    assert await env.store.find_job("data", "ny") is None
+
+
+async def test_an_edit_is_judged_only_when_it_changes_the_timing(
+    client: httpx.AsyncClient, env: Env, limits: SetLimits
+) -> None:
+    job = (await client.post("/v1/jobs", json=job_body(schedule="*/10 * * * * *"))).json()
+    limits(min_interval_s=60)  # raised after the job was written: it keeps firing, and editable
+    described = await client.patch(f"/v1/jobs/{job['id']}", json={"description": "still every 10 s"})
+    assert described.status_code == 200
+    retimed = await client.patch(f"/v1/jobs/{job['id']}", json={"schedule": "*/20 * * * * *"})
+    assert problem(retimed, 422, "schedule-too-frequent")["shortest_interval_s"] == 20
+    stored = await env.store.get_job(job["id"])
+    assert (stored.schedule, stored.version) == ("*/10 * * * * *", 2)
