@@ -25,6 +25,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import Mount, Route
 
 from cronwheel.api.app import ApiServices, create_app
+from cronwheel.clock import SystemClock
 from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.identity import Scope
@@ -164,7 +165,7 @@ def app_routes(app: FastAPI) -> set[tuple[str, str]]:
 
 def _bare_app() -> FastAPI:
     """The app as served, for its list of routes (no backend is touched to build it)."""
-    return create_app(cast(ApiServices, SimpleNamespace(access=SERVED)))
+    return create_app(cast(ApiServices, SimpleNamespace(access=SERVED, clock=SystemClock())))
 
 
 def test_every_route_of_the_app_is_in_the_matrix() -> None:

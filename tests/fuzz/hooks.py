@@ -1,4 +1,10 @@
-"""Schemathesis hooks of the fuzz run (loaded through ``SCHEMATHESIS_HOOKS``): one check.
+"""Schemathesis hooks of the fuzz run (loaded through ``SCHEMATHESIS_HOOKS``): one check, and
+the fuzzer's own token kept alive.
+
+The stateful phase follows links: ``GET /v1/tokens`` lists the fuzzer's own admin token, and
+``DELETE /v1/tokens/{token_id}`` with that id revoked it, so every later request was answered 401
+and fuzzed nothing. :func:`keep_own_token` points such a revocation at an id that does not exist
+(the fuzzer's token id comes in ``CRONWHEEL_FUZZ_TOKEN_ID``); revoking other tokens is fuzzed.
 
 ``positive_data_acceptance`` says that a request valid by the OpenAPI document must not be
 refused. Most of cronwheel's refusals are the document's own constraints (types, lengths,
@@ -14,6 +20,7 @@ accepts a 422 whose every entry is one of them, and fails like the original on a
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import schemathesis
@@ -30,6 +37,7 @@ BEYOND_THE_SCHEMA = frozenset(
         "no_slot",  # a window with no fire time left, judged against the clock
         "invalid_cursor",  # a cursor is opaque: only the server knows which ones it made
         "in_the_past",  # a token's expiry, judged against the clock
+        "secret_not_found",  # a reference to a team secret: only the store knows which exist
         "field_order",  # one field against another (end_at after start_at, max_delay_s >= initial)
         "payload_too_large",  # 64 KiB of compact JSON, measured after parsing
     }
@@ -61,3 +69,16 @@ def accepted_beyond_the_schema(ctx: Any, response: Any, case: Any) -> bool | Non
         if refused_beyond_the_schema(response.status_code, response.content):
             return None
         raise
+
+
+OWN_TOKEN_ID = "CRONWHEEL_FUZZ_TOKEN_ID"
+"""The environment variable that names the fuzzer's own token id (``cw_<id>_<secret>``)."""
+
+
+@schemathesis.hook
+def before_call(ctx: Any, case: Any, kwargs: dict[str, Any]) -> None:
+    """Keep the fuzzer's own token: see the module."""
+    own = os.environ.get(OWN_TOKEN_ID)
+    parameters = case.path_parameters or {}
+    if own and case.method.upper() == "DELETE" and parameters.get("token_id") == own:
+        parameters["token_id"] = "000000000000"

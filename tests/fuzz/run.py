@@ -76,11 +76,17 @@ def command(
     ]  # fmt: skip
 
 
+def hooks_env(token: str | None) -> dict[str, str]:
+    """The environment of ``st run``: the hooks, and the id of the token they keep alive."""
+    own = token.split("_")[1] if token and token.startswith("cw_") else ""
+    return {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS), "CRONWHEEL_FUZZ_TOKEN_ID": own}
+
+
 def fuzz(
     url: str, token: str | None, *, examples: int, timeout_s: float, extra: tuple[str, ...] = ()
 ) -> Outcome:
     """The CI run against ``url`` (:data:`QUICK`); killed (and an error) past ``timeout_s``."""
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS), "NO_COLOR": "1", "COLUMNS": "120"}
+    env = {**hooks_env(token), "NO_COLOR": "1", "COLUMNS": "120"}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cronwheel-fuzz-") as scratch:
         config = Path(scratch) / "schemathesis.toml"
@@ -101,11 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", help="bearer token for --url (default: $CRONWHEEL_FUZZ_TOKEN)")
     options, rest = parser.parse_known_args(argv)
     extra = (*(("--max-time", str(options.max_time)) if options.max_time else ()), *rest)
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS)}
     if options.url:
         token = options.token or os.environ.get("CRONWHEEL_FUZZ_TOKEN")
         return subprocess.call(
-            command(options.url.rstrip("/"), token, examples=options.examples, extra=extra), env=env
+            command(options.url.rstrip("/"), token, examples=options.examples, extra=extra),
+            env=hooks_env(token),
         )
     with (
         tempfile.TemporaryDirectory(prefix="cronwheel-fuzz-") as scratch,
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(f"scripts/fuzz: the API at {api.url} (in-process, no worker)", flush=True)
         cmd = command(api.url, api.token, examples=options.examples, extra=extra)
-        return subprocess.call(cmd, cwd=scratch, env=env)
+        return subprocess.call(cmd, cwd=scratch, env=hooks_env(api.token))
 
 
 if __name__ == "__main__":

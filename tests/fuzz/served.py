@@ -23,6 +23,8 @@ from cronwheel.api.app import ApiServices, create_app, store_readiness
 from cronwheel.clock import SystemClock
 from cronwheel.identity import Scope
 from cronwheel.queue.memory import MemoryQueue
+from cronwheel.secrets.crypto import Keyring, new_key
+from cronwheel.secrets.service import SecretService
 from cronwheel.server import bind
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
@@ -65,7 +67,8 @@ def serve_api(database: Path, *, startup_timeout_s: float = 30.0) -> Iterator[Se
             raise
         try:
             service = JobService(store, MemoryQueue(clock), ChangeFeed(), clock, POLICY)
-            app = create_app(ApiServices(store, service, clock, store_readiness(store)))
+            secrets = SecretService(store, Keyring([new_key("fuzz")]), clock)
+            app = create_app(ApiServices(store, service, clock, store_readiness(store), secrets=secrets))
             listening = bind("127.0.0.1", 0)
             port = listening.getsockname()[1]
             config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 from server_harness import ServerProcess
 
@@ -102,7 +101,7 @@ async def test_the_options_set_the_limits(server_factory: Callable[..., ServerPr
         "--min-interval", "60", "--max-jobs-per-team", "1", "--rate-limit", "0.01", "--rate-burst", "5"
     )
     job = {"team": "it", "name": "a", "target": {"type": "http", "url": "https://hooks.example.com/x"}}
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+    async with server.client() as api:
         frequent = await api.post("/v1/jobs", json={**job, "schedule": "*/10 * * * * *"})
         assert frequent.json()["type"] == "urn:cronwheel:problem:schedule-too-frequent"
         assert (await api.post("/v1/jobs", json={**job, "schedule": "* * * * *"})).status_code == 201

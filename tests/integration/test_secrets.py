@@ -63,9 +63,12 @@ def _no_keys_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CRONWHEEL_SECRET_KEY_FILE", raising=False)
 
 
-def cli(url: str, *args: str, value: str | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "cronwheel", *args, "--url", url]
-    return subprocess.run(command, input=value, capture_output=True, text=True, timeout=60, check=False)
+def cli(server: ServerProcess, *args: str, value: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI run where the server was started: it finds the server's admin token by itself."""
+    command = [sys.executable, "-m", "cronwheel", *args, "--url", server.url]
+    return subprocess.run(
+        command, input=value, capture_output=True, text=True, timeout=60, check=False, cwd=server.db.parent
+    )
 
 
 async def finished(api: httpx.AsyncClient, run_id: str) -> dict[str, Any] | None:
@@ -91,10 +94,10 @@ async def test_a_secret_reaches_its_webhook_signed_and_is_kept_nowhere_else(
         f"secret keys: created {key_file} (mode 0600): back it up with the database" in server.log.read_text()
     )
     signing = new_signing_secret()
-    set_token = cli(server.url, "secrets", "set", "billing/api-key", value=TOKEN + "\n")
+    set_token = cli(server, "secrets", "set", "billing/api-key", value=TOKEN + "\n")
     assert set_token.returncode == 0, set_token.stderr
-    assert cli(server.url, "secrets", "set", "billing/hook-signing", value=signing).returncode == 0
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as api:
+    assert cli(server, "secrets", "set", "billing/hook-signing", value=signing).returncode == 0
+    async with server.client() as api:
         target = {
             "type": "http",
             "url": echo.url,
@@ -139,7 +142,7 @@ async def test_a_secret_reaches_its_webhook_signed_and_is_kept_nowhere_else(
         f"secret keys: from {key_file} (new values sealed with key {keyring.newest.id})"
         in again.log.read_text()
     )
-    async with httpx.AsyncClient(base_url=again.url, timeout=10) as api:
+    async with again.client() as api:
         rerun_id = (await trigger(api, job["id"]))["id"]
         rerun = await wait_for(lambda: finished(api, rerun_id), timeout=20)
     assert rerun["state"] == "SUCCESS"
@@ -150,8 +153,8 @@ async def test_a_server_without_the_key_fails_the_attempt_saying_why(
     server_factory: Callable[..., ServerProcess], echo: Echo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = server_factory()
-    assert cli(first.url, "secrets", "set", "billing/api-key", value=TOKEN).returncode == 0
-    async with httpx.AsyncClient(base_url=first.url, timeout=10) as api:
+    assert cli(first, "secrets", "set", "billing/api-key", value=TOKEN).returncode == 0
+    async with first.client() as api:
         target = {"type": "http", "url": echo.url, "headers": {"Authorization": {"secret": "api-key"}}}
         body = {"team": "billing", "name": "charge", "schedule": "@yearly", "target": target}
         job = (await api.post("/v1/jobs", json=body)).json()
@@ -163,7 +166,7 @@ async def test_a_server_without_the_key_fails_the_attempt_saying_why(
     assert (
         "secret keys: from CRONWHEEL_SECRET_KEYS (new values sealed with key other)" in second.log.read_text()
     )
-    async with httpx.AsyncClient(base_url=second.url, timeout=10) as api:
+    async with second.client() as api:
         run_id = (await trigger(api, job["id"]))["id"]
         run = await wait_for(lambda: finished(api, run_id), timeout=20)
     [attempt] = run["attempt_details"]

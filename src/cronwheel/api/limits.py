@@ -39,7 +39,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cronwheel.api.auth import CallerDep
-from cronwheel.api.problems import PROBLEM_JSON, ProblemError, field_error, problem_response, rate_limited
+from cronwheel.api.openapi import PROBLEM_DOC, RETRY_AFTER
+from cronwheel.api.problems import ProblemError, field_error, problem_response, rate_limited
 from cronwheel.api.services import ApiServices
 from cronwheel.clock import Monotonic, monotonic_of
 from cronwheel.errors import RateLimitedError
@@ -361,12 +362,12 @@ async def bounded_query(request: Request) -> None:
 PER_REQUEST: list[DependsParam] = [Depends(rate_limit), Depends(bounded_query)]
 """The dependencies of every ``/v1`` route (rate first: a caller over its rate learns nothing more)."""
 
-_PROBLEM = {"content": {PROBLEM_JSON: {"schema": {"type": "object"}}}}
+_PROBLEM = PROBLEM_DOC
 RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"description": "The body is larger than the server accepts (--max-body-bytes)", **_PROBLEM},
     429: {
         "description": "Too many requests from this caller (--rate-limit, --rate-burst)",
-        "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}},
+        "headers": RETRY_AFTER,
         **_PROBLEM,
     },
     431: {

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
+from cronwheel.api.routes import Cursor
 from cronwheel.api.schemas import NAME_PATTERN
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ForbiddenError, InvalidInputError
@@ -130,7 +131,7 @@ async def list_secrets(
     caller: CallerDep,
     secrets: Secrets,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=1000)] = None,
+    cursor: Cursor = None,
 ) -> SecretPage:
     """The team's secrets by name (names, key ids and times: never a value)."""
     caller.require(Scope.READ, team, what=f"team {team!r}")
@@ -139,7 +140,7 @@ async def list_secrets(
     except InvalidInputError as error:
         raise ProblemError(
             422, "validation", "Invalid request", str(error),
-            errors=[field_error("cursor", "not a cursor this API returned", "query")],
+            errors=[field_error("cursor", "not a cursor this API returned", "query", code="invalid_cursor")],
         ) from None  # fmt: skip
     return SecretPage(
         items=[SecretOut.from_record(item) for item in page.items], next_cursor=page.next_cursor
@@ -157,7 +158,11 @@ async def get_secret(team: Team, name: Name, caller: CallerDep, secrets: Secrets
     "/teams/{team}/secrets/{name}",
     status_code=201,
     response_model=SecretOut,
-    responses={**_PROBLEMS, 200: {"description": "The secret existed: its value was replaced"}},
+    responses={
+        **_PROBLEMS,
+        200: {"description": "The secret existed: its value was replaced"},
+        400: {"description": "Malformed JSON", **PROBLEM_DOC},
+    },
 )
 async def set_secret(
     team: Team, name: Name, body: SecretIn, caller: CallerDep, secrets: Secrets
