@@ -40,6 +40,7 @@ from cronwheel.targets import check_target, parse_url, secret_references
 log = logging.getLogger("cronwheel.service")
 
 MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_PAYLOAD_DEPTH = 64  # nested arrays and objects; pydantic's serializer gave up (a 500) past about 500
 MAX_TIMEOUT_S = 24 * 3600.0
 MAX_PAUSED_SKIPS = 1000  # SKIPPED(paused) runs recorded on resume; older ones are counted and logged
 
@@ -373,7 +374,26 @@ def _utc_text(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def payload_depth(payload: Any, stop_at: int) -> int:
+    """How deeply ``payload``'s arrays and objects nest (a scalar: 0), counted without recursion
+    and no further than ``stop_at``."""
+    deepest, level = 0, [payload]
+    while level and deepest < stop_at:
+        inner: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                inner.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                inner.extend(item)
+        if not any(isinstance(item, (dict, list, tuple)) for item in level):
+            break
+        deepest, level = deepest + 1, inner
+    return deepest
+
+
 def check_payload(payload: Any) -> None:
+    if payload_depth(payload, MAX_PAYLOAD_DEPTH + 1) > MAX_PAYLOAD_DEPTH:
+        raise InvalidInputError(f"payload nests more than {MAX_PAYLOAD_DEPTH} arrays or objects deep")
     try:
         size = len(json.dumps(payload, separators=(",", ":"), allow_nan=False).encode())
     except (TypeError, ValueError) as error:

@@ -440,3 +440,28 @@ async def test_an_edit_is_judged_only_when_it_changes_the_timing(
     assert problem(retimed, 422, "schedule-too-frequent")["shortest_interval_s"] == 20
     stored = await env.store.get_job(job["id"])
     assert (stored.schedule, stored.version) == ("*/10 * * * * *", 2)
+
+
+async def test_a_payload_nested_too_deeply_is_refused_and_nothing_is_written(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    """An array nested 500 deep was stored and then answered 500 (pydantic's serializer gave up on
+    the way out); 990 deep, json.loads raised RecursionError and the answer was FastAPI's bare 400."""
+    assert (await client.post("/v1/jobs", json=job_body(payload=nested(64)))).status_code == 201
+    deep = await client.post("/v1/jobs", json=job_body(name="deep", payload=nested(500)))
+    assert problem(deep, 422, "validation")["errors"][0]["field"] == "payload"
+    assert "more than 64 arrays or objects deep" in deep.json()["detail"]
+    body = json.dumps(job_body(name="deeper", payload="here")).replace('"here"', "[" * 5000 + "]" * 5000)
+    deeper = await client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+    assert "could not be parsed" in problem(deeper, 400, "malformed-json")["detail"]
+    job_id = (await client.get("/v1/jobs")).json()["items"][0]["id"]
+    trigger = await client.post(f"/v1/jobs/{job_id}/trigger", json={"payload": nested(65)})
+    assert problem(trigger, 422, "validation")["errors"][0]["field"] == "payload"
+    assert [job.name for job in (await env.store.list_jobs(JobQuery())).items] == ["nightly"]
+
+
+def nested(depth: int) -> Any:
+    value: Any = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = [value]
+    return value

@@ -269,6 +269,11 @@ async def _problem(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(request, exc.status, exc.slug, exc.title, exc.detail, errors, **exc.extensions)
 
 
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+"""FastAPI's 400 when parsing a body raised something other than a JSON syntax error (json.loads'
+RecursionError on an array nested about a thousand deep)."""
+
+
 async def _http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     headers = dict(exc.headers or {})
@@ -277,6 +282,9 @@ async def _http(request: Request, exc: Exception) -> Response:
         if options is not None:
             return options
         headers["Allow"] = ", ".join(methods.allowed_methods(request)) or headers.get("Allow", "")
+    if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_ERROR:  # json.loads raised, not as JSON
+        detail = "the request body is not valid JSON: it could not be parsed (nested too deeply?)"
+        return problem_response(request, 400, "malformed-json", "Malformed JSON", detail)
     if exc.status_code == 404:
         detail = f"no route {request.url.path}" if exc.detail == "Not Found" else str(exc.detail)
         if exc.detail == "Not Found" and request.url.path.startswith("/v1/jobs/"):
