@@ -4,6 +4,7 @@ token that then passed for another reason) would fail the test."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from datetime import UTC, datetime
@@ -263,3 +264,40 @@ def test_only_asymmetric_signing_keys_are_kept_from_a_set() -> None:
         parse_jwks("[]", "test")
     with pytest.raises(JwksError, match="not JSON"):
         parse_jwks("{", "test")
+
+
+class SlowProvider:
+    """A key source whose fetches after the first hang until released (a provider that stalls)."""
+
+    origin = "slow provider"
+
+    def __init__(self, document: bytes) -> None:
+        self.document = document
+        self.fetches = 0
+        self.release = asyncio.Event()
+
+    async def fetch(self) -> bytes:
+        self.fetches += 1
+        if self.fetches > 1:
+            await self.release.wait()
+        return self.document
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_held_keys_serve_while_a_refresh_hangs(tmp_path: Path) -> None:
+    clock = ManualClock(START)
+    source = SlowProvider(json.dumps(Provider([RSA]).jwks()).encode())
+    keys = Keys(source, clock, refresh_min_s=60, max_age_s=3600)
+    authenticator = OidcAuthenticator(SETTINGS, keys, clock)
+    assert await authenticator.authenticate(sign(RSA, claims(clock.now()))) is not None
+    clock.advance(3601)  # old: the next request fetches, and the provider hangs
+    hanging = asyncio.create_task(authenticator.authenticate(sign(RSA, claims(clock.now()))))
+    await asyncio.sleep(0)
+    assert source.fetches == 2
+    assert not hanging.done()
+    caller = await asyncio.wait_for(authenticator.authenticate(sign(RSA, claims(clock.now()))), 1)
+    assert caller is not None  # served by the held keys, without waiting for the fetch
+    source.release.set()
+    assert await hanging is not None

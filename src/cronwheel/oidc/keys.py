@@ -5,8 +5,10 @@ fetches the set on first use, again when the set is older than ``max_age_s``, an
 token names a key id the set does not have (the provider rotated its keys): at most once per
 ``refresh_min_s`` whatever arrives, so that a flood of tokens with made-up key ids costs the
 provider one request a minute, not one per token. A fetch that fails keeps the keys held (stale
-keys verify until the provider answers again); with no keys at all, verification is impossible and
-the request is answered 503 (:class:`~cronwheel.errors.BackendUnavailableError`).
+keys verify until the provider answers again), and while a refresh of old keys is under way the
+held keys keep serving (a stalled provider delays no request whose key is known); with no keys at
+all, verification is impossible and the request is answered 503
+(:class:`~cronwheel.errors.BackendUnavailableError`).
 
 Only asymmetric signing keys are kept (:data:`ALGORITHMS`): a symmetric (``oct``) key or one
 marked for encryption is ignored, so that no token signed with HMAC can be checked against a
@@ -161,7 +163,7 @@ class Keys:
     async def candidates(self, kid: str | None, alg: str) -> list[PyJWK]:
         """The keys a token naming ``kid`` and ``alg`` may be signed with; fetched first when
         there are none yet, when they are old, or when none matches (rate-limited)."""
-        if self._set is None or self._old():
+        if self._set is None or (self._old() and not self._lock.locked()):  # held keys: no waiting on a fetch
             await self.refresh()
         found = [] if self._set is None else self._set.find(kid, alg)
         if not found and self._set is not None:
