@@ -158,6 +158,8 @@ def _oidc(options: dict[str, Any]) -> OidcSettings:
     from cronwheel.oidc.settings import OidcSettings  # noqa: PLC0415 - PyJWT only when serving
 
     given = {name: options.pop(f"oidc_{name}") for name in _OIDC}
+    for name in ("issuer", "audience", "jwks_url", "jwks_file"):  # an empty variable is an unset one
+        given[name] = given[name] or None
     return OidcSettings(**given, roles=tuple(options.pop("oidc_roles")))
 
 

@@ -173,7 +173,7 @@ class OidcAuthenticator:
             except jwt.InvalidSignatureError:
                 continue
             except PyJWTError as error:
-                raise UnauthenticatedError(_reason(error)) from None
+                raise UnauthenticatedError(self._reason(error)) from None
             return claims
         raise UnauthenticatedError("JWT signature does not verify with the identity provider's keys")
 
@@ -188,6 +188,9 @@ class OidcAuthenticator:
             raise UnauthenticatedError(f"JWT not valid before {nbf.isoformat()}")
         if iat is not None and iat > now + self.leeway:
             raise UnauthenticatedError(f"JWT issued in the future ({iat.isoformat()})")
+
+    def _reason(self, error: PyJWTError) -> str:
+        return _reason(error, self.issuer, self.audience)
 
     async def close(self) -> None:
         await self.keys.close()
@@ -206,12 +209,13 @@ def _instant(claims: Mapping[str, Any], name: str) -> datetime | None:
         raise UnauthenticatedError(f"JWT {name!r} is out of range") from None
 
 
-def _reason(error: PyJWTError) -> str:
-    """What a PyJWT refusal means, for the 401's detail."""
+def _reason(error: PyJWTError, issuer: str, audience: str) -> str:
+    """What a PyJWT refusal means, for the 401's detail (the expected issuer and audience are no
+    secret: the provider's discovery document and every valid token show them)."""
     if isinstance(error, jwt.InvalidIssuerError):
-        return "JWT issuer is not this server's identity provider"
+        return f"JWT issuer is not this server's identity provider ({issuer})"
     if isinstance(error, jwt.InvalidAudienceError):
-        return "JWT audience is not this server"
+        return f"JWT audience is not this server ({audience})"
     if isinstance(error, jwt.MissingRequiredClaimError):
         return f"JWT lacks the {error.claim!r} claim"
     if isinstance(error, jwt.InvalidKeyError):
