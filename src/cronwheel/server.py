@@ -48,6 +48,7 @@ from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.limits import Limits
+from cronwheel.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.queue import Queue
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
@@ -117,6 +118,7 @@ class ServerSettings:
     secret_key_file: str | None = None  # --secret-key-file (CRONWHEEL_SECRET_KEY_FILE)
     secret_keys: str | None = field(default=None, repr=False)  # CRONWHEEL_SECRET_KEYS: the keys themselves
     limits: Limits = field(default_factory=Limits)  # what a request, a caller and a team may take
+    oidc: OidcSettings = field(default_factory=OidcSettings)  # JWTs of an identity provider (off by default)
 
     @property
     def embedded(self) -> bool:
@@ -132,6 +134,7 @@ class ServerSettings:
         if self.allow_commands and "worker" in self.roles:
             self.isolation().identity()  # a user that does not exist, or that we cannot become
         self.limits.check()
+        self.oidc.check()
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
@@ -244,6 +247,13 @@ def _keys_line(keys: KeySource, node: str) -> str:
         return f"secret keys: {keys.origin}; secrets cannot be stored or read by this node"
     advice = ": back it up with the database" if keys.created else ""
     return f"secret keys: {keys.origin}{advice} (new values sealed with key {keys.keyring.newest.id})"
+
+
+def _oidc_line(oidc: OidcSettings) -> tuple[str, ...]:
+    """The start-up line that says which provider's tokens the API accepts (none: OIDC is off)."""
+    if not oidc.enabled:
+        return ()
+    return (f"OIDC: tokens of {oidc.issuer} for {oidc.audience}, keys from {oidc.keys_origin}",)
 
 
 def _after(first: str, announce: Callable[[str], None]) -> Callable[[str], None]:
@@ -406,10 +416,15 @@ class _Roles:
             cluster=status,
             access=access_policy(settings),
             secrets=secrets,
+            authenticators=self._oidc(),
         )
         app = create_app(services)
         url = public_url(settings.host, self.backends.listening)
-        lines = (f"cronwheel serving on {url} (node {settings.node})", *self.notes)
+        lines = (
+            f"cronwheel serving on {url} (node {settings.node})",
+            *self.notes,
+            *_oidc_line(settings.oidc),
+        )
         config = uvicorn.Config(
             app,
             log_config=None,
@@ -422,6 +437,15 @@ class _Roles:
                 announce(line)
 
         self._http(config, started, "api")
+
+    def _oidc(self) -> tuple[OidcAuthenticator, ...]:
+        """The identity provider's authenticator when the operator named one (its keys are
+        fetched on the first JWT that arrives, and closed with the node)."""
+        if not self.settings.oidc.enabled:
+            return ()
+        authenticator = OidcAuthenticator.of(self.settings.oidc, self.backends.clock)
+        self.stack.push_async_callback(authenticator.close)
+        return (authenticator,)
 
     def _metrics(self, announce: Callable[[str], None]) -> None:
         """A node without the API serves ``/metrics`` and ``/healthz`` on its metrics port."""

@@ -7,6 +7,10 @@ a new route cannot escape the matrix. Each case runs on a fresh job of team ``da
 and a token of the team to read or revoke), so that no case depends on another's writes; every
 answer to a caller who may not see team ``data`` is also checked not to hold that job's id, name
 or run id (unless the request itself named it).
+
+Callers with a JWT of an identity provider (:data:`OIDC_PERSONAS`, cronwheel.oidc; a JWK Set file
+made here) run every row too, each held to the status of the token persona it matches: an OIDC
+caller is walled and scoped exactly as a token is.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -29,9 +34,11 @@ from cronwheel.clock import SystemClock
 from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.identity import Scope
+from cronwheel.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
 from cronwheel.tokens import issue
+from oidc_auth.provider import AUDIENCE, ISSUER, Provider, claims, rsa_key, sign
 
 from .conftest import BASE_URL, SERVED, START, Env, bearer, job_body
 
@@ -39,6 +46,14 @@ READ, WRITE, TRIGGER, ADMIN = Scope.READ, Scope.WRITE, Scope.TRIGGER, Scope.ADMI
 PERSONAS = ("none", "wrong team", "read", "write", "trigger", "team admin", "admin", "expired", "revoked")
 UNAUTHENTICATED = {"none": 401, "expired": 401, "revoked": 401}
 SEES_DATA = {"read", "write", "trigger", "team admin", "admin"}  # which personas see team data
+OIDC_PERSONAS = {  # callers with an identity provider's JWT, and the token persona each must match
+    "oidc wrong team": "wrong team",
+    "oidc read": "read",
+    "oidc writer": "write",
+    "oidc admin": "admin",
+    "oidc expired": "expired",
+}
+OIDC_ROLES = ("reader=read", "writer=write", "admin=admin", "owner=read,write,trigger,admin")
 
 
 def team_object(scope: Scope, ok: int) -> dict[str, int]:
@@ -72,7 +87,8 @@ def token_admin(ok: int, *, wrong_team: int) -> dict[str, int]:
 
 
 PUBLIC = dict.fromkeys(PERSONAS, 200)
-KEYRING = Keyring([new_key("k1")])  # seals the secrets of the worlds and of the app alike
+KEYRING = Keyring([new_key("k1")])
+OIDC_KEY = rsa_key("matrix")  # seals the secrets of the worlds and of the app alike
 
 
 @dataclass(frozen=True)
@@ -200,17 +216,39 @@ async def _tokens(env: Env) -> dict[str, str]:
     return texts
 
 
+def _oidc_tokens(now: datetime) -> dict[str, str]:
+    """One JWT of the provider per OIDC persona (see :data:`OIDC_PERSONAS`)."""
+    specs = {
+        "oidc wrong team": (["cw:other"], ["owner"], 300),
+        "oidc read": (["cw:data"], ["reader"], 300),
+        "oidc writer": (["cw:data", "staff"], ["writer"], 300),
+        "oidc admin": (["cw:*"], ["admin"], 300),
+        "oidc expired": (["cw:data"], ["owner"], -60),
+    }
+    return {
+        persona: sign(OIDC_KEY, claims(now, groups=groups, roles=roles, exp=int(now.timestamp()) + lasts))
+        for persona, (groups, roles, lasts) in specs.items()
+    }
+
+
 @pytest.fixture
-async def matrix_env(env: Env) -> AsyncIterator[tuple[Env, dict[str, str], httpx.AsyncClient]]:
+async def matrix_env(
+    env: Env, tmp_path: Path
+) -> AsyncIterator[tuple[Env, dict[str, str], httpx.AsyncClient]]:
     status = ClusterStatus(env.store, env.queue, LocalCoordinator("n1", ("api",), env.clock), ("default",))
     secrets = SecretService(env.store, KEYRING, env.clock)
+    jwks = Provider([OIDC_KEY]).write(tmp_path / "jwks.json")
+    oidc = OidcSettings(ISSUER, AUDIENCE, jwks_file=str(jwks), team_prefix="cw:", roles=OIDC_ROLES)
+    oidc.check()
     services = ApiServices(
-        env.store, env.service, env.clock, env.readiness, cluster=status, access=SERVED, secrets=secrets
-    )
+        env.store, env.service, env.clock, env.readiness, cluster=status, access=SERVED, secrets=secrets,
+        authenticators=(OidcAuthenticator.of(oidc, env.clock),),
+    )  # fmt: skip
     app = create_app(services)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
-        yield env, await _tokens(env), http
+        tokens = await _tokens(env)
+        yield env, {**tokens, **_oidc_tokens(env.clock.now())}, http
 
 
 _counter = itertools.count()
@@ -239,16 +277,16 @@ async def test_each_caller_gets_its_status(
     env, tokens, http = matrix_env
     row = ROWS[(method, template)]
     failures = []
-    for persona in PERSONAS:
+    for persona in (*PERSONAS, *OIDC_PERSONAS):
         world = await _world(env)
         headers = {} if persona == "none" else bearer(tokens[persona])
         body = None if row.body is None else row.body(world)
         path = row.path or world.fill(template)
         response = await http.request(method, path, json=body, headers=headers)
-        expected = row.expected[persona]
+        expected = row.expected[OIDC_PERSONAS.get(persona, persona)]
         if response.status_code != expected:
             failures.append(f"{persona}: {response.status_code} (expected {expected}) {response.text[:200]}")
-        if persona not in SEES_DATA:  # nothing of team data but what the caller sent
+        if OIDC_PERSONAS.get(persona, persona) not in SEES_DATA:  # nothing of team data but what it sent
             shown = [
                 v for v in (world.job_id, world.name, world.run_id) if v in response.text and v not in path
             ]

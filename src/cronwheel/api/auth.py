@@ -28,7 +28,12 @@ from cronwheel.store import Store
 _bearer = HTTPBearer(
     auto_error=False,
     bearerFormat="cw_<id>_<secret>",
-    description="An API token (`cronwheel tokens create`), or what the server's other authenticators accept.",
+    description=(
+        "An API token (`cronwheel tokens create`). On a server configured for OIDC (`--oidc-issuer`), "
+        "also a JWT of the organisation's identity provider (RS*, PS*, ES* or EdDSA; never `none` or "
+        "HMAC), whose signature, `iss`, `aud`, `exp`, `nbf` and `iat` are checked and whose claims name "
+        "the caller's teams and role (docs/service.md, OIDC)."
+    ),
 )
 
 

@@ -303,7 +303,7 @@ async def rate_limit(request: Request, caller: CallerDep) -> None:
     """Admit the request against its caller's bucket (429 when it is empty)."""
     limiter = request.app.state.rate_limiter
     assert isinstance(limiter, RateLimiter)
-    key = rate_key(None if caller.kind is CallerKind.TRUSTED else caller.id, request)
+    key = rate_key(None if caller.kind is CallerKind.TRUSTED else f"{caller.kind}:{caller.id}", request)
     limiter.admit(key, limits_of(request.scope))
 
 

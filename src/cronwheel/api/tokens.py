@@ -25,7 +25,7 @@ from cronwheel.api.routes import Cursor
 from cronwheel.api.schemas import Instant, Name
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ForbiddenError, InvalidInputError, NotFoundError
-from cronwheel.identity import Caller, Scope
+from cronwheel.identity import Caller, CallerKind, Scope
 from cronwheel.store import TokenQuery
 from cronwheel.tokens import ApiToken, TokenState
 
@@ -54,7 +54,9 @@ class TokenOut(BaseModel):
     scopes: list[Scope]
     state: TokenState = Field(description="At the time of the answer.")
     created_at: datetime
-    created_by: str | None = Field(description="The id of the token that made it; null: made on the server.")
+    created_by: str | None = Field(
+        description="The id of the token that made it; null: made on the server, or by an OIDC caller."
+    )
     expires_at: datetime | None
     last_used_at: datetime | None = Field(description="Updated at most once a minute.")
     revoked_at: datetime | None
@@ -105,6 +107,12 @@ async def _visible(services: ApiServices, caller: Caller, token_id: str) -> ApiT
     return token
 
 
+def _maker(caller: Caller) -> str | None:
+    """What a new token records as its maker: the id of the token that made it. An OIDC subject is
+    not a token id (and may be longer than the column holds: 36 on PostgreSQL)."""
+    return caller.id if caller.kind is CallerKind.TOKEN else None
+
+
 @router.post(
     "/tokens",
     status_code=201,
@@ -120,7 +128,7 @@ async def create_token(body: TokenCreate, services: Services, caller: CallerDep)
     now = services.clock.now()
     try:
         record, text = tokens.issue(
-            body.name, body.team, body.scopes, now, expires_at=body.expires_at, created_by=caller.id
+            body.name, body.team, body.scopes, now, expires_at=body.expires_at, created_by=_maker(caller)
         )
     except InvalidInputError as error:
         raise ProblemError(

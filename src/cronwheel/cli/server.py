@@ -15,6 +15,7 @@ from cronwheel.errors import CronwheelError
 from cronwheel.limits import Limits
 
 if TYPE_CHECKING:
+    from cronwheel.oidc.settings import OidcSettings
     from cronwheel.worker.executors.isolation import CommandIsolation
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -84,6 +85,82 @@ def limit_options() -> list[Callable[[F], F]]:
             "60 forbids sub-minute jobs.",
         ),
     ]
+
+
+def oidc_options() -> list[Callable[[F], F]]:
+    """OIDC JWTs as bearers (:class:`cronwheel.oidc.OidcSettings`), each with its CRONWHEEL_* variable."""
+    return [
+        click.option(
+            "--oidc-issuer",
+            envvar="CRONWHEEL_OIDC_ISSUER",
+            metavar="URL",
+            help="Accept JWTs of this identity provider (their exact 'iss'). Off when unset.",
+        ),
+        click.option(
+            "--oidc-audience",
+            envvar="CRONWHEEL_OIDC_AUDIENCE",
+            metavar="AUD",
+            help="The 'aud' every token must hold (the client id the provider gave cronwheel).",
+        ),
+        click.option(
+            "--oidc-jwks-url",
+            envvar="CRONWHEEL_OIDC_JWKS_URL",
+            metavar="URL",
+            help="The provider's keys (its jwks_uri): https://, or http:// to this machine.",
+        ),
+        click.option(
+            "--oidc-jwks-file",
+            envvar="CRONWHEEL_OIDC_JWKS_FILE",
+            metavar="PATH",
+            help="The provider's keys in a JWK Set file (read again when a token names a new key).",
+        ),
+        click.option(
+            "--oidc-team-claim",
+            envvar="CRONWHEEL_OIDC_TEAM_CLAIM",
+            default="groups",
+            show_default=True,
+            metavar="CLAIM",
+            help="The claim holding the caller's teams (a string or a list; a.b reaches into objects).",
+        ),
+        click.option(
+            "--oidc-team-prefix",
+            envvar="CRONWHEEL_OIDC_TEAM_PREFIX",
+            default="",
+            metavar="PREFIX",
+            help="Only values starting with this are teams, the prefix removed (cronwheel: makes "
+            "cronwheel:billing the team billing); the team * is every team.",
+        ),
+        click.option(
+            "--oidc-role-claim",
+            envvar="CRONWHEEL_OIDC_ROLE_CLAIM",
+            default="roles",
+            show_default=True,
+            metavar="CLAIM",
+            help="The claim holding the caller's roles (a string or a list).",
+        ),
+        click.option(
+            "--oidc-role",
+            "oidc_roles",
+            multiple=True,
+            envvar="CRONWHEEL_OIDC_ROLES",
+            metavar="ROLE=SCOPE[,SCOPE]",
+            help="Grant a role these scopes (read, write, trigger, admin) on the caller's teams "
+            "(repeatable; roles not named grant nothing).",
+        ),
+    ]
+
+
+_OIDC = ("issuer", "audience", "jwks_url", "jwks_file", "team_claim", "team_prefix", "role_claim")
+
+
+def _oidc(options: dict[str, Any]) -> OidcSettings:
+    """``--oidc-*`` as OidcSettings (taken out of ``options``)."""
+    from cronwheel.oidc.settings import OidcSettings  # noqa: PLC0415 - PyJWT only when serving
+
+    given = {name: options.pop(f"oidc_{name}") for name in _OIDC}
+    for name in ("issuer", "audience", "jwks_url", "jwks_file"):  # an empty variable is an unset one
+        given[name] = given[name] or None
+    return OidcSettings(**given, roles=tuple(options.pop("oidc_roles")))
 
 
 _LIMITS = ("max_body_bytes", "max_header_count", "max_header_bytes", "rate_per_s", "rate_burst",
@@ -219,6 +296,7 @@ def node_options(function: F) -> F:
         ),
         click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
         *limit_options(),
+        *oidc_options(),
     ]
     for option in reversed(options):
         function = option(function)
@@ -243,6 +321,7 @@ def _run(roles: tuple[str, ...], **options: Any) -> None:
             command_isolation=_isolation(options),
             secret_keys=os.environ.get(ENV_KEYS) or None,  # never an option: options land in `ps`
             limits=limits,
+            oidc=_oidc(options),
             **options,
         )
         tune_collector()
