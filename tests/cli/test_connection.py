@@ -1,4 +1,4 @@
-"""Where the CLI's server and token come from (cronwheel.cli.connection): flags > environment >
+"""Where the CLI's server and token come from (cronwheel.client.connection): flags > environment >
 context > the local server's token file, and a token never goes to a server it was not for."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cronwheel import localtoken
-from cronwheel.cli.connection import (
+from cronwheel.client.connection import (
     DEFAULT_URL,
     Config,
     Connection,
