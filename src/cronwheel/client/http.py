@@ -95,7 +95,7 @@ def _why(error: httpx.TransportError, timeout: float) -> str:
         if isinstance(cause, ConnectionRefusedError):
             return "connection refused"
         if isinstance(cause, ssl.SSLCertVerificationError):
-            return f"TLS: {cause.verify_message or cause}"
+            return f"TLS: certificate verify failed: {cause.verify_message or cause}"
         if isinstance(cause, ssl.SSLError):
             return f"TLS: {cause.reason or cause}"
         cause = cause.__cause__ or cause.__context__
