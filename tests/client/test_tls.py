@@ -26,7 +26,8 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Answers /v1/healthz as the API does, and /v1/runs with an empty page."""
     if scope["type"] != "http":
         return
-    body: dict[str, Any] = {"status": "ok"} if scope["path"] == "/v1/healthz" else {"items": [], "next_cursor": None}
+    page: dict[str, Any] = {"items": [], "next_cursor": None}
+    body = {"status": "ok"} if scope["path"] == "/v1/healthz" else page
     headers = [(b"content-type", b"application/json")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
