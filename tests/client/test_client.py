@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import subprocess
+import sys
 from typing import Any
 
 import httpx
@@ -202,3 +204,9 @@ async def test_the_asyncio_client_has_the_same_calls(env: Env) -> None:
             await client.get_job(made[0])
         assert limited.value.retry_after == 2.0
         assert limited.value.retryable
+
+
+def test_the_cli_starts_without_httpx_until_a_command_sends() -> None:
+    code = "import sys, cronwheel.cli, cronwheel.client; print('httpx' in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"

@@ -9,12 +9,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
 
-from cronwheel.client import Client, connection
+from cronwheel.client import connection
 from cronwheel.client.errors import (
     ApiError,
     ClientError,
@@ -23,7 +23,9 @@ from cronwheel.client.errors import (
     RequestRefused,
     Unauthenticated,
 )
-from cronwheel.client.http import checked_url
+
+if TYPE_CHECKING:
+    from cronwheel.client import Client
 
 FORMATS = ("table", "json", "yaml")
 
@@ -32,23 +34,24 @@ class Ctx:
     """What a command is given: the API client (connected when first used, so that a command
     that needs no server reads no config) and the output format."""
 
-    def __init__(self, client: Client | Callable[[], Client], output: str) -> None:
-        self._client = client
+    def __init__(self, connect: Callable[[], Client], output: str) -> None:
+        self._connect = connect
+        self._client: Client | None = None
         self.output = output
 
     @property
     def client(self) -> Client:
-        if not isinstance(self._client, Client):
-            self._client = self._client()
+        if self._client is None:
+            self._client = self._connect()
         return self._client
 
     @property
     def source(self) -> str:
         """Where the token came from (``none`` before the client is made)."""
-        return self._client.source if isinstance(self._client, Client) else "none"
+        return "none" if self._client is None else self._client.source
 
     def close(self) -> None:
-        if isinstance(self._client, Client):
+        if self._client is not None:
             self._client.close()
 
     def emit(self, data: Any, table: Callable[[Any], str]) -> None:
@@ -95,9 +98,11 @@ def connect(url: str | None, token: str | None, context: str | None, tls: dict[s
     except ConfigurationError as error:
         raise click.UsageError(str(error)) from None
     try:
-        checked_url(found.url)
+        connection.checked_url(found.url)
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--url") from None
+    from cronwheel.client import Client  # noqa: PLC0415 - httpx only for a command that sends
+
     try:
         return Client.from_connection(found)
     except ConfigurationError as error:

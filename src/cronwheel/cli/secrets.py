@@ -16,12 +16,15 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cronwheel.cli.output import Ctx, api_command, table, when
-from cronwheel.client import Client, Conflict, NotFound, Problem, collect
+from cronwheel.client import Conflict, NotFound, Problem, collect
+
+if TYPE_CHECKING:
+    from cronwheel.client import Client
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9._-]+")

@@ -6,6 +6,8 @@
 ...     client.update_job(job["id"], {"schedule": "0 4 * * *"}, if_version=job["version"])
 """
 
+from typing import TYPE_CHECKING, Any
+
 from cronwheel.client.connection import DEFAULT_URL, Connection
 from cronwheel.client.errors import (
     ApiError,
@@ -27,8 +29,22 @@ from cronwheel.client.errors import (
     Unauthenticated,
     Unavailable,
 )
-from cronwheel.client.http import AsyncClient, Client, collect
+from cronwheel.client.paging import collect
 from cronwheel.client.types import Page, SecretSet, Triggered
+
+if TYPE_CHECKING:
+    from cronwheel.client.http import AsyncClient, Client
+
+
+def __getattr__(name: str) -> Any:
+    """``Client`` and ``AsyncClient`` import httpx when first asked for: the CLI's commands that
+    make no request (``--help``, ``server``, ``schedule preview``) start without it."""
+    if name in ("Client", "AsyncClient"):
+        from cronwheel.client import http  # noqa: PLC0415
+
+        return getattr(http, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_URL",

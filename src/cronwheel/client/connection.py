@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -180,6 +181,14 @@ def resolve(
         if found is not None:
             token, source = found[0], str(found[1])
     return Connection(url, token, source if token else "none", **files)
+
+
+def checked_url(url: str) -> str:
+    """``url`` without a trailing ``/``, if it is an http(s) URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigurationError(f"{url!r} is not an http(s) URL such as {DEFAULT_URL}")
+    return url.rstrip("/")
 
 
 def _expanded(path: str | None) -> str | None:

@@ -17,14 +17,20 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mappin
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
-from urllib.parse import urlsplit
 
 import httpx
 
 from cronwheel import __version__
 from cronwheel.client import calls
 from cronwheel.client.calls import NO_BODY, Answer, Call
-from cronwheel.client.connection import DEFAULT_URL, Connection, config_path, load_config, resolve
+from cronwheel.client.connection import (
+    DEFAULT_URL,
+    Connection,
+    checked_url,
+    config_path,
+    load_config,
+    resolve,
+)
 from cronwheel.client.errors import ConfigurationError, ConnectionFailed, api_error
 from cronwheel.client.types import Page
 
@@ -33,13 +39,6 @@ T = TypeVar("T")
 C = TypeVar("C", bound="_Base")
 
 USER_AGENT = f"cronwheel-client/{__version__}"
-
-
-def checked_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigurationError(f"{url!r} is not an http(s) URL such as {DEFAULT_URL}")
-    return url.rstrip("/")
 
 
 def tls_context(
@@ -366,19 +365,3 @@ class AsyncClient(_Base):
     ready = _async(calls.ready)
     metrics = _async(calls.metrics)
     openapi = _async(calls.openapi)
-
-
-def collect(
-    fetch: Callable[[int, str | None], Page[T]], limit: int, cursor: str | None = None
-) -> tuple[list[T], str | None]:
-    """Up to ``limit`` items from ``fetch(page_size, cursor)`` (for instance
-    ``lambda n, c: client.list_jobs(team="data", limit=n, cursor=c)``), following the cursors,
-    and the cursor to go on from (None: nothing is left)."""
-    items: list[T] = []
-    while len(items) < limit:
-        page = fetch(min(limit - len(items), 1000), cursor)
-        items += page.items
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return items, cursor
