@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import ssl
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
@@ -148,8 +149,6 @@ class _Base:
         ``CRONWHEEL_URL``/``CRONWHEEL_TOKEN`` (and ``CRONWHEEL_CA_CERT``...), else a context of the
         config file, else a local server's token file (sent to a loopback URL only); see
         :mod:`cronwheel.client.connection`."""
-        import os  # noqa: PLC0415
-
         environment = dict(os.environ if env is None else env)
         found = resolve(
             url=url, token=token, context=context, env=environment,
