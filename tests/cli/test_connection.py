@@ -1,4 +1,4 @@
-"""Where the CLI's server and token come from (cronwheel.cli.connection): flags > environment >
+"""Where the CLI's server and token come from (cronwheel.client.connection): flags > environment >
 context > the local server's token file, and a token never goes to a server it was not for."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cronwheel import localtoken
-from cronwheel.cli.connection import (
+from cronwheel.client.connection import (
     DEFAULT_URL,
     Config,
     Connection,
@@ -127,3 +127,32 @@ def test_a_context_token_file_is_read_when_used(tmp_path: Path) -> None:
     secret.unlink()
     with pytest.raises(InvalidInputError, match="cannot read the token file"):
         _resolve(tmp_path, config=config)
+
+
+def test_tls_files_come_from_the_flags_the_environment_or_the_contexts_own_url(tmp_path: Path) -> None:
+    tls_context = Context(
+        PROD, token="cw-prod", ca_cert="~/prod-ca.pem", client_cert="/c.pem", client_key="/k.pem"
+    )
+    config = Config("prod", {"prod": tls_context})
+    found = _resolve(tmp_path, config=config)
+    assert (found.ca_cert, found.client_cert, found.client_key) == (
+        str(Path("~/prod-ca.pem").expanduser()),
+        "/c.pem",
+        "/k.pem",
+    )
+    env = {"CRONWHEEL_CA_CERT": "/env-ca.pem"}
+    assert _resolve(tmp_path, config=config, env=env).ca_cert == "/env-ca.pem"
+    flagged = resolve(
+        url=None, token=None, context=None, env=env, config=config, cwd=tmp_path, tls={"ca_cert": "/flag.pem"}
+    )
+    assert flagged.ca_cert == "/flag.pem"
+    elsewhere = _resolve(tmp_path, url="https://evil.example", config=config)
+    assert (elsewhere.token, elsewhere.ca_cert, elsewhere.client_cert, elsewhere.client_key) == (None,) * 4
+
+
+def test_a_contexts_tls_files_survive_the_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    config = Config("prod", {"prod": Context(PROD, token_file="/t", ca_cert="/ca.pem", client_cert="/c.pem")})
+    save_config(path, config)
+    assert "ca-cert: /ca.pem" in path.read_text()
+    assert load_config(path) == config

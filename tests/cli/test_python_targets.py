@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from cronwheel.cli.client import ApiClient
+from cronwheel.client import Client
 
 MODULE = 'def hello(payload, ctx):\n    return f"hello {payload} from {__name__}"\n'
 URL_LINE = re.compile(r"cronwheel serving on (http://\S+)")
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[ApiClient]:
+def server(tmp_path: Path) -> Iterator[Client]:
     workdir, code = tmp_path / "workdir", tmp_path / "code"
     workdir.mkdir()
     code.mkdir()
@@ -47,7 +47,8 @@ def server(tmp_path: Path) -> Iterator[ApiClient]:
         process = subprocess.Popen(command, cwd=workdir, env=env, stdout=out, stderr=out)
     try:
         url = _served_url(process, log)
-        yield ApiClient(url, token=(tmp_path / "cronwheel.db.token").read_text().strip())
+        with Client(url, token=(tmp_path / "cronwheel.db.token").read_text().strip()) as client:
+            yield client
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -69,23 +70,23 @@ def _served_url(process: subprocess.Popen[bytes], log: Path) -> str:
     raise AssertionError(f"the server did not start:\n{log.read_text(errors='replace')}")
 
 
-def _run_to_end(client: ApiClient, module: str) -> dict[str, Any]:
+def _run_to_end(client: Client, module: str) -> dict[str, Any]:
     job = {
         "team": "me", "name": module, "schedule": "@yearly", "payload": "you",
         "target": {"type": "python", "function": f"{module}:hello"},
     }  # fmt: skip
-    job_id = client.request("POST", "/v1/jobs", job).data["id"]
-    run_id = client.request("POST", f"/v1/jobs/{job_id}/trigger", {}).data["id"]
+    job_id = client.create_job(job)["id"]
+    run_id = client.trigger_job(job_id).run["id"]
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        run: dict[str, Any] = client.get(f"/v1/runs/{run_id}").data
+        run: dict[str, Any] = dict(client.get_run(run_id))
         if run["state"] in ("SUCCESS", "FAILED"):
             return run
         time.sleep(0.05)
     raise AssertionError(f"run {run_id} did not end: {run['state']}")
 
 
-def test_module_on_pythonpath_runs_and_working_directory_is_not_searched(server: ApiClient) -> None:
+def test_module_on_pythonpath_runs_and_working_directory_is_not_searched(server: Client) -> None:
     found = _run_to_end(server, "on_pythonpath")
     assert found["state"] == "SUCCESS"
     assert found["attempt_details"][0]["output"] == "hello you from on_pythonpath"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from cronwheel.cli import cli
-from cronwheel.cli.client import ApiClient
+from cronwheel.client import Client
 
 from .conftest import Server
 
@@ -43,7 +43,8 @@ CASES = [
 def test_cli_json_is_the_api_json(server: Server, args: list[str], body: dict[str, Any]) -> None:
     result = CliRunner().invoke(cli, ["schedule", "preview", *args, "-o", "json"])
     assert result.exit_code == 0, result.stderr
-    from_api = ApiClient(server.url, token=server.token).request("POST", "/v1/schedules/preview", body).data
+    with Client(server.url, token=server.token) as client:
+        from_api = client.preview_schedule(**body)
     assert json.loads(result.stdout) == from_api
     assert from_api["fires"]  # the comparison covers fire times, not two empty lists
 

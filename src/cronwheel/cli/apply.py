@@ -25,7 +25,6 @@ from typing import Any
 
 import click
 
-from cronwheel.cli.jobs import fetch_pages, if_match
 from cronwheel.cli.output import Ctx, api_command, load_documents
 
 _SECRET_PREFIXES = ("target.headers.", "target.env.")
@@ -199,8 +198,9 @@ def make_plan(ctx: Ctx, specs: dict[str, dict[str, Any]], teams: list[str], prun
     plan = Plan()
     live: dict[str, dict[str, Any]] = {}
     for team in teams:
-        items, _ = fetch_pages(ctx.client, "/v1/jobs", {"team": team}, limit=1_000_000)
-        live.update({f"{job['team']}/{job['name']}": job for job in items})
+        live.update(
+            {f"{job['team']}/{job['name']}": dict(job) for job in ctx.client.iter_jobs(team=team, limit=1000)}
+        )
     for key, spec in specs.items():
         current = live.get(key)
         if current is None:
@@ -257,11 +257,11 @@ def plan_data(plan: Plan, dry_run: bool) -> dict[str, Any]:
 
 def execute(ctx: Ctx, plan: Plan) -> None:
     for _, spec in plan.create:
-        ctx.client.request("POST", "/v1/jobs", spec)
+        ctx.client.create_job(spec)
     for update in plan.update:
-        ctx.client.request("PUT", f"/v1/jobs/{update.job_id}", update.spec, headers=if_match(update.version))
+        ctx.client.replace_job(update.job_id, update.spec, if_version=update.version)
     for _, job_id, version in plan.delete:
-        ctx.client.request("DELETE", f"/v1/jobs/{job_id}", headers=if_match(version))
+        ctx.client.delete_job(job_id, if_version=version)
 
 
 @click.command()

@@ -20,7 +20,7 @@ def cluster() -> None:
 def status(ctx: Ctx) -> None:
     """Nodes (with where each serves its metrics), leader, shard ownership with epochs, queues
     and active runs."""
-    data = ctx.client.request("GET", "/v1/cluster").data
+    data = ctx.client.cluster_status()
     ctx.emit(data, _render)
 
 

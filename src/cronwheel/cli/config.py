@@ -1,6 +1,6 @@
 """``cronwheel config ...``: named contexts (a server's URL and the token to use there), as
 kubectl's. The file and the order in which the CLI picks its server and token are described in
-:mod:`cronwheel.cli.connection`."""
+:mod:`cronwheel.client.connection`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import click
 
-from cronwheel.cli import connection
 from cronwheel.cli.output import emit, output_option, table
+from cronwheel.client import connection
 from cronwheel.errors import InvalidInputError
 
 

@@ -6,12 +6,10 @@ A job is named by its id or as ``TEAM/NAME``.
 from __future__ import annotations
 
 import shlex
-from typing import Any
-from urllib.parse import quote
+from typing import Any, Literal
 
 import click
 
-from cronwheel.cli.client import ApiClient, RequestRefused
 from cronwheel.cli.output import (
     Ctx,
     api_command,
@@ -22,25 +20,9 @@ from cronwheel.cli.output import (
     table,
     when,
 )
+from cronwheel.client import collect
 
 STATES = ("PENDING", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "SKIPPED")
-
-
-def job_path(client: ApiClient, ref: str) -> str:
-    """The API path of the job ``ref`` names (an id, or ``TEAM/NAME``)."""
-    if "/" not in ref:
-        return f"/v1/jobs/{quote(ref, safe='')}"
-    team, name = ref.split("/", 1)
-    items = client.get("/v1/jobs", {"team": team, "name": name, "limit": 1}).data["items"]
-    if not items:
-        raise RequestRefused(
-            404, {"title": "Not found", "detail": f"team {team!r} has no job named {name!r}"}
-        )
-    return f"/v1/jobs/{items[0]['id']}"
-
-
-def if_match(version: int | None) -> dict[str, str]:
-    return {} if version is None else {"If-Match": f'"{version}"'}
 
 
 # -- rendering -----------------------------------------------------------------------------------
@@ -261,8 +243,7 @@ def create(ctx: Ctx, path: str | None, **flags: Any) -> None:
     """
     spec = _one_spec(path) if path else {}
     spec.update(spec_from_flags(flags))
-    job = ctx.client.request("POST", "/v1/jobs", spec).data
-    ctx.emit(job, job_view)
+    ctx.emit(ctx.client.create_job(spec), job_view)
 
 
 @jobs.command("list")
@@ -286,31 +267,17 @@ def list_(
 ) -> None:
     """List jobs."""
     parse_pairs(labels, "--label")
-    query: dict[str, Any] = {
-        "team": team,
-        "name": name,
-        "label": list(labels),
-        "paused": paused,
-        "last_state": None if last_state is None else last_state.upper(),
-    }
-    items, cursor = fetch_pages(ctx.client, "/v1/jobs", query, limit, cursor)
+    state = None if last_state is None else last_state.upper()
+    items, cursor = collect(
+        lambda size, after: ctx.client.list_jobs(
+            team=team, name=name, labels=labels, paused=paused, last_state=state, limit=size, cursor=after
+        ),
+        limit,
+        cursor,
+    )
     ctx.emit({"items": items, "next_cursor": cursor}, lambda data: jobs_table(data["items"]))
     if cursor and ctx.output == "table":
         click.echo(f"(more: --cursor {cursor})", err=True)
-
-
-def fetch_pages(
-    client: ApiClient, path: str, query: dict[str, Any], limit: int, cursor: str | None = None
-) -> tuple[list[Any], str | None]:
-    """Up to ``limit`` items, following ``next_cursor``; returns them and the cursor to go on."""
-    items: list[Any] = []
-    while len(items) < limit:
-        page = client.get(path, {**query, "limit": min(limit - len(items), 1000), "cursor": cursor}).data
-        items += page["items"]
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
-    return items, cursor
 
 
 @jobs.command()
@@ -318,7 +285,7 @@ def fetch_pages(
 @api_command
 def get(ctx: Ctx, job: str) -> None:
     """Show one job (JOB: id or TEAM/NAME)."""
-    ctx.emit(ctx.client.get(job_path(ctx.client, job)).data, job_view)
+    ctx.emit(ctx.client.get_job(job), job_view)
 
 
 @jobs.command()
@@ -336,13 +303,12 @@ def update(ctx: Ctx, job: str, path: str | None, if_version: int | None, **flags
       cronwheel jobs update data/nightly --schedule "0 4 * * *"
       cronwheel jobs update data/nightly -f nightly.yaml --if-version 3
     """
-    target = job_path(ctx.client, job)
     changes = spec_from_flags(flags)
     if path:
         spec = {**_one_spec(path), **changes}
-        updated = ctx.client.request("PUT", target, spec, headers=if_match(if_version)).data
+        updated = ctx.client.replace_job(job, spec, if_version=if_version)
     elif changes:
-        updated = ctx.client.request("PATCH", target, changes, headers=if_match(if_version)).data
+        updated = ctx.client.update_job(job, changes, if_version=if_version)
     else:
         raise click.UsageError("nothing to change: give -f FILE or flags such as --schedule")
     ctx.emit(updated, job_view)
@@ -354,9 +320,8 @@ def update(ctx: Ctx, job: str, path: str | None, if_version: int | None, **flags
 @api_command
 def delete(ctx: Ctx, job: str, if_version: int | None) -> None:
     """Delete a job (its runs stay readable)."""
-    target = job_path(ctx.client, job)
-    ctx.client.request("DELETE", target, headers=if_match(if_version))
-    job_id = target.rsplit("/", 1)[1]
+    job_id = ctx.client.get_job(job)["id"] if "/" in job else job  # the id is printed
+    ctx.client.delete_job(job_id, if_version=if_version)
     ctx.emit({"deleted": job_id}, lambda data: f"deleted job {data['deleted']}")
 
 
@@ -366,8 +331,7 @@ def delete(ctx: Ctx, job: str, if_version: int | None) -> None:
 @api_command
 def pause(ctx: Ctx, job: str, note: str | None) -> None:
     """Stop firing a job until it is resumed."""
-    body = {"note": note} if note is not None else {}
-    paused = ctx.client.request("POST", job_path(ctx.client, job) + "/pause", body).data
+    paused = ctx.client.pause_job(job, note)
     ctx.emit(paused, lambda data: f"paused {data['team']}/{data['name']} ({data['id']})")
 
 
@@ -381,9 +345,9 @@ def pause(ctx: Ctx, job: str, note: str | None) -> None:
     help="Slots missed while paused: record them SKIPPED, or leave them to the misfire policy.",
 )
 @api_command
-def resume(ctx: Ctx, job: str, missed: str) -> None:
+def resume(ctx: Ctx, job: str, missed: Literal["skip", "misfire"]) -> None:
     """Fire a paused job again."""
-    resumed = ctx.client.request("POST", job_path(ctx.client, job) + "/resume", {"missed": missed}).data
+    resumed = ctx.client.resume_job(job, missed)
     ctx.emit(
         resumed,
         lambda data: f"resumed {data['team']}/{data['name']}; next run {when(data['next_run_at']) or '-'}",
@@ -397,14 +361,11 @@ def resume(ctx: Ctx, job: str, missed: str) -> None:
 @api_command
 def trigger(ctx: Ctx, job: str, payload: str | None, idempotency_key: str | None) -> None:
     """Run a job now, once."""
-    body = {} if payload is None else {"payload": parse_json(payload, "--payload")}
-    headers = {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
-    response = ctx.client.request("POST", job_path(ctx.client, job) + "/trigger", body, headers=headers)
-    run = response.data
-    again = response.status == 200
+    given = {} if payload is None else {"payload": parse_json(payload, "--payload")}
+    triggered = ctx.client.trigger_job(job, **given, idempotency_key=idempotency_key)
 
     def summary(data: dict[str, Any]) -> str:
-        verb = "already triggered" if again else "triggered"
+        verb = "triggered" if triggered.created else "already triggered"
         return f"{verb}: run {data['id']} {data['state']}"
 
-    ctx.emit(run, summary)
+    ctx.emit(triggered.run, summary)

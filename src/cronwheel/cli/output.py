@@ -9,14 +9,23 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
 
-from cronwheel.cli import connection
-from cronwheel.cli.client import ApiClient
-from cronwheel.errors import InvalidInputError
+from cronwheel.client import connection
+from cronwheel.client.errors import (
+    ApiError,
+    ClientError,
+    ConfigurationError,
+    ConnectionFailed,
+    RequestRefused,
+    Unauthenticated,
+)
+
+if TYPE_CHECKING:
+    from cronwheel.client import Client
 
 FORMATS = ("table", "json", "yaml")
 
@@ -25,15 +34,25 @@ class Ctx:
     """What a command is given: the API client (connected when first used, so that a command
     that needs no server reads no config) and the output format."""
 
-    def __init__(self, client: ApiClient | Callable[[], ApiClient], output: str) -> None:
-        self._client = client
+    def __init__(self, connect: Callable[[], Client], output: str) -> None:
+        self._connect = connect
+        self._client: Client | None = None
         self.output = output
 
     @property
-    def client(self) -> ApiClient:
-        if not isinstance(self._client, ApiClient):
-            self._client = self._client()
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = self._connect()
         return self._client
+
+    @property
+    def source(self) -> str:
+        """Where the token came from (``none`` before the client is made)."""
+        return "none" if self._client is None else self._client.source
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
 
     def emit(self, data: Any, table: Callable[[Any], str]) -> None:
         """Print ``data`` as JSON/YAML when asked, else as ``table(data)``."""
@@ -59,17 +78,57 @@ def output_option(func: Callable[..., None]) -> Callable[..., None]:
     return option(func)
 
 
-def connect(url: str | None, token: str | None, context: str | None) -> ApiClient:
-    """The client of the server and token :mod:`cronwheel.cli.connection` resolves."""
+class ApiFailure(click.ClickException):
+    """An error of the client, as the CLI reports it: exit 2 for a request the server refused
+    (4xx), 1 for a server or network failure."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc] # click reads it from the instance too
+
+
+def connect(url: str | None, token: str | None, context: str | None, tls: dict[str, str | None]) -> Client:
+    """The client of the server, token and TLS files :mod:`cronwheel.client.connection` resolves."""
     env = dict(os.environ)
     try:
         config = connection.load_config(connection.config_path(env))
         found = connection.resolve(
-            url=url, token=token, context=context, env=env, config=config, cwd=Path.cwd()
+            url=url, token=token, context=context, env=env, config=config, cwd=Path.cwd(), tls=tls
         )
-    except InvalidInputError as error:
+    except ConfigurationError as error:
         raise click.UsageError(str(error)) from None
-    return ApiClient.connect(found)
+    try:
+        connection.checked_url(found.url)
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="--url") from None
+    from cronwheel.client import Client  # noqa: PLC0415 - httpx only for a command that sends
+
+    try:
+        return Client.from_connection(found)
+    except ConfigurationError as error:
+        raise click.UsageError(str(error)) from None
+
+
+def failure(error: ClientError, source: str) -> click.ClickException:
+    """How the CLI reports ``error`` (``source``: where the token came from, for a 401's hint)."""
+    if isinstance(error, Unauthenticated):
+        return ApiFailure(f"{error}\n  ({token_hint(source)})", 2)
+    if isinstance(error, ConnectionFailed):
+        hint = "is the server running? Point the CLI at it with --url or CRONWHEEL_URL"
+        return ApiFailure(f"{error}\n  ({hint})", 1)
+    if isinstance(error, ApiError):
+        return ApiFailure(str(error), 2 if isinstance(error, RequestRefused) else 1)
+    return click.UsageError(str(error))
+
+
+def token_hint(source: str) -> str:
+    if source == "none":
+        return (
+            "no token was sent: pass --token, set CRONWHEEL_TOKEN, or add a context "
+            "(cronwheel config set-context); a local `cronwheel server` keeps its admin token "
+            "in <database>.token"
+        )
+    return f"the token from {source} was refused"
 
 
 def api_command(func: Callable[..., None]) -> Callable[..., None]:
@@ -88,12 +147,40 @@ def api_command(func: Callable[..., None]) -> Callable[..., None]:
         help="API token (env: CRONWHEEL_TOKEN; default: the context's, else a local server's token file).",
     )
     @click.option("--context", default=None, help="A context of the config file (env: CRONWHEEL_CONTEXT).")
+    @click.option(
+        "--ca-cert",
+        default=None,
+        metavar="PEM",
+        help="CA certificate(s) to verify an https server with (env: CRONWHEEL_CA_CERT; default: the "
+        "context's, else the usual CAs).",
+    )
+    @click.option(
+        "--client-cert", default=None, metavar="PEM", help="Client certificate (env: CRONWHEEL_CLIENT_CERT)."
+    )
+    @click.option(
+        "--client-key", default=None, metavar="PEM", help="Its private key (env: CRONWHEEL_CLIENT_KEY)."
+    )
     @output_option
     @functools.wraps(func)
     def wrapper(
-        *args: Any, url: str | None, token: str | None, context: str | None, output: str, **kwargs: Any
+        *args: Any,
+        url: str | None,
+        token: str | None,
+        context: str | None,
+        ca_cert: str | None,
+        client_cert: str | None,
+        client_key: str | None,
+        output: str,
+        **kwargs: Any,
     ) -> None:
-        func(Ctx(lambda: connect(url, token, context), output), *args, **kwargs)
+        tls = {"ca_cert": ca_cert, "client_cert": client_cert, "client_key": client_key}
+        ctx = Ctx(lambda: connect(url, token, context, tls), output)
+        try:
+            func(ctx, *args, **kwargs)
+        except ClientError as error:
+            raise failure(error, ctx.source) from None
+        finally:
+            ctx.close()
 
     return wrapper
 

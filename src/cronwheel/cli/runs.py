@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 import click
 
-from cronwheel.cli.jobs import STATES, fetch_pages, job_path
+from cronwheel.cli.jobs import STATES
 from cronwheel.cli.output import Ctx, api_command, fields, table, when
+from cronwheel.client import collect
+from cronwheel.client.types import Page, Run
 
 
 def _seconds(value: float | None) -> str | None:
@@ -107,9 +108,14 @@ def runs() -> None:
 @api_command
 def list_(ctx: Ctx, job: str | None, states: tuple[str, ...], limit: int, cursor: str | None) -> None:
     """List runs, newest first."""
-    query: dict[str, Any] = {"state": [state.upper() for state in states]}
-    path = "/v1/runs" if job is None else job_path(ctx.client, job) + "/runs"
-    items, cursor = fetch_pages(ctx.client, path, query, limit, cursor)
+    wanted = [state.upper() for state in states]
+
+    def fetch(size: int, after: str | None) -> Page[Run]:
+        if job is None:
+            return ctx.client.list_runs(states=wanted, limit=size, cursor=after)
+        return ctx.client.list_job_runs(job, states=wanted, limit=size, cursor=after)
+
+    items, cursor = collect(fetch, limit, cursor)
     ctx.emit({"items": items, "next_cursor": cursor}, lambda data: runs_table(data["items"]))
     if cursor and ctx.output == "table":
         click.echo(f"(more: --cursor {cursor})", err=True)
@@ -120,4 +126,4 @@ def list_(ctx: Ctx, job: str | None, states: tuple[str, ...], limit: int, cursor
 @api_command
 def get(ctx: Ctx, run_id: str) -> None:
     """Show one run with its attempts and history."""
-    ctx.emit(ctx.client.get(f"/v1/runs/{quote(run_id, safe='')}").data, run_detail_view)
+    ctx.emit(ctx.client.get_run(run_id), run_detail_view)

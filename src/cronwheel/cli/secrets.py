@@ -16,14 +16,15 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from cronwheel.cli.client import ApiClient, RequestRefused
-from cronwheel.cli.jobs import if_match, job_path
 from cronwheel.cli.output import Ctx, api_command, table, when
+from cronwheel.client import Conflict, NotFound, Problem, collect
+
+if TYPE_CHECKING:
+    from cronwheel.client import Client
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -34,11 +35,6 @@ def _split(ref: str) -> tuple[str, str]:
     if not sep or not _NAME.fullmatch(team) or not _NAME.fullmatch(name):
         raise click.BadParameter(f"expected TEAM/NAME (each 1-100 of A-Z a-z 0-9 . _ -), not {ref!r}")
     return team, name
-
-
-def secret_path(team: str, name: str | None = None) -> str:
-    path = f"/v1/teams/{quote(team, safe='')}/secrets"
-    return path if name is None else f"{path}/{quote(name, safe='')}"
 
 
 def read_value(what: str) -> str:
@@ -100,10 +96,10 @@ def set_(ctx: Ctx, ref: str, new_signing_secret: bool) -> None:
         value = generate()
     else:
         value = read_value(ref)
-    response = ctx.client.request("PUT", secret_path(team, name), {"value": value})
-    verb = "created" if response.status == 201 else "replaced"
+    stored = ctx.client.set_secret(team, name, value)
+    verb = "created" if stored.created else "replaced"
     ctx.emit(
-        response.data, lambda data: f"{verb} secret {data['team']}/{data['name']} (key {data['key_id']})"
+        stored.secret, lambda data: f"{verb} secret {data['team']}/{data['name']} (key {data['key_id']})"
     )
     if new_signing_secret:
         click.echo(f"{value}\n(shown once: give it to the receivers of the team's webhooks)", err=True)
@@ -115,16 +111,9 @@ def set_(ctx: Ctx, ref: str, new_signing_secret: bool) -> None:
 @api_command
 def list_(ctx: Ctx, team: str, limit: int) -> None:
     """List a team's secrets (names, key ids and times; never a value)."""
-    items: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while len(items) < limit:
-        page = ctx.client.get(
-            secret_path(team), {"limit": min(limit - len(items), 1000), "cursor": cursor}
-        ).data
-        items += page["items"]
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
+    items, cursor = collect(
+        lambda size, after: ctx.client.list_secrets(team, limit=size, cursor=after), limit
+    )
     ctx.emit({"items": items, "next_cursor": cursor}, lambda data: _secrets_table(data["items"]))
 
 
@@ -134,7 +123,7 @@ def list_(ctx: Ctx, team: str, limit: int) -> None:
 def delete(ctx: Ctx, ref: str) -> None:
     """Delete a secret (jobs that still refer to it fail their attempts, saying so)."""
     team, name = _split(ref)
-    ctx.client.request("DELETE", secret_path(team, name))
+    ctx.client.delete_secret(team, name)
     ctx.emit({"deleted": f"{team}/{name}"}, lambda data: f"deleted secret {data['deleted']}")
 
 
@@ -142,9 +131,9 @@ def delete(ctx: Ctx, ref: str) -> None:
 @api_command
 def reencrypt(ctx: Ctx) -> None:
     """Rewrite every secret under the server's newest key (after adding a key; admin only)."""
-    done = ctx.client.request("POST", "/v1/secrets/reencrypt").data
+    done = ctx.client.reencrypt_secrets()
 
-    def summary(data: dict[str, Any]) -> str:
+    def summary(data: Any) -> str:
         lines = [
             f"re-encrypted {data['rewritten']} secret(s) under key {data['key_id']}"
             f" ({data['changed_meanwhile']} set meanwhile, already current)"
@@ -166,13 +155,11 @@ def _adopted_name(job_name: str, field: str) -> str:
     return _NOT_NAME.sub("-", f"{job_name}.{key}".lower())[:100]
 
 
-def _exists(client: ApiClient, team: str, name: str) -> bool:
+def _exists(client: Client, team: str, name: str) -> bool:
     try:
-        client.get(secret_path(team, name))
-    except RequestRefused as error:
-        if error.status == 404:
-            return False
-        raise
+        client.get_secret(team, name)
+    except NotFound:
+        return False
     return True
 
 
@@ -191,9 +178,7 @@ def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
     to it; the job is changed only if it is still at the version read. A secret of that name
     that exists already is never overwritten: nothing is changed.
     """
-    path = job_path(ctx.client, job)
-    current = ctx.client.get(path)
-    data = current.data
+    data = ctx.client.get_job(job)
     chosen = list(fields) or list(data["plain_values"])
     unknown = [field for field in chosen if field not in data["plain_values"]]
     if unknown:
@@ -208,17 +193,17 @@ def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
             f"team {data['team']!r} already has secret(s) {', '.join(taken)}: nothing was changed "
             "(delete or rename them, or adopt the other fields with --field)"
         )
-        raise RequestRefused(409, {"title": "Conflict", "detail": detail})
+        raise Conflict(Problem(409, "Conflict", detail=detail))
     target = dict(data["target"])
     values_key = "headers" if target["type"] == "http" else "env"
     values = dict(target[values_key])
     if not dry_run:
         for field, name in plan.items():
             key = field.split(".", 2)[2]
-            ctx.client.request("PUT", secret_path(data["team"], name), {"value": values[key]})
+            ctx.client.set_secret(data["team"], name, values[key])
             values[key] = {"secret": name}
         target[values_key] = values
-        ctx.client.request("PATCH", path, {"target": target}, headers=if_match(current.version))
+        ctx.client.update_job(data["id"], {"target": target}, if_version=data["version"])
     report = {"job": f"{data['team']}/{data['name']}", "dry_run": dry_run, "adopted": plan}
     ctx.emit(report, _adopt_text)
 

@@ -8,12 +8,11 @@ import re
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote
 
 import click
 
-from cronwheel.cli.jobs import fetch_pages
 from cronwheel.cli.output import Ctx, api_command, fields, table, when
+from cronwheel.client import collect
 from cronwheel.errors import CronwheelError
 
 SCOPES = ("read", "write", "trigger", "admin")
@@ -115,13 +114,9 @@ def create(
         raise click.UsageError("give --team TEAM or --all-teams")
     if not scopes:
         raise click.UsageError("give at least one --scope (read, write, trigger, admin)")
-    body = {
-        "name": name,
-        "team": team,
-        "scopes": list(dict.fromkeys(scopes)),
-        "expires_at": expiry(expires_in, expires_at, datetime.now(UTC)),
-    }
-    ctx.emit(ctx.client.request("POST", "/v1/tokens", body).data, token_view)
+    expires = expiry(expires_in, expires_at, datetime.now(UTC))
+    made = ctx.client.create_token(name, team=team, scopes=list(dict.fromkeys(scopes)), expires_at=expires)
+    ctx.emit(made, token_view)
 
 
 def _bootstrap(database_url: str, name: str) -> None:
@@ -153,8 +148,13 @@ def _bootstrap(database_url: str, name: str) -> None:
 @api_command
 def list_(ctx: Ctx, team: str | None, include_revoked: bool, limit: int, cursor: str | None) -> None:
     """List tokens (never the tokens themselves: only their ids)."""
-    query: dict[str, Any] = {"team": team, "include_revoked": include_revoked or None}
-    items, cursor = fetch_pages(ctx.client, "/v1/tokens", query, limit, cursor)
+    items, cursor = collect(
+        lambda size, after: ctx.client.list_tokens(
+            team=team, include_revoked=include_revoked, limit=size, cursor=after
+        ),
+        limit,
+        cursor,
+    )
     ctx.emit({"items": items, "next_cursor": cursor}, lambda data: tokens_table(data["items"]))
     if cursor and ctx.output == "table":
         click.echo(f"(more: --cursor {cursor})", err=True)
@@ -178,7 +178,7 @@ def tokens_table(items: list[dict[str, Any]]) -> str:
 @api_command
 def revoke(ctx: Ctx, token_id: str) -> None:
     """Revoke a token (by its id): every request made with it is refused from now on."""
-    ctx.client.request("DELETE", f"/v1/tokens/{quote(token_id, safe='')}")
+    ctx.client.revoke_token(token_id)
     if ctx.output == "table":
         click.echo(f"revoked {token_id}")
     else:

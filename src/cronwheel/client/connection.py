@@ -1,8 +1,9 @@
-"""Which server the CLI talks to, and with which token: the one place that decides.
+"""Which server a client talks to, with which token and TLS settings: the one place that decides
+(for :meth:`cronwheel.client.Client.from_environment` and so for the CLI).
 
-Each of the two is taken from the first of:
+Each of the URL and the token is taken from the first of:
 
-1. the flags ``--url``, ``--token``;
+1. the arguments (the CLI's flags ``--url``, ``--token``);
 2. the environment, ``CRONWHEEL_URL``, ``CRONWHEEL_TOKEN``;
 3. a *context* of the config file (``--context`` or ``CRONWHEEL_CONTEXT``, else the file's
    ``current-context``), as kubectl does;
@@ -13,6 +14,12 @@ and the URL defaults to ``http://127.0.0.1:8080``. A context's token goes only t
 URL, and a local token file only to a loopback URL: a ``--url`` pointing elsewhere never receives
 them.
 
+TLS for an ``https://`` server: ``ca_cert`` (a PEM file of the CA(s) to trust instead of the
+system's), ``client_cert`` and ``client_key`` (a client certificate, for servers that ask for one),
+each from the arguments (``--ca-cert``, ``--client-cert``, ``--client-key``), else
+``CRONWHEEL_CA_CERT``, ``CRONWHEEL_CLIENT_CERT``, ``CRONWHEEL_CLIENT_KEY``, else the context's
+``ca-cert``, ``client-cert``, ``client-key`` (a context's, like its token, only for its own URL).
+
 The config file is ``$CRONWHEEL_CONFIG``, else ``$XDG_CONFIG_HOME/cronwheel/config.yaml``, else
 ``~/.config/cronwheel/config.yaml`` (written 0600: it may hold tokens)::
 
@@ -21,10 +28,11 @@ The config file is ``$CRONWHEEL_CONFIG``, else ``$XDG_CONFIG_HOME/cronwheel/conf
       prod:
         url: https://cron.example.com
         token-file: ~/.config/cronwheel/prod.token   # or token: cw_...
+        ca-cert: ~/.config/cronwheel/prod-ca.pem     # optional: a private CA
       local:
         url: http://127.0.0.1:8080
 
-Pure (no click): a client library can use it as it is.
+Pure (no click, no HTTP): it only reads files and the environment.
 """
 
 from __future__ import annotations
@@ -33,11 +41,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
 from cronwheel import localtoken
-from cronwheel.errors import InvalidInputError
+from cronwheel.client.errors import ConfigurationError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -47,6 +56,9 @@ class Context:
     url: str
     token: str | None = None
     token_file: str | None = None
+    ca_cert: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
 
     def read_token(self) -> str | None:
         if self.token:
@@ -55,7 +67,7 @@ class Context:
             path = Path(self.token_file).expanduser()
             text = localtoken.read_token(path)
             if text is None:
-                raise InvalidInputError(f"cannot read the token file {path}")
+                raise ConfigurationError(f"cannot read the token file {path}")
             return text
         return None
 
@@ -71,6 +83,24 @@ class Connection:
     url: str
     token: str | None
     source: str  # where the token came from ("--token", "CRONWHEEL_TOKEN", "context prod", a file), or "none"
+    ca_cert: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+
+
+# Context attributes and their keys in the file (the url aside).
+_KEYS = {
+    "token": "token",
+    "token_file": "token-file",
+    "ca_cert": "ca-cert",
+    "client_cert": "client-cert",
+    "client_key": "client-key",
+}
+_TLS_ENV = {
+    "ca_cert": "CRONWHEEL_CA_CERT",
+    "client_cert": "CRONWHEEL_CLIENT_CERT",
+    "client_key": "CRONWHEEL_CLIENT_KEY",
+}
 
 
 def config_path(env: Mapping[str, str]) -> Path:
@@ -87,25 +117,25 @@ def load_config(path: Path) -> Config:
     except FileNotFoundError:
         return Config()
     except OSError as error:
-        raise InvalidInputError(f"cannot read {path}: {error.strerror}") from None
+        raise ConfigurationError(f"cannot read {path}: {error.strerror}") from None
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
-        raise InvalidInputError(f"{path} is not valid YAML: {error}") from None
+        raise ConfigurationError(f"{path} is not valid YAML: {error}") from None
     return _config(data, path)
 
 
 def _config(data: Any, path: Path) -> Config:
     if not isinstance(data, dict) or not set(data) <= {"current-context", "contexts"}:
-        raise InvalidInputError(f"{path}: expected the keys current-context and contexts")
+        raise ConfigurationError(f"{path}: expected the keys current-context and contexts")
     contexts: dict[str, Context] = {}
     for name, entry in (data.get("contexts") or {}).items():
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
-            raise InvalidInputError(f"{path}: context {name!r} needs a url")
-        unknown = set(entry) - {"url", "token", "token-file"}
+            raise ConfigurationError(f"{path}: context {name!r} needs a url")
+        unknown = set(entry) - {"url", *_KEYS.values()}
         if unknown:
-            raise InvalidInputError(f"{path}: context {name!r} has unknown keys {sorted(unknown)}")
-        contexts[str(name)] = Context(entry["url"], entry.get("token"), entry.get("token-file"))
+            raise ConfigurationError(f"{path}: context {name!r} has unknown keys {sorted(unknown)}")
+        contexts[str(name)] = Context(entry["url"], **{attr: entry.get(key) for attr, key in _KEYS.items()})
     current = data.get("current-context")
     return Config(None if current is None else str(current), contexts)
 
@@ -113,11 +143,8 @@ def _config(data: Any, path: Path) -> Config:
 def save_config(path: Path, config: Config) -> None:
     """Write ``config`` to ``path``, 0600 (it may hold tokens)."""
     contexts = {
-        name: {
-            key: value
-            for key, value in (("url", ctx.url), ("token", ctx.token), ("token-file", ctx.token_file))
-            if value is not None
-        }
+        name: {"url": ctx.url}
+        | {key: getattr(ctx, attr) for attr, key in _KEYS.items() if getattr(ctx, attr) is not None}
         for name, ctx in sorted(config.contexts.items())
     }
     data: dict[str, Any] = {"current-context": config.current, "contexts": contexts}
@@ -132,8 +159,11 @@ def resolve(
     env: Mapping[str, str],
     config: Config,
     cwd: Path,
+    tls: Mapping[str, str | None] | None = None,
 ) -> Connection:
-    """The URL and token the CLI uses (see the module docstring for the order)."""
+    """The URL, token and TLS files to use (see the module docstring for the order); ``tls``
+    holds the arguments ``ca_cert``, ``client_cert``, ``client_key`` given."""
+    files = {attr: (tls or {}).get(attr) or env.get(name) or None for attr, name in _TLS_ENV.items()}
     url = url or env.get("CRONWHEEL_URL") or None
     source = "--token" if token else "CRONWHEEL_TOKEN" if env.get("CRONWHEEL_TOKEN") else "none"
     token = token or env.get("CRONWHEEL_TOKEN") or None
@@ -141,14 +171,28 @@ def resolve(
     if chosen is not None:
         name, ctx = chosen
         url = url or ctx.url
-        if token is None and _same_server(url, ctx.url):
-            token, source = ctx.read_token(), f"context {name}"
+        if _same_server(url, ctx.url):
+            if token is None:
+                token, source = ctx.read_token(), f"context {name}"
+            files = {attr: value or _expanded(getattr(ctx, attr)) for attr, value in files.items()}
     url = url or DEFAULT_URL
     if token is None:
         found = localtoken.find_local_token(url, env, cwd)
         if found is not None:
             token, source = found[0], str(found[1])
-    return Connection(url, token, source if token else "none")
+    return Connection(url, token, source if token else "none", **files)
+
+
+def checked_url(url: str) -> str:
+    """``url`` without a trailing ``/``, if it is an http(s) URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigurationError(f"{url!r} is not an http(s) URL such as {DEFAULT_URL}")
+    return url.rstrip("/")
+
+
+def _expanded(path: str | None) -> str | None:
+    return None if path is None else str(Path(path).expanduser())
 
 
 def _context(name: str | None, config: Config) -> tuple[str, Context] | None:
@@ -156,7 +200,7 @@ def _context(name: str | None, config: Config) -> tuple[str, Context] | None:
         return None
     if name not in config.contexts:
         known = ", ".join(sorted(config.contexts)) or "none"
-        raise InvalidInputError(f"no context named {name!r} in the config file (known: {known})")
+        raise ConfigurationError(f"no context named {name!r} in the config file (known: {known})")
     return name, config.contexts[name]
 
 

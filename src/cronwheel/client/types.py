@@ -1,0 +1,174 @@
+"""What the client's methods return.
+
+Objects the API answers with (a job, a run, a token...) are :class:`~typing.TypedDict` types: the
+JSON as the server sent it, typed for mypy and editors, printed by ``-o json`` unchanged and
+carrying any field a newer server adds. Instants stay RFC 3339 strings (``"2026-03-02T12:00:00Z"``),
+as the API writes them. ``tests/client/test_routes.py`` holds each type's keys equal to the
+server's response schema. What the client itself makes (a page, the outcome of a trigger) is a
+frozen dataclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypedDict, TypeVar
+
+T = TypeVar("T")
+
+
+class LastRun(TypedDict):
+    id: str
+    state: str
+    slot: str
+    finished_at: str | None
+
+
+class Job(TypedDict):
+    """``JobOut``: a job's definition and its state; ``version`` is its ETag."""
+
+    id: str
+    team: str
+    name: str
+    schedule: str
+    timezone: str
+    dst_gap: str | None
+    dst_fold: str | None
+    target: dict[str, Any]
+    description: str
+    payload: Any
+    timeout_s: float
+    retry: dict[str, Any]
+    misfire: dict[str, Any]
+    overlap: str
+    start_at: str | None
+    end_at: str | None
+    queue: str
+    labels: dict[str, str]
+    version: int
+    paused: bool
+    pause_note: str | None
+    paused_at: str | None
+    created_at: str | None
+    updated_at: str | None
+    next_run_at: str | None
+    last_run: LastRun | None
+    plain_values: list[str]
+
+
+class Run(TypedDict):
+    """``RunOut``: one run of a job (``job_team``/``job_name`` null once the job is deleted)."""
+
+    id: str
+    job_id: str
+    job_team: str | None
+    job_name: str | None
+    kind: str
+    slot: str
+    state: str
+    reason: str | None
+    attempts: int
+    job_version: int
+    queue: str
+    idempotency_key: str | None
+    payload: Any
+    has_payload: bool
+    created_at: str | None
+    queued_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    next_attempt_at: str | None
+    queued_lateness_s: float | None
+    start_lateness_s: float | None
+
+
+class RunDetail(Run):
+    """``RunDetailOut``: a run with its attempts and its state history."""
+
+    attempt_details: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+
+
+class Token(TypedDict):
+    """``TokenOut``: a token's record (never the token itself)."""
+
+    id: str
+    name: str
+    team: str | None
+    scopes: list[str]
+    state: str
+    created_at: str
+    created_by: str | None
+    expires_at: str | None
+    last_used_at: str | None
+    revoked_at: str | None
+
+
+class NewToken(Token):
+    """``TokenCreated``: the record and, this once, the token."""
+
+    token: str
+
+
+class Secret(TypedDict):
+    """``SecretOut``: a secret's name and key id (never its value)."""
+
+    team: str
+    name: str
+    key_id: str
+    created_at: str | None
+    updated_at: str | None
+
+
+class Reencryption(TypedDict):
+    """``ReencryptOut``."""
+
+    key_id: str
+    rewritten: int
+    changed_meanwhile: int
+    failed: list[dict[str, str]]
+
+
+class Preview(TypedDict):
+    """``PreviewOut``: the next fire times of an expression."""
+
+    expression: str
+    timezone: str
+    dst_gap: str
+    dst_fold: str
+    wildcard: bool
+    after: str
+    fires: list[dict[str, Any]]
+    warnings: list[str]
+
+
+class Health(TypedDict):
+    status: str
+
+
+class Ready(TypedDict):
+    status: str
+    checks: dict[str, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing; ``next_cursor`` continues it (None: the last page)."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Triggered:
+    """A trigger's run; ``created`` is False when an ``Idempotency-Key`` found an earlier one."""
+
+    run: Run
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SecretSet:
+    """A secret as stored; ``created`` is False when it replaced a value."""
+
+    secret: Secret
+    created: bool
