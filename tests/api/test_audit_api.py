@@ -199,3 +199,16 @@ async def test_there_is_no_route_that_changes_an_entry(app_env: tuple[Env, httpx
     _, http = app_env
     for method in ("POST", "PUT", "PATCH", "DELETE"):
         assert (await http.request(method, "/v1/audit")).status_code == 405
+
+
+async def test_a_job_moved_to_another_team_is_recorded_under_the_team_it_left(
+    app_env: tuple[Env, httpx.AsyncClient],
+) -> None:
+    _, http = app_env
+    created = (await http.post("/v1/jobs", json=job_body(team="data"))).json()
+    assert (await http.patch(f"/v1/jobs/{created['id']}", json={"team": "other"})).status_code == 200
+    (moved,) = await entries(http, action="job.update")
+    assert moved["team"] == "data"
+    assert (moved["before"]["team"], moved["after"]["team"]) == ("data", "other")
+    assert (await http.patch(f"/v1/jobs/{created['id']}", json={"team": "other"})).status_code == 200
+    assert len(await entries(http, action="job.update")) == 1  # the same definition again: no entry
