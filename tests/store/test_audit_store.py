@@ -5,12 +5,14 @@ pruned only by the operator's retention. Snapshots never hold a credential."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
 from cronwheel import failpoints
-from cronwheel.audit import REDACTED, Actor, AuditAction, AuditEntry, AuditQuery
+from cronwheel.audit import REDACTED, Actor, AuditAction, AuditEntry, AuditQuery, job_snapshot
 from cronwheel.clock import ManualClock
 from cronwheel.errors import ConflictError, InvalidInputError
 from cronwheel.identity import Scope
@@ -221,3 +223,20 @@ async def test_token_and_secret_writes_record_no_credential(store: SqlStore, clo
     assert record.digest not in logged
     assert token_text not in logged
     assert token_text.split("_")[-1] not in logged
+
+
+async def test_concurrent_edits_record_a_chain_of_before_and_after(store: SqlStore) -> None:
+    """Each edit's ``before`` is the row it changed (locked, on PostgreSQL), so the entries of
+    edits racing on one job chain: every ``before`` is the ``after`` of the one before it."""
+    job = await store.create_job(make_job(description="v0"))
+    edits = [
+        store.update_job(replace(job, description=f"v{n}"), None, audit=entry(AuditAction.JOB_UPDATE))
+        for n in range(1, 9)
+    ]
+    await asyncio.gather(*edits)
+    chain = sorted(await everything(store), key=lambda e: e.after["version"] if e.after else 0)
+    assert [e.after["version"] for e in chain if e.after] == list(range(2, 10))
+    previous = job_snapshot(job)
+    for link in chain:
+        assert link.before == previous
+        previous = link.after

@@ -194,9 +194,8 @@ async def mark_deleted(
     erase the secrets of its target (:func:`erased_target`: the row stays, for its runs' history);
     with ``cancel``, flag its unfinished runs to stop in the same transaction."""
     async with tx.write() as connection:
-        found = (
-            (await connection.execute(select(jobs).where(jobs.c.id == job_id, JOB_LIVE))).mappings().first()
-        )
+        live = select(jobs).where(jobs.c.id == job_id, JOB_LIVE).with_for_update()  # the audit's before
+        found = (await connection.execute(live)).mappings().first()
         target = None if found is None else found["target"]
         erased = erased_target(target) if isinstance(target, Mapping) else jobs.c.target
         result = await connection.execute(
@@ -243,8 +242,12 @@ def erased_target(stored: Mapping[str, Any]) -> dict[str, Any]:
 # -- in a transaction ------------------------------------------------------------------------------
 
 
-async def live_job(connection: AsyncConnection, job_id: str) -> Job:
-    result = await connection.execute(select(jobs).where(jobs.c.id == job_id, JOB_LIVE))
+async def live_job(connection: AsyncConnection, job_id: str, *, lock: bool = False) -> Job:
+    """The live job; with ``lock``, its row locked until the transaction ends (PostgreSQL: ``FOR
+    UPDATE``; SQLite's write transaction holds the whole database already), so that what a write
+    read is what it changed (the audit entry's ``before``)."""
+    statement = select(jobs).where(jobs.c.id == job_id, JOB_LIVE)
+    result = await connection.execute(statement.with_for_update() if lock else statement)
     row = result.mappings().first()
     if row is None:
         raise NotFoundError(f"job {job_id} not found")
@@ -275,7 +278,7 @@ async def _write_definition(
     """Rewrite the stored job's definition and labels (its cursor only with ``move_cursor``),
     bumping its version; refuse a stale ``expected_version``, a taken name, or a move to a team
     that has ``team_quota`` live jobs already. Returns the job as it was."""
-    stored = await live_job(connection, job.id)
+    stored = await live_job(connection, job.id, lock=True)
     if expected_version is not None and stored.version != expected_version:
         raise ConflictError(f"job {job.id} is at version {stored.version}, not {expected_version}")
     if job.team != stored.team:
