@@ -33,6 +33,11 @@ class NotFoundError(PermanentError):
     """The job or run does not exist (or was deleted)."""
 
 
+class HiddenError(NotFoundError):
+    """Answered exactly as :class:`NotFoundError` (404), but raised where the object is behind
+    another team's wall: the audit log records it (``auth.hidden``), the caller cannot tell."""
+
+
 class UnauthenticatedError(PermanentError):
     """No credentials, or credentials that are unknown, expired or revoked (HTTP 401)."""
 

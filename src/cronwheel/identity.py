@@ -21,17 +21,17 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cronwheel.errors import ForbiddenError, NotFoundError
+from cronwheel.errors import ForbiddenError, HiddenError
 
 
 class Scope(enum.StrEnum):
     """What a caller may do. Each scope includes none of the others, except ``admin``, which
     includes them all (and the management of tokens and of every team)."""
 
-    READ = "read"  # jobs, runs, audit entries of the caller's teams
+    READ = "read"  # jobs, runs, secrets' names of the caller's teams
     WRITE = "write"  # create, edit, pause, resume, delete jobs; set and delete secrets
     TRIGGER = "trigger"  # run a job now
-    ADMIN = "admin"  # everything, tokens included
+    ADMIN = "admin"  # everything, tokens and the audit log of the caller's teams included
 
 
 class CallerKind(enum.StrEnum):
@@ -61,7 +61,7 @@ class Caller:
         """Refuse unless the caller may ``scope`` objects of ``team``: another team's object is
         a 404 (``what`` names it, as a missing one would be named), a missing scope a 403."""
         if team is not None and not self.sees(team):
-            raise NotFoundError(f"{what} not found")
+            raise HiddenError(f"{what} not found")  # a 404 like any other (the audit log tells)
         if not self.has(scope):
             raise ForbiddenError(f"this {self.kind} lacks the {scope.value!r} scope")
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from cronwheel import tokens
+from cronwheel.audit import Actor, AuditAction
 from cronwheel.errors import NotFoundError, UnauthenticatedError
 from cronwheel.identity import Scope
 
@@ -121,7 +122,9 @@ async def issue_admin(store: Store, now: datetime, name: str) -> str:
     return it: the first token of a server (``cronwheel tokens create --bootstrap``, the embedded
     server's file)."""
     record, text = tokens.issue(name, None, [Scope.ADMIN], now)
-    await store.create_token(record)
+    made_here = Actor("server", None, "the server itself")  # no caller: the operator, on the server
+    entry = made_here.entry(AuditAction.TOKEN_CREATE, now, None, ("token", record.id, record.name))
+    await store.create_token(record, audit=entry)
     return text
 
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from cronwheel import metrics, python_targets
+from cronwheel.audit import Actor, AuditAction, AuditEntry
 from cronwheel.clock import Clock
 from cronwheel.errors import InvalidInputError
 from cronwheel.limits import Limits
@@ -171,7 +172,7 @@ class JobService:
         if missing:
             raise UnknownSecretError(job.team, missing)
 
-    async def create(self, job: Job) -> Job:
+    async def create(self, job: Job, actor: Actor | None = None) -> Job:
         """Store a new job with its first slot; one that would never fire, or fire more often
         than the operator allows, is refused, and so is one more job for a full team (the store
         counts in the writing transaction)."""
@@ -190,11 +191,12 @@ class JobService:
         )
         self.limits.check_interval(schedule_of(stored), now)  # with its id: H hashes it
         stored = dataclasses.replace(stored, next_run_at=_first_slot_or_refuse(stored, now))
-        created = await self.store.create_job(stored, team_quota=self.limits.team_quota)
+        entry = _entry(actor, AuditAction.JOB_CREATE, now, stored)
+        created = await self.store.create_job(stored, team_quota=self.limits.team_quota, audit=entry)
         self.changes.job_changed(created.id)
         return created
 
-    async def update(self, job: Job, expected_version: int | None) -> Job:
+    async def update(self, job: Job, expected_version: int | None, actor: Actor | None = None) -> Job:
         """Replace the job's definition; the cursor restarts from now when timing changed.
 
         An edit that changes nothing writes nothing and keeps the version, so that other clients'
@@ -223,23 +225,35 @@ class JobService:
             self.limits.check_interval(schedule_of(updated), now)
             updated = dataclasses.replace(updated, next_run_at=_first_slot_or_refuse(updated, now))
         stored = await self.store.update_job(
-            updated, expected_version, move_cursor=retimed, team_quota=self.limits.team_quota
+            updated,
+            expected_version,
+            move_cursor=retimed,
+            team_quota=self.limits.team_quota,
+            audit=_entry(actor, AuditAction.JOB_UPDATE, now, current),  # a moved job: its old team's
         )
         self.changes.job_changed(stored.id)
         return stored
 
-    async def pause(self, job_id: str, note: str | None, expected_version: int | None = None) -> Job:
+    async def pause(
+        self, job_id: str, note: str | None, expected_version: int | None = None, actor: Actor | None = None
+    ) -> Job:
         job = await self.store.get_job(job_id)
         if job.paused:
             return job
         now = self.clock.now()
         paused = dataclasses.replace(job, paused=True, pause_note=note, paused_at=now, updated_at=now)
-        stored = await self.store.update_job(paused, expected_version)
+        stored = await self.store.update_job(
+            paused, expected_version, audit=_entry(actor, AuditAction.JOB_PAUSE, now, job)
+        )
         self.changes.job_changed(job_id)
         return stored
 
     async def resume(
-        self, job_id: str, missed: Literal["skip", "misfire"] = "skip", expected_version: int | None = None
+        self,
+        job_id: str,
+        missed: Literal["skip", "misfire"] = "skip",
+        expected_version: int | None = None,
+        actor: Actor | None = None,
     ) -> Job:
         """Resume a paused job. ``skip``: the slots missed while paused are recorded SKIPPED
         (paused) and the job carries on from now; ``misfire``: they are left to the job's misfire
@@ -254,7 +268,12 @@ class JobService:
             skipped = self._paused_slots(job, now)
             resumed = dataclasses.replace(resumed, next_run_at=first_slot(job, now))
         stored, recorded = await self.store.resume_job(
-            resumed, expected_version, skipped, now, move_cursor=missed == "skip"
+            resumed,
+            expected_version,
+            skipped,
+            now,
+            move_cursor=missed == "skip",
+            audit=_entry(actor, AuditAction.JOB_RESUME, now, job),
         )  # one transaction: never resumed without the records of its paused slots
         if recorded:
             metrics.RUNS_RECORDED.labels("SKIPPED", SkipReason.PAUSED.value).inc(len(recorded))
@@ -288,7 +307,12 @@ class JobService:
         ]
 
     async def trigger(
-        self, job_id: str, payload: Any = None, has_payload: bool = False, idempotency_key: str | None = None
+        self,
+        job_id: str,
+        payload: Any = None,
+        has_payload: bool = False,
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
     ) -> tuple[Run, bool]:
         """Run the job now. The same ``idempotency_key`` returns the same run (and False)."""
         job = await self.store.get_job(job_id)
@@ -307,17 +331,32 @@ class JobService:
             has_payload=has_payload,
             idempotency_key=idempotency_key,
         )
-        stored, created = await self.store.create_manual_run(run)
+        entry = _entry(actor, AuditAction.JOB_TRIGGER, now, job)
+        stored, created = await self.store.create_manual_run(run, audit=entry)
         if created:
             await self.queue.publish([Trigger(stored.id, stored.job_id, stored.queue)])
             await self.store.mark_queued([stored.id], now)
         return stored, created
 
-    async def delete(self, job_id: str) -> Job:
-        """No further runs; unfinished ones are asked to stop; the history stays readable."""
-        deleted = await self.store.delete_job(job_id, self.clock.now(), cancel_active=True)  # one transaction
+    async def delete(self, job_id: str, actor: Actor | None = None, team: str | None = None) -> Job:
+        """No further runs; unfinished ones are asked to stop; the history stays readable.
+        ``team`` (the job's, as the caller read it) names the team of the audit entry."""
+        now = self.clock.now()
+        entry = None
+        if actor is not None:
+            team = team if team is not None else (await self.store.get_job(job_id)).team
+            entry = actor.entry(AuditAction.JOB_DELETE, now, team, ("job", job_id, None))
+        deleted = await self.store.delete_job(job_id, now, cancel_active=True, audit=entry)  # one transaction
         self.changes.job_changed(job_id)
         return deleted
+
+
+def _entry(actor: Actor | None, action: AuditAction, now: datetime, job: Job) -> AuditEntry | None:
+    """The audit entry of ``actor``'s ``action`` on ``job`` (None without an actor: a write
+    that no API caller made). The store fills its before/after in the writing transaction."""
+    if actor is None:
+        return None
+    return actor.entry(action, now, job.team, ("job", job.id, job.name))
 
 
 def _timing(job: Job) -> tuple[object, ...]:

@@ -136,6 +136,8 @@ ROWS: dict[tuple[str, str], Row] = {
     ("PUT", "/v1/teams/{team}/secrets/{name}"): Row(team_object(WRITE, 200), lambda w: {"value": "v2"}),
     ("DELETE", "/v1/teams/{team}/secrets/{name}"): Row(team_object(WRITE, 204)),
     ("POST", "/v1/secrets/reencrypt"): Row(every_team_admin(200)),
+    # admins read their teams' entries (the wrong team's: an empty page of team data's)
+    ("GET", "/v1/audit"): Row(token_admin(200, wrong_team=200), path="/v1/audit?team=data"),
     **{
         (method, "/v1" + prefix + path): row
         for prefix in ("/healthz", "/readyz", "/metrics")

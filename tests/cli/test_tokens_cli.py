@@ -11,6 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from cronwheel.audit import AuditEntry, AuditQuery
 from cronwheel.cli import cli
 from cronwheel.store import TokenQuery
 from cronwheel.store.sql import open_store
@@ -142,6 +143,21 @@ def test_bootstrap_makes_an_admin_token_in_the_database(tmp_path: Path) -> None:
     (stored,) = asyncio.run(_tokens(database))
     assert (stored.name, stored.team, sorted(stored.scopes)) == ("ops", None, ["admin"])
     assert token not in repr(stored)
+    (made,) = asyncio.run(_audit(database))  # the audit log says where the first token came from
+    assert (made.action, made.actor_kind, made.target_id, made.team) == (
+        "token.create",
+        "server",
+        stored.id,
+        None,
+    )
+
+
+async def _audit(database: str) -> list[AuditEntry]:
+    store = await open_store(database)
+    try:
+        return (await store.list_audit(AuditQuery())).items
+    finally:
+        await store.close()
 
 
 async def _tokens(database: str) -> list[ApiToken]:

@@ -72,7 +72,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0006"
+        assert await current_revision(engine) == head_revision() == "0007"
     finally:
         await engine.dispose()
 
@@ -279,5 +279,33 @@ async def test_0006_adds_secrets_to_a_0005_database_and_downgrades_without_them(
         assert "secrets" not in tables
         assert "api_tokens" in tables
         assert "jobs" in tables
+    finally:
+        await engine.dispose()
+
+
+async def test_0007_adds_the_audit_log_to_a_0006_database_and_downgrades_without_it(
+    empty_store_url: str,
+) -> None:
+    from cronwheel.audit import Actor, AuditAction, AuditQuery
+
+    await run_sync_at(empty_store_url, _to("0006"))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+        assert "audit_log" not in tables
+        await run_sync_at(empty_store_url, _to("0007"))
+        store = await open_store(empty_store_url)
+        try:
+            entry = Actor("token", "t1", "ci").entry(AuditAction.JOB_CREATE, START, "ops")
+            await store.append_audit([entry])
+            assert (await store.list_audit(AuditQuery())).items == [entry]
+        finally:
+            await store.close()
+        await run_sync_at(empty_store_url, _to("0006", down=True))
+        async with engine.connect() as connection:
+            tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+        assert "audit_log" not in tables
+        assert "secrets" in tables
     finally:
         await engine.dispose()

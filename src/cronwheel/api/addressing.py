@@ -25,7 +25,7 @@ from fastapi import APIRouter, Depends, Path
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.schemas import NAME_PATTERN
 from cronwheel.api.services import ApiServices, get_services
-from cronwheel.errors import NotFoundError
+from cronwheel.errors import HiddenError, NotFoundError
 
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Coroutine[Any, Any, Any]])
 
@@ -40,7 +40,9 @@ async def job_id_by_name(
     caller: CallerDep,
 ) -> str:
     """The id of ``team``'s live job named ``name`` (the route checks the caller's scope)."""
-    job = await services.store.find_job(team, name) if caller.sees(team) else None
+    if not caller.sees(team):
+        raise HiddenError(f"team {team!r} has no job named {name!r}")
+    job = await services.store.find_job(team, name)
     if job is None:
         raise NotFoundError(f"team {team!r} has no job named {name!r}")
     return job.id

@@ -21,12 +21,13 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cronwheel.api import methods
+from cronwheel.api import auditing, methods
 from cronwheel.api.checks import schedule_problem
 from cronwheel.errors import (
     BackendUnavailableError,
     ConflictError,
     ForbiddenError,
+    HiddenError,
     InvalidInputError,
     NotFoundError,
     QuotaExceededError,
@@ -216,10 +217,14 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    """404; one at another team's wall (:class:`HiddenError`) is answered alike, and audited."""
+    if isinstance(exc, HiddenError):
+        await auditing.refused(request, 404, str(exc))
     return problem_response(request, 404, "not-found", "Not found", str(exc) or "no such resource")
 
 
 async def _unauthenticated(request: Request, exc: Exception) -> JSONResponse:
+    await auditing.refused(request, 401, str(exc))
     return problem_response(
         request, 401, "unauthenticated", "Unauthenticated", str(exc) or "a valid token is required",
         headers={"WWW-Authenticate": 'Bearer realm="cronwheel"'},
@@ -227,6 +232,7 @@ async def _unauthenticated(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _forbidden(request: Request, exc: Exception) -> JSONResponse:
+    await auditing.refused(request, 403, str(exc))
     return problem_response(request, 403, "forbidden", "Forbidden", str(exc) or "not allowed")
 
 

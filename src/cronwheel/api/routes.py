@@ -17,6 +17,7 @@ from pydantic import BaseModel, StringConstraints
 from cronwheel import metrics
 from cronwheel.api import checks
 from cronwheel.api.addressing import job_route
+from cronwheel.api.auditing import ActorDep
 from cronwheel.api.auth import CallerDep, authenticate, require_every_team
 from cronwheel.api.fields import check_settable
 from cronwheel.api.openapi import PROBLEM_DOC
@@ -205,13 +206,13 @@ async def _runs_out(services: ApiServices, runs: Sequence[Run]) -> list[RunOut]:
     responses=_problems(400, 401, 403, 409, 422),
     dependencies=CHECKED,
 )
-async def create_job(body: JobCreate, services: Services, caller: CallerDep) -> JSONResponse:
+async def create_job(body: JobCreate, services: Services, caller: CallerDep, actor: ActorDep) -> JSONResponse:
     """Register a job. Its first slot is computed at once (``next_run_at``); a job that would
     never fire is refused."""
     caller.require(Scope.WRITE)
     record = body.to_record()
     check_settable(caller, record, None, services)
-    job = await services.job_service.create(record)
+    job = await services.job_service.create(record, actor)
     return _job_response(JobOut.from_record(job), 201, {"Location": f"/v1/jobs/{job.id}"})
 
 
@@ -262,7 +263,12 @@ async def get_job(job_id: str, services: Services, caller: CallerDep) -> JSONRes
     dependencies=CHECKED,
 )
 async def replace_job(
-    job_id: str, body: JobUpdate, services: Services, caller: CallerDep, if_match: IfMatch = None
+    job_id: str,
+    body: JobUpdate,
+    services: Services,
+    caller: CallerDep,
+    actor: ActorDep,
+    if_match: IfMatch = None,
 ) -> JSONResponse:
     """Replace the job's definition (omitted fields go back to their defaults). Pause state and
     history are kept; the cursor restarts from now when the timing changed."""
@@ -270,7 +276,7 @@ async def replace_job(
     stored = await _check_version(services, caller, job_id, expected)
     record = body.to_record(job_id)
     check_settable(caller, record, stored, services)
-    job = await _conditional(services, job_id, expected, services.job_service.update(record, expected))
+    job = await _conditional(services, job_id, expected, services.job_service.update(record, expected, actor))
     return _job_response(await _summary(services, job))
 
 
@@ -283,7 +289,12 @@ async def replace_job(
     dependencies=CHECKED,
 )
 async def patch_job(
-    job_id: str, body: JobPatch, services: Services, caller: CallerDep, if_match: IfMatch = None
+    job_id: str,
+    body: JobPatch,
+    services: Services,
+    caller: CallerDep,
+    actor: ActorDep,
+    if_match: IfMatch = None,
 ) -> JSONResponse:
     """Change only the fields given (``retry`` and ``misfire`` merge field by field)."""
     expected = parse_if_match(if_match)
@@ -294,7 +305,8 @@ async def patch_job(
         check_settable(caller, record, current, services)
         version = current.version if expected is None else expected
         try:
-            job = await _conditional(services, job_id, version, services.job_service.update(record, version))
+            write = services.job_service.update(record, version, actor)
+            job = await _conditional(services, job_id, version, write)
         except VersionConflictError:
             if expected is not None:
                 raise
@@ -305,11 +317,11 @@ async def patch_job(
 
 @job_route(router, "DELETE", status_code=204, tags=["jobs"], responses=_problems(400, 401, 403, 404, 412))
 async def delete_job(
-    job_id: str, services: Services, caller: CallerDep, if_match: IfMatch = None
+    job_id: str, services: Services, caller: CallerDep, actor: ActorDep, if_match: IfMatch = None
 ) -> Response:
     """Delete the job (its runs stay readable; pending ones are not started)."""
-    await _check_version(services, caller, job_id, parse_if_match(if_match))
-    await services.job_service.delete(job_id)
+    job = await _check_version(services, caller, job_id, parse_if_match(if_match))
+    await services.job_service.delete(job_id, actor, job.team)
     return Response(status_code=204)
 
 
@@ -322,13 +334,20 @@ async def delete_job(
     responses=_problems(400, 401, 403, 404, 412, 422),
 )
 async def pause_job(
-    job_id: str, services: Services, caller: CallerDep, body: PauseIn | None = None, if_match: IfMatch = None
+    job_id: str,
+    services: Services,
+    caller: CallerDep,
+    actor: ActorDep,
+    body: PauseIn | None = None,
+    if_match: IfMatch = None,
 ) -> JSONResponse:
     """Stop firing the job; slots that pass meanwhile are dealt with on resume."""
     expected = parse_if_match(if_match)
     await _check_version(services, caller, job_id, expected)
     note = None if body is None else body.note
-    job = await _conditional(services, job_id, expected, services.job_service.pause(job_id, note, expected))
+    job = await _conditional(
+        services, job_id, expected, services.job_service.pause(job_id, note, expected, actor)
+    )
     return _job_response(await _summary(services, job))
 
 
@@ -341,14 +360,19 @@ async def pause_job(
     responses=_problems(400, 401, 403, 404, 412, 422),
 )
 async def resume_job(
-    job_id: str, services: Services, caller: CallerDep, body: ResumeIn | None = None, if_match: IfMatch = None
+    job_id: str,
+    services: Services,
+    caller: CallerDep,
+    actor: ActorDep,
+    body: ResumeIn | None = None,
+    if_match: IfMatch = None,
 ) -> JSONResponse:
     """Fire the job again. ``missed``: what happens to the slots that passed while paused."""
     expected = parse_if_match(if_match)
     await _check_version(services, caller, job_id, expected)
     missed = "skip" if body is None else body.missed
     job = await _conditional(
-        services, job_id, expected, services.job_service.resume(job_id, missed, expected)
+        services, job_id, expected, services.job_service.resume(job_id, missed, expected, actor)
     )
     return _job_response(await _summary(services, job))
 
@@ -369,6 +393,7 @@ async def trigger_job(
     job_id: str,
     services: Services,
     caller: CallerDep,
+    actor: ActorDep,
     body: TriggerIn | None = None,
     idempotency_key: Annotated[
         str | None,
@@ -380,7 +405,7 @@ async def trigger_job(
     await job_for(services, caller, job_id, Scope.TRIGGER)
     has_payload = body is not None and "payload" in body.model_fields_set
     payload = None if body is None else body.payload
-    run, created = await services.job_service.trigger(job_id, payload, has_payload, idempotency_key)
+    run, created = await services.job_service.trigger(job_id, payload, has_payload, idempotency_key, actor)
     run = await services.store.get_run(run.id)  # as queued (the service marks it after publishing)
     return JSONResponse(
         (await _runs_out(services, [run]))[0].model_dump(mode="json"),

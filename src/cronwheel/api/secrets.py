@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from cronwheel.api.auditing import ActorDep
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
@@ -165,12 +166,12 @@ async def get_secret(team: Team, name: Name, caller: CallerDep, secrets: Secrets
     },
 )
 async def set_secret(
-    team: Team, name: Name, body: SecretIn, caller: CallerDep, secrets: Secrets
+    team: Team, name: Name, body: SecretIn, caller: CallerDep, actor: ActorDep, secrets: Secrets
 ) -> JSONResponse:
     """Create the secret, or replace its value (201 created, 200 replaced). The value is sealed
     at once; jobs of the team can refer to it as ``{"secret": NAME}``."""
     caller.require(Scope.WRITE, team, what="secret")
-    stored, created = await _checked(secrets.set(team, name, body.value))
+    stored, created = await _checked(secrets.set(team, name, body.value, actor))
     return JSONResponse(
         SecretOut.from_record(stored).model_dump(mode="json"),
         status_code=201 if created else 200,
@@ -179,10 +180,12 @@ async def set_secret(
 
 
 @router.delete("/teams/{team}/secrets/{name}", status_code=204, responses=_PROBLEMS)
-async def delete_secret(team: Team, name: Name, caller: CallerDep, secrets: Secrets) -> Response:
+async def delete_secret(
+    team: Team, name: Name, caller: CallerDep, actor: ActorDep, secrets: Secrets
+) -> Response:
     """Delete the secret. Jobs that still refer to it fail their attempts, saying so."""
     caller.require(Scope.WRITE, team, what="secret")
-    await secrets.delete(team, name)
+    await secrets.delete(team, name, actor)
     return Response(status_code=204)
 
 
@@ -195,14 +198,14 @@ async def delete_secret(team: Team, name: Name, caller: CallerDep, secrets: Secr
         503: _PROBLEMS[503],
     },
 )
-async def reencrypt_secrets(caller: CallerDep, secrets: Secrets) -> ReencryptOut:
+async def reencrypt_secrets(caller: CallerDep, actor: ActorDep, secrets: Secrets) -> ReencryptOut:
     """Rewrite every team's secrets sealed under an older key under this server's newest key
     (after a key rotation). Safe to repeat; values it cannot open are listed, not lost."""
     caller.require(Scope.ADMIN)
     if caller.teams is not None:
         raise ForbiddenError("re-encryption rewrites every team's secrets: it takes an admin of all teams")
     try:
-        done = await secrets.reencrypt()
+        done = await secrets.reencrypt(actor=actor)
     except SecretsNotConfiguredError as error:
         raise _unconfigured(error) from None
     return ReencryptOut(

@@ -18,13 +18,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from cronwheel import tokens
+from cronwheel.api.auditing import ActorDep
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
 from cronwheel.api.routes import Cursor
 from cronwheel.api.schemas import Instant, Name
 from cronwheel.api.services import ApiServices, get_services
-from cronwheel.errors import ForbiddenError, InvalidInputError, NotFoundError
+from cronwheel.audit import AuditAction
+from cronwheel.errors import ForbiddenError, HiddenError, InvalidInputError
 from cronwheel.identity import Caller, CallerKind, Scope
 from cronwheel.store import TokenQuery
 from cronwheel.tokens import ApiToken, TokenState
@@ -103,7 +105,7 @@ async def _visible(services: ApiServices, caller: Caller, token_id: str) -> ApiT
     caller.require(Scope.ADMIN)
     token = await services.store.get_token(token_id)
     if not _may_manage(caller, token.team):
-        raise NotFoundError(f"token {token_id} not found")
+        raise HiddenError(f"token {token_id} not found")
     return token
 
 
@@ -119,7 +121,9 @@ def _maker(caller: Caller) -> str | None:
     response_model=TokenCreated,
     responses={**_ERRORS, 422: {"description": "Invalid input; nothing was written", **_DOC}},
 )
-async def create_token(body: TokenCreate, services: Services, caller: CallerDep) -> JSONResponse:
+async def create_token(
+    body: TokenCreate, services: Services, caller: CallerDep, actor: ActorDep
+) -> JSONResponse:
     """Make a token; the answer holds it (``token``), once."""
     caller.require(Scope.ADMIN)
     if not _may_manage(caller, body.team):
@@ -138,7 +142,8 @@ async def create_token(body: TokenCreate, services: Services, caller: CallerDep)
             str(error),
             errors=[field_error("expires_at", str(error), code="in_the_past")],
         ) from None
-    stored = await services.store.create_token(record)
+    entry = actor.entry(AuditAction.TOKEN_CREATE, now, record.team, ("token", record.id, record.name))
+    stored = await services.store.create_token(record, audit=entry)
     out = TokenCreated(**TokenOut.from_record(stored, now).model_dump(), token=text)
     return JSONResponse(
         out.model_dump(mode="json"),
@@ -180,8 +185,10 @@ async def get_token(token_id: str, services: Services, caller: CallerDep) -> Tok
 
 
 @router.delete("/tokens/{token_id}", status_code=204, responses=_ONE)
-async def revoke_token(token_id: str, services: Services, caller: CallerDep) -> Response:
+async def revoke_token(token_id: str, services: Services, caller: CallerDep, actor: ActorDep) -> Response:
     """Revoke the token: every request made with it is refused from now on (401)."""
-    await _visible(services, caller, token_id)
-    await services.store.revoke_token(token_id, services.clock.now())
+    token = await _visible(services, caller, token_id)
+    now = services.clock.now()
+    entry = actor.entry(AuditAction.TOKEN_REVOKE, now, token.team, ("token", token.id, token.name))
+    await services.store.revoke_token(token_id, now, audit=entry)
     return Response(status_code=204)

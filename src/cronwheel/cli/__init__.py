@@ -6,6 +6,7 @@ import click
 
 from cronwheel import __version__
 from cronwheel.cli.apply import apply
+from cronwheel.cli.audit import audit
 from cronwheel.cli.cluster import cluster
 from cronwheel.cli.config import config
 from cronwheel.cli.jobs import jobs
@@ -35,6 +36,7 @@ cli.add_command(apply)
 cli.add_command(tokens)
 cli.add_command(config)
 cli.add_command(secrets)
+cli.add_command(audit)
 
 
 def main() -> None:

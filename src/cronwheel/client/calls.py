@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from cronwheel.client.errors import ConfigurationError
 from cronwheel.client.types import (
+    AuditEntry,
     Health,
     Job,
     NewToken,
@@ -78,6 +79,7 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "set_secret": Route("PUT", "/v1/teams/{team}/secrets/{name}"),
         "delete_secret": Route("DELETE", "/v1/teams/{team}/secrets/{name}"),
         "reencrypt_secrets": Route("POST", "/v1/secrets/reencrypt"),
+        "list_audit": Route("GET", "/v1/audit"),
         "health": Route("GET", "/v1/healthz"),
         "ready": Route("GET", "/v1/readyz"),
         "metrics": Route("GET", "/v1/metrics"),
@@ -327,6 +329,35 @@ def get_token(token_id: str) -> Call[Token]:
 
 def revoke_token(token_id: str) -> Call[None]:
     return _call("revoke_token", _none, token_id=token_id)
+
+
+# -- audit ---------------------------------------------------------------------------------------
+
+
+def list_audit(
+    *,
+    team: str | None = None,
+    action: str | None = None,
+    actor: str | None = None,
+    target: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[Page[AuditEntry]]:
+    """One page of the audit log within the token's teams, newest first (an admin token);
+    ``action`` is one (``job.update``) or a family (``job``), ``since``/``until`` RFC 3339."""
+    params = _params(
+        team=team,
+        action=action,
+        actor=actor,
+        target=target,
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+    )
+    return _call("list_audit", _page, params=params)
 
 
 # -- secrets -------------------------------------------------------------------------------------

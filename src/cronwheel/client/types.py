@@ -103,6 +103,27 @@ class Token(TypedDict):
     revoked_at: str | None
 
 
+class AuditEntry(TypedDict):
+    """``AuditEntryOut``: one entry of the audit log (secrets and plain values redacted)."""
+
+    id: str
+    at: str
+    team: str | None
+    action: str
+    actor_kind: str
+    actor_id: str | None
+    actor_name: str | None
+    client: str | None
+    target_kind: str | None
+    target_id: str | None
+    target_name: str | None
+    outcome: str
+    status: int | None
+    detail: str | None
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
 class NewToken(Token):
     """``TokenCreated``: the record and, this once, the token."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cronwheel.audit import Actor, AuditAction
 from cronwheel.clock import Clock
 from cronwheel.errors import InvalidInputError, NotFoundError, PermanentError
 from cronwheel.secrets.crypto import Keyring, Sealed, UnsealError, seal, unseal
@@ -34,6 +35,10 @@ class Reencryption:
     rewritten: int = 0
     changed_meanwhile: int = 0  # set again while being rewritten: already under a current key
     failed: tuple[tuple[str, str, str], ...] = ()  # (team, name, why): values this process cannot open
+
+
+def _target(team: str, name: str) -> tuple[str, str, str]:
+    return ("secret", f"{team}/{name}", name)
 
 
 def check_value(name: str, value: str) -> None:
@@ -80,12 +85,18 @@ class SecretService:
             )
         return self.keyring
 
-    async def set(self, team: str, name: str, value: str) -> tuple[StoredSecret, bool]:
-        """Create or replace the secret; returns it (sealed) and whether it was created."""
+    async def set(
+        self, team: str, name: str, value: str, actor: Actor | None = None
+    ) -> tuple[StoredSecret, bool]:
+        """Create or replace the secret; returns it (sealed) and whether it was created. The audit
+        entry (of ``actor``) records the key id and times, never the value."""
         check_value(name, value)
         sealed = seal(self._keys(), team, name, value)
         now = self.clock.now()
-        stored = await self.store.put_secret(StoredSecret(team, name, sealed.key_id, sealed.value, now, now))
+        entry = None if actor is None else actor.entry(AuditAction.SECRET_SET, now, team, _target(team, name))
+        stored = await self.store.put_secret(
+            StoredSecret(team, name, sealed.key_id, sealed.value, now, now), audit=entry
+        )
         self._changed(team, name)
         return stored
 
@@ -98,15 +109,35 @@ class SecretService:
     async def list(self, team: str, limit: int = 100, cursor: str | None = None) -> Page[StoredSecret]:
         return await self.store.list_secrets(team, limit, cursor)
 
-    async def delete(self, team: str, name: str) -> StoredSecret:
-        deleted = await self.store.delete_secret(team, name)
+    async def delete(self, team: str, name: str, actor: Actor | None = None) -> StoredSecret:
+        now = self.clock.now()
+        entry = (
+            None if actor is None else actor.entry(AuditAction.SECRET_DELETE, now, team, _target(team, name))
+        )
+        deleted = await self.store.delete_secret(team, name, audit=entry)
         self._changed(team, name)
         return deleted
 
-    async def reencrypt(self, batch: int = REKEY_BATCH) -> Reencryption:
+    async def reencrypt(self, batch: int = REKEY_BATCH, actor: Actor | None = None) -> Reencryption:
         """Rewrite every secret sealed under an older key under the newest one. Safe to run
         again, and while secrets are being set: a value set meanwhile is left as it is (it is
-        already under a current key). A value this process cannot open is reported, not lost."""
+        already under a current key). A value this process cannot open is reported, not lost.
+        ``actor``'s audit entry (what was done, of no one team) is appended once it is over."""
+        done = await self._reencrypt(batch)
+        if actor is not None:
+            after = {
+                "key_id": done.key_id,
+                "rewritten": done.rewritten,
+                "changed_meanwhile": done.changed_meanwhile,
+                "failed": [f"{team}/{name}" for team, name, _ in done.failed],
+            }
+            entry = actor.entry(
+                AuditAction.SECRETS_REENCRYPT, self.clock.now(), None, ("secrets", None, None)
+            )
+            await self.store.append_audit([entry.changed(None, after)])
+        return done
+
+    async def _reencrypt(self, batch: int) -> Reencryption:
         keyring = self._keys()
         outcomes: list[str | None] = []  # per secret: None rewritten, "" changed meanwhile, else why not
         failed: list[tuple[str, str, str]] = []

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from cronwheel.model import Attempt, Job, Outcome, Run, RunEvent, RunState
 from cronwheel.tokens import ApiToken
+
+if TYPE_CHECKING:  # cronwheel.audit reads the store's codec: no import at run time
+    from cronwheel.audit import AuditEntry, AuditQuery
 
 T = TypeVar("T")
 
@@ -145,10 +148,17 @@ class Store(Protocol):
       ``heartbeat`` and ``finish_attempt`` succeed only for the current lease holder.
     * Secrets: one per (team, name); ``put_secret`` creates or replaces it (keeping
       ``created_at``); ``rekey_secret`` replaces a value only if it is still the one read.
+    * Audit: every job, token and secret write takes an optional ``audit`` entry, appended in the
+      same transaction (with its ``before``/``after`` snapshots filled from the rows the write
+      read and wrote) when the write changed something: both or neither. ``list_audit`` reads
+      newest first within ``AuditQuery.teams`` (an entry of no team is outside every wall);
+      nothing updates an entry, and only ``prune_audit`` (the operator's retention) deletes.
     """
 
     # jobs
-    async def create_job(self, job: Job, *, team_quota: int | None = None) -> Job:
+    async def create_job(
+        self, job: Job, *, team_quota: int | None = None, audit: AuditEntry | None = None
+    ) -> Job:
         """Store a new job; with ``team_quota``, only while its team has fewer live jobs."""
         ...
 
@@ -176,6 +186,7 @@ class Store(Protocol):
         *,
         move_cursor: bool = False,
         team_quota: int | None = None,
+        audit: AuditEntry | None = None,
     ) -> Job:
         """Store ``job`` (matched by id) with ``version`` = stored version + 1. The scheduler's
         cursor ``next_run_at`` is left as stored unless ``move_cursor`` (the timing changed): an
@@ -191,6 +202,7 @@ class Store(Protocol):
         now: datetime,
         *,
         move_cursor: bool,
+        audit: AuditEntry | None = None,
     ) -> tuple[Job, list[Run]]:
         """Resume a paused job in one transaction: store ``job`` (which must not be paused) as
         :meth:`update_job` does, and insert the ``skipped`` runs (SKIPPED, of this job: its
@@ -199,7 +211,9 @@ class Store(Protocol):
         Returns the stored job and the runs inserted (a slot already recorded is left alone)."""
         ...
 
-    async def delete_job(self, job_id: str, now: datetime, *, cancel_active: bool = False) -> Job:
+    async def delete_job(
+        self, job_id: str, now: datetime, *, cancel_active: bool = False, audit: AuditEntry | None = None
+    ) -> Job:
         """Mark the live job deleted (``NotFoundError`` if there is none). With
         ``cancel_active``, its unfinished runs (PENDING, RUNNING, RETRYING) are flagged to stop
         (as :meth:`request_cancel` does) in the same transaction: a job is never deleted while
@@ -246,9 +260,9 @@ class Store(Protocol):
         inserted. Existing (job, slot) runs are left alone."""
         ...
 
-    async def create_manual_run(self, run: Run) -> tuple[Run, bool]:
+    async def create_manual_run(self, run: Run, *, audit: AuditEntry | None = None) -> tuple[Run, bool]:
         """Insert a manual run; if one with the same (job, idempotency key) exists, return it
-        and False."""
+        and False (and ``audit`` is not appended)."""
         ...
 
     # runs
@@ -346,7 +360,9 @@ class Store(Protocol):
         ...
 
     # secrets (sealed values: cronwheel.secrets seals and opens them, the store only keeps them)
-    async def put_secret(self, secret: StoredSecret) -> tuple[StoredSecret, bool]:
+    async def put_secret(
+        self, secret: StoredSecret, *, audit: AuditEntry | None = None
+    ) -> tuple[StoredSecret, bool]:
         """Create the secret (team, name), or replace its key id and value keeping its
         ``created_at``; ``updated_at`` (and a new secret's ``created_at``) is the secret's, or
         now when None. Returns the stored secret and whether it was created."""
@@ -362,7 +378,7 @@ class Store(Protocol):
         """``team``'s secrets by name, a page at a time."""
         ...
 
-    async def delete_secret(self, team: str, name: str) -> StoredSecret:
+    async def delete_secret(self, team: str, name: str, *, audit: AuditEntry | None = None) -> StoredSecret:
         """Delete the secret and return what it was (``NotFoundError`` if there is none)."""
         ...
 
@@ -389,7 +405,7 @@ class Store(Protocol):
         ...
 
     # API tokens
-    async def create_token(self, token: ApiToken) -> ApiToken: ...
+    async def create_token(self, token: ApiToken, *, audit: AuditEntry | None = None) -> ApiToken: ...
     async def get_token(self, token_id: str) -> ApiToken:
         """The token ``token_id``, whatever its state (``NotFoundError`` if none)."""
         ...
@@ -398,15 +414,30 @@ class Store(Protocol):
         """Tokens, oldest first (by creation, then id), a page at a time."""
         ...
 
-    async def revoke_token(self, token_id: str, now: datetime) -> ApiToken:
-        """Revoke the token (from ``now`` on; a revoked one keeps its first ``revoked_at``) and
-        return it; ``NotFoundError`` if none."""
+    async def revoke_token(
+        self, token_id: str, now: datetime, *, audit: AuditEntry | None = None
+    ) -> ApiToken:
+        """Revoke the token (from ``now`` on; a revoked one keeps its first ``revoked_at``, and
+        ``audit`` is not appended for it) and return it; ``NotFoundError`` if none."""
         ...
 
     async def touch_token(self, token_id: str, now: datetime, stale_before: datetime) -> bool:
         """Set the token's ``last_used_at`` to ``now`` if it is unset or not after
         ``stale_before``; whether it was written. Conditional, so that concurrent requests (and
         api processes) write it once."""
+        ...
+
+    # audit log
+    async def append_audit(self, entries: Sequence[AuditEntry]) -> None:
+        """Append entries that record no store write (refusals, re-encryption's summary)."""
+        ...
+
+    async def list_audit(self, query: AuditQuery) -> Page[AuditEntry]:
+        """Entries, newest first (by ``at``, then id), a page at a time."""
+        ...
+
+    async def prune_audit(self, before: datetime) -> int:
+        """Delete the entries older than ``before`` (the operator's retention); how many."""
         ...
 
     async def close(self) -> None: ...

@@ -263,3 +263,29 @@ secrets = Table(
     Column("updated_at", Instant, nullable=False),
     PrimaryKeyConstraint("team", "name"),
 )
+
+# The audit log (cronwheel.audit): appended to, never updated (the API has no way to change or
+# delete an entry; docs/security.md says how an operator prunes old ones). Listed newest first by
+# (at, id), of some teams (``team``: None for entries that are no one team's).
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("at", Instant, nullable=False),
+    Column("team", NAME, nullable=True),
+    Column("action", String(40), nullable=False),
+    Column("actor_kind", String(20), nullable=False),
+    Column("actor_id", String(200), nullable=True),
+    Column("actor_name", String(200), nullable=True),
+    Column("client", String(100), nullable=True),
+    Column("target_kind", String(20), nullable=True),
+    Column("target_id", String(300), nullable=True),
+    Column("target_name", String(300), nullable=True),
+    Column("outcome", String(20), nullable=False),
+    Column("status", Integer, nullable=True),
+    Column("detail", Text, nullable=True),
+    Column("before", JSON, nullable=True),
+    Column("after", JSON, nullable=True),
+    Index("ix_audit_log_at", "at", "id"),
+    Index("ix_audit_log_team_at", "team", "at", "id"),
+)

@@ -21,6 +21,8 @@ The package, by concern (``SqlStore`` is a facade over them):
 * :mod:`~cronwheel.store.sql.runs`: reads of runs and their history;
 * :mod:`~cronwheel.store.sql.tokens`: API tokens (digests, listing, revocation, last use);
 * :mod:`~cronwheel.store.sql.secrets`: team secrets, sealed (the store never sees them in clear);
+* :mod:`~cronwheel.store.sql.audit`: the audit log (appended in the transaction of the change it
+  records, where there is one: every job, token and secret write takes an optional ``audit``);
 
 over shared helpers: :mod:`~cronwheel.store.sql.tx` (connections, transactions, retries of lost
 races, notifications), :mod:`~cronwheel.store.sql.where` (shared conditions and input checks) and
@@ -37,6 +39,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from cronwheel.audit import AuditEntry, AuditQuery
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import PermanentError
 from cronwheel.model import Attempt, Job, Run, RunEvent, RunState
@@ -53,7 +56,7 @@ from cronwheel.store.port import (
     StoredSecret,
     TokenQuery,
 )
-from cronwheel.store.sql import firing, jobs, leases, runs, secrets, sweeps, tokens
+from cronwheel.store.sql import audit, firing, jobs, leases, runs, secrets, sweeps, tokens
 from cronwheel.store.sql.firing import due_jobs_statement
 from cronwheel.store.sql.tx import Transactions
 from cronwheel.tokens import ApiToken
@@ -139,8 +142,10 @@ class SqlStore:
 
     # -- jobs ------------------------------------------------------------------------------------
 
-    async def create_job(self, job: Job, *, team_quota: int | None = None) -> Job:
-        return await jobs.create(self._tx, job, self._clock.now(), team_quota)
+    async def create_job(
+        self, job: Job, *, team_quota: int | None = None, audit: AuditEntry | None = None
+    ) -> Job:
+        return await jobs.create(self._tx, job, self._clock.now(), team_quota, audit)
 
     async def get_job(self, job_id: str) -> Job:
         return await jobs.get(self._tx, job_id)
@@ -167,8 +172,10 @@ class SqlStore:
         *,
         move_cursor: bool = False,
         team_quota: int | None = None,
+        audit: AuditEntry | None = None,
     ) -> Job:
-        return await jobs.edit(self._tx, job, expected_version, move_cursor, self._clock.now(), team_quota)
+        now = self._clock.now()
+        return await jobs.edit(self._tx, job, expected_version, move_cursor, now, team_quota, audit)
 
     async def resume_job(
         self,
@@ -178,14 +185,17 @@ class SqlStore:
         now: datetime,
         *,
         move_cursor: bool,
+        audit: AuditEntry | None = None,
     ) -> tuple[Job, list[Run]]:
-        return await jobs.resume(self._tx, job, expected_version, skipped, move_cursor, now)
+        return await jobs.resume(self._tx, job, expected_version, skipped, move_cursor, now, audit)
 
     async def record_skipped(self, runs: Sequence[Run], now: datetime) -> list[Run]:
         return await jobs.record_skipped(self._tx, runs, now)
 
-    async def delete_job(self, job_id: str, now: datetime, *, cancel_active: bool = False) -> Job:
-        return await jobs.mark_deleted(self._tx, job_id, now, cancel_active)
+    async def delete_job(
+        self, job_id: str, now: datetime, *, cancel_active: bool = False, audit: AuditEntry | None = None
+    ) -> Job:
+        return await jobs.mark_deleted(self._tx, job_id, now, cancel_active, audit)
 
     # -- scheduling ------------------------------------------------------------------------------
 
@@ -222,8 +232,8 @@ class SqlStore:
     async def active_runs(self, job_ids: Sequence[str]) -> dict[str, list[Run]]:
         return await firing.active_runs(self._tx, job_ids)
 
-    async def create_manual_run(self, run: Run) -> tuple[Run, bool]:
-        return await firing.create_manual_run(self._tx, run, self._clock.now())
+    async def create_manual_run(self, run: Run, *, audit: AuditEntry | None = None) -> tuple[Run, bool]:
+        return await firing.create_manual_run(self._tx, run, self._clock.now(), audit)
 
     # -- runs ------------------------------------------------------------------------------------
 
@@ -306,8 +316,10 @@ class SqlStore:
 
     # -- secrets ---------------------------------------------------------------------------------
 
-    async def put_secret(self, secret: StoredSecret) -> tuple[StoredSecret, bool]:
-        return await secrets.put(self._tx, secret, self._clock.now())
+    async def put_secret(
+        self, secret: StoredSecret, *, audit: AuditEntry | None = None
+    ) -> tuple[StoredSecret, bool]:
+        return await secrets.put(self._tx, secret, self._clock.now(), audit)
 
     async def get_secrets(self, team: str, names: Sequence[str]) -> dict[str, StoredSecret]:
         return await secrets.get_many(self._tx, team, names) if names else {}
@@ -317,8 +329,8 @@ class SqlStore:
     ) -> Page[StoredSecret]:
         return await secrets.list_page(self._tx, team, limit, cursor)
 
-    async def delete_secret(self, team: str, name: str) -> StoredSecret:
-        return await secrets.remove(self._tx, team, name)
+    async def delete_secret(self, team: str, name: str, *, audit: AuditEntry | None = None) -> StoredSecret:
+        return await secrets.remove(self._tx, team, name, audit)
 
     async def secrets_to_rekey(
         self, key_id: str, after: tuple[str, str] | None = None, limit: int = 100
@@ -349,8 +361,8 @@ class SqlStore:
 
     # -- API tokens ------------------------------------------------------------------------------
 
-    async def create_token(self, token: ApiToken) -> ApiToken:
-        return await tokens.create(self._tx, token)
+    async def create_token(self, token: ApiToken, *, audit: AuditEntry | None = None) -> ApiToken:
+        return await tokens.create(self._tx, token, audit)
 
     async def get_token(self, token_id: str) -> ApiToken:
         return await tokens.get(self._tx, token_id)
@@ -358,8 +370,21 @@ class SqlStore:
     async def list_tokens(self, query: TokenQuery) -> Page[ApiToken]:
         return await tokens.list_page(self._tx, query)
 
-    async def revoke_token(self, token_id: str, now: datetime) -> ApiToken:
-        return await tokens.revoke(self._tx, token_id, now)
+    async def revoke_token(
+        self, token_id: str, now: datetime, *, audit: AuditEntry | None = None
+    ) -> ApiToken:
+        return await tokens.revoke(self._tx, token_id, now, audit)
 
     async def touch_token(self, token_id: str, now: datetime, stale_before: datetime) -> bool:
         return await tokens.touch(self._tx, token_id, now, stale_before)
+
+    # -- audit log -------------------------------------------------------------------------------
+
+    async def append_audit(self, entries: Sequence[AuditEntry]) -> None:
+        await audit.append(self._tx, entries)
+
+    async def list_audit(self, query: AuditQuery) -> Page[AuditEntry]:
+        return await audit.list_page(self._tx, query)
+
+    async def prune_audit(self, before: datetime) -> int:
+        return await audit.prune(self._tx, before)

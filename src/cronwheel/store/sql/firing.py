@@ -15,13 +15,14 @@ from typing import Any
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from cronwheel.audit import AuditEntry
 from cronwheel.errors import ConflictError
 from cronwheel.model import Job, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import upsert
 from cronwheel.store.port import FireResult, Firing
 from cronwheel.store.schema import JOB_DUE, jobs, runs, shard_epochs
-from cronwheel.store.sql import bulk
+from cronwheel.store.sql import audit, bulk
 from cronwheel.store.sql.jobs import live_job
 from cronwheel.store.sql.leases import request_cancel
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
@@ -197,12 +198,17 @@ async def active_runs(tx: Transactions, job_ids: Sequence[str]) -> dict[str, lis
     return found
 
 
-async def create_manual_run(tx: Transactions, run: Run, now: datetime) -> tuple[Run, bool]:
+async def create_manual_run(
+    tx: Transactions, run: Run, now: datetime, entry: AuditEntry | None = None
+) -> tuple[Run, bool]:
+    """Insert the manual run (and, when it is new, ``entry``, in the same transaction)."""
     check_new_run(run, run.job_id)
     async with tx.write() as connection:
         await live_job(connection, run.job_id)
         inserted = await bulk.insert_runs(connection, [run], run.created_at or now)
         if inserted:
+            after = {"run_id": inserted[0].id, "idempotency_key": run.idempotency_key}
+            await audit.write(connection, [None if entry is None else entry.changed(None, after)])
             return inserted[0], True
         result = await connection.execute(
             select(runs).where(runs.c.job_id == run.job_id, runs.c.dedup_key == run.dedup_key)

@@ -18,13 +18,14 @@ from sqlalchemy import ColumnElement, delete, exists, func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
+from cronwheel.audit import AuditEntry, job_snapshot
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, QuotaExceededError
 from cronwheel.model import Job, Run
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import JobQuery, Page
 from cronwheel.store.schema import JOB_LIVE, job_labels, jobs, runs
-from cronwheel.store.sql import bulk
+from cronwheel.store.sql import audit, bulk
 from cronwheel.store.sql.leases import cancel_active
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, notify_changed
 from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped, latest_run_of_job
@@ -110,7 +111,13 @@ def _labelled(key: str, value: str, after: str | None) -> ColumnElement[bool]:
 # -- writes ----------------------------------------------------------------------------------------
 
 
-async def create(tx: Transactions, job: Job, now: datetime, team_quota: int | None = None) -> Job:
+async def create(
+    tx: Transactions,
+    job: Job,
+    now: datetime,
+    team_quota: int | None = None,
+    entry: AuditEntry | None = None,
+) -> Job:
     created_at = job.created_at or now
     job = replace(job, created_at=created_at, updated_at=job.updated_at or created_at)
     async with tx.write() as connection:
@@ -119,7 +126,9 @@ async def create(tx: Transactions, job: Job, now: datetime, team_quota: int | No
         await connection.execute(insert(jobs).values(codec.job_to_row(job)))
         await _write_labels(connection, job.id, job.labels)
         await notify_changed(connection, [job.id])
-        return await live_job(connection, job.id)
+        created = await live_job(connection, job.id)
+        await _audit(connection, entry, None, created)
+        return created
 
 
 async def edit(
@@ -129,12 +138,15 @@ async def edit(
     move_cursor: bool,
     now: datetime,
     team_quota: int | None = None,
+    entry: AuditEntry | None = None,
 ) -> Job:
     job = replace(job, updated_at=job.updated_at or now)
     async with tx.write() as connection:
-        await _write_definition(connection, job, expected_version, move_cursor, team_quota)
+        before = await _write_definition(connection, job, expected_version, move_cursor, team_quota)
         await notify_changed(connection, [job.id])
-        return await live_job(connection, job.id)
+        after = await live_job(connection, job.id)
+        await _audit(connection, entry, before, after)
+        return after
 
 
 async def resume(
@@ -144,6 +156,7 @@ async def resume(
     skipped: Sequence[Run],
     move_cursor: bool,
     now: datetime,
+    entry: AuditEntry | None = None,
 ) -> tuple[Job, list[Run]]:
     """Store the resumed ``job`` as :func:`edit` does and record the ``skipped`` runs, in one
     transaction (``Store.resume_job``)."""
@@ -154,10 +167,14 @@ async def resume(
         check_new_run(run, job.id)
     job = replace(job, updated_at=job.updated_at or now)
     async with tx.write() as connection:
-        await _write_definition(connection, job, expected_version, move_cursor)
+        before = await _write_definition(connection, job, expected_version, move_cursor)
         recorded = await insert_skipped(connection, skipped, now)
         await notify_changed(connection, [job.id])
-        return await live_job(connection, job.id), recorded
+        after = await live_job(connection, job.id)
+        if entry is not None and recorded:
+            entry = replace(entry, detail=f"{len(recorded)} slots missed while paused recorded SKIPPED")
+        await _audit(connection, entry, before, after)
+        return after, recorded
 
 
 async def record_skipped(tx: Transactions, skipped: Sequence[Run], now: datetime) -> list[Run]:
@@ -170,12 +187,16 @@ async def record_skipped(tx: Transactions, skipped: Sequence[Run], now: datetime
         return inserted
 
 
-async def mark_deleted(tx: Transactions, job_id: str, now: datetime, cancel: bool) -> Job:
+async def mark_deleted(
+    tx: Transactions, job_id: str, now: datetime, cancel: bool, entry: AuditEntry | None = None
+) -> Job:
     """Mark the job deleted (and bump its version, so in-flight firings of it turn stale) and
     erase the secrets of its target (:func:`erased_target`: the row stays, for its runs' history);
     with ``cancel``, flag its unfinished runs to stop in the same transaction."""
     async with tx.write() as connection:
-        target = await connection.scalar(select(jobs.c.target).where(jobs.c.id == job_id, JOB_LIVE))
+        live = select(jobs).where(jobs.c.id == job_id, JOB_LIVE).with_for_update()  # the audit's before
+        found = (await connection.execute(live)).mappings().first()
+        target = None if found is None else found["target"]
         erased = erased_target(target) if isinstance(target, Mapping) else jobs.c.target
         result = await connection.execute(
             update(jobs)
@@ -188,6 +209,7 @@ async def mark_deleted(tx: Transactions, job_id: str, now: datetime, cancel: boo
             if cancel:
                 await cancel_active(connection, job_id)
             await notify_changed(connection, [job_id])
+            await _audit(connection, entry, None if found is None else codec.job_from_row(found), None)
     if row is None:
         raise NotFoundError(f"job {job_id} not found")
     return codec.job_from_row(row)
@@ -220,8 +242,12 @@ def erased_target(stored: Mapping[str, Any]) -> dict[str, Any]:
 # -- in a transaction ------------------------------------------------------------------------------
 
 
-async def live_job(connection: AsyncConnection, job_id: str) -> Job:
-    result = await connection.execute(select(jobs).where(jobs.c.id == job_id, JOB_LIVE))
+async def live_job(connection: AsyncConnection, job_id: str, *, lock: bool = False) -> Job:
+    """The live job; with ``lock``, its row locked until the transaction ends (PostgreSQL: ``FOR
+    UPDATE``; SQLite's write transaction holds the whole database already), so that what a write
+    read is what it changed (the audit entry's ``before``)."""
+    statement = select(jobs).where(jobs.c.id == job_id, JOB_LIVE)
+    result = await connection.execute(statement.with_for_update() if lock else statement)
     row = result.mappings().first()
     if row is None:
         raise NotFoundError(f"job {job_id} not found")
@@ -234,17 +260,25 @@ async def insert_skipped(connection: AsyncConnection, skipped: Sequence[Run], no
     return await bulk.insert_runs(connection, skipped, now)
 
 
+async def _audit(
+    connection: AsyncConnection, entry: AuditEntry | None, before: Job | None, after: Job | None
+) -> None:
+    """Append ``entry`` (if any) with the job's snapshots, in the writing transaction."""
+    if entry is not None:
+        await audit.write(connection, [entry.changed(job_snapshot(before), job_snapshot(after))])
+
+
 async def _write_definition(
     connection: AsyncConnection,
     job: Job,
     expected_version: int | None,
     move_cursor: bool,
     team_quota: int | None = None,
-) -> None:
+) -> Job:
     """Rewrite the stored job's definition and labels (its cursor only with ``move_cursor``),
     bumping its version; refuse a stale ``expected_version``, a taken name, or a move to a team
-    that has ``team_quota`` live jobs already."""
-    stored = await live_job(connection, job.id)
+    that has ``team_quota`` live jobs already. Returns the job as it was."""
+    stored = await live_job(connection, job.id, lock=True)
     if expected_version is not None and stored.version != expected_version:
         raise ConflictError(f"job {job.id} is at version {stored.version}, not {expected_version}")
     if job.team != stored.team:
@@ -268,6 +302,7 @@ async def _write_definition(
         raise ConflictError(f"job {job.id} changed concurrently; re-read it")
     await connection.execute(delete(job_labels).where(job_labels.c.job_id == job.id))
     await _write_labels(connection, job.id, job.labels)
+    return stored
 
 
 async def _check_quota(connection: AsyncConnection, team: str, quota: int | None) -> None:

@@ -15,22 +15,30 @@ from datetime import datetime
 
 from sqlalchemy import and_, delete, or_, select, update
 
+from cronwheel.audit import AuditEntry, secret_snapshot
 from cronwheel.errors import NotFoundError
 from cronwheel.store import codec
 from cronwheel.store.driver import upsert
 from cronwheel.store.port import Page, StoredSecret
 from cronwheel.store.schema import secrets
+from cronwheel.store.sql import audit
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 from cronwheel.store.sql.where import check_limit
 
 
-async def put(tx: Transactions, secret: StoredSecret, now: datetime) -> tuple[StoredSecret, bool]:
+async def put(
+    tx: Transactions, secret: StoredSecret, now: datetime, entry: AuditEntry | None = None
+) -> tuple[StoredSecret, bool]:
     updated_at = secret.updated_at or now
     secret = replace(secret, created_at=secret.created_at or updated_at, updated_at=updated_at)
     async with tx.write() as connection:
-        existing = await connection.scalar(
-            select(secrets.c.name).where(secrets.c.team == secret.team, secrets.c.name == secret.name)
-        )
+        existing = (
+            await connection.execute(
+                select(secrets.c.key_id, secrets.c.updated_at).where(
+                    secrets.c.team == secret.team, secrets.c.name == secret.name
+                )
+            )
+        ).first()
         insert = upsert(connection.dialect, secrets).values(codec.secret_to_row(secret))
         statement = insert.on_conflict_do_update(
             index_elements=[secrets.c.team, secrets.c.name],
@@ -41,7 +49,12 @@ async def put(tx: Transactions, secret: StoredSecret, now: datetime) -> tuple[St
             },
         ).returning(*secrets.c)
         row = (await connection.execute(statement)).mappings().one()
-    return codec.secret_from_row(row), existing is None
+        stored = codec.secret_from_row(row)
+        if entry is not None:
+            before = None if existing is None else secret_snapshot(existing.key_id, existing.updated_at)
+            after = secret_snapshot(stored.key_id, stored.updated_at)
+            await audit.write(connection, [entry.changed(before, after)])
+    return stored, existing is None
 
 
 async def get_many(tx: Transactions, team: str, names: Sequence[str]) -> dict[str, StoredSecret]:
@@ -68,12 +81,15 @@ async def list_page(tx: Transactions, team: str, limit: int, cursor: str | None)
     return Page(items, codec.encode_cursor(items[-1].name) if len(rows) > limit else None)
 
 
-async def remove(tx: Transactions, team: str, name: str) -> StoredSecret:
+async def remove(tx: Transactions, team: str, name: str, entry: AuditEntry | None = None) -> StoredSecret:
     async with tx.write() as connection:
         result = await connection.execute(
             delete(secrets).where(secrets.c.team == team, secrets.c.name == name).returning(*secrets.c)
         )
         row = result.mappings().first()
+        if row is not None and entry is not None:
+            before = secret_snapshot(row["key_id"], row["updated_at"])
+            await audit.write(connection, [entry.changed(before, None)])
     if row is None:
         raise NotFoundError(f"team {team!r} has no secret named {name!r}")
     return codec.secret_from_row(row)

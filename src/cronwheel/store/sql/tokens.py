@@ -8,23 +8,28 @@ token (a conditional UPDATE, so that concurrent requests write it once).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, and_, insert, or_, select, update
 
+from cronwheel.audit import AuditEntry, token_snapshot
 from cronwheel.errors import ConflictError, NotFoundError
 from cronwheel.store import codec
 from cronwheel.store.port import Page, TokenQuery
 from cronwheel.store.schema import api_tokens, from_micros, to_micros
+from cronwheel.store.sql import audit
 from cronwheel.store.sql.tx import Transactions
 from cronwheel.store.sql.where import check_limit, instant
 from cronwheel.tokens import ApiToken
 
 
-async def create(tx: Transactions, token: ApiToken) -> ApiToken:
+async def create(tx: Transactions, token: ApiToken, entry: AuditEntry | None = None) -> ApiToken:
     try:
         async with tx.write() as connection:
             await connection.execute(insert(api_tokens).values(codec.token_to_row(token)))
+            if entry is not None:
+                await audit.write(connection, [entry.changed(None, token_snapshot(token))])
     except ConflictError:
         raise ConflictError(f"a token with id {token.id} exists") from None
     return await get(tx, token.id)
@@ -72,13 +77,21 @@ def _matching(query: TokenQuery) -> list[ColumnElement[bool]]:
     return conditions
 
 
-async def revoke(tx: Transactions, token_id: str, now: datetime) -> ApiToken:
+async def revoke(tx: Transactions, token_id: str, now: datetime, entry: AuditEntry | None = None) -> ApiToken:
+    """Revoke the token; ``entry`` is appended in the same transaction when this revoked it (a
+    token revoked already changes nothing)."""
     async with tx.write() as connection:
-        await connection.execute(
+        result = await connection.execute(
             update(api_tokens)
-            .where(api_tokens.c.id == token_id)
-            .values(revoked_at=func.coalesce(api_tokens.c.revoked_at, instant(now)))
+            .where(api_tokens.c.id == token_id, api_tokens.c.revoked_at.is_(None))
+            .values(revoked_at=instant(now))
+            .returning(*api_tokens.c)
         )
+        row = result.mappings().first()
+        if row is not None and entry is not None:
+            after = codec.token_from_row(row)
+            before = token_snapshot(replace(after, revoked_at=None))
+            await audit.write(connection, [entry.changed(before, token_snapshot(after))])
     return await get(tx, token_id)
 
 
