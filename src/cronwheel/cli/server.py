@@ -86,6 +86,31 @@ def limit_options() -> list[Callable[[F], F]]:
     ]
 
 
+def tls_options() -> list[Callable[[F], F]]:
+    """HTTPS for the node's endpoint (the API, or a scheduler's or worker's metrics), each with its
+    CRONWHEEL_* variable; the files are read at start (docs/security.md, "Transport")."""
+    return [
+        click.option(
+            "--tls-cert",
+            envvar="CRONWHEEL_TLS_CERT",
+            metavar="PEM",
+            help="Serve HTTPS with this certificate (chain); needs --tls-key.",
+        ),
+        click.option(
+            "--tls-key",
+            envvar="CRONWHEEL_TLS_KEY",
+            metavar="PEM",
+            help="The private key of --tls-cert (PEM, not encrypted; keep it 0600).",
+        ),
+        click.option(
+            "--tls-client-ca",
+            envvar="CRONWHEEL_TLS_CLIENT_CA",
+            metavar="PEM",
+            help="Require a client certificate signed by this CA (mutual TLS); needs --tls-cert.",
+        ),
+    ]
+
+
 _LIMITS = ("max_body_bytes", "max_header_count", "max_header_bytes", "rate_per_s", "rate_burst",
            "max_jobs_per_team", "min_interval_s")  # fmt: skip
 
@@ -218,6 +243,7 @@ def node_options(function: F) -> F:
             "created by the first start.",
         ),
         click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
+        *tls_options(),
         *limit_options(),
     ]
     for option in reversed(options):
@@ -304,6 +330,7 @@ def db() -> None:
 def upgrade(database_url: str) -> None:
     """Apply the schema migrations (idempotent)."""
     from cronwheel.backends import schema_errors  # noqa: PLC0415
+    from cronwheel.redaction import redact_url  # noqa: PLC0415
     from cronwheel.store.migrate import upgrade_database  # noqa: PLC0415
 
     try:
@@ -312,4 +339,4 @@ def upgrade(database_url: str) -> None:
     except CronwheelError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
-    click.echo(f"database at {database_url.rsplit('@', maxsplit=1)[-1]} is at the newest schema")
+    click.echo(f"database at {redact_url(database_url)} is at the newest schema")

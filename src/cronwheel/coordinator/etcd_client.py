@@ -55,7 +55,7 @@ from cronwheel.coordinator.etcd_api import (
     op_put,
     prefix_end,
 )
-from cronwheel.errors import InvalidInputError
+from cronwheel.tls import ClientTls
 
 _REAUTHENTICATE = frozenset({Code.UNAUTHENTICATED, Code.INVALID_ARGUMENT})
 
@@ -263,16 +263,12 @@ class EtcdClient:
 
 def _tls_context(config: EtcdConfig) -> ssl.SSLContext | bool:
     """The TLS context of https endpoints (``True``: aiohttp's default, for http ones, unused).
-    Files that cannot be read are refused here, at start, rather than retried as an outage."""
+    Files that cannot be used are refused here, at start, naming the file and the URL parameter
+    (:class:`~cronwheel.tls.TlsConfigError`), rather than retried as an outage."""
     if not config.tls:
         return True
-    try:
-        context = ssl.create_default_context(cafile=config.ca_file)
-        if config.cert_file:
-            context.load_cert_chain(config.cert_file, config.key_file)
-    except (OSError, ssl.SSLError) as error:
-        raise InvalidInputError(f"etcd TLS files cannot be used: {error}") from error
-    return context
+    names = ("coordinator URL cacert", "coordinator URL cert", "coordinator URL key")
+    return ClientTls(config.ca_file, config.cert_file, config.key_file, names=names).context()
 
 
 def _untrusted(endpoint: str, error: aiohttp.ClientConnectorCertificateError) -> EtcdAuthError:
