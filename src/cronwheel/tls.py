@@ -31,6 +31,26 @@ class TlsConfigError(PermanentError):
     """A certificate, key or CA file that cannot be used (see the module docstring)."""
 
 
+# TLS failures that waiting does not cure: the server's certificate does not verify, the server
+# refused the client's (none, or not of its CA), or one side speaks TLS and the other does not
+_REFUSALS = ("CERTIFICATE", "UNKNOWN_CA", "WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG")
+
+
+def tls_refused(error: BaseException | None) -> bool:
+    """Whether a TLS failure that waiting does not cure lies under ``error`` (drivers raise their
+    own errors from, or inside the ``except`` of, the :class:`ssl.SSLError`): a backend client
+    turns it into a permanent refusal instead of waiting for the backend as if it were down."""
+    for _ in range(6):
+        if error is None:
+            return False
+        if isinstance(error, ssl.SSLCertVerificationError) or (
+            isinstance(error, ssl.SSLError) and any(word in str(error).upper() for word in _REFUSALS)
+        ):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class ServerTls:
     """What an HTTPS endpoint serves with: its certificate chain and key (PEM), and, for mutual

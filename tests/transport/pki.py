@@ -45,8 +45,9 @@ class Authority:
         self.ca.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
 
     def issue(self, file: str, common_name: str, *, server: bool, passphrase: str | None = None) -> Pair:
-        """A certificate for ``common_name`` (a server's: for 127.0.0.1 and localhost too) and its
-        key (encrypted with ``passphrase`` when given), written 0600."""
+        """A certificate for ``common_name`` (a server's: for 127.0.0.1 and localhost too; "": a
+        subject without a name, as etcd's gateway wants of clients when authentication is on)
+        and its key (encrypted with ``passphrase`` when given), written 0600."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
@@ -58,12 +59,10 @@ class Authority:
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False
             )
         )
+        names: list[x509.GeneralName] = [x509.DNSName(file)]  # a client without a CommonName has this
         if server:
-            names: list[x509.GeneralName] = [
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                x509.DNSName("localhost"),
-            ]
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+            names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=not common_name)
         certificate = builder.sign(self._key, hashes.SHA256())
         cert_path, key_path = self.directory / f"{file}.pem", self.directory / f"{file}.key"
         cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
@@ -80,7 +79,7 @@ class Authority:
 
 
 def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)] if common_name else [])
 
 
 def _builder(

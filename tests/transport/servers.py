@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -82,6 +84,7 @@ class Pki:
     other: Authority = field(init=False)
     server: Pair = field(init=False)
     client: Pair = field(init=False)
+    nameless: Pair = field(init=False)  # no CommonName: etcd's gateway wants that with auth on
     pg_client: Pair = field(init=False)
     stranger: Pair = field(init=False)
 
@@ -90,6 +93,7 @@ class Pki:
         self.other = Authority(self.directory, "other")
         self.server = self.ca.issue("server", "server", server=True)
         self.client = self.ca.issue("client", "cronwheel-client", server=False)
+        self.nameless = self.ca.issue("nameless-client", "", server=False)
         self.pg_client = self.ca.issue("pg-client", "cw_cert", server=False)
         self.stranger = self.other.issue("stranger", "cronwheel-client", server=False)
 
@@ -283,7 +287,7 @@ class TlsEtcd:
         self, *, password: str | None = ETCD_PASSWORD, client: Pair | None = None, ca: Path | None = None
     ) -> str:
         userinfo = f"root:{in_url(password)}@" if password is not None else ""
-        client = client or self.pki.client
+        client = client or self.pki.nameless
         query = f"cacert={ca or self.pki.ca.ca}&cert={client.cert}&key={client.key}"
         return f"etcd+https://{userinfo}{self.address}?{query}"
 
@@ -338,3 +342,50 @@ class TlsEtcd:
 
     def stop(self) -> None:
         _stop(self.process)
+
+
+# -- cronwheel itself ------------------------------------------------------------------------------
+
+SERVING = re.compile(r"serving on (https?://\S+)")
+
+
+@dataclass
+class Node:
+    """``cronwheel <command> ...`` in a subprocess, its output in ``log``."""
+
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    url: str = ""
+
+    def start(self, *args: str, env: dict[str, str] | None = None, pattern: re.Pattern[str] = SERVING) -> str:
+        """Start, and wait for the line that ``pattern`` finds (its first group: the URL)."""
+        command = [sys.executable, "-m", "cronwheel", *args]
+        environment = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            command, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=environment
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = pattern.search(self.text())
+            if found:
+                self.url = found.group(1) if found.groups() else ""
+                return self.url
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"cronwheel {args[0]} exited with {self.process.returncode}:\n{self.text()}"
+                )
+            time.sleep(0.05)
+        raise AssertionError(f"cronwheel {args[0]} did not start:\n{self.text()}")
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> None:
+        _stop(self.process)
+
+
+def client_context(ca: Path, client: Pair | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=ca)
+    if client is not None:
+        context.load_cert_chain(client.cert, client.key)
+    return context

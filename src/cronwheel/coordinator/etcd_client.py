@@ -55,7 +55,7 @@ from cronwheel.coordinator.etcd_api import (
     op_put,
     prefix_end,
 )
-from cronwheel.tls import ClientTls
+from cronwheel.tls import ClientTls, tls_refused
 
 _REAUTHENTICATE = frozenset({Code.UNAUTHENTICATED, Code.INVALID_ARGUMENT})
 
@@ -125,11 +125,15 @@ class EtcdClient:
         except aiohttp.ClientConnectorCertificateError as error:
             raise _untrusted(endpoint, error) from error
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            if tls_refused(error):  # etcd refused our certificate (none, or not of its CA)
+                raise EtcdAuthError(0, f"etcd at {endpoint} refused the TLS connection: {error}") from error
             self._rotate()
             raise EtcdUnavailableError(f"etcd at {endpoint} unreachable: {error!r}") from error
         try:
             data: Json = json.loads(text) if text else {}
         except ValueError as error:
+            if 400 <= status < 500:  # the gateway's own refusals are plain text
+                raise _refused(endpoint, status, text) from error
             self._rotate()
             raise EtcdUnavailableError(f"etcd at {endpoint} answered {status} with non-JSON") from error
         if status == 200 and "error" not in data:
@@ -269,6 +273,18 @@ def _tls_context(config: EtcdConfig) -> ssl.SSLContext | bool:
         return True
     names = ("coordinator URL cacert", "coordinator URL cert", "coordinator URL key")
     return ClientTls(config.ca_file, config.cert_file, config.key_file, names=names).context()
+
+
+def _refused(endpoint: str, status: int, text: str) -> EtcdAuthError:
+    """A plain-text 4xx of etcd's gateway: a request it will never take, whoever retries it."""
+    reason = text.strip().split("\n", 1)[0][:200]
+    hint = ""
+    if "CommonName" in reason:  # etcd with --client-cert-auth and authentication on
+        hint = (
+            ": with authentication on, etcd's gateway takes no client certificate with a CommonName; "
+            "issue cronwheel's without one (a subjectAltName only)"
+        )
+    return EtcdAuthError(0, f"etcd at {endpoint} refused the request ({status}: {reason}){hint}")
 
 
 def _untrusted(endpoint: str, error: aiohttp.ClientConnectorCertificateError) -> EtcdAuthError:

@@ -50,7 +50,6 @@ import asyncio
 import json
 import logging
 import math
-import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -64,6 +63,7 @@ from cronwheel.clock import Clock
 from cronwheel.errors import BackendUnavailableError, InvalidInputError, PermanentError
 from cronwheel.queue.port import Delivery, Trigger
 from cronwheel.queue.redis_url import check_queue_url
+from cronwheel.tls import tls_refused
 
 log = logging.getLogger("cronwheel.queue")
 
@@ -205,29 +205,9 @@ def _translated() -> Iterator[None]:
     except (rx.ConnectionError, rx.TimeoutError, rx.ReadOnlyError, OSError) as error:
         # ConnectionError covers refused connections, resets, LOADING and authentication failures;
         # ReadOnlyError is a failover in progress (we are talking to a replica).
-        if _tls_refused(error):
+        if tls_refused(error):
             raise _refusal(error) from error
         raise BackendUnavailableError(f"the queue (Redis) is unavailable: {error}") from error
-
-
-# TLS failures that waiting does not cure: the server's certificate does not verify, or the
-# server refused ours (none, or not of its CA); a TLS client talking to a plain port
-_TLS_REFUSALS = ("CERTIFICATE", "UNKNOWN_CA", "WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG")
-
-
-def _tls_refused(error: BaseException) -> bool:
-    """Whether an :class:`ssl.SSLError` that says so lies under ``error`` (redis-py raises its
-    ConnectionError inside the ``except`` that caught it)."""
-    cause: BaseException | None = error
-    for _ in range(5):
-        if cause is None:
-            return False
-        if isinstance(cause, ssl.SSLCertVerificationError) or (
-            isinstance(cause, ssl.SSLError) and any(word in str(cause).upper() for word in _TLS_REFUSALS)
-        ):
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
 
 
 def _fields(raw: Any) -> dict[str, str]:

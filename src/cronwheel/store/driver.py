@@ -40,7 +40,6 @@ operation gets a fresh connection.
 from __future__ import annotations
 
 import math
-import ssl
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -64,6 +63,7 @@ from cronwheel.errors import (
 )
 from cronwheel.store.files import private_sqlite_files
 from cronwheel.store.pg_connect import SSL_PARAMETERS, connect_arguments
+from cronwheel.tls import tls_refused
 
 SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=5000",  # first: the others may have to wait for a lock
@@ -354,18 +354,6 @@ def _refusal(cause: BaseException) -> StoreRefusedError:
     return StoreRefusedError(
         f"the metadata store refused the connection: {describe(cause)} "
         "(check CRONWHEEL_DATABASE_URL / --database-url)"
-    )
-
-
-# TLS failures that waiting does not cure: the server's certificate does not verify, or the server
-# refused the client's (none, or not of its CA)
-_TLS_REFUSALS = ("CERTIFICATE", "UNKNOWN_CA")
-
-
-def tls_refused(error: BaseException | None) -> bool:
-    """Whether ``error`` is a TLS handshake the server or the client refused (see above)."""
-    return isinstance(error, ssl.SSLCertVerificationError) or (
-        isinstance(error, ssl.SSLError) and any(word in str(error).upper() for word in _TLS_REFUSALS)
     )
 
 
