@@ -43,8 +43,14 @@ def redact_url(url: str) -> str:
     userinfo, at, hosts = parts.netloc.rpartition("@")
     user, colon, _password = userinfo.partition(":")
     netloc = f"{user}{':' + HIDDEN if colon else ''}@{hosts}" if at else hosts
-    shown = [(name, HIDDEN if secret_parameter(name) else value) for name, value in query]
-    return parts._replace(netloc=netloc, query=urlencode(shown, safe="/*:,")).geturl()
+    if netloc == parts.netloc and not any(secret_parameter(name) for name, _value in query):
+        return url  # nothing to hide: as written
+    shown = urlencode(
+        [(name, HIDDEN if secret_parameter(name) else value) for name, value in query], safe="/*:,"
+    )
+    slashes = "//" if url[len(parts.scheme) + 1 :].startswith("//") else ""
+    fragment = f"#{parts.fragment}" if parts.fragment else ""
+    return f"{parts.scheme}:{slashes}{netloc}{parts.path}{'?' if shown else ''}{shown}{fragment}"
 
 
 def _scheme_only(url: str) -> str:

@@ -50,6 +50,7 @@ from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.limits import Limits
 from cronwheel.queue import Queue
+from cronwheel.redaction import redact_url
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
@@ -220,7 +221,7 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
             )
         )
         backends = _Backends(store, queue, coordinator, clock, listening, keys, tls)
-        notes = await _local_token(settings, backends) if settings.embedded else ()
+        notes = await _local_token(settings, backends) if settings.embedded else (_backends_line(settings),)
         await _run_roles(settings, backends, stack, announce, notes)
 
 
@@ -235,6 +236,14 @@ async def _local_token(settings: ServerSettings, backends: _Backends) -> tuple[s
         return ()
     log.info("admin token file", extra={"action": "token_file", "path": str(path)})
     return (f"admin token in {path} (the cronwheel CLI on this machine uses it)",)
+
+
+def _backends_line(settings: ServerSettings) -> str:
+    """Where a cluster node's backends are, for its start-up lines: never a password
+    (:func:`cronwheel.redaction.redact_url`)."""
+    urls = (settings.database_url, settings.queue_url or "", settings.coordinator_url or "")
+    store, queue, coordinator = (redact_url(url) for url in urls)
+    return f"backends: store {store}, queue {queue}, coordinator {coordinator}"
 
 
 def _keys(settings: ServerSettings) -> KeySource | None:
