@@ -134,7 +134,8 @@ class TlsRedis:
                     "appendonly no",
                     f"dir {self.directory}",
                     "user default off",
-                    f'user cronwheel on ">{REDIS_PASSWORD}" ~* &* +@all',
+                    # what docs/cluster.md suggests: cronwheel's keys, no dangerous commands
+                    f'user cronwheel on ">{REDIS_PASSWORD}" ~cronwheel:* +@all -@dangerous',
                     "",
                 ]
             )

@@ -6,15 +6,20 @@ written and as percent-encoded in the URLs."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
+from aiohttp import web
 
 from cronwheel.server import ServerSettings, serve
 from cronwheel.store.driver import StoreRefusedError
@@ -52,6 +57,30 @@ def cluster_env(tls_postgres: TlsPostgres, tls_redis: TlsRedis, tls_etcd: TlsEtc
     }
 
 
+@dataclass
+class Sink:
+    url: str = ""
+    run_ids: list[str] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        await request.read()
+        self.run_ids.append(request.headers["Idempotency-Key"])
+        return web.Response(text="ok")
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[Sink]:
+    recorder = Sink()
+    app = web.Application()
+    app.router.add_post("/hook", recorder.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    recorder.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    yield recorder
+    await runner.cleanup()
+
+
 @pytest.fixture
 def nodes() -> Iterator[list[Node]]:
     started: list[Node] = []
@@ -68,7 +97,7 @@ def _cronwheel(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[s
 
 
 async def test_a_cluster_on_tls_backends_never_shows_a_password(
-    tmp_path: Path, pki: Pki, cluster_env: dict[str, str], nodes: list[Node]
+    tmp_path: Path, pki: Pki, cluster_env: dict[str, str], nodes: list[Node], sink: Sink
 ) -> None:
     made = _cronwheel("tokens", "create", "--bootstrap", "--name", "transport", env=cluster_env)
     assert made.returncode == 0, made.stderr
@@ -77,7 +106,8 @@ async def test_a_cluster_on_tls_backends_never_shows_a_password(
 
     worker = Node(tmp_path / "all.log")
     nodes.append(worker)
-    plain_url = worker.start("server", "--node-id", "all-roles", "--port", "0", env=cluster_env)
+    local = ("--allow-network", "127.0.0.0/8")  # the sink
+    plain_url = worker.start("server", "--node-id", "all-roles", "--port", "0", *local, env=cluster_env)
     tls = (
         "--tls-cert",
         str(pki.server.cert),
@@ -88,7 +118,7 @@ async def test_a_cluster_on_tls_backends_never_shows_a_password(
     )
     api = Node(tmp_path / "api.log")
     nodes.append(api)
-    https_url = api.start("api", "--node-id", "api-tls", "--port", "0", *tls, env=cluster_env)
+    https_url = api.start("api", "--node-id", "api-tls", "--port", "0", *local, *tls, env=cluster_env)
     assert https_url.startswith("https://127.0.0.1:")
 
     status = _cronwheel("cluster", "status", env={"CRONWHEEL_URL": plain_url, "CRONWHEEL_TOKEN": token})
@@ -100,6 +130,16 @@ async def test_a_cluster_on_tls_backends_never_shows_a_password(
     verify = client_context(pki.ca.ca, pki.client)
     async with httpx.AsyncClient(base_url=https_url, verify=verify, headers=headers, timeout=10) as client:
         answer = await client.get("/v1/cluster")
+        # a run goes the whole way: API (HTTPS) -> PostgreSQL -> Redis -> worker -> the sink
+        target = {"type": "http", "url": f"{sink.url}/hook"}
+        job = {"team": "t", "name": f"tls-{uuid.uuid4().hex[:8]}", "schedule": "@yearly", "target": target}
+        made_job = await client.post("/v1/jobs", json=job)
+        assert made_job.status_code == 201, made_job.text
+        run = (await client.post(f"/v1/jobs/{made_job.json()['id']}/trigger", json={})).json()
+        deadline = time.monotonic() + 15
+        while run["id"] not in sink.run_ids and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert run["id"] in sink.run_ids
     assert answer.status_code == 200, answer.text
     assert {node["node"] for node in answer.json()["nodes"]} == {"all-roles", "api-tls"}
     assert all(node["metrics_url"].startswith("http") for node in answer.json()["nodes"])

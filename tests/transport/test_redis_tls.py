@@ -25,7 +25,9 @@ def _leaks(message: str) -> bool:
 
 
 def _queue(url: str) -> RedisStreamQueue:
-    return RedisStreamQueue(url, SystemClock(), prefix=f"t{uuid.uuid4().hex[:8]}", connect_timeout_s=2)
+    return RedisStreamQueue(
+        url, SystemClock(), prefix=f"cronwheel:t{uuid.uuid4().hex[:8]}", connect_timeout_s=2
+    )
 
 
 async def test_triggers_go_through_a_tls_redis_as_an_acl_user(tls_redis: TlsRedis) -> None:
