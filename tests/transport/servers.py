@@ -63,6 +63,14 @@ def _wait(
     )
 
 
+def spawn(command: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``command`` started with its output appended to ``log`` (the child keeps its own handle)."""
+    with log.open("ab") as handle:
+        return subprocess.Popen(
+            command, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+
+
 def _stop(process: subprocess.Popen[bytes] | None) -> None:
     if process is None or process.poll() is not None:
         return
@@ -141,9 +149,7 @@ class TlsRedis:
             )
         )
         log = self.directory / "redis.log"
-        self.process = subprocess.Popen(
-            [binary, str(config)], stdout=log.open("ab"), stderr=subprocess.STDOUT
-        )
+        self.process = spawn([binary, str(config)], log)
 
         def ready() -> bool:
             with socket.socket() as sock:
@@ -228,11 +234,7 @@ class TlsPostgres:
                 "max_connections": "60",
             }
             conf.write("".join(f"{name} = {value}\n" for name, value in settings.items()))
-        self.process = subprocess.Popen(
-            _as_postgres([str(PG_BIN / "postgres"), "-D", str(self.data)]),
-            stdout=log.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
+        self.process = spawn(_as_postgres([str(PG_BIN / "postgres"), "-D", str(self.data)]), log)
 
         def ready() -> bool:
             return (self.directory / f".s.PGSQL.{self.port}").exists() and "ready to accept" in log.read_text(
@@ -317,14 +319,14 @@ class TlsEtcd:
         self.directory.mkdir(parents=True, exist_ok=True)
         client, peer = f"https://{self.address}", f"http://127.0.0.1:{self.peer_port}"
         log = self.directory / "etcd.log"
-        self.process = subprocess.Popen(
+        self.process = spawn(
             [binary, "--name=tls", f"--data-dir={self.directory / 'data'}",
              f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
              f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
              f"--initial-cluster=tls={peer}", "--log-level=warn", "--auth-token=simple",
              f"--cert-file={self.pki.server.cert}", f"--key-file={self.pki.server.key}",
              f"--trusted-ca-file={self.pki.ca.ca}", "--client-cert-auth"],
-            stdout=log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            log,
         )  # fmt: skip
 
         def ready() -> bool:
@@ -360,11 +362,16 @@ class Node:
 
     def start(self, *args: str, env: dict[str, str] | None = None, pattern: re.Pattern[str] = SERVING) -> str:
         """Start, and wait for the line that ``pattern`` finds (its first group: the URL)."""
+        self.launch(*args, env=env)
+        return self.wait(pattern)
+
+    def launch(self, *args: str, env: dict[str, str] | None = None) -> None:
         command = [sys.executable, "-m", "cronwheel", *args]
         environment = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen(
-            command, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=environment
-        )
+        self.process = spawn(command, self.log, env=environment)
+
+    def wait(self, pattern: re.Pattern[str] = SERVING) -> str:
+        assert self.process is not None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             found = pattern.search(self.text())
@@ -373,10 +380,10 @@ class Node:
                 return self.url
             if self.process.poll() is not None:
                 raise AssertionError(
-                    f"cronwheel {args[0]} exited with {self.process.returncode}:\n{self.text()}"
+                    f"{self.log.name}: exited with {self.process.returncode}:\n{self.text()}"
                 )
             time.sleep(0.05)
-        raise AssertionError(f"cronwheel {args[0]} did not start:\n{self.text()}")
+        raise AssertionError(f"{self.log.name}: did not start:\n{self.text()}")
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -104,10 +105,11 @@ async def test_a_cluster_on_tls_backends_never_shows_a_password(
     token = made.stdout.strip()
     assert "cw_pass:***@127.0.0.1" in made.stderr  # where it was stored, the password redacted
 
-    worker = Node(tmp_path / "all.log")
-    nodes.append(worker)
+    # three nodes started at once: every role (plain HTTP API), an api serving HTTPS to clients with
+    # a certificate, and a scheduler serving its metrics over HTTPS
+    worker, api, scheduler = (Node(tmp_path / f"{name}.log") for name in ("all", "api", "scheduler"))
+    nodes.extend((worker, api, scheduler))
     local = ("--allow-network", "127.0.0.0/8")  # the sink
-    plain_url = worker.start("server", "--node-id", "all-roles", "--port", "0", *local, env=cluster_env)
     tls = (
         "--tls-cert",
         str(pki.server.cert),
@@ -116,15 +118,18 @@ async def test_a_cluster_on_tls_backends_never_shows_a_password(
         "--tls-client-ca",
         str(pki.ca.ca),
     )
-    api = Node(tmp_path / "api.log")
-    nodes.append(api)
-    https_url = api.start("api", "--node-id", "api-tls", "--port", "0", *local, *tls, env=cluster_env)
+    worker.launch("server", "--node-id", "all-roles", "--port", "0", *local, env=cluster_env)
+    api.launch("api", "--node-id", "api-tls", "--port", "0", *local, *tls, env=cluster_env)
+    scheduler.launch("scheduler", "--node-id", "sched-tls", *tls, env=cluster_env)
+    plain_url, https_url = worker.wait(), api.wait()
+    metrics_url = scheduler.wait(re.compile(r"metrics on (\S+)\)"))
     assert https_url.startswith("https://127.0.0.1:")
+    assert metrics_url.startswith("https://127.0.0.1:")
 
     status = _cronwheel("cluster", "status", env={"CRONWHEEL_URL": plain_url, "CRONWHEEL_TOKEN": token})
     assert status.returncode == 0, status.stderr
-    assert "all-roles" in status.stdout
-    assert "api-tls" in status.stdout
+    for name in ("all-roles", "api-tls", "sched-tls"):
+        assert name in status.stdout
 
     headers = {"Authorization": f"Bearer {token}"}
     verify = client_context(pki.ca.ca, pki.client)
@@ -141,8 +146,17 @@ async def test_a_cluster_on_tls_backends_never_shows_a_password(
             await asyncio.sleep(0.05)
         assert run["id"] in sink.run_ids
     assert answer.status_code == 200, answer.text
-    assert {node["node"] for node in answer.json()["nodes"]} == {"all-roles", "api-tls"}
-    assert all(node["metrics_url"].startswith("http") for node in answer.json()["nodes"])
+    metrics = {node["node"]: node["metrics_url"] for node in answer.json()["nodes"]}
+    assert metrics == {
+        "all-roles": f"{plain_url}/metrics",
+        "api-tls": f"{https_url}/metrics",
+        "sched-tls": metrics_url,
+    }
+    async with httpx.AsyncClient(verify=verify, timeout=10) as client:
+        assert (await client.get(metrics_url)).status_code == 200
+    async with httpx.AsyncClient(timeout=5) as plain:
+        with pytest.raises(httpx.TransportError):  # the TLS port does not speak plain HTTP
+            await plain.get(metrics_url.replace("https://", "http://"))
 
     for node in nodes:
         node.stop()  # the stop's own lines are searched too
@@ -152,6 +166,7 @@ async def test_a_cluster_on_tls_backends_never_shows_a_password(
         "GET /v1/cluster": answer.text,
         "all-roles log": worker.text(),
         "api log": api.text(),
+        "scheduler log": scheduler.text(),
     }
     assert {where: _leaked(text) for where, text in printed.items() if _leaked(text)} == {}
     assert "cronwheel serving on https://127.0.0.1:" in api.text()

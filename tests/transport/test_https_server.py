@@ -46,8 +46,9 @@ async def test_the_server_serves_https_only_and_says_so(tmp_path: Path, pki: Pki
         assert (await client.get("/healthz")).status_code == 200
         assert (await client.get("/v1/jobs", headers=_token(tmp_path))).status_code == 200
         plain = node.url.replace("https://", "http://")
-        with pytest.raises(httpx.TransportError):  # the TLS port does not speak HTTP
-            await httpx.AsyncClient(timeout=5).get(f"{plain}/healthz")
+        async with httpx.AsyncClient(timeout=5) as plain_client:
+            with pytest.raises(httpx.TransportError):  # the TLS port does not speak HTTP
+                await plain_client.get(f"{plain}/healthz")
         assert (await client.get("/healthz")).status_code == 200  # and keeps serving
     async with httpx.AsyncClient(verify=client_context(pki.other.ca), timeout=5) as stranger:
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
