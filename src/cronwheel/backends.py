@@ -6,7 +6,10 @@
 | ``CRONWHEEL_COORDINATOR_URL`` | unset: this process owns every shard | ``etcd://host:2379[,host:2379...]`` |
 | ``CRONWHEEL_QUEUE_URL`` | unset: in-process queue | ``redis://host:6379/0`` |
 
-etcd over TLS and with credentials: ``etcd+https://user:password@host:2379?cacert=...`` (:func:`etcd_config`).
+Over TLS and with credentials: ``postgresql://user:password@host/db?sslmode=verify-full&sslrootcert=...``
+(:mod:`cronwheel.store.pg_connect`), ``rediss://user:password@host:6380/0?ssl_ca_certs=...``
+(:mod:`cronwheel.queue.redis_url`), ``etcd+https://user:password@host:2379?cacert=...``
+(:func:`etcd_config`). A URL is only ever shown through :func:`cronwheel.redaction.redact_url`.
 
 A backend that is down at start is waited for with the :data:`~cronwheel.retrying.CONNECT`
 policy, and the wait is logged: a process never fires without its backends, and never crash-loops

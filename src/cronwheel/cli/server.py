@@ -136,17 +136,20 @@ def node_options(function: F) -> F:
             default="sqlite:///cronwheel.db",
             show_default=True,
             envvar="CRONWHEEL_DATABASE_URL",
-            help="sqlite:///path.db (embedded) or postgresql://user@host:5432/db (cluster).",
+            help="sqlite:///path.db (embedded) or postgresql://user@host:5432/db (cluster; TLS: "
+            "?sslmode=verify-full&sslrootcert=CA[&sslcert=...&sslkey=...]).",
         ),
         click.option(
             "--coordinator-url",
             envvar="CRONWHEEL_COORDINATOR_URL",
-            help="etcd://host:2379[,host:2379] (cluster). Unset: this process owns every shard.",
+            help="etcd://host:2379[,host:2379] (cluster; TLS: "
+            "etcd+https://user:password@host:2379?cacert=CA). Unset: this process owns every shard.",
         ),
         click.option(
             "--queue-url",
             envvar="CRONWHEEL_QUEUE_URL",
-            help="redis://host:6379/0 (cluster). Unset: in-process.",
+            help="redis://host:6379/0 (cluster; TLS: rediss://user:password@host:port/0?ssl_ca_certs=CA). "
+            "Unset: in-process.",
         ),
         click.option("--node-id", envvar="CRONWHEEL_NODE_ID", help="This node's name (default: host-pid)."),
         click.option(
