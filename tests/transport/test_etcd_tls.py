@@ -15,6 +15,8 @@ import pytest
 from cronwheel.backends import etcd_config, open_coordinator
 from cronwheel.clock import SystemClock
 from cronwheel.coordinator.etcd import EtcdCoordinator
+from cronwheel.coordinator.etcd_api import EtcdUnavailableError
+from cronwheel.coordinator.etcd_client import EtcdClient
 from cronwheel.errors import PermanentError
 
 from .servers import ETCD_PASSWORD, Pki, TlsEtcd, in_url
@@ -80,3 +82,14 @@ async def test_refusals_stop_the_start_at_once_without_the_password(
     assert not _leaks(str(refused.value))
     if which == "named-client":
         assert "issue cronwheel's without one" in str(refused.value)
+
+
+async def test_a_plain_client_to_the_https_port_looks_like_an_outage(tls_etcd: TlsEtcd) -> None:
+    """etcd closes the connection without an answer: waited for as an outage (docs/security.md)."""
+    client = EtcdClient(etcd_config(f"etcd://root:{in_url(ETCD_PASSWORD)}@{tls_etcd.address}"))
+    try:
+        with pytest.raises(EtcdUnavailableError) as unavailable:
+            await client.range("/x")
+    finally:
+        await client.close()
+    assert not _leaks(str(unavailable.value))

@@ -100,3 +100,16 @@ def test_urls_that_cannot_work_are_refused_before_any_connection(tls_redis: TlsR
     for refused in (plain, unknown, scheme):
         assert not _leaks(str(refused.value))
         assert secret not in str(refused.value)
+
+
+async def test_a_tls_client_to_a_plain_redis_times_out() -> None:
+    """The shared plain Redis of the suite (6379) waits for the rest of a command that a TLS
+    handshake never sends: a timeout, which is waited out like an outage (docs/security.md)."""
+    url = f"rediss://:{in_url(REDIS_PASSWORD)}@127.0.0.1:6379/0?ssl_cert_reqs=none"
+    queue = RedisStreamQueue(url, SystemClock(), connect_timeout_s=0.5)
+    try:
+        with pytest.raises(BackendUnavailableError, match="Timeout") as unavailable:
+            await queue.ping()
+    finally:
+        await queue.close()
+    assert not _leaks(str(unavailable.value))
