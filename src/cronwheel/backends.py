@@ -6,7 +6,10 @@
 | ``CRONWHEEL_COORDINATOR_URL`` | unset: this process owns every shard | ``etcd://host:2379[,host:2379...]`` |
 | ``CRONWHEEL_QUEUE_URL`` | unset: in-process queue | ``redis://host:6379/0`` |
 
-etcd over TLS and with credentials: ``etcd+https://user:password@host:2379?cacert=...`` (:func:`etcd_config`).
+Over TLS and with credentials: ``postgresql://user:password@host/db?sslmode=verify-full&sslrootcert=...``
+(:mod:`cronwheel.store.pg_connect`), ``rediss://user:password@host:6380/0?ssl_ca_certs=...``
+(:mod:`cronwheel.queue.redis_url`), ``etcd+https://user:password@host:2379?cacert=...``
+(:func:`etcd_config`). A URL is only ever shown through :func:`cronwheel.redaction.redact_url`.
 
 A backend that is down at start is waited for with the :data:`~cronwheel.retrying.CONNECT`
 policy, and the wait is logged: a process never fires without its backends, and never crash-loops
@@ -36,6 +39,7 @@ from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.errors import InvalidInputError
 from cronwheel.queue import Queue
 from cronwheel.queue.memory import MemoryQueue
+from cronwheel.redaction import redact_url
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.store.sql import SchemaOutdatedError, SqlStore, open_store
 
@@ -94,7 +98,7 @@ def etcd_config(url: str) -> EtcdConfig:
     userinfo, _, hosts = parts.netloc.rpartition("@")
     endpoints = tuple(f"{scheme}://{host}" for host in hosts.split(",") if host)
     if scheme is None or not endpoints or parts.path not in ("", "/") or parts.fragment:
-        raise InvalidInputError(f"coordinator URL must look like {_ETCD_FORM}, not {_redacted(url)!r}")
+        raise InvalidInputError(f"coordinator URL must look like {_ETCD_FORM}, not {redact_url(url)!r}")
     files: dict[str, str] = {}
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name not in _ETCD_TLS_FILES or not value or name in files:
@@ -117,20 +121,10 @@ def etcd_config(url: str) -> EtcdConfig:
     )
 
 
-def _redacted(url: str) -> str:
-    """``url`` without its credentials, fit for an error message or a log line."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
-
-
 async def open_queue(url: str | None, clock: Clock, visibility_timeout_s: float) -> Queue:
     """The queue at ``url`` (None: in-process), waiting for it while it is down; the caller closes it."""
     if not url:
         return MemoryQueue(clock, visibility_timeout_s=visibility_timeout_s)
-    if urlsplit(url).scheme not in ("redis", "rediss"):
-        raise InvalidInputError(f"queue URL must be redis://host:port[/db], not {url!r}")
     from cronwheel.queue.streams import RedisStreamQueue  # noqa: PLC0415 - cluster only
 
     queue = RedisStreamQueue(url, clock, visibility_timeout_s=visibility_timeout_s)

@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.limits import Limits
 from cronwheel.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.queue import Queue
+from cronwheel.redaction import redact_url
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
@@ -62,6 +64,7 @@ from cronwheel.store.files import open_private
 from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore
 from cronwheel.timekeeping import anchor_once, keep_anchored
+from cronwheel.tls import ServerTls
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.isolation import CommandIsolation
@@ -119,6 +122,16 @@ class ServerSettings:
     secret_keys: str | None = field(default=None, repr=False)  # CRONWHEEL_SECRET_KEYS: the keys themselves
     limits: Limits = field(default_factory=Limits)  # what a request, a caller and a team may take
     oidc: OidcSettings = field(default_factory=OidcSettings)  # JWTs of an identity provider (off by default)
+    tls_cert: str | None = None  # --tls-cert: serve HTTPS with this certificate chain (PEM)
+    tls_key: str | None = None  # --tls-key: its private key (PEM, not encrypted)
+    tls_client_ca: str | None = None  # --tls-client-ca: require client certificates of this CA
+
+    def server_tls(self) -> ssl.SSLContext | None:
+        """The TLS context of this node's HTTP endpoint (None: plain HTTP), every file read now:
+        one that cannot be used is a :class:`~cronwheel.tls.TlsConfigError`."""
+        if not (self.tls_cert and self.tls_key):
+            return None
+        return ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca).context()
 
     @property
     def embedded(self) -> bool:
@@ -135,6 +148,8 @@ class ServerSettings:
             self.isolation().identity()  # a user that does not exist, or that we cannot become
         self.limits.check()
         self.oidc.check()
+        if bool(self.tls_cert) != bool(self.tls_key) or (self.tls_client_ca and not self.tls_cert):
+            raise PermanentError("HTTPS needs both --tls-cert and --tls-key (--tls-client-ca needs them too)")
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
@@ -190,8 +205,9 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
         if settings.embedded:
             stack.enter_context(_single_owner(settings.database_url))
         listening = stack.enter_context(_listening(settings))
+        tls = settings.server_tls()  # its files read now: one that cannot be used stops the node
         keys = _keys(settings)
-        metrics_url = public_url(settings.host, listening) + "/metrics"
+        metrics_url = public_url(settings.host, listening, tls) + "/metrics"
         store = await stack.enter_async_context(store_at(settings.database_url))  # migrated first
         clock = await _clock(settings, store)
         queue = await stack.enter_async_context(
@@ -207,8 +223,8 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
                 metrics_url,
             )
         )
-        backends = _Backends(store, queue, coordinator, clock, listening, keys)
-        notes = await _local_token(settings, backends) if settings.embedded else ()
+        backends = _Backends(store, queue, coordinator, clock, listening, keys, tls)
+        notes = await _local_token(settings, backends) if settings.embedded else (_backends_line(settings),)
         await _run_roles(settings, backends, stack, announce, notes)
 
 
@@ -216,13 +232,21 @@ async def _local_token(settings: ServerSettings, backends: _Backends) -> tuple[s
     """The embedded server's admin token file (:mod:`cronwheel.localtoken`), made or kept; the
     line that says where it is (never the token), announced once the API serves. A pointer to it
     is left for a fixed loopback port."""
-    url = public_url(settings.host, backends.listening) if settings.port else ""
+    url = public_url(settings.host, backends.listening, backends.tls) if settings.port else ""
     now = backends.clock.now()
     path = await localtoken.ensure(backends.store, settings.database_url, now, url, os.environ)
     if path is None:
         return ()
     log.info("admin token file", extra={"action": "token_file", "path": str(path)})
     return (f"admin token in {path} (the cronwheel CLI on this machine uses it)",)
+
+
+def _backends_line(settings: ServerSettings) -> str:
+    """Where a cluster node's backends are, for its start-up lines: never a password
+    (:func:`cronwheel.redaction.redact_url`)."""
+    urls = (settings.database_url, settings.queue_url or "", settings.coordinator_url or "")
+    store, queue, coordinator = (redact_url(url) for url in urls)
+    return f"backends: store {store}, queue {queue}, coordinator {coordinator}"
 
 
 def _keys(settings: ServerSettings) -> KeySource | None:
@@ -287,6 +311,7 @@ class _Backends:
     clock: Clock
     listening: socket.socket  # the API's socket, or the metrics endpoint's
     keys: KeySource | None  # the keys that seal team secrets (None: a node that needs none)
+    tls: ssl.SSLContext | None = None  # the HTTP endpoint's (None: plain HTTP)
 
     @property
     def keyring(self) -> Keyring | None:
@@ -419,7 +444,7 @@ class _Roles:
             authenticators=self._oidc(),
         )
         app = create_app(services)
-        url = public_url(settings.host, self.backends.listening)
+        url = public_url(settings.host, self.backends.listening, self.backends.tls)
         lines = (
             f"cronwheel serving on {url} (node {settings.node})",
             *self.notes,
@@ -450,7 +475,7 @@ class _Roles:
     def _metrics(self, announce: Callable[[str], None]) -> None:
         """A node without the API serves ``/metrics`` and ``/healthz`` on its metrics port."""
         settings = self.settings
-        url = public_url(settings.host, self.backends.listening) + "/metrics"
+        url = public_url(settings.host, self.backends.listening, self.backends.tls) + "/metrics"
         line = f"cronwheel {'+'.join(settings.roles)} running (node {settings.node}, metrics on {url})"
         authenticator = TokenAuthenticator(self.backends.store, self.backends.clock)
         endpoint = metrics_http.Endpoint(access_policy(settings), authenticator.authenticate)
@@ -460,6 +485,10 @@ class _Roles:
         self._http(config, lambda: announce(line), "metrics")
 
     def _http(self, config: uvicorn.Config, started: Callable[[], None], name: str) -> None:
+        tls = self.backends.tls
+        if tls is not None:  # HTTPS with the context built (and checked) at start, not uvicorn's
+            config.load()
+            config.ssl = tls
         server = _Server(config)
         self.group.create_task(_serve_http(server, self.backends.listening, self.stop, started), name=name)
 
@@ -542,13 +571,14 @@ def bind(host: str, port: int) -> socket.socket:
     return listening
 
 
-def public_url(host: str, listening: socket.socket) -> str:
-    """``http://host:port`` of a bound socket, as other machines may reach it: a wildcard bind
-    (0.0.0.0, ::) is named by this machine's host name."""
+def public_url(host: str, listening: socket.socket, tls: ssl.SSLContext | None = None) -> str:
+    """``http://host:port`` (``https://`` with ``tls``) of a bound socket, as other machines may
+    reach it: a wildcard bind (0.0.0.0, ::) is named by this machine's host name."""
     port = listening.getsockname()[1]
     if host in ("", "0.0.0.0", "::"):  # noqa: S104 - naming a wildcard bind, not making one
         host = socket.gethostname()
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = "https" if tls is not None else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 @contextlib.contextmanager

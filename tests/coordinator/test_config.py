@@ -18,6 +18,7 @@ from cronwheel.coordinator.etcd_api import (
 )
 from cronwheel.coordinator.etcd_client import EtcdClient
 from cronwheel.errors import InvalidInputError
+from cronwheel.tls import TlsConfigError
 
 
 def test_plain_urls_name_http_endpoints() -> None:
@@ -70,12 +71,13 @@ def test_a_refused_url_with_credentials_is_shown_without_them() -> None:
 
 
 def test_tls_files_that_cannot_be_read_are_refused_at_start(tmp_path: Path) -> None:
+    """Each error names the file and the URL parameter that gave it (cronwheel.tls)."""
     missing = EtcdConfig(("https://h:2379",), ca_file=str(tmp_path / "nowhere.pem"))
-    with pytest.raises(InvalidInputError, match="TLS files"):
+    with pytest.raises(TlsConfigError, match=r"nowhere.pem \(coordinator URL cacert\): no such file"):
         EtcdClient(missing)
     garbage = tmp_path / "garbage.pem"
     garbage.write_text("not a certificate")
-    with pytest.raises(InvalidInputError, match="TLS files"):
+    with pytest.raises(TlsConfigError, match=r"garbage.pem \(coordinator URL cert\): not a PEM certificate"):
         EtcdClient(EtcdConfig(("https://h:2379",), cert_file=str(garbage)))
 
 

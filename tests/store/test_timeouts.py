@@ -229,10 +229,11 @@ def test_defaults() -> None:
 def test_url_parameters_are_read_and_removed() -> None:
     url = (
         "postgresql://u:pw@db.example:5433/cron?sslmode=require&connect_timeout=2.5&command_timeout=60"
-        "&pool_timeout=5&migration_timeout=3600"
+        "&pool_timeout=5&migration_timeout=3600&passfile=/etc/pgpass"
     )
     assert PostgresTimeouts.from_query(make_url(url).query) == PostgresTimeouts(2.5, 60.0, 5.0, 3600.0)
-    assert dict(async_url(url).query) == {"sslmode": "require"}  # asyncpg never sees ours
+    # asyncpg never sees ours, nor sslmode (its `ssl` argument: cronwheel.store.pg_connect)
+    assert dict(async_url(url).query) == {"passfile": "/etc/pgpass"}
     assert "timeout" not in listener_dsn(url)
     engine = create_engine(url)
     assert engine.sync_engine.pool.timeout() == 5.0  # type: ignore[attr-defined]

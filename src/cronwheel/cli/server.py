@@ -150,6 +150,31 @@ def oidc_options() -> list[Callable[[F], F]]:
     ]
 
 
+def tls_options() -> list[Callable[[F], F]]:
+    """HTTPS for the node's endpoint (the API, or a scheduler's or worker's metrics), each with its
+    CRONWHEEL_* variable; the files are read at start (docs/security.md, "Transport")."""
+    return [
+        click.option(
+            "--tls-cert",
+            envvar="CRONWHEEL_TLS_CERT",
+            metavar="PEM",
+            help="Serve HTTPS with this certificate (chain); needs --tls-key.",
+        ),
+        click.option(
+            "--tls-key",
+            envvar="CRONWHEEL_TLS_KEY",
+            metavar="PEM",
+            help="The private key of --tls-cert (PEM, not encrypted; keep it 0600).",
+        ),
+        click.option(
+            "--tls-client-ca",
+            envvar="CRONWHEEL_TLS_CLIENT_CA",
+            metavar="PEM",
+            help="Require a client certificate signed by this CA (mutual TLS); needs --tls-cert.",
+        ),
+    ]
+
+
 _OIDC = ("issuer", "audience", "jwks_url", "jwks_file", "team_claim", "team_prefix", "role_claim")
 
 
@@ -188,17 +213,20 @@ def node_options(function: F) -> F:
             default="sqlite:///cronwheel.db",
             show_default=True,
             envvar="CRONWHEEL_DATABASE_URL",
-            help="sqlite:///path.db (embedded) or postgresql://user@host:5432/db (cluster).",
+            help="sqlite:///path.db (embedded) or postgresql://user@host:5432/db (cluster; TLS: "
+            "?sslmode=verify-full&sslrootcert=CA[&sslcert=...&sslkey=...]).",
         ),
         click.option(
             "--coordinator-url",
             envvar="CRONWHEEL_COORDINATOR_URL",
-            help="etcd://host:2379[,host:2379] (cluster). Unset: this process owns every shard.",
+            help="etcd://host:2379[,host:2379] (cluster; TLS: "
+            "etcd+https://user:password@host:2379?cacert=CA). Unset: this process owns every shard.",
         ),
         click.option(
             "--queue-url",
             envvar="CRONWHEEL_QUEUE_URL",
-            help="redis://host:6379/0 (cluster). Unset: in-process.",
+            help="redis://host:6379/0 (cluster; TLS: rediss://user:password@host:port/0?ssl_ca_certs=CA). "
+            "Unset: in-process.",
         ),
         click.option("--node-id", envvar="CRONWHEEL_NODE_ID", help="This node's name (default: host-pid)."),
         click.option(
@@ -295,6 +323,7 @@ def node_options(function: F) -> F:
             "created by the first start.",
         ),
         click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
+        *tls_options(),
         *limit_options(),
         *oidc_options(),
     ]
@@ -383,6 +412,7 @@ def db() -> None:
 def upgrade(database_url: str) -> None:
     """Apply the schema migrations (idempotent)."""
     from cronwheel.backends import schema_errors  # noqa: PLC0415
+    from cronwheel.redaction import redact_url  # noqa: PLC0415
     from cronwheel.store.migrate import upgrade_database  # noqa: PLC0415
 
     try:
@@ -391,4 +421,4 @@ def upgrade(database_url: str) -> None:
     except CronwheelError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
-    click.echo(f"database at {database_url.rsplit('@', maxsplit=1)[-1]} is at the newest schema")
+    click.echo(f"database at {redact_url(database_url)} is at the newest schema")

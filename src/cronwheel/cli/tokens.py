@@ -14,6 +14,7 @@ import click
 from cronwheel.cli.output import Ctx, api_command, fields, table, when
 from cronwheel.client import collect
 from cronwheel.errors import CronwheelError
+from cronwheel.redaction import redact_url
 
 SCOPES = ("read", "write", "trigger", "admin")
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
@@ -135,7 +136,7 @@ def _bootstrap(database_url: str, name: str) -> None:
     except CronwheelError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
-    click.echo(f"admin token of every team {name!r} stored in {database_url.rsplit('@', 1)[-1]}:", err=True)
+    click.echo(f"admin token of every team {name!r} stored in {redact_url(database_url)}:", err=True)
     click.echo(text)
     click.echo("(shown once: keep it in a secret store, and revoke it once you have made others)", err=True)
 

@@ -55,7 +55,7 @@ from cronwheel.coordinator.etcd_api import (
     op_put,
     prefix_end,
 )
-from cronwheel.errors import InvalidInputError
+from cronwheel.tls import ClientTls, tls_refused
 
 _REAUTHENTICATE = frozenset({Code.UNAUTHENTICATED, Code.INVALID_ARGUMENT})
 
@@ -125,11 +125,15 @@ class EtcdClient:
         except aiohttp.ClientConnectorCertificateError as error:
             raise _untrusted(endpoint, error) from error
         except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            if tls_refused(error):  # etcd refused our certificate (none, or not of its CA)
+                raise EtcdAuthError(0, f"etcd at {endpoint} refused the TLS connection: {error}") from error
             self._rotate()
             raise EtcdUnavailableError(f"etcd at {endpoint} unreachable: {error!r}") from error
         try:
             data: Json = json.loads(text) if text else {}
         except ValueError as error:
+            if 400 <= status < 500:  # the gateway's own refusals are plain text
+                raise _refused(endpoint, status, text) from error
             self._rotate()
             raise EtcdUnavailableError(f"etcd at {endpoint} answered {status} with non-JSON") from error
         if status == 200 and "error" not in data:
@@ -263,16 +267,24 @@ class EtcdClient:
 
 def _tls_context(config: EtcdConfig) -> ssl.SSLContext | bool:
     """The TLS context of https endpoints (``True``: aiohttp's default, for http ones, unused).
-    Files that cannot be read are refused here, at start, rather than retried as an outage."""
+    Files that cannot be used are refused here, at start, naming the file and the URL parameter
+    (:class:`~cronwheel.tls.TlsConfigError`), rather than retried as an outage."""
     if not config.tls:
         return True
-    try:
-        context = ssl.create_default_context(cafile=config.ca_file)
-        if config.cert_file:
-            context.load_cert_chain(config.cert_file, config.key_file)
-    except (OSError, ssl.SSLError) as error:
-        raise InvalidInputError(f"etcd TLS files cannot be used: {error}") from error
-    return context
+    names = ("coordinator URL cacert", "coordinator URL cert", "coordinator URL key")
+    return ClientTls(config.ca_file, config.cert_file, config.key_file, names=names).context()
+
+
+def _refused(endpoint: str, status: int, text: str) -> EtcdAuthError:
+    """A plain-text 4xx of etcd's gateway: a request it will never take, whoever retries it."""
+    reason = text.strip().split("\n", 1)[0][:200]
+    hint = ""
+    if "CommonName" in reason:  # etcd with --client-cert-auth and authentication on
+        hint = (
+            ": with authentication on, etcd's gateway takes no client certificate with a CommonName; "
+            "issue cronwheel's without one (a subjectAltName only)"
+        )
+    return EtcdAuthError(0, f"etcd at {endpoint} refused the request ({status}: {reason}){hint}")
 
 
 def _untrusted(endpoint: str, error: aiohttp.ClientConnectorCertificateError) -> EtcdAuthError:

@@ -38,7 +38,10 @@ data is survivable: a missing stream or group (``NOGROUP``) is recreated and the
 connection failures surface as :class:`~cronwheel.errors.BackendUnavailableError`, which every
 caller waits out. Refused credentials, and a connection set-up that Redis refuses (a database
 index it does not have), surface as :class:`QueueRefusedError` (a ``PermanentError``): waiting
-will not help, so the process stops and says so. A malformed URL is an ``InvalidInputError``.
+will not help, so the process stops and says so; so do TLS failures that waiting does not cure
+(the server's certificate does not verify, the server refuses ours). A malformed URL is an
+``InvalidInputError``; the URL forms, TLS and ACL credentials included, are in
+:mod:`cronwheel.queue.redis_url`.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ from redis import exceptions as rx
 from cronwheel.clock import Clock
 from cronwheel.errors import BackendUnavailableError, InvalidInputError, PermanentError
 from cronwheel.queue.port import Delivery, Trigger
+from cronwheel.queue.redis_url import check_queue_url
+from cronwheel.tls import tls_refused
 
 log = logging.getLogger("cronwheel.queue")
 
@@ -200,6 +205,8 @@ def _translated() -> Iterator[None]:
     except (rx.ConnectionError, rx.TimeoutError, rx.ReadOnlyError, OSError) as error:
         # ConnectionError covers refused connections, resets, LOADING and authentication failures;
         # ReadOnlyError is a failover in progress (we are talking to a replica).
+        if tls_refused(error):
+            raise _refusal(error) from error
         raise BackendUnavailableError(f"the queue (Redis) is unavailable: {error}") from error
 
 
@@ -261,6 +268,7 @@ class RedisStreamQueue:
         self._promote_batch = promote_batch
         self._publish_batch = publish_batch
         self._dead_letter_max = dead_letter_max
+        check_queue_url(url)  # the scheme, the TLS options and their files, before any I/O
         try:
             self._redis: aioredis.Redis = aioredis.Redis.from_url(
                 url,

@@ -26,7 +26,8 @@ another node holds is an ordinary statement: it times out and the start is retri
 The job-change listener, :mod:`cronwheel.store.notify`, has its own bounds.) Each can be set in
 the store URL's query, in seconds: ``postgresql://host/db?connect_timeout=5&command_timeout=60&
 pool_timeout=10&migration_timeout=3600`` (cronwheel reads and removes them; asyncpg never sees
-them).
+them). So are libpq's TLS parameters (``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey``,
+``sslpassword``), which become asyncpg's ``ssl`` argument (:mod:`cronwheel.store.pg_connect`).
 
 A timeout surfaces as :class:`~cronwheel.errors.BackendUnavailableError` (a ``TransientError``)
 from :func:`translated_errors`. The connection that timed out is invalidated (a ``TimeoutError``
@@ -61,6 +62,8 @@ from cronwheel.errors import (
     RaceLostError,
 )
 from cronwheel.store.files import private_sqlite_files
+from cronwheel.store.pg_connect import SSL_PARAMETERS, connect_arguments
+from cronwheel.tls import tls_refused
 
 SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=5000",  # first: the others may have to wait for a lock
@@ -134,10 +137,12 @@ def async_url(url: str | URL) -> URL:
             f"unsupported store URL scheme {parsed.drivername!r}: use sqlite or postgresql"
         )
     ours = [name for name in PostgresTimeouts.parameters() if name in parsed.query]
-    if ours and drivername == "sqlite+aiosqlite":
-        raise InvalidInputError(f"{', '.join(ours)}: timeouts of PostgreSQL stores, not of SQLite")
+    tls = [name for name in SSL_PARAMETERS if name in parsed.query]
+    if (ours or tls) and drivername == "sqlite+aiosqlite":
+        kind = "timeouts" if ours else "TLS parameters"
+        raise InvalidInputError(f"{', '.join(ours or tls)}: {kind} of PostgreSQL stores, not of SQLite")
     PostgresTimeouts.from_query(parsed.query)  # refuse bad values wherever the URL is used
-    return parsed.difference_update_query(ours)
+    return parsed.difference_update_query([*ours, *tls])
 
 
 def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> AsyncEngine:
@@ -146,7 +151,8 @@ def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> Asy
     """
     parsed = async_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return _postgresql_engine(parsed, PostgresTimeouts.from_query(make_url(url).query))
+        query = make_url(url).query
+        return _postgresql_engine(parsed, PostgresTimeouts.from_query(query), connect_arguments(query))
     if parsed.database:
         private_sqlite_files(parsed.database)  # 0600, before SQLite creates it with the umask's mode
     engine = create_async_engine(parsed, hide_parameters=True)  # errors never quote a row's values
@@ -154,7 +160,7 @@ def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> Asy
     return engine
 
 
-def _postgresql_engine(url: URL, timeouts: PostgresTimeouts) -> AsyncEngine:
+def _postgresql_engine(url: URL, timeouts: PostgresTimeouts, tls: dict[str, Any]) -> AsyncEngine:
     engine = create_async_engine(
         url,
         hide_parameters=True,  # errors (and so logs, tracebacks included) never quote a row's values
@@ -167,7 +173,11 @@ def _postgresql_engine(url: URL, timeouts: PostgresTimeouts) -> AsyncEngine:
         pool_size=10,
         max_overflow=5,
         pool_timeout=timeouts.pool_timeout_s,
-        connect_args={"timeout": timeouts.connect_timeout_s, "command_timeout": timeouts.command_timeout_s},
+        connect_args={
+            "timeout": timeouts.connect_timeout_s,
+            "command_timeout": timeouts.command_timeout_s,
+            **tls,  # sslmode and its files (cronwheel.store.pg_connect)
+        },
     )
 
     @event.listens_for(engine.sync_engine, "before_cursor_execute")
@@ -367,7 +377,7 @@ def _translate(error: exc.DBAPIError) -> Exception:
         if _is_foreign_key_violation(error):
             return NotFoundError(f"a referenced record does not exist: {describe(error)}")
         return ConflictError(f"conflicts with a stored record: {describe(error)}")
-    if _refused(getattr(error.orig, "sqlstate", None)):
+    if _refused(getattr(error.orig, "sqlstate", None)) or tls_refused(error.orig):
         return _refusal(error.orig or error)
     if getattr(error.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES:
         return RaceLostError(f"the write lost a race in the database; retry: {describe(error)}")
@@ -422,6 +432,8 @@ def connect_error(error: Exception, what: str) -> Exception:
         return error
     if isinstance(error, asyncpg.PostgresError) and _refused(error.sqlstate):
         return _refusal(error)
+    if isinstance(error, OSError) and tls_refused(error):
+        return _refusal(error)
     if isinstance(error, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)):
         return BackendUnavailableError(f"{what}: {describe(error)}")
     return error
@@ -455,4 +467,6 @@ def translated_errors() -> Iterator[None]:
             raise InvalidInputError(str(error.orig)) from error
         raise
     except OSError as error:  # a driver that fails to connect before SQLAlchemy can wrap it
+        if tls_refused(error):
+            raise _refusal(error) from error
         raise BackendUnavailableError(f"the metadata store is unreachable: {describe(error)}") from error

@@ -28,9 +28,12 @@ import logging
 from types import TracebackType
 from typing import Any
 
+from sqlalchemy.engine import make_url
+
 from cronwheel.errors import InvalidInputError
 from cronwheel.retrying import Backoff, retry
 from cronwheel.store.driver import async_url, connect_error
+from cronwheel.store.pg_connect import connect_arguments
 
 CHANNEL = "cronwheel_jobs"
 RELOAD_ALL = "*"  # not a job id: "notifications may have been lost, reload every job"
@@ -71,6 +74,7 @@ class PostgresChangeListener:
         timeout_s: float = 5.0,
     ) -> None:
         self._dsn = listener_dsn(url)
+        self._tls = connect_arguments(make_url(url).query)  # async_url took sslmode and its files out
         self.channel = channel
         self._backoff = Backoff(first_s=min_backoff_s, multiplier=2.0, cap_s=max_backoff_s, jitter=0.5)
         self._health_check_s = health_check_s
@@ -160,6 +164,7 @@ class PostgresChangeListener:
             self._dsn,
             timeout=self._timeout_s,
             server_settings={"application_name": "cronwheel-listener"},
+            **self._tls,
         )
         lost = asyncio.Event()
         try:

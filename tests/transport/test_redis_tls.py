@@ -1,0 +1,115 @@
+"""The queue over TLS with an ACL user, against a private ``redis-server`` that listens on a TLS
+port only, wants client certificates of the test CA and has its default user off
+(``servers.TlsRedis``)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cronwheel.backends import open_queue
+from cronwheel.clock import SystemClock
+from cronwheel.errors import BackendUnavailableError, InvalidInputError
+from cronwheel.queue.port import Trigger
+from cronwheel.queue.streams import QueueRefusedError, RedisStreamQueue
+from cronwheel.tls import TlsConfigError
+
+from .servers import REDIS_PASSWORD, Pki, TlsRedis, in_url
+
+
+def _leaks(message: str) -> bool:
+    return REDIS_PASSWORD in message or in_url(REDIS_PASSWORD) in message
+
+
+def _queue(url: str) -> RedisStreamQueue:
+    return RedisStreamQueue(
+        url, SystemClock(), prefix=f"cronwheel:t{uuid.uuid4().hex[:8]}", connect_timeout_s=2
+    )
+
+
+async def test_triggers_go_through_a_tls_redis_as_an_acl_user(tls_redis: TlsRedis) -> None:
+    queue = await open_queue(tls_redis.url(), SystemClock(), visibility_timeout_s=30)
+    try:
+        await queue.publish([Trigger("run-1", "job-1")])
+        assert await queue.depth("default") == 1
+        deliveries = await queue.receive("default", "worker-1", limit=10, timeout_s=1)
+        assert [delivery.trigger.run_id for delivery in deliveries] == ["run-1"]
+        await queue.ack("default", deliveries)
+    finally:
+        await queue.close()
+
+
+@pytest.mark.parametrize(
+    ("which", "says"),
+    [
+        ("wrong-ca", "certificate verify failed"),  # the server's certificate is not of this CA
+        ("stranger-client", "unknown ca"),  # the server does not know our client certificate's CA
+        ("no-password", "authenticated"),  # the default user is off
+        ("wrong-password", "invalid username-password pair"),
+    ],
+)
+async def test_refusals_are_permanent_at_once_and_never_quote_the_password(
+    tls_redis: TlsRedis, pki: Pki, which: str, says: str
+) -> None:
+    url = {
+        "wrong-ca": tls_redis.url(ca=pki.other.ca),
+        "stranger-client": tls_redis.url(client=pki.stranger),
+        "no-password": tls_redis.url(password=None),
+        "wrong-password": tls_redis.url(password=REDIS_PASSWORD + "x"),
+    }[which]
+    queue = _queue(url)
+    began = time.monotonic()
+    try:
+        with pytest.raises(QueueRefusedError) as refused:
+            await queue.ping()
+    finally:
+        await queue.close()
+    assert time.monotonic() - began < 2
+    assert says in str(refused.value).lower()
+    assert not _leaks(str(refused.value))
+
+
+async def test_a_plain_client_gets_no_answer_from_the_tls_port(tls_redis: TlsRedis) -> None:
+    """A TLS port closes on a plain client; that looks like a server going down (the error is
+    transient, the start waits and logs it), and never quotes the password."""
+    url = f"redis://cronwheel:{in_url(REDIS_PASSWORD)}@127.0.0.1:{tls_redis.port}/0"
+    queue = _queue(url)
+    try:
+        with pytest.raises(BackendUnavailableError) as unavailable:
+            await queue.ping()
+    finally:
+        await queue.close()
+    assert not _leaks(str(unavailable.value))
+
+
+def test_urls_that_cannot_work_are_refused_before_any_connection(tls_redis: TlsRedis, tmp_path: Path) -> None:
+    port = tls_redis.port
+    secret = in_url(REDIS_PASSWORD)
+    with pytest.raises(InvalidInputError, match="need a rediss:// URL") as plain:
+        _queue(f"redis://u:{secret}@127.0.0.1:{port}/0?ssl_ca_certs=/ca.pem")
+    with pytest.raises(InvalidInputError, match="'ssl_ca_cert' is not one of") as unknown:
+        _queue(f"rediss://u:{secret}@127.0.0.1:{port}/0?ssl_ca_cert=/ca.pem")
+    with pytest.raises(InvalidInputError, match="must look like") as scheme:
+        _queue(f"http://u:{secret}@127.0.0.1:{port}/0")
+    missing = tmp_path / "ca.pem"
+    with pytest.raises(TlsConfigError, match=rf"{missing} \(queue URL ssl_ca_certs\): no such file"):
+        _queue(f"rediss://u:{secret}@127.0.0.1:{port}/0?ssl_ca_certs={missing}")
+    for refused in (plain, unknown, scheme):
+        assert not _leaks(str(refused.value))
+        assert secret not in str(refused.value)
+
+
+async def test_a_tls_client_to_a_plain_redis_times_out() -> None:
+    """The shared plain Redis of the suite (6379) waits for the rest of a command that a TLS
+    handshake never sends: a timeout, which is waited out like an outage (docs/security.md)."""
+    url = f"rediss://:{in_url(REDIS_PASSWORD)}@127.0.0.1:6379/0?ssl_cert_reqs=none"
+    queue = RedisStreamQueue(url, SystemClock(), connect_timeout_s=0.5)
+    try:
+        with pytest.raises(BackendUnavailableError, match="Timeout") as unavailable:
+            await queue.ping()
+    finally:
+        await queue.close()
+    assert not _leaks(str(unavailable.value))
