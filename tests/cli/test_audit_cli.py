@@ -113,3 +113,14 @@ def test_the_client_address_is_the_forwarded_one_only_from_a_loopback_proxy(serv
     assert server.json("audit", "list", "--target", "proxied")["items"][0]["client"] == "203.0.113.9"
     _create(server, "data", "direct")
     assert server.json("audit", "list", "--target", "direct")["items"][0]["client"] == "127.0.0.1"
+
+
+def test_an_actor_without_an_id_is_shown_by_its_name() -> None:
+    """The server's own entries (its bootstrap token) have no actor id: not "(None)"."""
+    from cronwheel.cli.audit import actor_of
+
+    server = {"actor_kind": "server", "actor_name": "the server itself", "actor_id": None}
+    token = {"actor_kind": "token", "actor_name": "ci", "actor_id": "b5785e077127"}
+    assert actor_of(server) == "the server itself"
+    assert actor_of(token) == "ci (b5785e077127)"
+    assert actor_of({"actor_kind": "anonymous", "actor_name": None, "actor_id": None}) == "(anonymous)"

@@ -61,8 +61,8 @@ def instant(value: str | None, option: str, now: datetime) -> str | None:
 def actor_of(entry: dict[str, Any]) -> str:
     if entry["actor_kind"] == "anonymous":
         return "(anonymous)"
-    name = entry["actor_name"] or entry["actor_id"]
-    return f"{name} ({entry['actor_id']})" if name != entry["actor_id"] else str(name)
+    name, actor_id = entry["actor_name"] or entry["actor_id"], entry["actor_id"]
+    return f"{name} ({actor_id})" if actor_id is not None and name != actor_id else str(name)
 
 
 def target_of(entry: dict[str, Any]) -> str | None:
