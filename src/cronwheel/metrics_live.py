@@ -50,8 +50,12 @@ _NODE_GAUGES = (
     ("cronwheel_shards", "Shards in the cluster (a fixed number): the sum of shards_owned should equal it."),
     ("cronwheel_leader", "1 while this node is the cluster's leader, else 0."),
 )
-LIVE_METRICS = tuple(name for name, *_ in _QUEUE_GAUGES) + tuple(name for name, _ in _NODE_GAUGES)
-"""The names of the metrics this collector yields (the docs and the dashboard test read them)."""
+
+
+def catalog() -> list[tuple[str, tuple[str, ...], str]]:
+    """(name, labels, help) of every gauge this collector yields (docs/operations.md lists them)."""
+    queues = [(name, ("queue",), help_text) for name, help_text, _ in _QUEUE_GAUGES]
+    return queues + [(name, (), help_text) for name, help_text in _NODE_GAUGES]
 
 
 @dataclass
