@@ -104,3 +104,37 @@ async def test_a_shard_lease_the_store_refuses_is_counted(roles: Roles, clock: M
     assert scheduler.shards is not None
     assert 3 not in scheduler.shards
     assert 4 in scheduler.shards
+
+
+async def test_a_stale_firing_is_counted(roles: Roles) -> None:
+    stale = value("cronwheel_stale_firings_total")
+    await roles.create()
+    other = roles.new_scheduler("scheduler-2", reload_every_s=3600)
+    await other.load(at(0))
+    await roles.tick(at(1))
+    await roles.tick(at(1), other)  # it holds the job's old cursor: the store refuses its firing
+    assert other.stats.stale == 1
+    assert value("cronwheel_stale_firings_total") == stale + 1
+
+
+async def test_a_fenced_firing_is_counted(roles: Roles, clock: ManualClock) -> None:
+    fenced = value("cronwheel_fenced_firings_total")
+    job = await roles.create()
+    ownership = LocalCoordinator("scheduler-2", ("scheduler",), clock)  # epoch 1 for every shard
+    await ownership.start()
+    scheduler = roles.new_scheduler("scheduler-2", ownership=ownership)
+    await scheduler.tick(at(0))  # registers epoch 1 of every shard with the store
+    await roles.store.claim_shards({job.shard: 2}, "newer-node", clock.now())  # the shard moved on
+    await roles.tick(at(1), scheduler)
+    assert scheduler.stats.fenced == 1
+    assert value("cronwheel_fenced_firings_total") == fenced + 1
+
+
+async def test_a_run_the_sweep_queues_again_is_counted(roles: Roles) -> None:
+    requeued = value("cronwheel_requeued_runs_total")
+    await roles.create()
+    await roles.tick(at(1))
+    await roles.queue.close()  # the queue lost the trigger
+    roles.clock.set(at(1, 31))
+    assert await roles.sweeper.sweep(roles.now) == 1
+    assert value("cronwheel_requeued_runs_total") == requeued + 1
