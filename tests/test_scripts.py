@@ -67,3 +67,22 @@ def test_leftovers_finds_a_detached_process_and_stops_it() -> None:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_scripts_promtool_prints_promtool_and_leaves_no_prometheus_running() -> None:
+    """``scripts/promtool`` (run by ``scripts/test``) finds promtool, installing Debian's prometheus
+    package if need be, and no Prometheus server is left running by the package."""
+    found = subprocess.run([SCRIPTS / "promtool"], capture_output=True, text=True, timeout=900, check=False)
+    assert found.returncode == 0, found.stderr
+    promtool = Path(found.stdout.strip())
+    assert os.access(promtool, os.X_OK)
+    version = subprocess.run([promtool, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    assert "promtool" in version.stdout + version.stderr
+    servers = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "prometheus":
+                servers.append(entry.name)
+        except OSError:
+            continue
+    assert servers == []

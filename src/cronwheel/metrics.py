@@ -2,10 +2,19 @@
 
 Fire lateness above all: how long after its slot a run's trigger was queued
 (``cronwheel_fire_lateness_seconds``) and its first attempt started
-(``cronwheel_start_lateness_seconds``).
+(``cronwheel_start_lateness_seconds``). Figures read from a backend when scraped (queue depth,
+lag, shards owned, leadership) are in :mod:`cronwheel.metrics_live`. docs/operations.md lists
+every metric; ``tests/test_metrics_doc.py`` holds that table equal to this registry.
+
+**Cardinality.** No label ever names a job or a run. ``team`` and ``queue`` are the only labels
+that come from users' data: queues are the operator's (``--queue``), teams are created by an admin
+(who issues their tokens), and as a guard a process labels at most :data:`MAX_TEAM_LABELS`
+distinct teams, counting any further team under ``team="_other"``.
 """
 
 from __future__ import annotations
+
+import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -52,6 +61,79 @@ REQUEUED = Counter(
     "Runs the store-side sweep queued again (lost triggers, expired leases).",
     registry=REGISTRY,
 )
+RUNS_FINISHED = Counter(
+    "cronwheel_runs_finished_total",
+    "Runs a worker finished, by final state (SUCCESS, FAILED), team and queue.",
+    ["state", "team", "queue"],
+    registry=REGISTRY,
+)
+RETRIES = Counter(
+    "cronwheel_retries_total",
+    "Attempts that failed and were scheduled to be retried (the run went RETRYING), by team and queue.",
+    ["team", "queue"],
+    registry=REGISTRY,
+)
+QUEUE_RECLAIMS = Counter(
+    "cronwheel_queue_reclaims_total",
+    "Triggers a worker received again: an earlier delivery was not acknowledged within the "
+    "visibility timeout (its worker stalled, crashed or restarted).",
+    ["queue"],
+    registry=REGISTRY,
+)
+LEADER_ELECTIONS = Counter(
+    "cronwheel_leader_elections_total",
+    "Times this node became the cluster's leader (summed over nodes: leader changes).",
+    registry=REGISTRY,
+)
+LEASES_LOST = Counter(
+    "cronwheel_leases_lost_total",
+    "Times this node's coordinator lease lapsed or was lost, dropping every shard it held.",
+    registry=REGISTRY,
+)
+SHARD_CLAIMS_REFUSED = Counter(
+    "cronwheel_shard_claims_refused_total",
+    "Shard leases the store refused to register because a newer epoch of the shard exists.",
+    registry=REGISTRY,
+)
+API_REQUESTS = Counter(
+    "cronwheel_api_requests_total",
+    "API requests answered, by method, route template (never the raw path) and status code.",
+    ["method", "route", "status"],
+    registry=REGISTRY,
+)
+API_LATENCY = Histogram(
+    "cronwheel_api_request_duration_seconds",
+    "Seconds the API took to answer, by method and route template.",
+    ["method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+    registry=REGISTRY,
+)
+LIVE_FAILURES = Counter(
+    "cronwheel_metrics_source_failures_total",
+    "Scrapes where a backend read for live figures (queue, coordinator) failed or timed out; "
+    "those figures were left out of that scrape.",
+    ["source"],
+    registry=REGISTRY,
+)
+
+MAX_TEAM_LABELS = 100
+OTHER_TEAM = "_other"
+_teams: set[str] = set()
+_teams_lock = threading.Lock()
+
+
+def team_label(team: str | None) -> str:
+    """The ``team`` label value for ``team``: itself for the first :data:`MAX_TEAM_LABELS`
+    distinct teams this process labels, ``_other`` beyond (``""``: no job, it was deleted)."""
+    if not team:
+        return ""
+    with _teams_lock:
+        if team in _teams or len(_teams) < MAX_TEAM_LABELS:
+            _teams.add(team)
+            return team
+    return OTHER_TEAM
+
+
 WALL_CLOCK_SKEW = Gauge(
     "cronwheel_wall_clock_skew_seconds",
     "How far this node's wall clock is ahead of the store's clock (cluster nodes fire by the store's).",

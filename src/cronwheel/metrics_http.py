@@ -19,9 +19,9 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from cronwheel import metrics
+from cronwheel import metrics_live
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import ANY_HOST, host_allowed
 from cronwheel.errors import UnauthenticatedError
@@ -54,7 +54,7 @@ class Endpoint:
             name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
         }
         refused = await self._refusal(scope["path"], headers)
-        status, content_type, body = refused or _answer(scope["method"], scope["path"])
+        status, content_type, body = refused or await _answer(scope["method"], scope["path"])
         extra = [(b"www-authenticate", b'Bearer realm="cronwheel"')] if status == 401 else []
         headers_out = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers_out + extra})
@@ -88,11 +88,11 @@ app = Endpoint()
 """The endpoint as a node without an operator's settings serves it."""
 
 
-def _answer(method: str, path: str) -> tuple[int, str, bytes]:
+async def _answer(method: str, path: str) -> tuple[int, str, bytes]:
     if path not in ("/metrics", "/healthz"):
         return 404, _TEXT, b"not found: this endpoint serves /metrics and /healthz\n"
     if method not in ("GET", "HEAD"):
         return 405, _TEXT, b"method not allowed\n"
     if path == "/healthz":
         return 200, "application/json", _HEALTHY
-    return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.REGISTRY)
+    return 200, CONTENT_TYPE_LATEST, await metrics_live.scrape()

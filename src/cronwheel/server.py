@@ -38,7 +38,7 @@ from typing import IO, Any
 
 import uvicorn
 
-from cronwheel import localtoken, metrics_http, python_targets
+from cronwheel import localtoken, metrics_http, metrics_live, python_targets
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.api.auth import TokenAuthenticator
@@ -224,6 +224,9 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
             )
         )
         backends = _Backends(store, queue, coordinator, clock, listening, keys, tls)
+        live = metrics_live.Source(settings.node, queue, settings.queues, coordinator)
+        metrics_live.attach(live)  # /metrics reads queue stats, shards and leadership when scraped
+        stack.callback(metrics_live.detach, live)
         notes = await _local_token(settings, backends) if settings.embedded else (_backends_line(settings),)
         await _run_roles(settings, backends, stack, announce, notes)
 

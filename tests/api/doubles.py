@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from cronwheel.queue import Delivery, Trigger
+from cronwheel.queue import Delivery, QueueStats, Trigger
 
 
 class RecordingQueue:
@@ -31,6 +31,9 @@ class RecordingQueue:
 
     async def lag(self, queue: str) -> float:
         return 0.0
+
+    async def stats(self, queue: str) -> QueueStats:
+        return QueueStats(len(self.published), 0, 0, 0.0)
 
     async def close(self) -> None:
         return None

@@ -78,6 +78,27 @@ async def test_every_role_serves_its_metrics_and_says_where(cluster: tuple[Clust
     assert shown.returncode == 0, shown.stderr
     assert "METRICS" in shown.stdout
     assert all(url in shown.stdout for url in urls.values()), shown.stdout
+    # read at scrape time from etcd and Redis (issue #12 item 4): one scheduler owns every shard
+    # and leads; every node reports the queue it serves
+    assert _sample(scraped["sched-1"], "cronwheel_shards_owned") == 256
+    assert [_sample(scraped[n], "cronwheel_leader") for n in sorted(scraped)] == [0, 1, 0, 0]
+    for text in scraped.values():
+        assert _sample(text, 'cronwheel_queue_lag_seconds{queue="default"}') >= 0
+    finished = 'cronwheel_runs_finished_total{queue="default",state="SUCCESS",team="c"}'
+    assert sum(_sample(scraped[w], finished, 0.0) for w in ("worker-1", "worker-2")) >= 15
+    linted = subprocess.run(
+        [os.environ.get("PROMTOOL", "promtool"), "check", "metrics"],
+        input=scraped["worker-2"], capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def _sample(text: str, series: str, missing: float | None = None) -> float:
+    found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
+    if found is None and missing is not None:
+        return missing
+    assert found, f"no {series} in:\n{text[:2000]}"
+    return float(found.group(1))
 
 
 async def _stamp_future_schema(database_url: str) -> None:

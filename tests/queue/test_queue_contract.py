@@ -11,7 +11,7 @@ import pytest
 from queue_backends import T0, Backend, open_backend
 
 from cronwheel.clock import ManualClock
-from cronwheel.queue import Delivery, Queue, Trigger
+from cronwheel.queue import Delivery, Queue, QueueStats, Trigger
 
 
 @pytest.fixture
@@ -152,3 +152,30 @@ async def test_concurrent_receivers_share_the_work_without_duplicates(queue: Que
     run_ids = [d.trigger.run_id for got in results for d in got]
     assert sorted(run_ids) == sorted(f"r{i}" for i in range(200))
     assert await queue.depth("default") == 0
+
+
+async def test_stats_count_ready_pending_and_delayed(queue: Queue, clock: ManualClock) -> None:
+    assert await queue.stats("default") == QueueStats(0, 0, 0, 0.0)
+    await queue.publish([Trigger(f"r{i}", "j") for i in range(3)])
+    await queue.publish_at(Trigger("later", "j"), T0 + timedelta(seconds=30))
+    assert _counts(await queue.stats("default")) == (3, 0, 1)
+    handed = await queue.receive("default", "w", 2, 0.1)
+    stats = await queue.stats("default")
+    assert _counts(stats) == (1, 2, 1)
+    assert stats.lag_s >= 0.0
+    await queue.ack("default", handed)
+    assert _counts(await queue.stats("default")) == (1, 0, 1)
+    assert _counts(await queue.stats("elsewhere")) == (0, 0, 0)
+
+
+async def test_stats_lag_is_the_age_of_the_oldest_unacknowledged_trigger(backend: Backend) -> None:
+    queue = backend.queue
+    await queue.publish([Trigger("r", "j")])
+    await backend.long_after(5)  # memory: 5 manual seconds; Redis: real time passes
+    assert (await queue.stats("default")).lag_s > (0.2 if backend.real_time else 4.9)
+    await queue.ack("default", await queue.receive("default", "w", 1, 0.1))
+    assert (await queue.stats("default")).lag_s == 0.0
+
+
+def _counts(stats: QueueStats) -> tuple[int, int, int]:
+    return stats.ready, stats.pending, stats.delayed

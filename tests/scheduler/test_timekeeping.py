@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cronwheel import metrics
 from cronwheel.clock import AnchoredClock, ManualClock
 from cronwheel.store.sql import open_store
 from cronwheel.timekeeping import anchor_once, keep_anchored
@@ -41,6 +42,7 @@ async def test_anchor_once_follows_the_store_and_reports_the_skew(tmp_path: Path
         skew = await anchor_once(clock, store)
         assert abs((clock.now() - FAR).total_seconds()) < 0.5
         assert abs(skew - (datetime.now(UTC) - FAR).total_seconds()) < 0.5
+        assert metrics.REGISTRY.get_sample_value("cronwheel_wall_clock_skew_seconds") == skew
         reference.advance(3600)  # the store's clock moved: the next anchor follows it
         stop = asyncio.Event()
         task = asyncio.create_task(keep_anchored(clock, store, stop, "n1", every_s=0.01))

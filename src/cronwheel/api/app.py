@@ -17,6 +17,7 @@ from cronwheel import __version__
 from cronwheel.api import audit, docs, limits, openapi, problems, secrets, tokens
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import RequestGuard
+from cronwheel.api.observe import RequestMetrics
 from cronwheel.api.routes import router, system_router
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
 
@@ -49,4 +50,5 @@ def create_app(services: ApiServices) -> FastAPI:
         app.include_router(routes, prefix="/v1", dependencies=limits.PER_REQUEST, responses=limits.RESPONSES)
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)
+    app.add_middleware(RequestMetrics)  # outermost: counts every answer, refusals included
     return app

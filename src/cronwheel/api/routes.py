@@ -11,10 +11,10 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, StringConstraints
 
-from cronwheel import metrics
+from cronwheel import metrics_live
 from cronwheel.api import checks
 from cronwheel.api.addressing import job_route
 from cronwheel.api.auditing import ActorDep
@@ -536,14 +536,15 @@ async def readyz(services: Services) -> Response:
 
 @system_router.get("/metrics", response_class=Response, include_in_schema=True)
 async def prometheus_metrics(request: Request, services: Services) -> Response:
-    """Prometheus metrics of this process: fire and start lateness histograms, runs recorded,
-    attempts by outcome, sweeps. Public unless the operator protects it (``--protect-metrics``:
+    """Prometheus metrics of this process (docs/operations.md lists them): fire and start
+    lateness histograms, runs by outcome, attempts, queue depth and lag, shards and leadership,
+    API requests. Public unless the operator protects it (``--protect-metrics``:
     a token of every team with the ``read`` scope)."""
     if services.access.protect_metrics:
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
         caller = await authenticate(services, credential.strip() if scheme.lower() == "bearer" else None)
         require_every_team(caller, Scope.READ, "/metrics")
-    return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    return Response(await metrics_live.scrape(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/cluster", tags=["cluster"], responses=_problems(401, 403, 404))

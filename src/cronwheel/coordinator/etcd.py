@@ -74,6 +74,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
+from cronwheel import metrics
 from cronwheel.clock import Clock, monotonic_of
 from cronwheel.coordinator.etcd_api import (
     EtcdApi,
@@ -381,6 +382,8 @@ class EtcdCoordinator:
                 self._restart_watch()
             case Say(level=level, message=message, action=name, fields=fields):
                 log.log(level, message, extra={"action": name, "node": self.node, **fields})
+                if name == "lapse":  # the lease was lost, or not renewed in time
+                    metrics.LEASES_LOST.inc()
 
     def _later(self, delay_s: float, callback: Callable[[], None]) -> None:
         handle: asyncio.TimerHandle
@@ -583,6 +586,7 @@ class EtcdCoordinator:
         key = self._key("leader")
         result = await self._client.txn([cmp_create(key, 0)], [op_put(key, self.node.encode(), lease)])
         if result.succeeded:
+            metrics.LEADER_ELECTIONS.inc()
             log.info("elected leader", extra={"action": "lead", "node": self.node})
 
     async def _publish(self, lease: int, owners: tuple[str | None, ...], view: View) -> None:

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 from datetime import datetime
 
+from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.coordinator.port import Member, ShardLease
 from cronwheel.model import SHARDS
@@ -31,6 +32,7 @@ class LocalCoordinator:
 
     async def start(self) -> None:
         self._since = self._clock.now()
+        metrics.LEADER_ELECTIONS.inc()  # leader of itself from now on
 
     async def stop(self) -> None:
         self._leases = {}

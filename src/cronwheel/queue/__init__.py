@@ -5,6 +5,6 @@ never the record: a trigger lost here is found again by the store-side sweep.
 Backends: :class:`cronwheel.queue.memory.MemoryQueue` (embedded, in-process); Redis Streams next.
 """
 
-from cronwheel.queue.port import Delivery, Queue, Trigger
+from cronwheel.queue.port import Delivery, Queue, QueueStats, Trigger
 
-__all__ = ["Delivery", "Queue", "Trigger"]
+__all__ = ["Delivery", "Queue", "QueueStats", "Trigger"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cronwheel.clock import Clock
-from cronwheel.queue.port import Delivery, Trigger
+from cronwheel.queue.port import Delivery, QueueStats, Trigger
 
 
 @dataclass
@@ -115,6 +115,11 @@ class MemoryQueue:
         if not lane.since:
             return 0.0
         return max(0.0, self._clock.now().timestamp() - min(lane.since.values()))
+
+    async def stats(self, queue: str) -> QueueStats:
+        lane = self._lane(queue)
+        self._promote(lane)  # what is due is ready, as a receive would see it
+        return QueueStats(len(lane.ready), len(lane.inflight), len(lane.delayed), await self.lag(queue))
 
     async def close(self) -> None:
         self._lanes.clear()

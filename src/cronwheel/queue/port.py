@@ -22,6 +22,16 @@ class Delivery:
     deliveries: int = 1  # how many times this trigger was handed out
 
 
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue's figures at one moment (``Queue.stats``): what the metrics export."""
+
+    ready: int  # due and waiting to be handed out
+    pending: int  # handed out, not yet acknowledged
+    delayed: int  # held until a later due time (retries)
+    lag_s: float  # as ``Queue.lag``
+
+
 class Queue(Protocol):
     """Contract (``tests/queue/test_queue_contract.py``, on every backend):
 
@@ -30,6 +40,8 @@ class Queue(Protocol):
     * A received trigger that is not ``ack``-ed within the visibility timeout is handed out again
       (at-least-once); ``ack`` removes it for good.
     * ``receive`` waits at most ``timeout_s`` and returns up to ``limit`` deliveries.
+    * ``stats`` counts what is ready, pending (handed out, not acknowledged) and delayed, with the
+      lag, in one cheap read (a scrape of ``/metrics`` calls it).
     """
 
     async def publish(self, triggers: Sequence[Trigger]) -> None: ...
@@ -41,4 +53,5 @@ class Queue(Protocol):
         """Age in seconds of the oldest trigger not yet acknowledged (0 when empty)."""
         ...
 
+    async def stats(self, queue: str) -> QueueStats: ...
     async def close(self) -> None: ...

@@ -61,7 +61,7 @@ from redis import exceptions as rx
 
 from cronwheel.clock import Clock
 from cronwheel.errors import BackendUnavailableError, InvalidInputError, PermanentError
-from cronwheel.queue.port import Delivery, Trigger
+from cronwheel.queue.port import Delivery, QueueStats, Trigger
 from cronwheel.queue.redis_url import check_queue_url
 from cronwheel.tls import tls_refused
 
@@ -541,6 +541,27 @@ class RedisStreamQueue:
         if first_delayed:
             age = max(age, self._clock.now().timestamp() - float(first_delayed[0][1]))
         return max(0.0, age)
+
+    async def stats(self, queue: str) -> QueueStats:
+        """One pipelined round trip: the stream's length, the group's pending count (XPENDING's
+        summary), the delayed set's size and what :meth:`lag` reads. Delayed triggers already
+        due but not yet promoted count as delayed (a receive promotes them)."""
+        with _translated():
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.xlen(self.stream_key(queue))
+            pipe.xpending(self.stream_key(queue), self._group)
+            pipe.zcard(self.delayed_key(queue))
+            in_stream, pending, delayed = await pipe.execute(raise_on_error=False)
+        if isinstance(pending, rx.ResponseError):
+            if not _is_group_lost(pending):
+                raise pending
+            pending = {"pending": 0}  # no group yet: nothing was handed out
+        for result in (in_stream, delayed):
+            if isinstance(result, Exception):
+                raise result
+        handed_out = int(pending["pending"])
+        lag = await self.lag(queue)
+        return QueueStats(max(0, int(in_stream) - handed_out), handed_out, int(delayed), lag)
 
     async def close(self) -> None:
         with _translated():

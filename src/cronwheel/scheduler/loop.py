@@ -175,6 +175,7 @@ class Scheduler:
             return None
         fresh = {shard: epoch for shard, epoch in wanted.items() if self.epochs.get(shard) != epoch}
         accepted = await self.store.claim_shards(fresh, self.node, now) if fresh else set()
+        metrics.SHARD_CLAIMS_REFUSED.inc(len(fresh) - len(accepted))
         self.epochs = {
             shard: epoch for shard, epoch in wanted.items() if shard not in fresh or shard in accepted
         }

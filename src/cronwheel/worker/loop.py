@@ -124,6 +124,7 @@ class Worker:
                 continue
             tries.succeeded()
             if deliveries:
+                _count_reclaims(queue_name, deliveries)
                 self._busy += len(deliveries)
                 self._track(self._start_guarded(deliveries))
 
@@ -296,6 +297,7 @@ class Worker:
             next_at = now + timedelta(seconds=delay)
         recorded = await self.finisher.record(Finish(run.id, run.attempts, result, next_at))
         metrics.ATTEMPTS.labels(result.outcome.value).inc()
+        _count_run(run, job, recorded)
         if recorded is not None and recorded.state is RunState.RETRYING and next_at is not None:
             await self.queue.publish_at(Trigger(run.id, run.job_id, run.queue), next_at)
         log.info(
@@ -311,3 +313,20 @@ class Worker:
             },
         )
         return recorded
+
+
+def _count_reclaims(queue: str, deliveries: Sequence[Delivery]) -> None:
+    again = sum(1 for delivery in deliveries if delivery.deliveries > 1)
+    if again:
+        metrics.QUEUE_RECLAIMS.labels(queue).inc(again)
+
+
+def _count_run(run: Run, job: Job | None, recorded: Run | None) -> None:
+    """Runs finished by state, team and queue; retries scheduled by team and queue."""
+    if recorded is None:
+        return
+    team = metrics.team_label(None if job is None else job.team)
+    if recorded.state is RunState.RETRYING:
+        metrics.RETRIES.labels(team, run.queue).inc()
+    elif recorded.state.terminal:
+        metrics.RUNS_FINISHED.labels(recorded.state.value, team, run.queue).inc()
