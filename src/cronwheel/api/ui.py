@@ -185,8 +185,14 @@ def _refused(request: Request, status: int, detail: str) -> JSONResponse:
     slug, title = ("unauthenticated", "Unauthenticated") if status == 401 else ("csrf", "Forbidden")
     response = problem_response(request, status, slug, title, detail, headers=NO_STORE)
     if status == 401:
-        response.delete_cookie(COOKIE, path=COOKIE_PATH)
+        response.delete_cookie(COOKIE, path=_cookie_path(request))
     return response
+
+
+def _cookie_path(request: Request) -> str:
+    """``/ui`` under the app's root path (a proxy's prefix), wherever in the app ``request`` is."""
+    root: str = request.scope.get("app_root_path", request.scope.get("root_path", ""))
+    return root.rstrip("/") + COOKIE_PATH
 
 
 async def _login(request: Request) -> Response:
@@ -204,7 +210,7 @@ async def _login(request: Request) -> Response:
     session_id, session = sessions.open(credential.strip())
     response = JSONResponse(_describe(caller, session), status_code=201, headers=NO_STORE)
     response.set_cookie(
-        COOKIE, session_id, max_age=int(LIFETIME.total_seconds()), path=COOKIE_PATH,
+        COOKIE, session_id, max_age=int(LIFETIME.total_seconds()), path=_cookie_path(request),
         secure=request.url.scheme == "https", httponly=True, samesite="strict",
     )  # fmt: skip
     return response
@@ -233,7 +239,7 @@ async def _logout(request: Request) -> Response:
         return _refused(request, 403, f"the {CSRF_HEADER} header is missing or wrong")
     sessions.close(session_id)
     response = Response(status_code=204, headers=NO_STORE)
-    response.delete_cookie(COOKIE, path=COOKIE_PATH)
+    response.delete_cookie(COOKIE, path=_cookie_path(request))
     return response
 
 

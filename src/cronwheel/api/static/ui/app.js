@@ -40,6 +40,7 @@ function when(iso) {
 function ago(date) {
   const s = Math.round((date.getTime() - Date.now()) / 1000);
   const abs = Math.abs(s);
+  if (abs < 2) return "now";
   const text = abs < 60 ? `${abs} s` : abs < 3600 ? `${Math.round(abs / 60)} min` : abs < 86400 ? `${Math.round(abs / 3600)} h` : `${Math.round(abs / 86400)} d`;
   return s >= 0 ? `in ${text}` : `${text} ago`;
 }
@@ -226,6 +227,30 @@ function runRow(run) {
   );
 }
 
+// Start lateness and duration of the runs shown (oldest left), as an SVG line chart.
+function chart(runs) {
+  const points = runs.filter((r) => r.started_at && r.finished_at).reverse().map((r) => ({
+    late: Math.max(0, r.start_lateness_s || 0),
+    took: (new Date(r.finished_at) - new Date(r.started_at)) / 1000,
+  }));
+  if (points.length < 2) return h("p", { class: "muted" }, "A chart of lateness and duration appears after two finished runs.");
+  const [width, height, pad] = [560, 120, 4];
+  const top = Math.max(0.001, ...points.map((p) => Math.max(p.late, p.took)));
+  const svg = (tag, attrs) => {
+    const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+    return node;
+  };
+  const line = (key, cls) => svg("polyline", {
+    class: cls, fill: "none",
+    points: points.map((p, i) => `${pad + (i * (width - 2 * pad)) / (points.length - 1)},${height - pad - (p[key] / top) * (height - 2 * pad)}`).join(" "),
+  });
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": "start lateness and duration of recent runs" });
+  root.append(line("late", "late"), line("took", "took"));
+  return h("div", { class: "card", id: "chart" }, root,
+    h("p", { class: "legend" }, h("span", { class: "late" }, "■ start lateness"), " ", h("span", { class: "took" }, "■ duration"), ` · top ${seconds(top)} · last ${points.length} runs`));
+}
+
 function definition(job) {
   const { id, version, paused, pause_note, paused_at, created_at, updated_at, next_run_at, last_run, plain_values, ...spec } = job;
   return h(
@@ -298,20 +323,23 @@ function jobPage(jobId) {
   const status = h("span", { class: "live" });
   const title = h("h1", {}, "Job", status);
   const message = h("div", {});
+  const buttons = h("div", {});
   const top = h("div", {});
   const runs = h("tbody", {});
   let shownVersion = null;
   const draw = async () => {
     const job = await get(`/jobs/${encodeURIComponent(jobId)}`);
     const page = await get(`/jobs/${encodeURIComponent(jobId)}/runs?limit=25`);
+    const next = await upcoming(job);
     title.firstChild.textContent = `Job ${job.team}/${job.name} `;
-    if (shownVersion !== `${job.version}/${job.paused}`) {  // keep the note being typed across polls
+    if (shownVersion !== `${job.version}/${job.paused}`) {  // keep a note being typed across polls
       shownVersion = `${job.version}/${job.paused}`;
-      top.replaceChildren(actions(job, message, draw), h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), await upcoming(job))));
+      buttons.replaceChildren(actions(job, message, draw));
     }
+    top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), chart(page.items))));
     runs.replaceChildren(...(page.items.length ? page.items.map(runRow) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs yet."))]));
   };
-  view.replaceChildren(title, message, top, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
+  view.replaceChildren(title, message, buttons, top, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
   return live(draw, status).catch((e) => showError(message, e));
 }
 
