@@ -144,6 +144,10 @@ function jobsQuery(params, cursor) {
   return query.toString();
 }
 
+// Late: an active job whose next slot is more than LATE_S in the past (not fired yet).
+const LATE_S = 60;
+const late = (job) => !job.paused && job.next_run_at && Date.parse(job.next_run_at) < Date.now() - LATE_S * 1000;
+
 function jobRow(job) {
   const last = job.last_run;
   return h(
@@ -151,7 +155,7 @@ function jobRow(job) {
     { "data-job": job.id },
     h("td", {}, h("a", { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.name)),
     h("td", {}, job.team),
-    h("td", {}, job.paused ? badge("paused", "paused") : badge("active", "active-job")),
+    h("td", {}, job.paused ? badge("paused", "paused") : late(job) ? badge("late", "state-RETRYING") : badge("active", "active-job")),
     h("td", {}, h("code", {}, job.schedule)),
     h("td", {}, job.timezone),
     h("td", {}, job.paused ? h("span", { class: "muted" }, "paused") : when(job.next_run_at)),
@@ -200,8 +204,13 @@ function jobsPage(params) {
   prev.addEventListener("click", () => { cursors.pop(); draw().catch((e) => showError(message, e)); });
   nextButton.addEventListener("click", () => { if (next) { cursors.push(next); draw().catch((e) => showError(message, e)); } });
   const headers = ["Name", "Team", "Status", "Schedule", "Time zone", "Next run", "Last run", "Labels"];
+  const quick = h("p", { class: "quick" }, "Show: ",
+    [["all", ""], ["failing", "last_state=FAILED"], ["paused", "paused=true"], ["retrying", "last_state=RETRYING"]]
+      .map(([text, query]) => h("a", { href: `#/jobs?${query}`, "data-quick": text }, text))
+      .flatMap((link, i) => (i ? [" · ", link] : [link])));
   view.replaceChildren(
     h("h1", {}, "Jobs", status),
+    quick,
     filters,
     message,
     h("table", { id: "jobs" }, h("thead", {}, h("tr", {}, headers.map((t) => h("th", {}, t)))), body),
