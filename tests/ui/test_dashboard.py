@@ -10,6 +10,7 @@ Every wait is for an element or a state, never a sleep.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable
@@ -207,4 +208,44 @@ async def test_another_site_cannot_act_with_the_session(
     assert answers == ["opaque", "blocked"]
     async with server.client() as api:
         assert (await api.get("/v1/jobs")).json()["items"] == []
+    await context.close()
+
+
+async def test_the_jobs_list_pages_by_cursor(
+    server_factory: Callable[..., ServerProcess], sink: Sink, browser: Browser
+) -> None:
+    """11 jobs, 5 a page (the page's limit): pages of 5, 5 and 1 by the API's cursors, and back."""
+    server = server_factory()
+    async with server.client() as api:
+        bodies = [_job(sink, f"job-{n:02}") | {"schedule": "0 3 * * *"} for n in range(11)]
+        answers = await asyncio.gather(*(api.post("/v1/jobs", json=body) for body in bodies))
+        assert {answer.status_code for answer in answers} == {201}
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(WAIT_MS)
+    page = await context.new_page()
+    await _login(page, server.url, server.token_file.read_text().strip())
+    await expect(page.locator("#whoami")).to_contain_text("every team")
+    await page.goto(f"{server.url}/ui/#/jobs?limit=5")
+    rows = page.locator("#jobs tr[data-job]")
+
+    async def shown(count: int) -> list[str]:
+        await expect(rows).to_have_count(count)
+        return [await row.get_attribute("data-job") or "" for row in await rows.all()]
+
+    first = await shown(5)
+    await expect(page.locator("#prev")).to_be_disabled()
+    await page.click("#next")
+    await expect(rows.first).not_to_have_attribute("data-job", first[0])
+    second = await shown(5)
+    await page.click("#next")
+    third = await shown(1)
+    await expect(page.locator("#next")).to_be_disabled()
+    async with server.client() as api:
+        every = {job["id"] for job in (await api.get("/v1/jobs", params={"limit": 1000})).json()["items"]}
+    assert len(every) == 11
+    assert set(first) | set(second) | set(third) == every  # no job twice, none missed
+    await page.click("#prev")
+    await expect(rows.first).to_have_attribute("data-job", second[0])
+    await page.click("#prev")
+    await expect(rows.first).to_have_attribute("data-job", first[0])
     await context.close()

@@ -139,7 +139,8 @@ function jobsQuery(params, cursor) {
   const query = new URLSearchParams();
   for (const key of ["team", "name", "paused", "last_state"]) if (params.get(key)) query.set(key, params.get(key));
   for (const label of (params.get("label") || "").split(",").map((l) => l.trim()).filter(Boolean)) query.append("label", label);
-  query.set("limit", String(PAGE_SIZE));
+  const limit = Number.parseInt(params.get("limit") || "", 10);
+  query.set("limit", String(limit >= 1 && limit <= 1000 ? limit : PAGE_SIZE));
   if (cursor) query.set("cursor", cursor);
   return query.toString();
 }
@@ -178,6 +179,7 @@ function jobsPage(params) {
     h("label", {}, "Labels (k=v, …)", field("label", { size: 18 })),
     h("label", {}, "Paused", select("paused", [["", "any"], ["true", "paused"], ["false", "active"]])),
     h("label", {}, "Last run", select("last_state", [["", "any"], ...RUN_STATES.map((s) => [s, s])])),
+    h("label", {}, "Per page", select("limit", [["", String(PAGE_SIZE)], ["100", "100"], ["200", "200"]])),
     h("button", { type: "submit" }, "Filter")
   );
   filters.addEventListener("submit", (event) => {
