@@ -10,13 +10,13 @@ import httpx
 import pytest
 
 from cronwheel import tokens
-from cronwheel.api import ui
+from cronwheel.api import guard, ui
 from cronwheel.audit import AuditQuery
 from cronwheel.clock import ManualClock
 from cronwheel.identity import Scope
 from cronwheel.store import JobQuery
 
-from .conftest import START, Env, bearer, issue_token, job_body
+from .conftest import SERVED, START, Env, bearer, issue_token, job_body
 
 CSRF = "X-Cronwheel-CSRF"
 
@@ -219,3 +219,41 @@ def test_sessions_are_bounded() -> None:
     assert len(sessions) == 3
     assert sessions.get(ids[0]) is None
     assert sessions.get(ids[4]) is not None
+
+
+async def test_the_bridge_forwards_path_query_and_headers(env: Env, browser: httpx.AsyncClient) -> None:
+    csrf = await _login(browser, env.admin_token)
+    created = await browser.post("/ui/api/v1/jobs", json=job_body("nightly"), headers={CSRF: csrf})
+    job_id, etag = created.json()["id"], created.headers["etag"]
+    by_name = await browser.get("/ui/api/v1/teams/data/jobs/nightly", headers={CSRF: csrf})
+    assert by_name.json()["id"] == job_id
+    listed = await browser.get(
+        "/ui/api/v1/jobs", params={"label": "tier=gold", "limit": 1}, headers={CSRF: csrf}
+    )
+    assert [job["id"] for job in listed.json()["items"]] == [job_id]
+    stale = {CSRF: csrf, "If-Match": '"99"'}
+    assert (
+        await browser.patch(f"/ui/api/v1/jobs/{job_id}", json={"description": "x"}, headers=stale)
+    ).status_code == 412
+    fresh = {CSRF: csrf, "If-Match": etag}
+    assert (
+        await browser.patch(f"/ui/api/v1/jobs/{job_id}", json={"description": "x"}, headers=fresh)
+    ).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/v1/jobs", 401),
+        ("/v1/ui/api/jobs", 401),
+        ("/ui/other", 401),
+        ("/ui/api/v1/jobs", None),
+        ("/ui/session", None),
+    ],
+)
+def test_the_csrf_header_stands_in_for_authorization_on_the_dashboards_paths_only(
+    path: str, status: int | None
+) -> None:
+    headers = {"host": "cronwheel.test", "x-cronwheel-csrf": "anything", "sec-fetch-site": "same-origin"}
+    refused = guard.refusal("POST", path, headers, SERVED)
+    assert (None if refused is None else refused.status) == status

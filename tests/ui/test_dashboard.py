@@ -164,7 +164,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
 
     # logout ends the session: the old cookie no longer reads anything
     await page.click("#logout")
-    await expect(page.locator("#login-form")).to_be_visible()
+    await expect(page.locator("#login-form [role=status]")).to_contain_text("Logged out")
     async with httpx.AsyncClient(base_url=server.url) as anonymous:
         stale = await anonymous.get(
             "/ui/api/v1/jobs",

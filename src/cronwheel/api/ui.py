@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
@@ -60,7 +60,6 @@ COOKIE_PATH = "/ui"
 IDLE = timedelta(hours=1)
 LIFETIME = timedelta(hours=12)
 MAX_SESSIONS = 10_000
-_FORWARDED = re.compile(r"/v1/[A-Za-z0-9._~!$&'()*+,;=:@%-]+(/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*")
 _DROPPED = frozenset({b"cookie", b"authorization", CSRF_HEADER.encode()})
 
 NO_STORE = {"Cache-Control": "no-store"}
@@ -263,7 +262,7 @@ class SessionBridge:
             refused = _refused(request, 401, "no session: log in")
         elif not csrf_ok(session, request.headers.get(CSRF_HEADER)):
             refused = _refused(request, 403, f"the {CSRF_HEADER} header is missing or wrong")
-        elif not _FORWARDED.fullmatch(rest) or any(part in ("..", ".") for part in rest.split("/")):
+        elif not _forwarded(rest):
             refused = problem_response(request, 404, None, "Not Found", "the dashboard reaches /v1 only")
         if refused is not None or session is None:
             assert refused is not None
@@ -277,7 +276,8 @@ class SessionBridge:
         headers = [(name, value) for name, value in scope["headers"] if name.lower() not in _DROPPED]
         headers.append((b"authorization", f"Bearer {session.credential}".encode("latin-1")))
         path = root + rest
-        return {**scope, "path": path, "raw_path": path.encode(), "root_path": root, "headers": headers}
+        raw = quote(path, safe="/:@!$&'()*+,;=-._~").encode()
+        return {**scope, "path": path, "raw_path": raw, "root_path": root, "headers": headers}
 
     def _watch(self, send: Send, session_id: str | None) -> Send:
         """``send``, ending the session when the API answers 401 (its token no longer holds)."""
@@ -288,6 +288,11 @@ class SessionBridge:
             await send(message)
 
         return watched
+
+
+def _forwarded(rest: str) -> bool:
+    """Whether the bridge passes ``rest`` on: a ``/v1/`` path without ``.`` or ``..`` segments."""
+    return rest.startswith("/v1/") and not any(part in (".", "..") for part in rest.split("/"))
 
 
 def _route_path(scope: Scope) -> str:

@@ -90,14 +90,14 @@ function live(draw, status) {
 
 // -- login -----------------------------------------------------------------------------------------
 
-function showLogin(message) {
+function showLogin(message, kind = "error") {
   session = null;
   generation += 1;
   document.getElementById("nav").hidden = true;
   document.getElementById("logout").hidden = true;
   document.getElementById("whoami").textContent = "";
   const error = h("div", {});
-  if (message) error.append(h("div", { class: "error", role: "alert" }, message));
+  if (message) error.append(h("div", { class: kind, role: kind === "error" ? "alert" : "status" }, message));
   const input = h("input", { id: "token", type: "password", autocomplete: "off", placeholder: "cw_… or a JWT", required: true });
   const form = h(
     "form",
@@ -487,7 +487,7 @@ whenLoggedOut(() => showLogin("Your session ended: log in again."));
 window.addEventListener("hashchange", route);
 document.getElementById("logout").addEventListener("click", async () => {
   await logout();
-  showLogin("Logged out.");
+  showLogin("Logged out.", "notice");
 });
 
 const opened = await currentSession().catch(() => null);
