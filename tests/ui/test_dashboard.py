@@ -63,7 +63,8 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
 
     # a wrong token is refused, and opens no session
     await _login(page, server.url, "cw_AAAAAAAAAAAA_wrongwrongwrongwrongwrongwrong")
-    await expect(page.locator(".login [role=alert]")).to_contain_text("Refused")
+    await expect(page.locator(".login [role=alert]")).to_have_text("Refused: invalid token")
+    await expect(page.locator("#nav")).to_be_hidden()
     await _shot(page, "login-refused")
     assert await context.cookies() == []
 
@@ -165,6 +166,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     # logout ends the session: the old cookie no longer reads anything
     await page.click("#logout")
     await expect(page.locator("#login-form [role=status]")).to_contain_text("Logged out")
+    await expect(page.locator("#nav")).to_be_hidden()
     async with httpx.AsyncClient(base_url=server.url) as anonymous:
         stale = await anonymous.get(
             "/ui/api/v1/jobs",

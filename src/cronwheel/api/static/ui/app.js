@@ -56,7 +56,7 @@ function table(headers, rows, attrs = {}) {
 }
 
 function showError(where, error) {
-  const text = error instanceof Problem ? error.describe() : String(error);
+  const text = error instanceof Problem ? error.describe() : error.message || String(error);
   where.replaceChildren(h("div", { class: "error", role: "alert" }, text));
 }
 
@@ -103,7 +103,8 @@ function showLogin(message, kind = "error") {
     "form",
     { class: "login", id: "login-form" },
     h("h1", {}, "Log in to cronwheel"),
-    h("p", { class: "muted" }, "Paste an API token (`cronwheel server` prints one at first start; `cronwheel tokens create` makes more) or your identity provider's token."),
+    h("p", { class: "muted" }, "Paste an API token (", h("code", {}, "cronwheel server"), " makes one at first start, in ",
+      h("code", {}, "cronwheel.db.token"), "; ", h("code", {}, "cronwheel tokens create"), " makes more) or your identity provider's token."),
     h("label", { for: "token" }, "Token"),
     input,
     error,
