@@ -458,7 +458,9 @@ function clusterPage() {
       h("h2", {}, "Queues"),
       table(["Queue", "Depth", "Lag"], c.queues.map((q) => h("tr", {}, h("td", {}, q.name), h("td", { class: "num" }, q.depth), h("td", { class: "num" }, seconds(q.lag_s))))),
       h("h2", {}, "Shards"),
-      table(["Shard", "Owner", "Epoch"], c.shards.map((s) => h("tr", {}, h("td", { class: "num" }, s.shard), h("td", {}, s.node || "none"), h("td", { class: "num" }, s.epoch))))
+      c.shards.length
+        ? table(["Shard", "Owner", "Epoch"], c.shards.map((s) => h("tr", {}, h("td", { class: "num" }, s.shard), h("td", {}, s.node || "none"), h("td", { class: "num" }, s.epoch))))
+        : h("p", { class: "muted" }, "No shard leases: a single node (cronwheel server) owns every shard.")
     );
   };
   view.replaceChildren(h("h1", {}, "Cluster", status), message, body);
