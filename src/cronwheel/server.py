@@ -450,6 +450,7 @@ class _Roles:
         url = public_url(settings.host, self.backends.listening, self.backends.tls)
         lines = (
             f"cronwheel serving on {url} (node {settings.node})",
+            f"dashboard: {url}/ui (log in with an API token)",  # cronwheel.api.ui
             *self.notes,
             *_oidc_line(settings.oidc),
         )

@@ -149,6 +149,16 @@ ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/openapi.json"): Row(PUBLIC),
     ("GET", "/docs"): Row(PUBLIC),
     ("GET", "/docs/assets"): Row(PUBLIC, path="/docs/assets/swagger-ui.css"),
+    # the dashboard (cronwheel.api.ui): its page and assets are public like /docs; a bearer opens a
+    # session (201) as it would call the API; nothing else of it takes a bearer: a session's cookie
+    # and CSRF token, which no caller here has, are what /ui/session and the bridge /ui/api read
+    ("GET", "/ui"): Row(dict.fromkeys(PERSONAS, 307)),
+    ("GET", "/ui/"): Row(PUBLIC),
+    ("GET", "/ui/assets"): Row(PUBLIC, path="/ui/assets/app.js"),
+    ("POST", "/ui/session"): Row({**dict.fromkeys(PERSONAS, 201), **UNAUTHENTICATED}),
+    ("GET", "/ui/session"): Row(dict.fromkeys(PERSONAS, 401)),
+    ("DELETE", "/ui/session"): Row(dict.fromkeys(PERSONAS, 401)),
+    ("GET", "/ui/api"): Row(dict.fromkeys(PERSONAS, 401), path="/ui/api/v1/jobs"),
     **{
         (method, base + suffix): row
         for base in (JOB, BY_NAME)

@@ -71,7 +71,7 @@ def test_vendored_assets_have_license_and_origin() -> None:
 
 
 def test_the_wheel_carries_the_assets(tmp_path: Path) -> None:
-    """The hatchling wheel includes the vendored files (they are not Python modules)."""
+    """The hatchling wheel includes the vendored files and the dashboard's (they are not Python modules)."""
     subprocess.run(
         [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)],
         cwd=ROOT,
@@ -82,3 +82,5 @@ def test_the_wheel_carries_the_assets(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in (*ASSETS, "LICENSE", "NOTICE", "VENDOR.md"):
         assert f"cronwheel/api/static/swagger-ui/{name}" in names
+    for name in ("index.html", "app.js", "api.js", "style.css"):  # the dashboard (cronwheel.api.ui)
+        assert f"cronwheel/api/static/ui/{name}" in names

@@ -26,6 +26,14 @@ NOT_FOR_THE_CLIENT = {
     ("GET", "/metrics"): "the scrapers' root alias of /v1/metrics",
     ("GET", "/docs"): "the Swagger UI page, for browsers",
     ("GET", "/docs/assets"): "the Swagger UI's files, for browsers",
+    # the web dashboard (cronwheel.api.ui): its page, files and cookie session are a browser's
+    ("GET", "/ui"): "the dashboard's address, redirected to its page",
+    ("GET", "/ui/"): "the dashboard's page, for browsers",
+    ("GET", "/ui/assets"): "the dashboard's files, for browsers",
+    ("GET", "/ui/session"): "the dashboard's session (a cookie), for browsers",
+    ("POST", "/ui/session"): "the dashboard's login, for browsers",
+    ("DELETE", "/ui/session"): "the dashboard's logout, for browsers",
+    ("GET", "/ui/api"): "the dashboard's bridge to /v1 (a session cookie), for browsers",
 }
 
 

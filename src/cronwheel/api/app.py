@@ -6,7 +6,7 @@ OpenAPI is served at ``/openapi.json`` and the interactive docs at ``/docs``, wh
 assets come from the package (:mod:`cronwheel.api.docs`), not from a CDN. Both are readable
 without a token (the document is the same for every server and holds no data; Swagger UI must
 read it before its user can authorize), behind the same Host check as everything else
-(:mod:`cronwheel.api.guard`).
+(:mod:`cronwheel.api.guard`). The web dashboard is at ``/ui`` (:mod:`cronwheel.api.ui`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import audit, docs, limits, openapi, problems, secrets, tokens
+from cronwheel.api import audit, docs, limits, openapi, problems, secrets, tokens, ui
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import RequestGuard
 from cronwheel.api.observe import RequestMetrics
@@ -46,6 +46,7 @@ def create_app(services: ApiServices) -> FastAPI:
     limits.install(app)
     openapi.install(app)
     docs.install(app)
+    ui.install(app)  # the dashboard at /ui (cronwheel.api.ui): its session bridge calls /v1 itself
     for routes in (router, tokens.router, secrets.router, audit.router):
         app.include_router(routes, prefix="/v1", dependencies=limits.PER_REQUEST, responses=limits.RESPONSES)
     app.include_router(system_router)

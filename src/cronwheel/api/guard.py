@@ -16,6 +16,9 @@ Two attacks come from a browser on a machine that can reach the API (docs/securi
   401), comes from no other site (``Sec-Fetch-Site`` ``same-origin`` or ``none``, ``Origin`` the
   request's own host or an operator-allowed one; 403), and has a JSON body if any (415: forms can
   only send ``application/x-www-form-urlencoded``, ``multipart/form-data`` and ``text/plain``).
+  The dashboard's session paths (``/ui/api/...``, ``/ui/session``: :mod:`cronwheel.api.ui`) take
+  its CSRF header in place of ``Authorization`` (no simple request can carry either; the dashboard
+  checks its value against the session's); ``/v1`` still needs ``Authorization`` and reads no cookie.
 
 The decisions are pure functions (:func:`host_allowed`, :func:`refusal`); :class:`RequestGuard` is
 the thin ASGI shell around them.
@@ -36,6 +39,10 @@ from cronwheel.api.problems import problem_response
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 ANY_HOST = frozenset({"/healthz", "/v1/healthz"})
+# The dashboard's session paths, and the header that stands in for Authorization on them
+# (cronwheel.api.ui checks its value; kept here as literals so that the guard imports no route).
+UI_SESSION_PATHS = ("/ui/api/", "/ui/session")
+UI_CSRF_HEADER = "x-cronwheel-csrf"
 _SAME_SITE = frozenset({"same-origin", "none"})
 
 
@@ -93,17 +100,18 @@ def refusal(method: str, path: str, headers: Mapping[str, str], policy: AccessPo
         )  # fmt: skip
     if method.upper() in SAFE_METHODS:
         return None
-    return _cross_site(headers, policy)
+    return _cross_site(path, headers, policy)
 
 
-def _cross_site(headers: Mapping[str, str], policy: AccessPolicy) -> Refusal | None:
+def _cross_site(path: str, headers: Mapping[str, str], policy: AccessPolicy) -> Refusal | None:
     fetch_site = headers.get("sec-fetch-site")
     if fetch_site is not None and fetch_site.lower() not in _SAME_SITE:
         return _forbidden(f"a state change from another site is refused (Sec-Fetch-Site: {fetch_site})")
     origin = headers.get("origin")
     if origin is not None and not _origin_allowed(origin, headers.get("host"), policy):
         return _forbidden("a state change from another origin is refused (Origin is not this server)")
-    if not headers.get("authorization"):
+    ui_csrf = path.startswith(UI_SESSION_PATHS) and bool(headers.get(UI_CSRF_HEADER))
+    if not headers.get("authorization") and not ui_csrf:
         return Refusal(
             401, "unauthenticated", "Unauthenticated",
             "this endpoint needs a token: send 'Authorization: Bearer <token>'",

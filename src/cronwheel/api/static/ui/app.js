@@ -1,0 +1,498 @@
+// The cronwheel dashboard: hash routes (#/jobs, #/jobs/ID, #/runs/ID, #/new, #/edit/ID, #/cluster),
+// each a page drawn from the /v1 API through the session bridge (api.js) and redrawn by short polling.
+// Text from the server is only ever put in the page as text (h() below), never as HTML.
+
+import { Problem, api, currentSession, get, login, logout, whenLoggedOut } from "./api.js";
+
+const POLL_MS = 2000;
+const PAGE_SIZE = 50;
+const RUN_STATES = ["PENDING", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "SKIPPED"];
+const view = document.getElementById("view");
+let generation = 0; // bumped at each navigation: a stale page's poll stops
+let session = null;
+
+// -- DOM helpers ---------------------------------------------------------------------------------
+
+function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const badge = (text, cls) => h("span", { class: `badge ${cls}` }, text);
+const stateBadge = (state) => (state ? badge(state, `state-${state}`) : h("span", { class: "muted" }, "never ran"));
+
+function when(iso) {
+  if (!iso) return h("span", { class: "muted" }, "—");
+  const date = new Date(iso);
+  return h("time", { datetime: iso, title: iso }, `${date.toISOString().replace("T", " ").slice(0, 19)} UTC (${ago(date)})`);
+}
+
+function ago(date) {
+  const s = Math.round((date.getTime() - Date.now()) / 1000);
+  const abs = Math.abs(s);
+  if (abs < 2) return "now";
+  const text = abs < 60 ? `${abs} s` : abs < 3600 ? `${Math.round(abs / 60)} min` : abs < 86400 ? `${Math.round(abs / 3600)} h` : `${Math.round(abs / 86400)} d`;
+  return s >= 0 ? `in ${text}` : `${text} ago`;
+}
+
+const seconds = (value) => (value === null || value === undefined ? "—" : `${value.toFixed(3)} s`);
+
+function kv(pairs) {
+  return h("dl", { class: "kv" }, pairs.flatMap(([key, value]) => [h("dt", {}, key), h("dd", {}, value)]));
+}
+
+function table(headers, rows, attrs = {}) {
+  return h("table", attrs, h("thead", {}, h("tr", {}, headers.map((name) => h("th", {}, name)))), h("tbody", {}, rows));
+}
+
+function showError(where, error) {
+  const text = error instanceof Problem ? error.describe() : error.message || String(error);
+  where.replaceChildren(h("div", { class: "error", role: "alert" }, text));
+}
+
+function confirmDialog(text) {
+  const dialog = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.returnValue = "cancel";
+    dialog.showModal();
+  });
+}
+
+// Redraws `draw` every POLL_MS while this page is shown (and the tab is visible).
+function live(draw, status) {
+  const mine = generation;
+  const tick = async () => {
+    if (mine !== generation || !session) return;
+    if (!document.hidden) {
+      try {
+        await draw();
+        if (status) status.textContent = `live · updated ${new Date().toLocaleTimeString()}`;
+      } catch (error) {
+        if (status) status.textContent = `live · ${error.message}`;
+      }
+    }
+    if (mine === generation) setTimeout(tick, POLL_MS);
+  };
+  return tick();
+}
+
+// -- login -----------------------------------------------------------------------------------------
+
+function showLogin(message, kind = "error") {
+  session = null;
+  generation += 1;
+  document.getElementById("nav").hidden = true;
+  document.getElementById("logout").hidden = true;
+  document.getElementById("whoami").textContent = "";
+  const error = h("div", {});
+  if (message) error.append(h("div", { class: kind, role: kind === "error" ? "alert" : "status" }, message));
+  const input = h("input", { id: "token", type: "password", autocomplete: "off", placeholder: "cw_… or a JWT", required: true });
+  const form = h(
+    "form",
+    { class: "login", id: "login-form" },
+    h("h1", {}, "Log in to cronwheel"),
+    h("p", { class: "muted" }, "Paste an API token (", h("code", {}, "cronwheel server"), " makes one at first start, in ",
+      h("code", {}, "cronwheel.db.token"), "; ", h("code", {}, "cronwheel tokens create"), " makes more) or your identity provider's token."),
+    h("label", { for: "token" }, "Token"),
+    input,
+    error,
+    h("button", { class: "primary", type: "submit", id: "login-button" }, "Log in"),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const opened = await login(input.value.trim());
+      input.value = "";
+      loggedIn(opened);
+    } catch (problem) {
+      showError(error, problem.status === 401 ? new Error(`Refused: ${problem.message}`) : problem);
+    }
+  });
+  view.replaceChildren(form);
+  input.focus();
+}
+
+function loggedIn(opened) {
+  session = opened;
+  const caller = opened.caller;
+  const teams = caller.teams === null ? "every team" : caller.teams.join(", ");
+  document.getElementById("whoami").textContent = `${caller.name} · ${teams} · ${caller.scopes.join(", ")}`;
+  document.getElementById("nav").hidden = false;
+  document.getElementById("logout").hidden = false;
+  route();
+}
+
+// -- jobs ------------------------------------------------------------------------------------------
+
+function jobsQuery(params, cursor) {
+  const query = new URLSearchParams();
+  for (const key of ["team", "name", "paused", "last_state"]) if (params.get(key)) query.set(key, params.get(key));
+  for (const label of (params.get("label") || "").split(",").map((l) => l.trim()).filter(Boolean)) query.append("label", label);
+  const limit = Number.parseInt(params.get("limit") || "", 10);
+  query.set("limit", String(limit >= 1 && limit <= 1000 ? limit : PAGE_SIZE));
+  if (cursor) query.set("cursor", cursor);
+  return query.toString();
+}
+
+// Late: an active job whose next slot is more than LATE_S in the past (not fired yet).
+const LATE_S = 60;
+const late = (job) => !job.paused && job.next_run_at && Date.parse(job.next_run_at) < Date.now() - LATE_S * 1000;
+
+function jobRow(job) {
+  const last = job.last_run;
+  return h(
+    "tr",
+    { "data-job": job.id },
+    h("td", {}, h("a", { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.name)),
+    h("td", {}, job.team),
+    h("td", {}, job.paused ? badge("paused", "paused") : late(job) ? badge("late", "state-RETRYING") : badge("active", "active-job")),
+    h("td", {}, h("code", {}, job.schedule)),
+    h("td", {}, job.timezone),
+    h("td", {}, job.paused ? h("span", { class: "muted" }, "paused") : when(job.next_run_at)),
+    h("td", { class: "last" }, last ? [stateBadge(last.state), " ", h("a", { href: `#/runs/${encodeURIComponent(last.id)}` }, when(last.finished_at || last.slot))] : stateBadge(null)),
+    h("td", {}, Object.entries(job.labels || {}).map(([k, v]) => badge(`${k}=${v}`, "")))
+  );
+}
+
+function jobsPage(params) {
+  const cursors = [null]; // the cursor of each page seen so far: "previous" goes back one
+  let next = null;
+  const field = (name, attrs = {}) => h("input", { name, value: params.get(name) || "", ...attrs });
+  const select = (name, options) =>
+    h("select", { name }, options.map(([value, text]) => h("option", { value, selected: (params.get(name) || "") === value }, text)));
+  const filters = h(
+    "form",
+    { class: "filters", id: "filters" },
+    h("label", {}, "Team", field("team", { size: 12 })),
+    h("label", {}, "Name", field("name", { size: 14 })),
+    h("label", {}, "Labels (k=v, …)", field("label", { size: 18 })),
+    h("label", {}, "Paused", select("paused", [["", "any"], ["true", "paused"], ["false", "active"]])),
+    h("label", {}, "Last run", select("last_state", [["", "any"], ...RUN_STATES.map((s) => [s, s])])),
+    h("label", {}, "Per page", select("limit", [["", String(PAGE_SIZE)], ["100", "100"], ["200", "200"]])),
+    h("button", { type: "submit" }, "Filter")
+  );
+  filters.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const query = new URLSearchParams();
+    for (const [key, value] of new FormData(filters)) if (value) query.set(key, value);
+    location.hash = `#/jobs?${query}`;
+  });
+  const body = h("tbody", {});
+  const message = h("div", {});
+  const status = h("span", { class: "live" });
+  const prev = h("button", { type: "button", id: "prev", disabled: true }, "← Previous");
+  const nextButton = h("button", { type: "button", id: "next", disabled: true }, "Next →");
+  const where = h("span", { class: "muted" });
+  const draw = async () => {
+    const page = await get(`/jobs?${jobsQuery(params, cursors[cursors.length - 1])}`);
+    next = page.next_cursor;
+    body.replaceChildren(...(page.items.length ? page.items.map(jobRow) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No jobs match."))]));
+    prev.disabled = cursors.length === 1;
+    nextButton.disabled = !next;
+    where.textContent = `page ${cursors.length} · ${page.items.length} jobs`;
+    message.replaceChildren();
+  };
+  prev.addEventListener("click", () => { cursors.pop(); draw().catch((e) => showError(message, e)); });
+  nextButton.addEventListener("click", () => { if (next) { cursors.push(next); draw().catch((e) => showError(message, e)); } });
+  const headers = ["Name", "Team", "Status", "Schedule", "Time zone", "Next run", "Last run", "Labels"];
+  const quick = h("p", { class: "quick" }, "Show: ",
+    [["all", ""], ["failing", "last_state=FAILED"], ["paused", "paused=true"], ["retrying", "last_state=RETRYING"]]
+      .map(([text, query]) => h("a", { href: `#/jobs?${query}`, "data-quick": text }, text))
+      .flatMap((link, i) => (i ? [" · ", link] : [link])));
+  view.replaceChildren(
+    h("h1", {}, "Jobs", status),
+    quick,
+    filters,
+    message,
+    h("table", { id: "jobs" }, h("thead", {}, h("tr", {}, headers.map((t) => h("th", {}, t)))), body),
+    h("div", { class: "pager" }, prev, nextButton, where)
+  );
+  return live(draw, status).catch((e) => showError(message, e));
+}
+
+// -- one job ---------------------------------------------------------------------------------------
+
+function runRow(run) {
+  return h(
+    "tr",
+    { "data-run": run.id, "data-state": run.state },
+    h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, run.id)),
+    h("td", {}, run.kind),
+    h("td", {}, when(run.slot)),
+    h("td", {}, stateBadge(run.state)),
+    h("td", { class: "num" }, run.attempts),
+    h("td", { class: "num" }, seconds(run.start_lateness_s)),
+    h("td", {}, when(run.finished_at)),
+    h("td", {}, run.reason || "")
+  );
+}
+
+// Start lateness and duration of the runs shown (oldest left), as an SVG line chart.
+function chart(runs) {
+  const points = runs.filter((r) => r.started_at && r.finished_at).reverse().map((r) => ({
+    late: Math.max(0, r.start_lateness_s || 0),
+    took: (new Date(r.finished_at) - new Date(r.started_at)) / 1000,
+  }));
+  if (points.length < 2) return h("p", { class: "muted" }, "A chart of lateness and duration appears after two finished runs.");
+  const [width, height, pad] = [560, 120, 4];
+  const top = Math.max(0.001, ...points.map((p) => Math.max(p.late, p.took)));
+  const svg = (tag, attrs) => {
+    const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+    return node;
+  };
+  const line = (key, cls) => svg("polyline", {
+    class: cls, fill: "none",
+    points: points.map((p, i) => `${pad + (i * (width - 2 * pad)) / (points.length - 1)},${height - pad - (p[key] / top) * (height - 2 * pad)}`).join(" "),
+  });
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": "start lateness and duration of recent runs" });
+  root.append(line("late", "late"), line("took", "took"));
+  return h("div", { class: "card", id: "chart" }, root,
+    h("p", { class: "legend" }, h("span", { class: "late" }, "■ start lateness"), " ", h("span", { class: "took" }, "■ duration"), ` · top ${seconds(top)} · last ${points.length} runs`));
+}
+
+function definition(job) {
+  const { id, version, paused, pause_note, paused_at, created_at, updated_at, next_run_at, last_run, plain_values, ...spec } = job;
+  return h(
+    "div",
+    { class: "card" },
+    kv([
+      ["Team", job.team],
+      ["Status", paused ? [badge("paused", "paused"), " ", pause_note || "", " ", paused_at ? when(paused_at) : ""] : badge("active", "active-job")],
+      ["Schedule", h("code", {}, job.schedule)],
+      ["Time zone", job.timezone],
+      ["Next run", paused ? h("span", { class: "muted" }, "paused") : when(next_run_at)],
+      ["Target", `${job.target.type} ${job.target.url || job.target.command || job.target.callable || ""}`],
+      ["Version", version],
+      ["Description", job.description || h("span", { class: "muted" }, "—")],
+    ]),
+    h("h2", {}, "Definition"),
+    h("pre", { id: "definition" }, JSON.stringify(spec, null, 2))
+  );
+}
+
+async function upcoming(job) {
+  const preview = (await api("POST", "/schedules/preview", {
+    expression: job.schedule, timezone: job.timezone, count: 8, seed: job.id,
+    ...(job.dst_gap ? { dst_gap: job.dst_gap } : {}), ...(job.dst_fold ? { dst_fold: job.dst_fold } : {}),
+  })).body;
+  return h(
+    "div",
+    { class: "card", id: "upcoming" },
+    h("ul", {}, preview.fires.map((fire) => h("li", {}, when(fire.utc), " · ", fire.at, fire.kind !== "normal" ? h("span", { class: "dst" }, ` (DST: ${fire.kind})`) : ""))),
+    preview.warnings.map((w) => h("p", { class: "muted" }, w))
+  );
+}
+
+function actions(job, message, redraw) {
+  const act = async (method, path, body, done) => {
+    try {
+      await api(method, path, body);
+      message.replaceChildren(h("div", { class: "notice", role: "status" }, done));
+      await redraw();
+    } catch (error) {
+      showError(message, error);
+    }
+  };
+  const jobPath = `/jobs/${encodeURIComponent(job.id)}`;
+  const note = h("input", { id: "pause-note", placeholder: "why (optional)", size: 24 });
+  return h(
+    "div",
+    { class: "actions" },
+    job.paused
+      ? h("button", { id: "resume", type: "button", onclick: () => act("POST", `${jobPath}/resume`, {}, "Resumed.") }, "Resume")
+      : [h("label", {}, "Pause note", note), h("button", { id: "pause", type: "button", onclick: () => act("POST", `${jobPath}/pause`, note.value ? { note: note.value } : {}, "Paused.") }, "Pause")],
+    h("button", { id: "trigger", type: "button", class: "primary", onclick: () => act("POST", `${jobPath}/trigger`, {}, "Triggered: a run is queued.") }, "Trigger now"),
+    h("a", { href: `#/edit/${encodeURIComponent(job.id)}` }, h("button", { type: "button", id: "edit" }, "Edit")),
+    h("button", {
+      id: "delete", type: "button", class: "danger",
+      onclick: async () => {
+        if (!(await confirmDialog(`Delete job ${job.team}/${job.name}? Its runs stay readable.`))) return;
+        try {
+          await api("DELETE", jobPath);
+          location.hash = "#/jobs";
+        } catch (error) {
+          showError(message, error);
+        }
+      },
+    }, "Delete")
+  );
+}
+
+function jobPage(jobId) {
+  const status = h("span", { class: "live" });
+  const title = h("h1", {}, "Job", status);
+  const message = h("div", {});
+  const buttons = h("div", {});
+  const top = h("div", {});
+  const runs = h("tbody", {});
+  let shownVersion = null;
+  const draw = async () => {
+    const job = await get(`/jobs/${encodeURIComponent(jobId)}`);
+    const page = await get(`/jobs/${encodeURIComponent(jobId)}/runs?limit=25`);
+    const next = await upcoming(job);
+    title.firstChild.textContent = `Job ${job.team}/${job.name} `;
+    if (shownVersion !== `${job.version}/${job.paused}`) {  // keep a note being typed across polls
+      shownVersion = `${job.version}/${job.paused}`;
+      buttons.replaceChildren(actions(job, message, draw));
+    }
+    top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), chart(page.items))));
+    runs.replaceChildren(...(page.items.length ? page.items.map(runRow) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs yet."))]));
+  };
+  view.replaceChildren(title, message, buttons, top, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
+  return live(draw, status).catch((e) => showError(message, e));
+}
+
+// -- create / edit ---------------------------------------------------------------------------------
+
+const EDITABLE = ["team", "name", "schedule", "timezone", "dst_gap", "dst_fold", "target", "description", "payload", "timeout_s", "retry", "misfire", "overlap", "start_at", "end_at", "queue", "labels"];
+
+function editor(title, initial, save) {
+  const text = h("textarea", { id: "job-json", spellcheck: "false" }, JSON.stringify(initial, null, 2));
+  const message = h("div", {});
+  const check = h("div", { class: "muted", id: "schedule-check" });
+  const validate = async () => {
+    try {
+      const spec = JSON.parse(text.value);
+      const preview = (await api("POST", "/schedules/preview", { expression: spec.schedule, timezone: spec.timezone || "UTC", count: 3 })).body;
+      check.replaceChildren("Next fire times: ", preview.fires.map((f) => f.at).join(", "));
+    } catch (error) {
+      check.replaceChildren(error instanceof Problem ? error.describe() : `JSON: ${error.message}`);
+    }
+  };
+  let pending = null;
+  text.addEventListener("input", () => { clearTimeout(pending); pending = setTimeout(validate, 400); });
+  const form = h("form", { id: "job-form" }, text, check, message, h("button", { class: "primary", type: "submit", id: "save" }, "Save"));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    let spec;
+    try {
+      spec = JSON.parse(text.value);
+    } catch (error) {
+      showError(message, new Error(`Not JSON: ${error.message}`));
+      return;
+    }
+    try {
+      const job = await save(spec);
+      location.hash = `#/jobs/${encodeURIComponent(job.id)}`;
+    } catch (error) {
+      showError(message, error);
+    }
+  });
+  view.replaceChildren(h("h1", {}, title), h("p", { class: "muted" }, "The definition as JSON (docs/service.md); the API validates it and names each refused field."), form);
+  validate();
+}
+
+function newJobPage() {
+  const team = session.caller.teams && session.caller.teams.length ? session.caller.teams[0] : "default";
+  editor("New job", { team, name: "", schedule: "*/5 * * * *", timezone: "UTC", target: { type: "http", url: "https://example.com/hook", method: "POST" }, labels: {} },
+    async (spec) => (await api("POST", "/jobs", spec)).body);
+}
+
+async function editPage(jobId) {
+  const { body: job, headers } = await api("GET", `/jobs/${encodeURIComponent(jobId)}`);
+  const spec = Object.fromEntries(EDITABLE.filter((key) => key in job).map((key) => [key, job[key]]));
+  editor(`Edit ${job.team}/${job.name}`, spec,
+    async (changed) => (await api("PUT", `/jobs/${encodeURIComponent(jobId)}`, changed, { "If-Match": headers.get("ETag") || `"${job.version}"` })).body);
+}
+
+// -- one run ---------------------------------------------------------------------------------------
+
+function runPage(runId) {
+  const status = h("span", { class: "live" });
+  const message = h("div", {});
+  const body = h("div", {});
+  const draw = async () => {
+    const run = await get(`/runs/${encodeURIComponent(runId)}`);
+    body.replaceChildren(
+      h("div", { class: "card" }, kv([
+        ["Job", run.job_name ? h("a", { href: `#/jobs/${encodeURIComponent(run.job_id)}` }, `${run.job_team}/${run.job_name}`) : `${run.job_id} (deleted)`],
+        ["State", [stateBadge(run.state), run.reason ? ` ${run.reason}` : ""]],
+        ["Kind", run.kind],
+        ["Slot", when(run.slot)],
+        ["Queued", [when(run.queued_at), ` (lateness ${seconds(run.queued_lateness_s)})`]],
+        ["Started", [when(run.started_at), ` (lateness ${seconds(run.start_lateness_s)})`]],
+        ["Finished", when(run.finished_at)],
+        ["Next attempt", when(run.next_attempt_at)],
+        ["Queue", run.queue],
+      ])),
+      h("h2", {}, "Attempts"),
+      table(["#", "Worker", "Started", "Took", "Outcome", "Status / exit", "Error", "Output"], run.attempt_details.map((a) => h("tr", { "data-attempt": a.number },
+        h("td", { class: "num" }, a.number), h("td", {}, a.worker), h("td", {}, when(a.started_at)),
+        h("td", { class: "num" }, a.finished_at ? seconds((new Date(a.finished_at) - new Date(a.started_at)) / 1000) : "running"),
+        h("td", {}, a.outcome || "—"), h("td", {}, a.status_code ?? a.exit_code ?? "—"), h("td", {}, a.error || ""),
+        h("td", {}, a.output ? h("pre", {}, a.output) : h("span", { class: "muted" }, "—")))), { id: "attempts" }),
+      h("h2", {}, "Events"),
+      table(["At", "State", "From", "Attempt", "Node", "Detail"], run.events.map((e) => h("tr", {},
+        h("td", {}, when(e.at)), h("td", {}, stateBadge(e.state)), h("td", {}, e.previous || "—"), h("td", { class: "num" }, e.attempt), h("td", {}, e.node || "—"), h("td", {}, e.detail || ""))), { id: "events" })
+    );
+  };
+  view.replaceChildren(h("h1", {}, `Run ${runId}`, status), message, body);
+  return live(draw, status).catch((e) => showError(message, e));
+}
+
+// -- cluster ---------------------------------------------------------------------------------------
+
+function clusterPage() {
+  const status = h("span", { class: "live" });
+  const message = h("div", {});
+  const body = h("div", {});
+  const draw = async () => {
+    const c = await get("/cluster");
+    body.replaceChildren(
+      h("div", { class: "card" }, kv([["Leader", c.leader || "none"], ...Object.entries(c.runs).map(([state, n]) => [`Runs ${state}`, n])])),
+      h("h2", {}, "Nodes"),
+      table(["Node", "Roles", "Since", "Last heartbeat"], c.nodes.map((n) => h("tr", {}, h("td", {}, n.node, n.node === c.leader ? " (leader)" : ""), h("td", {}, n.roles.join(", ")), h("td", {}, when(n.since)), h("td", {}, when(n.last_heartbeat)))), { id: "nodes" }),
+      h("h2", {}, "Queues"),
+      table(["Queue", "Depth", "Lag"], c.queues.map((q) => h("tr", {}, h("td", {}, q.name), h("td", { class: "num" }, q.depth), h("td", { class: "num" }, seconds(q.lag_s))))),
+      h("h2", {}, "Shards"),
+      c.shards.length
+        ? table(["Shard", "Owner", "Epoch"], c.shards.map((s) => h("tr", {}, h("td", { class: "num" }, s.shard), h("td", {}, s.node || "none"), h("td", { class: "num" }, s.epoch))))
+        : h("p", { class: "muted" }, "No shard leases: a single node (cronwheel server) owns every shard.")
+    );
+  };
+  view.replaceChildren(h("h1", {}, "Cluster", status), message, body);
+  return live(draw, status).catch((e) => showError(message, e));
+}
+
+// -- routing ---------------------------------------------------------------------------------------
+
+function route() {
+  if (!session) return;
+  generation += 1;
+  const [path, query] = (location.hash.slice(1) || "/jobs").split("?");
+  const params = new URLSearchParams(query || "");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  for (const link of document.querySelectorAll("[data-nav]")) link.classList.toggle("active", link.dataset.nav === parts[0]);
+  const pages = {
+    jobs: () => (parts[1] ? jobPage(parts[1]) : jobsPage(params)),
+    runs: () => runPage(parts[1]),
+    new: () => newJobPage(),
+    edit: () => editPage(parts[1]).catch((e) => showError(view, e)),
+    cluster: () => clusterPage(),
+  };
+  (pages[parts[0]] || pages.jobs)();
+}
+
+whenLoggedOut(() => showLogin("Your session ended: log in again."));
+window.addEventListener("hashchange", route);
+document.getElementById("logout").addEventListener("click", async () => {
+  await logout();
+  showLogin("Logged out.", "notice");
+});
+
+const opened = await currentSession().catch(() => null);
+if (opened) loggedIn(opened);
+else showLogin();
