@@ -240,7 +240,7 @@ async def _pause_watch(node: EtcdCoordinator) -> None:
 
 
 def _resume_watch(node: EtcdCoordinator) -> None:
-    node._spawn("watch", node._watch_loop())
+    node._spawn("watch", node._watch_loop)
 
 
 async def test_the_watch_resumes_where_it_stopped(

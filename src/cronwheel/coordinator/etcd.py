@@ -266,9 +266,9 @@ class EtcdCoordinator:
             self._cancel_timers()
             await self._client.close()
             raise
-        self._spawn("session", self._session_loop(pace))
-        self._spawn("watch", self._watch_loop())
-        self._spawn("reconcile", self._reconcile_loop())
+        self._spawn("session", lambda: self._session_loop(pace))
+        self._spawn("watch", self._watch_loop)
+        self._spawn("reconcile", self._reconcile_loop)
 
     async def stop(self, *, revoke: bool = True) -> None:
         """Leave. Revoking the lease deletes this node's keys at once (fast handover);
@@ -532,7 +532,7 @@ class EtcdCoordinator:
         task.cancel()
         self._retired.add(task)  # awaited by stop()
         task.add_done_callback(self._retired.discard)
-        self._spawn("watch", self._watch_loop())
+        self._spawn("watch", self._watch_loop)
 
     # -- reconcile: decide on the local copy, act with conditional transactions
 
@@ -620,10 +620,13 @@ class EtcdCoordinator:
 
     # -- helpers
 
-    def _spawn(self, name: str, work: Awaitable[None]) -> None:
+    def _spawn(self, name: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work()`` as the named task. The coroutine is made inside the task: a task cancelled
+        before its first step (a watch restarted during shutdown) leaves no coroutine un-awaited."""
+
         async def run() -> None:
             try:
-                await work
+                await work()
             except asyncio.CancelledError:
                 raise
             except Exception as error:
