@@ -48,6 +48,8 @@ from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.limits import Limits
+from cronwheel.notifications import notifier as notifications
+from cronwheel.notifications.channels import SmtpSettings
 from cronwheel.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.queue import Queue
 from cronwheel.retrying import CONNECT, retry
@@ -119,6 +121,7 @@ class ServerSettings:
     secret_keys: str | None = field(default=None, repr=False)  # CRONWHEEL_SECRET_KEYS: the keys themselves
     limits: Limits = field(default_factory=Limits)  # what a request, a caller and a team may take
     oidc: OidcSettings = field(default_factory=OidcSettings)  # JWTs of an identity provider (off by default)
+    smtp_url: str | None = field(default=None, repr=False)  # CRONWHEEL_SMTP_URL: email notifications' relay
 
     @property
     def embedded(self) -> bool:
@@ -135,6 +138,8 @@ class ServerSettings:
             self.isolation().identity()  # a user that does not exist, or that we cannot become
         self.limits.check()
         self.oidc.check()
+        if self.smtp_url is not None:
+            SmtpSettings.from_url(self.smtp_url)  # a relay that cannot be read: stop now
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
@@ -229,8 +234,8 @@ def _keys(settings: ServerSettings) -> KeySource | None:
     """The keys of a node with the api or worker role (see the module docstring), read before any
     backend is touched: keys that cannot be read stop the node at once. Embedded mode creates
     its key file on the first start. None: a node that needs no keys (a scheduler)."""
-    if not {"api", "worker"} & set(settings.roles):
-        return None
+    if not {"api", "worker"} & set(settings.roles) and not (settings.secret_keys or settings.secret_key_file):
+        return None  # a scheduler given keys uses them to sign its notifications
     database = _sqlite_path(settings.database_url) if settings.embedded else None
     default = None if database is None else Path(f"{database}.keys").resolve()
     return load_keyring(settings.secret_keys, settings.secret_key_file, default)
@@ -371,6 +376,12 @@ class _Roles:
         leader = None if settings.embedded else self._is_leader
         self._task(scheduler.run(changes, self.stop), "scheduler")
         self._task(sweeper.run(self.stop, leader), "sweeper")
+        notifier, close = notifications.build(
+            store, clock, allowed_networks=settings.allowed_networks,
+            keyring=self.backends.keyring, smtp_url=settings.smtp_url,
+        )  # fmt: skip
+        self.stack.push_async_callback(close)
+        self._task(notifier.run(self.stop, leader), "notifier")
 
     async def _is_leader(self) -> bool:
         return await self.backends.coordinator.leader() == self.settings.node

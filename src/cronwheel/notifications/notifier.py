@@ -28,13 +28,17 @@ from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import TransientError
 from cronwheel.model import Job
-from cronwheel.notifications.channels import Senders
+from cronwheel.notifications.channels import Senders, SmtpSettings
 from cronwheel.notifications.decide import missed_aspect
 from cronwheel.notifications.rules import Condition, Rule
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.scheduler.planner import last_slots
+from cronwheel.secrets.crypto import Keyring
+from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.sql import SqlStore
 from cronwheel.store.sql.notices import Observation
+from cronwheel.worker.executors.base import WorkerSettings
+from cronwheel.worker.executors.http import HttpExecutor
 
 log = logging.getLogger("cronwheel.notifier")
 
@@ -162,3 +166,22 @@ def _expected_slot(job: Job, rule: Rule, now: datetime) -> datetime | None:
         return None
     slots, _ = last_slots(job, start, end, 1)
     return slots[-1] if slots else None
+
+
+def build(
+    store: SqlStore,
+    clock: Clock,
+    *,
+    allowed_networks: tuple[str, ...] = (),
+    keyring: Keyring | None = None,
+    smtp_url: str | None = None,
+) -> tuple[Notifier, Callable[[], Awaitable[None]]]:
+    """The server's notifier, and what closes it: webhooks through an HTTP executor with the
+    node's SSRF allowances and secret keys (to sign), email through ``smtp_url`` (if given)."""
+    smtp = None if smtp_url is None else SmtpSettings.from_url(smtp_url)
+    http = HttpExecutor(
+        WorkerSettings(allowed_networks=allowed_networks),
+        clock=clock,
+        secrets=SecretResolver(store, keyring, clock=clock),
+    )
+    return Notifier(store, Senders(http, smtp, clock), clock), http.close

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import HttpTarget, SecretRef
-from cronwheel.targets import check_http
+from cronwheel.targets import SECRET_NAME, check_http
 
 MAX_RULES = 10
 MAX_CHANNELS = 5
@@ -32,8 +32,8 @@ MAX_RECIPIENTS = 20
 DEFAULT_DEADLINE_S = 300.0
 DEFAULT_LATE_S = 60.0
 MAX_SECONDS = 366 * 86400.0
-_EMAIL = re.compile(r"[^@\s<>,;\"']{1,64}@[A-Za-z0-9.-]{1,253}")
-_SECRET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+EMAIL_PATTERN = r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}"  # plain ASCII: nothing to inject in a header
+_EMAIL = re.compile(EMAIL_PATTERN)
 
 
 class Condition(enum.StrEnum):
@@ -168,7 +168,7 @@ def _channel(value: Any, where: str) -> Channel:
     if kind == "webhook":
         _object(value, where, {"type", "url", "signing_secret"})
         secret = value.get("signing_secret")
-        if secret is not None and not (isinstance(secret, str) and _SECRET_NAME.fullmatch(secret)):
+        if secret is not None and not (isinstance(secret, str) and SECRET_NAME.fullmatch(secret)):
             raise InvalidInputError(f"{where}.signing_secret must be the name of a team secret")
         return WebhookChannel(_url(value.get("url"), f"{where}.url"), secret)
     if kind == "slack":
