@@ -63,7 +63,7 @@ async def test_refusals_name_the_field_and_write_nothing(client: httpx.AsyncClie
         assert response.headers["content-type"] == "application/problem+json"
         (entry,) = response.json()["errors"]
         assert (entry["code"], entry["field"]) == (code, field)
-    schema_refusals = [
+    schema_refusals: list[dict[str, Any]] = [
         {"conditions": ["sometimes"], "channels": [HOOK]},
         {"conditions": ["failure"], "channels": []},
         {"conditions": ["failure"], "channels": [{"type": "email", "to": ["not an address"]}]},
