@@ -105,3 +105,20 @@ async def test_a_failed_run_without_attempt_and_a_deleted_job(store: SqlStore) -
     await store.notices.process_inbox(at(1))
     rows = await store.notices.outbox(job.id)
     assert [row["message"]["detail"] for row in rows] == ["cancelled", "cancelled"]
+
+
+async def test_watching_and_terminal_slots_for_the_dead_mans_switch(store: SqlStore) -> None:
+    watched = await store.create_job(make_job("watched", next_run_at=at(0)))
+    other = await store.create_job(make_job("other", next_run_at=at(0)))
+    paused = await store.create_job(make_job("paused", next_run_at=at(0), paused=True))
+    missed = Rule(frozenset({Condition.MISSED}), (HOOK,), deadline_s=120)
+    await store.notices.set_rules(team_scope("ops"), "ops", None, (missed,))
+    await store.notices.set_rules(job_scope(other.id), "ops", other.id, (ON_CHANGE,))  # its own: no missed
+    found = await store.notices.watching(Condition.MISSED)
+    assert [(job.id, rules) for job, rules in found] == [(watched.id, (missed,))]
+    assert paused.id not in {job.id for job, _ in found}
+    await _finish_slot(store, watched, 0, Outcome.SUCCESS)
+    running = make_run(await store.get_job(watched.id), at(1))
+    await store.fire([firing_of(await store.get_job(watched.id), running, following=at(2))], at(1))
+    asked = [(watched.id, at(0)), (watched.id, at(1)), (watched.id, at(2)), (other.id, at(0))]
+    assert await store.notices.terminal_slots(asked) == {(watched.id, at(0))}

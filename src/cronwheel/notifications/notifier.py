@@ -7,11 +7,12 @@ Each pass (every ``every_s``):
 1. :meth:`decide`: the runs that reached SUCCESS or FAILED since the last pass (the inbox, written
    in the transaction of each state change) become notifications in the outbox, in the same
    transaction as the jobs' new notification state (:mod:`cronwheel.store.sql.notices`);
-2. :meth:`watch`: the dead-man's switch. For each job whose rules ask for ``missed``, and each
-   such rule's ``deadline_s``: the latest slot of its schedule at least ``deadline_s`` old (and
-   not before the job existed) must have a terminal run. If not, the job is ``missed`` (one
-   notification); when a later such slot has one again, ``back``. This sees slots that were never
-   fired at all (no scheduler running) as well as runs stuck before a terminal state;
+2. :meth:`watch` (every ``watch_every_s``, 5 s): the dead-man's switch. For each job whose rules
+   ask for ``missed``, and each such rule's ``deadline_s``: the latest slot of its schedule at
+   least ``deadline_s`` old (and not before the job existed) must have a terminal run. If not,
+   the job is ``missed`` (one notification); when a later such slot has one again, ``back``.
+   This sees slots that were never fired at all (no scheduler running) as well as runs stuck
+   before a terminal state;
 3. :meth:`deliver`: due outbox rows are sent; a failed try is retried after
    :data:`DELIVERY` backoff, and given up (state ``failed``) after its attempts.
 """
@@ -56,7 +57,7 @@ class Notifier:
         clock: Clock,
         *,
         every_s: float = 1.0,
-        watch_every_s: float = 10.0,
+        watch_every_s: float = 5.0,
         delivery: Backoff = DELIVERY,
         rand: Callable[[], float] = random.random,
     ) -> None:

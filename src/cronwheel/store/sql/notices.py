@@ -316,19 +316,18 @@ async def watching(tx: Transactions, condition: Condition) -> list[tuple[Job, tu
 async def terminal_slots(
     tx: Transactions, slots: Sequence[tuple[str, datetime]]
 ) -> set[tuple[str, datetime]]:
-    """Which (job id, slot) pairs have a run in a terminal state."""
+    """Which (job id, slot) pairs have a run in a terminal state (one query per chunk, on the
+    (job_id, slot) index)."""
     found: set[tuple[str, datetime]] = set()
     terminal = [state.value for state in RunState if state.terminal]
     async with tx.read() as connection:
         for chunk in chunks(sorted(set(slots)), CHUNK):
-            for job_id, slot in chunk:
-                result = await connection.execute(
-                    select(runs.c.id)
-                    .where(runs.c.job_id == job_id, runs.c.slot == slot, runs.c.state.in_(terminal))
-                    .limit(1)
+            result = await connection.execute(
+                select(runs.c.job_id, runs.c.slot).where(
+                    tuple_(runs.c.job_id, runs.c.slot).in_(list(chunk)), runs.c.state.in_(terminal)
                 )
-                if result.first() is not None:
-                    found.add((job_id, slot))
+            )
+            found.update((job_id, slot) for job_id, slot in result.all())
     return found
 
 
