@@ -183,3 +183,20 @@ async def test_a_paused_or_ruleless_job_is_not_watched(
 
     await store.update_job(replace(current, paused=True), current.version)
     assert await notifier.watch(START + timedelta(hours=1)) == 0
+
+
+async def test_delivered_rows_are_pruned_after_a_week(
+    store: SqlStore, notifier: Notifier, sink: Sink, clock: ManualClock
+) -> None:
+    rule = Rule(frozenset({Condition.FAILURE}), (WebhookChannel(f"{sink.url}/x"),))
+    job = await _job(store)
+    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    await _run_slot(store, job, START, Outcome.FAILURE)
+    await notifier.tick()
+    assert [row["state"] for row in await store.notices.outbox()] == ["sent"]
+    clock.advance(7 * 86400 - 60)
+    await notifier.tick()
+    assert len(await store.notices.outbox()) == 1
+    clock.advance(120)
+    await notifier.tick()
+    assert await store.notices.outbox() == []

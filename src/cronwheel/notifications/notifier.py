@@ -14,7 +14,8 @@ Each pass (every ``every_s``):
    This sees slots that were never fired at all (no scheduler running) as well as runs stuck
    before a terminal state;
 3. :meth:`deliver`: due outbox rows are sent; a failed try is retried after
-   :data:`DELIVERY` backoff, and given up (state ``failed``) after its attempts.
+   :data:`DELIVERY` backoff, and given up (state ``failed``) after its attempts. Rows delivered
+   or given up are pruned after :data:`KEEP_DELIVERED`.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from cronwheel.worker.executors.http import HttpExecutor
 
 log = logging.getLogger("cronwheel.notifier")
 
+KEEP_DELIVERED = timedelta(days=7)  # outbox rows delivered (or given up) are kept this long, then pruned
 # A delivery's tries: 2 s, 4 s, 8 s ... up to 10 min between them, 12 tries in all (about an hour).
 DELIVERY = Backoff(first_s=2.0, multiplier=2.0, cap_s=600.0, jitter=0.25, attempts=12)
 
@@ -136,6 +138,7 @@ class Notifier:
         await self.decide()
         if self._watched_at is None or now - self._watched_at >= self.watch_every:
             await self.watch(now)
+            await self.store.notices.prune(now - KEEP_DELIVERED)
             self._watched_at = now
         await self.deliver(now)
 

@@ -378,6 +378,17 @@ async def delivered(
         )
 
 
+async def prune(tx: Transactions, before: datetime) -> int:
+    """Delete the outbox rows delivered or given up before ``before``; how many."""
+    async with tx.write() as connection:
+        result = await connection.execute(
+            delete(notification_outbox).where(
+                notification_outbox.c.state != PENDING, notification_outbox.c.finished_at < before
+            )
+        )
+    return int(result.rowcount or 0)
+
+
 async def outbox(tx: Transactions, job_id: str | None = None) -> list[dict[str, Any]]:
     """The outbox rows (of one job), oldest first: for tests and ``notifications list``."""
     statement = select(notification_outbox).order_by(
@@ -428,6 +439,9 @@ class Notices:
         self, delivery_id: str, now: datetime, error: str | None = None, retry_at: datetime | None = None
     ) -> None:
         await delivered(self._tx, delivery_id, now, error, retry_at)
+
+    async def prune(self, before: datetime) -> int:
+        return await prune(self._tx, before)
 
     async def outbox(self, job_id: str | None = None) -> list[dict[str, Any]]:
         return await outbox(self._tx, job_id)
