@@ -200,3 +200,23 @@ async def test_delivered_rows_are_pruned_after_a_week(
     clock.advance(120)
     await notifier.tick()
     assert await store.notices.outbox() == []
+
+
+async def test_an_email_subject_is_one_line_whatever_the_reason_holds(
+    store: SqlStore, notifier: Notifier, mailbox: tuple[Mailbox, SmtpSettings]
+) -> None:
+    box, _ = mailbox
+    rule = Rule(frozenset({Condition.FAILURE}), (EmailChannel(("ops@example.com",)),))
+    job = await _job(store)
+    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    current = await store.get_job(job.id)
+    run = Run(new_id(), job.id, RunKind.SCHEDULED, START, RunState.PENDING, job_version=current.version)
+    await store.fire(
+        [Firing(job.id, current.version, current.next_run_at, START + timedelta(minutes=1), (run,))], START
+    )
+    await store.fail_run(run.id, "cancelled\r\nBcc: everyone@example.com", START)
+    await notifier.tick()
+    (message,) = box.messages
+    unfolded = " ".join(str(message["Subject"]).split())  # a long header is folded on the wire
+    assert unfolded.endswith("failed (slot 2026-03-02T12:00:00+00:00): cancelled Bcc: everyone@example.com")
+    assert message["Bcc"] is None

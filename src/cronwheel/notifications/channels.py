@@ -98,14 +98,14 @@ class Senders:
         message = EmailMessage()
         message["From"] = self.smtp.sender
         message["To"] = ", ".join(channel.to)
-        message["Subject"] = notification.text[:200]
+        message["Subject"] = " ".join(notification.text.split())[:200]  # one line, whatever a reason holds
         message["Message-ID"] = f"<{notification.id}@cronwheel>"
         body = [notification.text, ""]
         body += [f"{key}: {value}" for key, value in notification.to_json().items() if key != "text"]
         message.set_content("\n".join(body) + "\n")
         try:
             await asyncio.to_thread(_send_mail, self.smtp, message)
-        except (OSError, smtplib.SMTPException) as error:
+        except (OSError, ValueError, smtplib.SMTPException) as error:  # ValueError: a header email refuses
             return f"SMTP {self.smtp.host}:{self.smtp.port}: {type(error).__name__}: {error}"
         return None
 
