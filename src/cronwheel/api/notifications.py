@@ -33,6 +33,7 @@ from cronwheel.notifications.rules import (
     MAX_RECIPIENTS,
     MAX_RULES,
     MAX_SECONDS,
+    Condition,
     EmailChannel,
     Event,
     Rule,
@@ -48,7 +49,6 @@ Services = Annotated[ApiServices, Depends(get_services)]
 Team = Annotated[str, Path(pattern=NAME_PATTERN, description="The team whose default rules these are.")]
 Url = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"^[hH][tT][tT][pP][sS]?://")]
 Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
-ConditionName = Literal["failure", "recovery", "change", "missed", "late"]
 
 
 class WebhookIn(BaseModel):
@@ -81,7 +81,7 @@ class RuleIn(BaseModel):
     """When to notify whom. ``change`` is ``failure`` and ``recovery`` together."""
 
     model_config = ConfigDict(extra="forbid")
-    conditions: list[ConditionName] = Field(min_length=1, max_length=5)
+    conditions: list[Condition] = Field(min_length=1, max_length=5)
     channels: list[ChannelIn] = Field(min_length=1, max_length=MAX_CHANNELS)
     deadline_s: Seconds = Field(
         default=300.0, description="missed: a slot must reach a terminal state this long after its time."
