@@ -96,3 +96,35 @@ async def test_a_test_notification_is_queued_for_each_channel(client: httpx.Asyn
     assert {row["event"] for row in rows} == {"test"}
     assert {row["notification_id"] for row in rows} == {sent.json()["notification_id"]}
     assert (await client.post("/v1/teams/data/notifications/test", json={"job": "nope"})).status_code == 404
+
+
+async def test_rule_changes_are_audited_without_the_urls_secret_parts(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    from cronwheel.audit import AuditQuery
+
+    created = (await client.post("/v1/jobs", json=job_body())).json()
+    slack = {"type": "slack", "url": "https://hooks.slack.com/services/T00/B00/s3cr3t-t0k3n?x=1"}
+    team_rule = _rules({"conditions": ["failure"], "channels": [slack]})
+    steps = [
+        ("PUT", "/v1/teams/data/notifications", team_rule),
+        ("PUT", f"/v1/jobs/{created['id']}/notifications", _rules()),
+        ("DELETE", f"/v1/jobs/{created['id']}/notifications", None),
+        ("DELETE", f"/v1/jobs/{created['id']}/notifications", None),  # nothing left to drop: no entry
+    ]
+    for method, path, body in steps:
+        env.clock.advance(1)
+        response = await client.request(method, path, json=body)
+        assert response.status_code in (200, 204), response.text
+    entries = list(reversed((await env.store.list_audit(AuditQuery(action="notifications"))).items))
+    assert [(e.action.value, e.team, e.target_id) for e in entries] == [
+        ("notifications.set", "data", "team:data"),
+        ("notifications.set", "data", f"job:{created['id']}"),
+        ("notifications.delete", "data", f"job:{created['id']}"),
+    ]
+    assert entries[0].before is None
+    channel = {"type": "slack", "url": "https://hooks.slack.com/..."}
+    rule = {"conditions": ["failure"], "channels": [channel], "deadline_s": 300.0, "late_s": 60.0}
+    assert entries[0].after == {"rules": [rule]}
+    assert (entries[2].before, entries[2].after) == ({"rules": []}, None)
+    assert "s3cr3t" not in repr([(e.before, e.after) for e in entries])

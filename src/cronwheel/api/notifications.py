@@ -17,15 +17,17 @@ from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from cronwheel.api.addressing import job_route
+from cronwheel.api.auditing import ActorDep
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
 from cronwheel.api.routes import job_for
 from cronwheel.api.schemas import NAME_PATTERN
 from cronwheel.api.services import ApiServices, get_services
+from cronwheel.audit import AuditAction
 from cronwheel.errors import InvalidInputError, NotFoundError
 from cronwheel.identity import Caller, Scope
-from cronwheel.model import HttpTarget, new_id
+from cronwheel.model import HttpTarget, Job, new_id
 from cronwheel.notifications.message import Notification
 from cronwheel.notifications.rules import (
     EMAIL_PATTERN,
@@ -190,16 +192,19 @@ async def get_team_notifications(team: Team, caller: CallerDep, services: Servic
     "/teams/{team}/notifications", response_model=RulesOut, responses=_problems(400, 401, 403, 404, 422, 503)
 )
 async def put_team_notifications(
-    team: Team, body: RulesIn, caller: CallerDep, services: Services
+    team: Team, body: RulesIn, caller: CallerDep, actor: ActorDep, services: Services
 ) -> RulesOut:
     """Replace the team's default rules (``[]``: no default)."""
     caller.require(Scope.WRITE, team, what=f"team {team!r}")
     notices = _notices(services)
     rules = await _checked(services, team, body)
+    target = ("notifications", team_scope(team), team)
     if rules:
-        await notices.set_rules(team_scope(team), team, None, rules)
+        entry = actor.entry(AuditAction.NOTIFICATIONS_SET, services.clock.now(), team, target)
+        await notices.set_rules(team_scope(team), team, None, rules, audit=entry)
     else:
-        await notices.delete_rules(team_scope(team))
+        entry = actor.entry(AuditAction.NOTIFICATIONS_DELETE, services.clock.now(), team, target)
+        await notices.delete_rules(team_scope(team), audit=entry)
     return _out(rules, "team" if rules else "none")
 
 
@@ -233,19 +238,19 @@ async def send_test_notification(team: Team, body: TestIn, caller: CallerDep, se
 # -- a job's own -----------------------------------------------------------------------------------
 
 
-async def _job_rules(services: ApiServices, caller: Caller, job_id: str, scope: Scope) -> tuple[str, Notices]:
+async def _job_rules(services: ApiServices, caller: Caller, job_id: str, scope: Scope) -> tuple[Job, Notices]:
     job = await job_for(services, caller, job_id, scope)
-    return job.team, _notices(services)
+    return job, _notices(services)
 
 
 @job_route(router, "GET", "/notifications", response_model=RulesOut, responses=_problems(401, 403, 404, 503))
 async def get_job_notifications(job_id: str, caller: CallerDep, services: Services) -> RulesOut:
     """The rules in force for the job: its own, else its team's default (``source`` says which)."""
-    team, notices = await _job_rules(services, caller, job_id, Scope.READ)
+    job, notices = await _job_rules(services, caller, job_id, Scope.READ)
     own = await notices.rules(job_scope(job_id))
     if own is not None:
         return _out(own, "job")
-    default = await notices.rules(team_scope(team))
+    default = await notices.rules(team_scope(job.team))
     return _out(default or (), "team" if default else "none")
 
 
@@ -257,18 +262,24 @@ async def get_job_notifications(job_id: str, caller: CallerDep, services: Servic
     responses=_problems(400, 401, 403, 404, 422, 503),
 )
 async def put_job_notifications(
-    job_id: str, body: RulesIn, caller: CallerDep, services: Services
+    job_id: str, body: RulesIn, caller: CallerDep, actor: ActorDep, services: Services
 ) -> RulesOut:
     """Give the job rules of its own, in place of its team's default (``[]``: notify nothing)."""
-    team, notices = await _job_rules(services, caller, job_id, Scope.WRITE)
-    rules = await _checked(services, team, body)
-    await notices.set_rules(job_scope(job_id), team, job_id, rules)
+    job, notices = await _job_rules(services, caller, job_id, Scope.WRITE)
+    rules = await _checked(services, job.team, body)
+    target = ("notifications", job_scope(job_id), job.name)
+    entry = actor.entry(AuditAction.NOTIFICATIONS_SET, services.clock.now(), job.team, target)
+    await notices.set_rules(job_scope(job_id), job.team, job_id, rules, audit=entry)
     return _out(rules, "job")
 
 
 @job_route(router, "DELETE", "/notifications", status_code=204, responses=_problems(401, 403, 404, 503))
-async def delete_job_notifications(job_id: str, caller: CallerDep, services: Services) -> Response:
+async def delete_job_notifications(
+    job_id: str, caller: CallerDep, actor: ActorDep, services: Services
+) -> Response:
     """Drop the job's own rules: its team's default applies again."""
-    _, notices = await _job_rules(services, caller, job_id, Scope.WRITE)
-    await notices.delete_rules(job_scope(job_id))
+    job, notices = await _job_rules(services, caller, job_id, Scope.WRITE)
+    target = ("notifications", job_scope(job_id), job.name)
+    entry = actor.entry(AuditAction.NOTIFICATIONS_DELETE, services.clock.now(), job.team, target)
+    await notices.delete_rules(job_scope(job_id), audit=entry)
     return Response(status_code=204)

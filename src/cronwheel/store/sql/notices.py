@@ -16,10 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import and_, delete, false, insert, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from cronwheel.audit import AuditEntry
 from cronwheel.clock import Clock
 from cronwheel.model import Job, Run, RunState
 from cronwheel.notifications.decide import events, run_health
@@ -42,6 +44,7 @@ from cronwheel.store.schema import (
     notification_rules,
     runs,
 )
+from cronwheel.store.sql import audit
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
@@ -83,23 +86,64 @@ async def get_rules(tx: Transactions, scope: str) -> tuple[Rule, ...] | None:
 
 
 async def put_rules(
-    tx: Transactions, scope: str, team: str, job_id: str | None, rules: tuple[Rule, ...], now: datetime
+    tx: Transactions,
+    scope: str,
+    team: str,
+    job_id: str | None,
+    rules: tuple[Rule, ...],
+    now: datetime,
+    entry: AuditEntry | None = None,
 ) -> None:
+    """Store ``scope``'s rules; ``entry`` (the audit log's) is appended in the same transaction,
+    with the rules before and after (URLs cut to their endpoint: a Slack URL's path is its token)."""
     async with tx.write() as connection:
+        before = await _stored(connection, scope)
         await connection.execute(delete(notification_rules).where(notification_rules.c.scope == scope))
         await connection.execute(
             insert(notification_rules).values(
                 scope=scope, team=team, job_id=job_id, rules=rules_to_json(rules), updated_at=now
             )
         )
+        if entry is not None:
+            await audit.write(connection, [entry.changed(_snapshot(before), _snapshot(rules_to_json(rules)))])
 
 
-async def delete_rules(tx: Transactions, scope: str) -> bool:
+async def delete_rules(tx: Transactions, scope: str, entry: AuditEntry | None = None) -> bool:
+    """Drop ``scope``'s rules; whether there were any (``entry`` is appended only then)."""
     async with tx.write() as connection:
+        before = await _stored(connection, scope)
         result = await connection.execute(
             delete(notification_rules).where(notification_rules.c.scope == scope)
         )
+        if entry is not None and before is not None:
+            await audit.write(connection, [entry.changed(_snapshot(before), None)])
     return bool(result.rowcount)
+
+
+async def _stored(connection: AsyncConnection, scope: str) -> list[dict[str, Any]] | None:
+    value = await connection.scalar(
+        select(notification_rules.c.rules).where(notification_rules.c.scope == scope)
+    )
+    return None if value is None else list(value)
+
+
+def _snapshot(rules: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """Rules as the audit log keeps them: every URL cut to scheme, host and port."""
+    if rules is None:
+        return None
+    kept = []
+    for rule in rules:
+        channels = [
+            {**channel, "url": _endpoint(channel["url"])} if "url" in channel else channel
+            for channel in rule["channels"]
+        ]
+        kept.append({**rule, "channels": channels})
+    return {"rules": kept}
+
+
+def _endpoint(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}{'' if parts.port is None else f':{parts.port}'}/..."
 
 
 async def _effective(
@@ -411,11 +455,19 @@ class Notices:
         """The rules stored for ``scope`` (:func:`team_scope`, :func:`job_scope`); None: none stored."""
         return await get_rules(self._tx, scope)
 
-    async def set_rules(self, scope: str, team: str, job_id: str | None, rules: tuple[Rule, ...]) -> None:
-        await put_rules(self._tx, scope, team, job_id, rules, self._clock.now())
+    async def set_rules(
+        self,
+        scope: str,
+        team: str,
+        job_id: str | None,
+        rules: tuple[Rule, ...],
+        *,
+        audit: AuditEntry | None = None,
+    ) -> None:
+        await put_rules(self._tx, scope, team, job_id, rules, self._clock.now(), audit)
 
-    async def delete_rules(self, scope: str) -> bool:
-        return await delete_rules(self._tx, scope)
+    async def delete_rules(self, scope: str, *, audit: AuditEntry | None = None) -> bool:
+        return await delete_rules(self._tx, scope, audit)
 
     async def process_inbox(self, now: datetime, limit: int = 500) -> int:
         return await process_inbox(self._tx, now, limit)
