@@ -46,6 +46,8 @@ class AuditAction(enum.StrEnum):
     SECRET_SET = "secret.set"  # noqa: S105
     SECRET_DELETE = "secret.delete"  # noqa: S105
     SECRETS_REENCRYPT = "secrets.reencrypt"
+    NOTIFICATIONS_SET = "notifications.set"  # a team's default or a job's own rules replaced
+    NOTIFICATIONS_DELETE = "notifications.delete"  # a job's own rules dropped (or a team's default)
     AUTH_UNAUTHENTICATED = "auth.unauthenticated"  # 401: no caller
     AUTH_FORBIDDEN = "auth.forbidden"  # 403: the caller lacks a scope, or may not set a field
     AUTH_HIDDEN = "auth.hidden"  # 404: the object is another team's (answered as missing)

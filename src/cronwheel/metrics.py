@@ -139,3 +139,15 @@ WALL_CLOCK_SKEW = Gauge(
     "How far this node's wall clock is ahead of the store's clock (cluster nodes fire by the store's).",
     registry=REGISTRY,
 )
+NOTIFICATIONS_SENT = Counter(
+    "cronwheel_notifications_sent_total",
+    "Notifications delivered, by channel type (webhook, slack, email).",
+    ["channel"],
+    registry=REGISTRY,
+)
+NOTIFICATIONS_FAILED = Counter(
+    "cronwheel_notifications_failed_total",
+    "Notification delivery tries that failed (each is retried until it gives up), by channel type.",
+    ["channel"],
+    registry=REGISTRY,
+)

@@ -49,6 +49,8 @@ from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.limits import Limits
+from cronwheel.notifications import notifier as notifications
+from cronwheel.notifications.channels import SmtpSettings
 from cronwheel.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.queue import Queue
 from cronwheel.redaction import redact_url
@@ -132,6 +134,7 @@ class ServerSettings:
         if not (self.tls_cert and self.tls_key):
             return None
         return ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca).context()
+    smtp_url: str | None = field(default=None, repr=False)  # CRONWHEEL_SMTP_URL: email notifications' relay
 
     @property
     def embedded(self) -> bool:
@@ -150,6 +153,8 @@ class ServerSettings:
         self.oidc.check()
         if bool(self.tls_cert) != bool(self.tls_key) or (self.tls_client_ca and not self.tls_cert):
             raise PermanentError("HTTPS needs both --tls-cert and --tls-key (--tls-client-ca needs them too)")
+        if self.smtp_url is not None:
+            SmtpSettings.from_url(self.smtp_url)  # a relay that cannot be read: stop now
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
@@ -256,8 +261,8 @@ def _keys(settings: ServerSettings) -> KeySource | None:
     """The keys of a node with the api or worker role (see the module docstring), read before any
     backend is touched: keys that cannot be read stop the node at once. Embedded mode creates
     its key file on the first start. None: a node that needs no keys (a scheduler)."""
-    if not {"api", "worker"} & set(settings.roles):
-        return None
+    if not {"api", "worker"} & set(settings.roles) and not (settings.secret_keys or settings.secret_key_file):
+        return None  # a scheduler given keys uses them to sign its notifications
     database = _sqlite_path(settings.database_url) if settings.embedded else None
     default = None if database is None else Path(f"{database}.keys").resolve()
     return load_keyring(settings.secret_keys, settings.secret_key_file, default)
@@ -399,6 +404,12 @@ class _Roles:
         leader = None if settings.embedded else self._is_leader
         self._task(scheduler.run(changes, self.stop), "scheduler")
         self._task(sweeper.run(self.stop, leader), "sweeper")
+        notifier, close = notifications.build(
+            store, clock, allowed_networks=settings.allowed_networks,
+            keyring=self.backends.keyring, smtp_url=settings.smtp_url,
+        )  # fmt: skip
+        self.stack.push_async_callback(close)
+        self._task(notifier.run(self.stop, leader), "notifier")
 
     async def _is_leader(self) -> bool:
         return await self.backends.coordinator.leader() == self.settings.node

@@ -136,6 +136,9 @@ ROWS: dict[tuple[str, str], Row] = {
     ("PUT", "/v1/teams/{team}/secrets/{name}"): Row(team_object(WRITE, 200), lambda w: {"value": "v2"}),
     ("DELETE", "/v1/teams/{team}/secrets/{name}"): Row(team_object(WRITE, 204)),
     ("POST", "/v1/secrets/reencrypt"): Row(every_team_admin(200)),
+    ("GET", "/v1/teams/{team}/notifications"): Row(team_object(READ, 200)),
+    ("PUT", "/v1/teams/{team}/notifications"): Row(team_object(WRITE, 200), lambda w: {"rules": []}),
+    ("POST", "/v1/teams/{team}/notifications/test"): Row(team_object(WRITE, 202), lambda w: {}),
     # admins read their teams' entries (the wrong team's: an empty page of team data's)
     ("GET", "/v1/audit"): Row(token_admin(200, wrong_team=200), path="/v1/audit?team=data"),
     **{
@@ -171,6 +174,9 @@ ROWS: dict[tuple[str, str], Row] = {
             ("POST", "/resume", Row(team_object(WRITE, 200), lambda w: {})),
             ("POST", "/trigger", Row(team_object(TRIGGER, 201), lambda w: {})),
             ("GET", "/runs", Row(team_object(READ, 200))),
+            ("GET", "/notifications", Row(team_object(READ, 200))),
+            ("PUT", "/notifications", Row(team_object(WRITE, 200), lambda w: {"rules": []})),
+            ("DELETE", "/notifications", Row(team_object(WRITE, 204))),
         ]
     },
 }

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from cronwheel.api.schemas import JobCreate, JobOut, JobPatch, JobSpec, MisfireSpec, RetrySpec, spec_fields
 from cronwheel.identity import Scope
 from cronwheel.model import MisfireMode, Outcome, Overlap, RunKind, RunState, Target
+from cronwheel.notifications.rules import Condition
 from cronwheel.schedule import DstFold, DstGap, FireKind
 from cronwheel.tokens import TokenState
 
@@ -73,12 +74,25 @@ def _values(choices: Any) -> list[Any]:
     return list(get_args(choices))
 
 
-# The model's choices, and the two the API alone defines (an HTTP verb; what resume does).
+# The model's choices, and those the API alone defines (an HTTP verb; what resume does; where a
+# job's notification rules come from).
 MODEL_CHOICES = [
     _values(c)
-    for c in (Overlap, MisfireMode, RunState, RunKind, Outcome, FireKind, DstGap, DstFold, Scope, TokenState)
+    for c in (
+        Overlap,
+        MisfireMode,
+        RunState,
+        RunKind,
+        Outcome,
+        FireKind,
+        DstGap,
+        DstFold,
+        Scope,
+        TokenState,
+        Condition,
+    )
 ]
-API_CHOICES = [["GET", "POST", "PUT", "PATCH", "DELETE"], ["skip", "misfire"]]
+API_CHOICES = [["GET", "POST", "PUT", "PATCH", "DELETE"], ["skip", "misfire"], ["job", "team", "none"]]
 
 
 async def test_every_choice_in_the_openapi_document_is_the_models(client: httpx.AsyncClient) -> None:

@@ -72,7 +72,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0007"
+        assert await current_revision(engine) == head_revision() == "0008"
     finally:
         await engine.dispose()
 

@@ -10,6 +10,7 @@ from cronwheel.cli.audit import audit
 from cronwheel.cli.cluster import cluster
 from cronwheel.cli.config import config
 from cronwheel.cli.jobs import jobs
+from cronwheel.cli.notifications import notifications
 from cronwheel.cli.runs import runs
 from cronwheel.cli.schedule import schedule
 from cronwheel.cli.secrets import secrets
@@ -37,6 +38,7 @@ cli.add_command(tokens)
 cli.add_command(config)
 cli.add_command(secrets)
 cli.add_command(audit)
+cli.add_command(notifications)
 
 
 def main() -> None:

@@ -349,6 +349,7 @@ def _run(roles: tuple[str, ...], **options: Any) -> None:
             allowed_networks=allow_network,
             command_isolation=_isolation(options),
             secret_keys=os.environ.get(ENV_KEYS) or None,  # never an option: options land in `ps`
+            smtp_url=os.environ.get("CRONWHEEL_SMTP_URL") or None,  # nor this: it may hold a password
             limits=limits,
             oidc=_oidc(options),
             **options,

@@ -80,6 +80,12 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "delete_secret": Route("DELETE", "/v1/teams/{team}/secrets/{name}"),
         "reencrypt_secrets": Route("POST", "/v1/secrets/reencrypt"),
         "list_audit": Route("GET", "/v1/audit"),
+        "get_team_notifications": Route("GET", "/v1/teams/{team}/notifications"),
+        "set_team_notifications": Route("PUT", "/v1/teams/{team}/notifications"),
+        "send_test_notification": Route("POST", "/v1/teams/{team}/notifications/test"),
+        "get_job_notifications": Route("GET", JOB + "/notifications"),
+        "set_job_notifications": Route("PUT", JOB + "/notifications"),
+        "delete_job_notifications": Route("DELETE", JOB + "/notifications"),
         "health": Route("GET", "/v1/healthz"),
         "ready": Route("GET", "/v1/readyz"),
         "metrics": Route("GET", "/v1/metrics"),
@@ -383,6 +389,39 @@ def set_secret(team: str, name: str, value: str) -> Call[SecretSet]:
 
 def delete_secret(team: str, name: str) -> Call[None]:
     return _call("delete_secret", _none, team=team, name=name)
+
+
+# -- notifications -------------------------------------------------------------------------------
+
+
+def get_team_notifications(team: str) -> Call[dict[str, Any]]:
+    """The team's default notification rules (``{"rules": [...], "source": "team" | "none"}``)."""
+    return _call("get_team_notifications", _data, team=team)
+
+
+def set_team_notifications(team: str, rules: Sequence[Mapping[str, Any]]) -> Call[dict[str, Any]]:
+    """Replace the team's default notification rules (``[]``: none)."""
+    return _call("set_team_notifications", _data, team=team, body={"rules": list(rules)})
+
+
+def send_test_notification(team: str, job: str | None = None) -> Call[dict[str, Any]]:
+    """Queue a sample notification through the channels of the team's (or its job's) rules."""
+    return _call("send_test_notification", _data, team=team, body={} if job is None else {"job": job})
+
+
+def get_job_notifications(job: str) -> Call[dict[str, Any]]:
+    """The rules in force for the job (its own, else its team's: ``source`` says which)."""
+    return _call("get_job_notifications", _data, job=job)
+
+
+def set_job_notifications(job: str, rules: Sequence[Mapping[str, Any]]) -> Call[dict[str, Any]]:
+    """Give the job rules of its own in place of its team's default (``[]``: notify nothing)."""
+    return _call("set_job_notifications", _data, job=job, body={"rules": list(rules)})
+
+
+def delete_job_notifications(job: str) -> Call[None]:
+    """Drop the job's own rules: its team's default applies again."""
+    return _call("delete_job_notifications", _none, job=job)
 
 
 def reencrypt_secrets() -> Call[Reencryption]:

@@ -289,3 +289,58 @@ audit_log = Table(
     Index("ix_audit_log_at", "at", "id"),
     Index("ix_audit_log_team_at", "team", "at", "id"),
 )
+
+# Notifications (cronwheel.notifications, migration 0008). ``notification_rules``: a team's default
+# rules (``scope`` "team:<team>") or a job's own (``scope`` "job:<id>"), as rules_to_json writes them.
+notification_rules = Table(
+    "notification_rules",
+    metadata,
+    Column("scope", String(250), primary_key=True),
+    Column("team", NAME, nullable=False),
+    Column("job_id", ID, nullable=True),
+    Column("rules", JSON, nullable=False),
+    Column("updated_at", Instant, nullable=False),
+    Index("ix_notification_rules_team", "team"),
+)
+
+# Runs that just reached SUCCESS or FAILED, written in the transaction of that state change
+# (store.sql.bulk.insert_events) and consumed (deleted) by the notifier, which decides.
+notification_inbox = Table(
+    "notification_inbox",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    Column("run_id", ID, nullable=False),
+    Column("at", Instant, nullable=False),
+)
+
+# Each job's notification state, one row per aspect (cronwheel.notifications.decide).
+notification_health = Table(
+    "notification_health",
+    metadata,
+    Column("job_id", ID, nullable=False),
+    Column("aspect", String(40), nullable=False),
+    Column("value", String(16), nullable=False),
+    Column("since", Instant, nullable=False),
+    PrimaryKeyConstraint("job_id", "aspect"),
+)
+
+# The outbox: one row per (notification, channel), written with the state change that caused it,
+# delivered (and retried) by the notifier. ``id`` is stable: the notification id and the channel's.
+notification_outbox = Table(
+    "notification_outbox",
+    metadata,
+    Column("id", String(120), primary_key=True),
+    Column("notification_id", String(64), nullable=False),
+    Column("team", NAME, nullable=False),
+    Column("job_id", ID, nullable=True),
+    Column("event", String(16), nullable=False),
+    Column("channel", JSON, nullable=False),
+    Column("message", JSON, nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("state", String(16), nullable=False),  # pending, sent, failed
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", Instant, nullable=True),
+    Column("finished_at", Instant, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Index("ix_notification_outbox_state_next_attempt_at", "state", "next_attempt_at"),
+)

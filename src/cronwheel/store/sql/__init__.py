@@ -56,7 +56,7 @@ from cronwheel.store.port import (
     StoredSecret,
     TokenQuery,
 )
-from cronwheel.store.sql import audit, firing, jobs, leases, runs, secrets, sweeps, tokens
+from cronwheel.store.sql import audit, firing, jobs, leases, notices, runs, secrets, sweeps, tokens
 from cronwheel.store.sql.firing import due_jobs_statement
 from cronwheel.store.sql.tx import Transactions
 from cronwheel.tokens import ApiToken
@@ -388,3 +388,10 @@ class SqlStore:
 
     async def prune_audit(self, before: datetime) -> int:
         return await audit.prune(self._tx, before)
+
+    # -- notifications ---------------------------------------------------------------------------
+
+    @property
+    def notices(self) -> notices.Notices:
+        """Notification rules, state and outbox (:mod:`cronwheel.store.sql.notices`)."""
+        return notices.Notices(self._tx, self._clock)

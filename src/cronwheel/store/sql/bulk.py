@@ -145,9 +145,11 @@ def event_values(
 
 
 async def insert_events(connection: AsyncConnection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Append history events given as :func:`event_values` tuples."""
+    """Append history events given as :func:`event_values` tuples; the runs that reached SUCCESS
+    or FAILED also go to the notifier's inbox, in the same transaction (:func:`note_outcomes`)."""
     if not rows:
         return
+    await note_outcomes(connection, rows)
     if flavor_of(connection.dialect).arrays:
         await connection.execute(_unnest_insert("run_events", _EVENT_COLUMNS, returning=False), _arrays(rows))
         return
@@ -252,3 +254,16 @@ def _sqlite_advance(count: int, held: int | None) -> str:
     if held is not None:
         sql += f"  AND jobs.shard IN ({', '.join(['?'] * held)})\n"
     return sql + "RETURNING jobs.id"
+
+
+_OUTCOMES = (RunState.SUCCESS.value, RunState.FAILED.value)
+_NOTE_OUTCOME = text("INSERT INTO notification_inbox (run_id, at) VALUES (:run_id, :at)")
+
+
+async def note_outcomes(connection: AsyncConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Put the runs of ``rows`` (event tuples) that reached SUCCESS or FAILED in
+    ``notification_inbox``: the notifier (:mod:`cronwheel.notifications.notifier`) decides from
+    there, so a terminal state and its notification are written together or not at all."""
+    done = [{"run_id": row[0], "at": row[1]} for row in rows if row[2] in _OUTCOMES]
+    if done:
+        await connection.execute(_NOTE_OUTCOME, done)  # the instants are epoch microseconds already

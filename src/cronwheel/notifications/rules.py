@@ -1,0 +1,210 @@
+"""Notification rules: which conditions of a job notify which channels.
+
+A job has its own rules, or (when it has none stored) its team's default rules. A rule is
+``{"conditions": [...], "channels": [...], "deadline_s": ..., "late_s": ...}``:
+
+* conditions: ``failure`` (a run FAILED after its last attempt), ``recovery`` (the first SUCCESS
+  after a failure), ``change`` (both: every change of the job's outcome), ``missed`` (a slot not
+  terminal ``deadline_s`` after its time: the dead-man's switch, and ``back`` when a slot completes
+  again), ``late`` (a run fired more than ``late_s`` after its slot);
+* channels: ``webhook`` (a signed Standard Webhooks POST, as HTTP targets are), ``slack`` (a
+  Slack-compatible incoming webhook: ``{"text": ...}``), ``email`` (over the server's SMTP relay).
+
+Records are frozen; :func:`rules_from_json` / :func:`rules_to_json` are the one JSON form (the
+store's column, the API's body, the CLI's file). Validation of URLs against the SSRF rules needs
+the operator's policy and lives with the API (:mod:`cronwheel.api.notifications`).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cronwheel.errors import InvalidInputError
+from cronwheel.model import HttpTarget, SecretRef
+from cronwheel.targets import SECRET_NAME, check_http
+
+MAX_RULES = 10
+MAX_CHANNELS = 5
+MAX_RECIPIENTS = 20
+DEFAULT_DEADLINE_S = 300.0
+DEFAULT_LATE_S = 60.0
+MAX_SECONDS = 366 * 86400.0
+EMAIL_PATTERN = r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}"  # plain ASCII: nothing to inject in a header
+_EMAIL = re.compile(EMAIL_PATTERN)
+
+
+class Condition(enum.StrEnum):
+    FAILURE = "failure"
+    RECOVERY = "recovery"
+    CHANGE = "change"
+    MISSED = "missed"
+    LATE = "late"
+
+
+class Event(enum.StrEnum):
+    """What happened: the ``event`` of a notification (one transition of one aspect)."""
+
+    FAILURE = "failure"
+    RECOVERY = "recovery"
+    MISSED = "missed"
+    BACK = "back"  # a slot reached a terminal state again after ``missed``
+    LATE = "late"
+    TEST = "test"  # ``cronwheel notifications test``
+
+
+# which conditions ask for which events
+WANTED_BY: dict[Event, frozenset[Condition]] = {
+    Event.FAILURE: frozenset({Condition.FAILURE, Condition.CHANGE}),
+    Event.RECOVERY: frozenset({Condition.RECOVERY, Condition.CHANGE}),
+    Event.MISSED: frozenset({Condition.MISSED}),
+    Event.BACK: frozenset({Condition.MISSED}),
+    Event.LATE: frozenset({Condition.LATE}),
+    Event.TEST: frozenset(Condition),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookChannel:
+    url: str
+    signing_secret: str | None = None  # a team secret; None: the team's ``webhook-signing``, if any
+    type: Literal["webhook"] = "webhook"
+
+
+@dataclass(frozen=True, slots=True)
+class SlackChannel:
+    url: str
+    type: Literal["slack"] = "slack"
+
+
+@dataclass(frozen=True, slots=True)
+class EmailChannel:
+    to: tuple[str, ...]
+    type: Literal["email"] = "email"
+
+
+Channel = WebhookChannel | SlackChannel | EmailChannel
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    conditions: frozenset[Condition]
+    channels: tuple[Channel, ...]
+    deadline_s: float = DEFAULT_DEADLINE_S  # ``missed``: how long after its slot a run may take
+    late_s: float = DEFAULT_LATE_S  # ``late``: fire lateness (queued - slot) above this
+
+    def wants(self, event: Event) -> bool:
+        return bool(self.conditions & WANTED_BY[event])
+
+
+def http_target(channel: WebhookChannel | SlackChannel) -> HttpTarget:
+    """The HTTP request a webhook or Slack channel makes, as the worker's HTTP executor sends it
+    (same SSRF guard, same Standard Webhooks signing: a Slack channel is signed with the team's
+    ``webhook-signing`` secret when there is one, which Slack ignores)."""
+    secret = None
+    if isinstance(channel, WebhookChannel) and channel.signing_secret is not None:
+        secret = SecretRef(channel.signing_secret)
+    return HttpTarget(url=channel.url, method="POST", signing_secret=secret)
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def rules_to_json(rules: tuple[Rule, ...]) -> list[dict[str, Any]]:
+    return [rule_to_json(rule) for rule in rules]
+
+
+def rule_to_json(rule: Rule) -> dict[str, Any]:
+    return {
+        "conditions": sorted(c.value for c in rule.conditions),
+        "channels": [channel_to_json(channel) for channel in rule.channels],
+        "deadline_s": rule.deadline_s,
+        "late_s": rule.late_s,
+    }
+
+
+def channel_to_json(channel: Channel) -> dict[str, Any]:
+    if isinstance(channel, WebhookChannel):
+        return {"type": "webhook", "url": channel.url, "signing_secret": channel.signing_secret}
+    if isinstance(channel, SlackChannel):
+        return {"type": "slack", "url": channel.url}
+    return {"type": "email", "to": list(channel.to)}
+
+
+def rules_from_json(value: Any) -> tuple[Rule, ...]:
+    """Rules from their JSON form; :class:`InvalidInputError` names the field at fault (and never
+    quotes a URL: its query may hold a token, as Slack's do)."""
+    if not isinstance(value, list):
+        raise InvalidInputError("notifications must be a list of rules")
+    if len(value) > MAX_RULES:
+        raise InvalidInputError(f"notifications: at most {MAX_RULES} rules")
+    return tuple(_rule(item, f"notifications[{index}]") for index, item in enumerate(value))
+
+
+def _rule(value: Any, where: str) -> Rule:
+    _object(value, where, {"conditions", "channels", "deadline_s", "late_s"})
+    conditions = value.get("conditions")
+    if not isinstance(conditions, list) or not conditions:
+        raise InvalidInputError(f"{where}.conditions must be a non-empty list")
+    known = {c.value for c in Condition}
+    for index, condition in enumerate(conditions):
+        if condition not in known:
+            raise InvalidInputError(f"{where}.conditions[{index}] must be one of {', '.join(sorted(known))}")
+    channels = value.get("channels")
+    if not isinstance(channels, list) or not 1 <= len(channels) <= MAX_CHANNELS:
+        raise InvalidInputError(f"{where}.channels must be a list of 1 to {MAX_CHANNELS} channels")
+    return Rule(
+        conditions=frozenset(Condition(c) for c in conditions),
+        channels=tuple(_channel(item, f"{where}.channels[{i}]") for i, item in enumerate(channels)),
+        deadline_s=_seconds(value.get("deadline_s", DEFAULT_DEADLINE_S), f"{where}.deadline_s"),
+        late_s=_seconds(value.get("late_s", DEFAULT_LATE_S), f"{where}.late_s"),
+    )
+
+
+def _channel(value: Any, where: str) -> Channel:
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "webhook":
+        _object(value, where, {"type", "url", "signing_secret"})
+        secret = value.get("signing_secret")
+        if secret is not None and not (isinstance(secret, str) and SECRET_NAME.fullmatch(secret)):
+            raise InvalidInputError(f"{where}.signing_secret must be the name of a team secret")
+        return WebhookChannel(_url(value.get("url"), f"{where}.url"), secret)
+    if kind == "slack":
+        _object(value, where, {"type", "url"})
+        return SlackChannel(_url(value.get("url"), f"{where}.url"))
+    if kind == "email":
+        _object(value, where, {"type", "to"})
+        to = value.get("to")
+        if not isinstance(to, list) or not 1 <= len(to) <= MAX_RECIPIENTS:
+            raise InvalidInputError(f"{where}.to must be a list of 1 to {MAX_RECIPIENTS} addresses")
+        for index, address in enumerate(to):
+            if not isinstance(address, str) or not _EMAIL.fullmatch(address):
+                raise InvalidInputError(f"{where}.to[{index}] is not an email address")
+        return EmailChannel(tuple(to))
+    raise InvalidInputError(f"{where}.type must be webhook, slack or email")
+
+
+def _object(value: Any, where: str, allowed: set[str]) -> None:
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{where} must be an object")
+    extra = sorted(set(value) - allowed)
+    if extra:
+        raise InvalidInputError(f"{where} has unknown field {extra[0]!r}")
+
+
+def _url(value: Any, where: str) -> str:
+    if not isinstance(value, str) or len(value) > 2000:
+        raise InvalidInputError(f"{where} must be an http(s) URL of at most 2000 characters")
+    try:
+        check_http(HttpTarget(url=value))
+    except InvalidInputError as error:
+        raise InvalidInputError(str(error).replace("target.url", where)) from None
+    return value
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_SECONDS:
+        raise InvalidInputError(f"{where} must be a number of seconds in (0, {MAX_SECONDS:g}]")
+    return float(value)
