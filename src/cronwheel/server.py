@@ -134,6 +134,7 @@ class ServerSettings:
         if not (self.tls_cert and self.tls_key):
             return None
         return ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca).context()
+
     smtp_url: str | None = field(default=None, repr=False)  # CRONWHEEL_SMTP_URL: email notifications' relay
 
     @property
