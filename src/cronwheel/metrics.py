@@ -57,3 +57,8 @@ WALL_CLOCK_SKEW = Gauge(
     "How far this node's wall clock is ahead of the store's clock (cluster nodes fire by the store's).",
     registry=REGISTRY,
 )
+RUNS_PURGED = Counter(
+    "cronwheel_runs_purged_total",
+    "Terminal runs (with their attempts and events) deleted by the retention policy.",
+    registry=REGISTRY,
+)

@@ -80,6 +80,16 @@ class RetryPolicy:
     jitter: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """How much of a job's run history to keep (``None``: no limit of that kind). A run may go
+    when it is terminal, older than ``keep_days`` or beyond the newest ``keep_runs`` of its job,
+    and not its job's latest run of its state (:mod:`cronwheel.retention` decides)."""
+
+    keep_days: int | None = None
+    keep_runs: int | None = None
+
+
 # -- targets -------------------------------------------------------------------------------------
 #
 # ``type`` tags a target with its kind, in every layer: the API and jobs.yaml (``target.type``),
@@ -155,6 +165,7 @@ class Job:
     paused_at: datetime | None = None
     queue: str = "default"
     labels: tuple[tuple[str, str], ...] = ()
+    retention: RetentionPolicy | None = None  # None: the server's default (--retention-days/-runs)
     version: int = 1
     created_at: datetime | None = None
     updated_at: datetime | None = None

@@ -48,10 +48,12 @@ from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.limits import Limits
+from cronwheel.model import RetentionPolicy
 from cronwheel.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.queue import Queue
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
+from cronwheel.scheduler.purger import Purger
 from cronwheel.scheduler.sweeper import Sweeper
 from cronwheel.secrets.crypto import Keyring
 from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, KeySource, load_keyring
@@ -119,10 +121,16 @@ class ServerSettings:
     secret_keys: str | None = field(default=None, repr=False)  # CRONWHEEL_SECRET_KEYS: the keys themselves
     limits: Limits = field(default_factory=Limits)  # what a request, a caller and a team may take
     oidc: OidcSettings = field(default_factory=OidcSettings)  # JWTs of an identity provider (off by default)
+    retention_days: int = 30  # the default retention of jobs without their own (0: no age limit)
+    retention_runs: int = 0  # ... and of how many runs per job (0: no count limit)
 
     @property
     def embedded(self) -> bool:
         return not self.coordinator_url and not self.queue_url and not is_postgres(self.database_url)
+
+    def retention(self) -> RetentionPolicy:
+        """The retention policy of jobs without their own (docs/operations.md, Retention)."""
+        return RetentionPolicy(self.retention_days or None, self.retention_runs or None)
 
     def isolation(self) -> CommandIsolation:
         """How commands run here: a root worker runs them as ``nobody`` unless told otherwise."""
@@ -371,6 +379,8 @@ class _Roles:
         leader = None if settings.embedded else self._is_leader
         self._task(scheduler.run(changes, self.stop), "scheduler")
         self._task(sweeper.run(self.stop, leader), "sweeper")
+        purger = Purger(store, clock, settings.retention())  # the leader's too: one purge at a time
+        self._task(purger.run(self.stop, leader), "retention")
 
     async def _is_leader(self) -> bool:
         return await self.backends.coordinator.leader() == self.settings.node

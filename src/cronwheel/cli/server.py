@@ -22,6 +22,29 @@ F = TypeVar("F", bound=Callable[..., Any])
 _DEFAULT = Limits()
 
 
+def retention_options() -> list[Callable[[F], F]]:
+    """The default retention of run history (jobs without their own ``retention``) and the
+    output tail kept per attempt (docs/operations.md, Retention)."""
+    return [
+        click.option(
+            "--retention-days",
+            default=30,
+            show_default=True,
+            envvar="CRONWHEEL_RETENTION_DAYS",
+            type=click.IntRange(min=0),
+            help="Runs older than this many days are deleted (0: no age limit), unless the job has its own.",
+        ),
+        click.option(
+            "--retention-runs",
+            default=0,
+            show_default=True,
+            envvar="CRONWHEEL_RETENTION_RUNS",
+            type=click.IntRange(min=0),
+            help="Runs beyond each job's newest this many are deleted (0: no count limit).",
+        ),
+    ]
+
+
 def limit_options() -> list[Callable[[F], F]]:
     """The operator's limits (:class:`cronwheel.limits.Limits`), each with its CRONWHEEL_* variable."""
     return [
@@ -295,6 +318,7 @@ def node_options(function: F) -> F:
             "created by the first start.",
         ),
         click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
+        *retention_options(),
         *limit_options(),
         *oidc_options(),
     ]

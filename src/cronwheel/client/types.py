@@ -44,6 +44,7 @@ class Job(TypedDict):
     end_at: str | None
     queue: str
     labels: dict[str, str]
+    retention: dict[str, Any] | None
     version: int
     paused: bool
     pause_note: str | None
