@@ -278,6 +278,9 @@ class Attempt:
     error: str | None = None
     output: str | None = None  # first KiB of the response body, or the tail of stdout/stderr
     retry_after_s: float | None = None  # the target asked to wait (HTTP Retry-After)
+    # up to --output-tail-bytes (64 KiB) of the output, when it was longer than ``output``: the
+    # tail of stdout/stderr or of a traceback, the start of a response body (read no further)
+    output_tail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,6 +123,7 @@ class ServerSettings:
     oidc: OidcSettings = field(default_factory=OidcSettings)  # JWTs of an identity provider (off by default)
     retention_days: int = 30  # the default retention of jobs without their own (0: no age limit)
     retention_runs: int = 0  # ... and of how many runs per job (0: no count limit)
+    output_tail_bytes: int = 65_536  # output kept per attempt beyond its 1 KiB excerpt
 
     @property
     def embedded(self) -> bool:
@@ -392,6 +393,7 @@ class _Roles:
             python_allow=settings.python_allow,
             allowed_networks=settings.allowed_networks,
             isolation=settings.isolation(),
+            output_tail_bytes=settings.output_tail_bytes,
         )
         self.secrets = SecretResolver(self.backends.store, self.backends.keyring, clock=self.backends.clock)
         executors = Executors(allowed, secrets=self.secrets)

@@ -181,3 +181,14 @@ async def test_the_loop_purges_only_while_this_node_leads(store: SqlStore, clock
     stop.set()
     await task
     assert len(await remaining(store, job)) == 1
+
+
+async def test_an_attempts_output_tail_is_kept_beside_its_excerpt(store: SqlStore) -> None:
+    job = await new_job(store)
+    (run,) = await record(store, job, [P])
+    assert await store.claim_run(run.id, "w1", START, START + LEASE) is not None
+    tail = "z" * 70_000
+    result = AttemptResult(Outcome.FAILURE, exit_code=3, output=tail[-1024:], output_tail=tail)
+    await store.finish_attempt(run.id, 1, "w1", result, START, None)
+    (attempt,) = await store.list_attempts(run.id)
+    assert (attempt.output, attempt.output_tail) == (tail[-1024:], tail)

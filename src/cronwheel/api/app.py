@@ -14,7 +14,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import audit, docs, limits, openapi, problems, secrets, tokens
+from cronwheel.api import audit, docs, limits, openapi, output, problems, secrets, tokens
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import RequestGuard
 from cronwheel.api.routes import router, system_router
@@ -45,7 +45,7 @@ def create_app(services: ApiServices) -> FastAPI:
     limits.install(app)
     openapi.install(app)
     docs.install(app)
-    for routes in (router, tokens.router, secrets.router, audit.router):
+    for routes in (router, tokens.router, secrets.router, audit.router, output.router):
         app.include_router(routes, prefix="/v1", dependencies=limits.PER_REQUEST, responses=limits.RESPONSES)
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)

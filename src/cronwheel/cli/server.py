@@ -42,6 +42,14 @@ def retention_options() -> list[Callable[[F], F]]:
             type=click.IntRange(min=0),
             help="Runs beyond each job's newest this many are deleted (0: no count limit).",
         ),
+        click.option(
+            "--output-tail-bytes",
+            default=65_536,
+            show_default=True,
+            envvar="CRONWHEEL_OUTPUT_TAIL_BYTES",
+            type=click.IntRange(0, 16 * 1024 * 1024),
+            help="Output kept per attempt beyond its 1 KiB excerpt (`cronwheel runs logs`); 0: none.",
+        ),
     ]
 
 

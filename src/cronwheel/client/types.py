@@ -89,6 +89,13 @@ class RunDetail(Run):
     events: list[dict[str, Any]]
 
 
+class RunOutput(TypedDict):
+    """``RunOutputOut``: each attempt's kept output (``{number, outcome, output, kept}``)."""
+
+    run_id: str
+    attempts: list[dict[str, Any]]
+
+
 class Token(TypedDict):
     """``TokenOut``: a token's record (never the token itself)."""
 

@@ -322,6 +322,7 @@ def attempt_from_row(row: Row) -> Attempt:
         error=row["error"],
         output=row["output"],
         retry_after_s=row["retry_after_s"],
+        output_tail=row["output_tail"],
     )
 
 

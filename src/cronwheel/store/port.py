@@ -90,6 +90,7 @@ class AttemptResult:
     error: str | None = None
     output: str | None = None
     retry_after_s: float | None = None
+    output_tail: str | None = None  # more of the output than the 1 KiB excerpt (None: it held it all)
 
 
 @dataclass(frozen=True, slots=True)
