@@ -192,3 +192,12 @@ async def test_an_attempts_output_tail_is_kept_beside_its_excerpt(store: SqlStor
     await store.finish_attempt(run.id, 1, "w1", result, START, None)
     (attempt,) = await store.list_attempts(run.id)
     assert (attempt.output, attempt.output_tail) == (tail[-1024:], tail)
+
+
+async def test_a_pass_told_to_stop_ends_early(store: SqlStore, clock: ManualClock) -> None:
+    for name in ("a", "b"):
+        job = await new_job(store, name, retention=RetentionPolicy(keep_runs=1))
+        await record(store, job, [S, S])
+    stop = asyncio.Event()
+    stop.set()
+    assert (await Purger(store, clock, None, pause_s=0).purge(NOW, stop)).purged == 0

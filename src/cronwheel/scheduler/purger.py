@@ -38,6 +38,10 @@ class PurgeReport:
     seconds: float
 
 
+def _stopped(stop: asyncio.Event | None) -> bool:
+    return stop is not None and stop.is_set()
+
+
 class Purger:
     backoff: Backoff = LOOP  # waits after a transient failure of a pass
 
@@ -64,9 +68,9 @@ class Purger:
         """One pass over every job (see the module docstring); ``stop`` ends it early."""
         started = time.monotonic()
         self._purged, jobs, after = 0, 0, None
-        while page := await self.store.retention_jobs(after, self.batch):
+        while not _stopped(stop) and (page := await self.store.retention_jobs(after, self.batch)):
             for job_id, own in page:
-                if stop is not None and stop.is_set():
+                if _stopped(stop):
                     break
                 policy = effective(own, self.default)
                 if policy is not None and await self._job(job_id, policy, now):
