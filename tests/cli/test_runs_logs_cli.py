@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from cronwheel.model import Outcome
 from cronwheel.store import AttemptResult
@@ -43,3 +44,19 @@ async def test_logs_prints_each_attempts_kept_output(server: Server) -> None:
     missing = server.run("runs", "logs", "nope")
     assert missing.exit_code == 2
     assert "not found" in missing.stderr
+
+
+def test_a_jobs_retention_from_a_file_is_shown(server: Server, tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "team: data\nname: kept\nschedule: '0 3 * * *'\n"
+        "target: {type: http, url: 'https://hooks.example.com/x'}\n"
+        "retention: {keep_days: 7, keep_runs: 100}\n"
+    )
+    assert server.run("jobs", "create", "-f", str(spec)).exit_code == 0
+    shown = server.run("jobs", "get", "data/kept").stdout
+    assert "7 days, newest 100 runs" in shown
+    assert server.json("jobs", "get", "data/kept")["retention"] == {"keep_days": 7, "keep_runs": 100}
+    server.run("jobs", "create", "--team", "data", "--name", "plain", "--schedule", "0 3 * * *",
+               "--http", "https://hooks.example.com/x")  # fmt: skip
+    assert "server default" in server.run("jobs", "get", "data/plain").stdout
