@@ -7,8 +7,9 @@ other in one session:
 * ``calm``: cronwheel's scheduler fires ``--jobs`` jobs (each once a minute, spread evenly over
   the seconds, as ``bench_fire.py --workload steady``) for ``--seconds``;
 * ``purge``: the same, while the retention loop (:class:`cronwheel.scheduler.purger.Purger`, as
-  the embedded server and a cluster's leader run it: same process, same event loop, default
-  batch of 500 runs and 50 ms pause) deletes ``--old-runs`` old runs (SUCCESS, 60 days ago, each
+  the embedded server and a cluster's leader run it: same process, same event loop, batches of
+  100 runs on SQLite and 500 on PostgreSQL, each followed by a pause at least as long as the
+  batch took) deletes ``--old-runs`` old runs (SUCCESS, 60 days ago, each
   with its attempt and two events) of ``--old-jobs`` paused jobs under a 30-day default
   policy. The window lasts until the purge is done (at most ``--max-seconds``).
 
@@ -44,7 +45,7 @@ from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import Job, PythonTarget, RetentionPolicy, Run, RunKind, RunState, new_id
 from cronwheel.scheduler.loop import Scheduler
-from cronwheel.scheduler.purger import Purger
+from cronwheel.scheduler.purger import BATCH, EMBEDDED_BATCH, Purger
 from cronwheel.server import tune_collector
 from cronwheel.store import codec
 from cronwheel.store.schema import attempts, jobs, run_events, runs
@@ -134,7 +135,8 @@ async def run_child(system: str, mode: str, args: argparse.Namespace) -> Figures
         task = asyncio.create_task(scheduler.run(asyncio.Queue(), stop), name="scheduler")
         purged, purge_s = 0, float("nan")
         if mode == "purge":
-            purger = Purger(store, clock, RetentionPolicy(keep_days=30))
+            batch = EMBEDDED_BATCH if system == "embedded" else BATCH  # as the server chooses
+            purger = Purger(store, clock, RetentionPolicy(keep_days=30), batch=batch)
             began = time.monotonic()
             purged = (await purger.purge(clock.now(), stop)).purged
             purge_s = time.monotonic() - began

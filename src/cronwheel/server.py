@@ -53,7 +53,7 @@ from cronwheel.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.queue import Queue
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
-from cronwheel.scheduler.purger import Purger
+from cronwheel.scheduler.purger import BATCH, EMBEDDED_BATCH, Purger
 from cronwheel.scheduler.sweeper import Sweeper
 from cronwheel.secrets.crypto import Keyring
 from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, KeySource, load_keyring
@@ -380,7 +380,10 @@ class _Roles:
         leader = None if settings.embedded else self._is_leader
         self._task(scheduler.run(changes, self.stop), "scheduler")
         self._task(sweeper.run(self.stop, leader), "sweeper")
-        purger = Purger(store, clock, settings.retention())  # the leader's too: one purge at a time
+        # the leader's too, as the sweep: one purge at a time
+        purger = Purger(
+            store, clock, settings.retention(), batch=EMBEDDED_BATCH if settings.embedded else BATCH
+        )
         self._task(purger.run(self.stop, leader), "retention")
 
     async def _is_leader(self) -> bool:

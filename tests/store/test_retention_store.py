@@ -15,6 +15,7 @@ from cronwheel import metrics
 from cronwheel.clock import ManualClock
 from cronwheel.model import Job, Outcome, RetentionPolicy, Run, RunState
 from cronwheel.retention import RunStub, decide, effective
+from cronwheel.scheduler import purger as purger_module
 from cronwheel.scheduler.purger import Purger
 from cronwheel.store.port import AttemptResult, RunQuery
 from cronwheel.store.schema import attempts, run_events
@@ -201,3 +202,26 @@ async def test_a_pass_told_to_stop_ends_early(store: SqlStore, clock: ManualCloc
     stop = asyncio.Event()
     stop.set()
     assert (await Purger(store, clock, None, pause_s=0).purge(NOW, stop)).purged == 0
+
+
+async def test_after_each_batch_the_purge_pauses_at_least_as_long_as_the_batch_took(
+    store: SqlStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = await new_job(store, retention=RetentionPolicy(keep_runs=1))
+    await record(store, job, [S, S, S, S, S])
+    original_purge, original_sleep = store.purge_runs, asyncio.sleep
+    pauses: list[float] = []
+
+    async def slow_purge(run_ids: list[str]) -> int:
+        clock.advance(0.7)  # the batch took 0.7 s
+        return await original_purge(run_ids)
+
+    async def recorded_sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        await original_sleep(0)
+
+    monkeypatch.setattr(store, "purge_runs", slow_purge)
+    monkeypatch.setattr(purger_module.asyncio, "sleep", recorded_sleep)
+    report = await Purger(store, clock, None, batch=2, pause_s=0.05).purge(NOW)
+    assert report.purged == 4
+    assert pauses == [0.7, 0.7]  # two full batches of two, not 0.05 each

@@ -5,8 +5,9 @@ pass walks every job (live or deleted) by id; for a job whose effective policy l
 it reads the job's :class:`~cronwheel.retention.HistoryBounds` and its runs oldest first, a page
 at a time, and lets :func:`cronwheel.retention.purgeable` say which may go. Ids to delete are
 gathered across jobs and deleted ``batch`` at a time, each batch one short write transaction
-(:meth:`Store.purge_runs`), with a pause of ``pause_s`` after each, so that the scheduler's fire
-transactions are never kept waiting long (measured: ``benchmarks/bench_retention.py``). A pass
+(:meth:`Store.purge_runs`), with a pause after each of ``pause_s`` or as long as the batch took,
+whichever is longer, so that the scheduler's fire transactions are never kept waiting long and the
+purge takes at most half of the store's time (measured: ``benchmarks/bench_retention.py``). A pass
 logs one line (``action=purge purged=... jobs=... seconds=...``) and counts what it deleted in
 ``cronwheel_runs_purged_total``.
 """
@@ -15,13 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from cronwheel import metrics
-from cronwheel.clock import Clock
+from cronwheel.clock import Clock, monotonic_of
 from cronwheel.errors import TransientError
 from cronwheel.model import RetentionPolicy
 from cronwheel.retention import RunStub, effective, purgeable
@@ -29,6 +29,11 @@ from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.store import Store
 
 log = logging.getLogger("cronwheel.retention")
+
+BATCH = 500  # runs per delete transaction on PostgreSQL (rows locked one batch at a time)
+# ... on SQLite, whose one writer the scheduler's fire transactions wait for: a batch of 500
+# held it ~0.36 s on a loaded 2-core VM (benchmarks/bench_retention.py), one of 100 a fifth of that
+EMBEDDED_BATCH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +57,12 @@ class Purger:
         default: RetentionPolicy | None,
         *,
         every_s: float = 300.0,
-        batch: int = 500,
+        batch: int = BATCH,
         pause_s: float = 0.05,
     ) -> None:
         self.store = store
         self.clock = clock
+        self._monotonic = monotonic_of(clock)
         self.default = default
         self.every_s = every_s
         self.batch = batch
@@ -66,7 +72,7 @@ class Purger:
 
     async def purge(self, now: datetime, stop: asyncio.Event | None = None) -> PurgeReport:
         """One pass over every job (see the module docstring); ``stop`` ends it early."""
-        started = time.monotonic()
+        started = self._monotonic.monotonic()
         self._purged, jobs, after = 0, 0, None
         while not _stopped(stop) and (page := await self.store.retention_jobs(after, self.batch)):
             for job_id, own in page:
@@ -77,7 +83,7 @@ class Purger:
                     jobs += 1
             after = page[-1][0]
         await self._flush(final=True)
-        report = PurgeReport(self._purged, jobs, round(time.monotonic() - started, 3))
+        report = PurgeReport(self._purged, jobs, round(self._monotonic.monotonic() - started, 3))
         counts = {"purged": report.purged, "jobs": report.jobs, "seconds": report.seconds}
         log.info("purged", extra={"action": "purge", **counts})
         return report
@@ -100,10 +106,14 @@ class Purger:
     async def _flush(self, *, final: bool = False) -> None:
         while len(self._going) >= self.batch or (final and self._going):
             chunk, self._going = self._going[: self.batch], self._going[self.batch :]
+            started = self._monotonic.monotonic()
             deleted = await self.store.purge_runs(chunk)
+            took = self._monotonic.monotonic() - started
             self._purged += deleted
             metrics.RUNS_PURGED.inc(deleted)
-            await asyncio.sleep(self.pause_s)  # let the scheduler's fire transactions in
+            # let the scheduler's fire transactions in: at least as long as the batch took, so
+            # that the purge holds the store (SQLite's one writer, CPU) at most half of the time
+            await asyncio.sleep(max(self.pause_s, took))
 
     async def run(self, stop: asyncio.Event, leader: Callable[[], Awaitable[bool]] | None = None) -> None:
         """A pass every ``every_s`` seconds (the first at once); in a cluster only while this node
