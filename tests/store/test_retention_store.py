@@ -15,7 +15,6 @@ from cronwheel import metrics
 from cronwheel.clock import ManualClock
 from cronwheel.model import Job, Outcome, RetentionPolicy, Run, RunState
 from cronwheel.retention import RunStub, decide, effective
-from cronwheel.scheduler import purger as purger_module
 from cronwheel.scheduler.purger import Purger
 from cronwheel.store.port import AttemptResult, RunQuery
 from cronwheel.store.schema import attempts, run_events
@@ -221,7 +220,7 @@ async def test_after_each_batch_the_purge_pauses_at_least_as_long_as_the_batch_t
         await original_sleep(0)
 
     monkeypatch.setattr(store, "purge_runs", slow_purge)
-    monkeypatch.setattr(purger_module.asyncio, "sleep", recorded_sleep)
+    monkeypatch.setattr(asyncio, "sleep", recorded_sleep)  # the purger's pauses (and only those here)
     report = await Purger(store, clock, None, batch=2, pause_s=0.05).purge(NOW)
     assert report.purged == 4
     assert pauses == [0.7, 0.7]  # two full batches of two, not 0.05 each
