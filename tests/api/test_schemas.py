@@ -14,6 +14,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from cronwheel.api.output import OutputKept
 from cronwheel.api.schemas import JobCreate, JobOut, JobPatch, JobSpec, MisfireSpec, RetrySpec, spec_fields
 from cronwheel.identity import Scope
 from cronwheel.model import MisfireMode, Outcome, Overlap, RetentionPolicy, RunKind, RunState, Target
@@ -74,12 +75,13 @@ def _values(choices: Any) -> list[Any]:
     return list(get_args(choices))
 
 
-# The model's choices, and the two the API alone defines (an HTTP verb; what resume does).
+# The model's choices, and those the API alone defines (an HTTP verb; what resume does; how much
+# of an attempt's output is kept).
 MODEL_CHOICES = [
     _values(c)
     for c in (Overlap, MisfireMode, RunState, RunKind, Outcome, FireKind, DstGap, DstFold, Scope, TokenState)
 ]
-API_CHOICES = [["GET", "POST", "PUT", "PATCH", "DELETE"], ["skip", "misfire"]]
+API_CHOICES = [["GET", "POST", "PUT", "PATCH", "DELETE"], ["skip", "misfire"], _values(OutputKept)]
 
 
 async def test_every_choice_in_the_openapi_document_is_the_models(client: httpx.AsyncClient) -> None:

@@ -31,11 +31,15 @@ _RESPONSES: dict[int | str, dict[str, object]] = {
 }
 
 
+# How much of an attempt's output is kept (a choice the API alone defines: the record has the texts)
+OutputKept = Literal["whole", "longer", "excerpt"]
+
+
 class AttemptOutputOut(BaseModel):
     number: int
     outcome: OutcomeName | None
     output: str | None = Field(description="The longest output kept (null: the attempt wrote none).")
-    kept: Literal["whole", "longer", "excerpt"] | None = Field(
+    kept: OutputKept | None = Field(
         description="whole: all of it; longer: its kept tail or start beyond the excerpt (see the "
         "route); excerpt: only the 1 KiB excerpt was kept (attempts before output tails, or a tail of 0)."
     )
