@@ -151,3 +151,8 @@ NOTIFICATIONS_FAILED = Counter(
     ["channel"],
     registry=REGISTRY,
 )
+RUNS_PURGED = Counter(
+    "cronwheel_runs_purged_total",
+    "Terminal runs (with their attempts and events) deleted by the retention policy.",
+    registry=REGISTRY,
+)

@@ -80,6 +80,16 @@ class RetryPolicy:
     jitter: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """How much of a job's run history to keep (``None``: no limit of that kind). A run may go
+    when it is terminal, older than ``keep_days`` or beyond the newest ``keep_runs`` of its job,
+    and not its job's latest run of its state (:mod:`cronwheel.retention` decides)."""
+
+    keep_days: int | None = None
+    keep_runs: int | None = None
+
+
 # -- targets -------------------------------------------------------------------------------------
 #
 # ``type`` tags a target with its kind, in every layer: the API and jobs.yaml (``target.type``),
@@ -155,6 +165,7 @@ class Job:
     paused_at: datetime | None = None
     queue: str = "default"
     labels: tuple[tuple[str, str], ...] = ()
+    retention: RetentionPolicy | None = None  # None: the server's default (--retention-days/-runs)
     version: int = 1
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -267,6 +278,9 @@ class Attempt:
     error: str | None = None
     output: str | None = None  # first KiB of the response body, or the tail of stdout/stderr
     retry_after_s: float | None = None  # the target asked to wait (HTTP Retry-After)
+    # up to --output-tail-bytes (64 KiB) of the output, when it was longer than ``output``: the
+    # tail of stdout/stderr or of a traceback, the start of a response body (read no further)
+    output_tail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.limits import Limits
+from cronwheel.model import RetentionPolicy
 from cronwheel.notifications import notifier as notifications
 from cronwheel.notifications.channels import SmtpSettings
 from cronwheel.oidc import OidcAuthenticator, OidcSettings
@@ -56,6 +57,7 @@ from cronwheel.queue import Queue
 from cronwheel.redaction import redact_url
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler.loop import Scheduler
+from cronwheel.scheduler.purger import BATCH, EMBEDDED_BATCH, Purger
 from cronwheel.scheduler.sweeper import Sweeper
 from cronwheel.secrets.crypto import Keyring
 from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, KeySource, load_keyring
@@ -136,10 +138,17 @@ class ServerSettings:
         return ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca).context()
 
     smtp_url: str | None = field(default=None, repr=False)  # CRONWHEEL_SMTP_URL: email notifications' relay
+    retention_days: int = 30  # the default retention of jobs without their own (0: no age limit)
+    retention_runs: int = 0  # ... and of how many runs per job (0: no count limit)
+    output_tail_bytes: int = 65_536  # output kept per attempt beyond its 1 KiB excerpt
 
     @property
     def embedded(self) -> bool:
         return not self.coordinator_url and not self.queue_url and not is_postgres(self.database_url)
+
+    def retention(self) -> RetentionPolicy:
+        """The retention policy of jobs without their own (docs/operations.md, Retention)."""
+        return RetentionPolicy(self.retention_days or None, self.retention_runs or None)
 
     def isolation(self) -> CommandIsolation:
         """How commands run here: a root worker runs them as ``nobody`` unless told otherwise."""
@@ -411,6 +420,11 @@ class _Roles:
         )  # fmt: skip
         self.stack.push_async_callback(close)
         self._task(notifier.run(self.stop, leader), "notifier")
+        # the leader's too, as the sweep: one purge at a time
+        purger = Purger(
+            store, clock, settings.retention(), batch=EMBEDDED_BATCH if settings.embedded else BATCH
+        )
+        self._task(purger.run(self.stop, leader), "retention")
 
     async def _is_leader(self) -> bool:
         return await self.backends.coordinator.leader() == self.settings.node
@@ -422,6 +436,7 @@ class _Roles:
             python_allow=settings.python_allow,
             allowed_networks=settings.allowed_networks,
             isolation=settings.isolation(),
+            output_tail_bytes=settings.output_tail_bytes,
         )
         self.secrets = SecretResolver(self.backends.store, self.backends.keyring, clock=self.backends.clock)
         executors = Executors(allowed, secrets=self.secrets)

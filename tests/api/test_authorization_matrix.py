@@ -122,6 +122,7 @@ ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/v1/jobs"): Row(team_free(READ, 200)),
     ("GET", "/v1/runs"): Row(team_free(READ, 200)),
     ("GET", "/v1/runs/{run_id}"): Row(team_object(READ, 200)),
+    ("GET", "/v1/runs/{run_id}/output"): Row(team_object(READ, 200)),
     ("POST", "/v1/schedules/preview"): Row(team_free(READ, 200), lambda w: {"expression": "0 3 * * *"}),
     ("GET", "/v1/cluster"): Row(every_team_admin(200)),
     ("POST", "/v1/tokens"): Row(

@@ -14,9 +14,10 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from cronwheel.api.output import OutputKept
 from cronwheel.api.schemas import JobCreate, JobOut, JobPatch, JobSpec, MisfireSpec, RetrySpec, spec_fields
 from cronwheel.identity import Scope
-from cronwheel.model import MisfireMode, Outcome, Overlap, RunKind, RunState, Target
+from cronwheel.model import MisfireMode, Outcome, Overlap, RetentionPolicy, RunKind, RunState, Target
 from cronwheel.notifications.rules import Condition
 from cronwheel.schedule import DstFold, DstGap, FireKind
 from cronwheel.tokens import TokenState
@@ -52,6 +53,7 @@ EVERY_FIELD: dict[str, Any] = {
     "end_at": "2026-12-31T23:59:59Z",
     "queue": "batch",
     "labels": {"tier": "gold"},
+    "retention": {"keep_days": 30, "keep_runs": None},
 }
 
 
@@ -75,7 +77,7 @@ def _values(choices: Any) -> list[Any]:
 
 
 # The model's choices, and those the API alone defines (an HTTP verb; what resume does; where a
-# job's notification rules come from).
+# job's notification rules come from; how much of an attempt's output is kept).
 MODEL_CHOICES = [
     _values(c)
     for c in (
@@ -92,7 +94,12 @@ MODEL_CHOICES = [
         Condition,
     )
 ]
-API_CHOICES = [["GET", "POST", "PUT", "PATCH", "DELETE"], ["skip", "misfire"], ["job", "team", "none"]]
+API_CHOICES = [
+    ["GET", "POST", "PUT", "PATCH", "DELETE"],
+    ["skip", "misfire"],
+    ["job", "team", "none"],
+    _values(OutputKept),
+]
 
 
 async def test_every_choice_in_the_openapi_document_is_the_models(client: httpx.AsyncClient) -> None:
@@ -162,7 +169,7 @@ def test_patch_refuses_what_the_spec_refuses(body: dict[str, Any], field: str) -
 
 
 def test_patch_null_clears_only_what_the_spec_lets_be_null() -> None:
-    nullable = {"dst_gap", "dst_fold", "payload", "start_at", "end_at"}
+    nullable = {"dst_gap", "dst_fold", "payload", "start_at", "end_at", "retention"}
     for name in JobSpec.model_fields:
         if name in nullable:
             assert JobPatch.model_validate({name: None}).model_fields_set == {name}
@@ -245,3 +252,12 @@ def test_a_stored_payload_is_not_measured_again_on_the_way_out() -> None:
     assert JobOut.from_record(record).payload == "x" * 70_000
     with pytest.raises(ValidationError, match="payload"):
         JobCreate.model_validate({**EVERY_FIELD, "payload": "x" * 70_000})
+
+
+def test_retention_bounds_and_an_empty_policy() -> None:
+    base = {key: EVERY_FIELD[key] for key in ("team", "name", "schedule", "target")}
+    assert JobCreate.model_validate({**base, "retention": {}}).to_record().retention == RetentionPolicy()
+    assert JobCreate.model_validate(base).to_record().retention is None  # the server's default
+    for bad in ({"keep_days": 0}, {"keep_runs": -1}, {"keep_days": "3"}, {"keep_weeks": 1}):
+        with pytest.raises(ValidationError):
+            JobCreate.model_validate({**base, "retention": bad})

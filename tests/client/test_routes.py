@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from api.test_authorization_matrix import _bare_app, app_routes
 from cronwheel.api.audit import AuditEntryOut
+from cronwheel.api.output import RunOutputOut
 from cronwheel.api.routes import Health, Ready
 from cronwheel.api.schemas import JobOut, LastRunOut, PreviewOut, RunDetailOut, RunOut
 from cronwheel.api.secrets import ReencryptOut, SecretOut
@@ -72,6 +73,7 @@ def test_each_listing_has_an_iterator(kind: type) -> None:
         (types.LastRun, LastRunOut),
         (types.Run, RunOut),
         (types.RunDetail, RunDetailOut),
+        (types.RunOutput, RunOutputOut),
         (types.Token, TokenOut),
         (types.AuditEntry, AuditEntryOut),
         (types.NewToken, TokenCreated),

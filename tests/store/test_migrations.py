@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from cronwheel.errors import (
     NotFoundError,
     TransientError,
 )
+from cronwheel.model import Job
 from cronwheel.store import codec
 from cronwheel.store.driver import async_url, create_engine, translated_errors
 from cronwheel.store.migrate import (
@@ -35,6 +37,15 @@ from cronwheel.store.schema import jobs, metadata
 from cronwheel.store.sql import SchemaOutdatedError, open_store
 
 from .support import START, make_job
+
+
+def _row_before_0009(job: Job) -> dict[str, Any]:
+    """A job's row as schemas before 0009 hold it (no ``retention`` column)."""
+    return {key: value for key, value in codec.job_to_row(job).items() if key != "retention"}
+
+
+def _columns(connection: Connection, table: str) -> set[str]:
+    return {column["name"] for column in inspect(connection).get_columns(table)}
 
 
 def _diff(connection: Connection, target: MetaData) -> list[Any]:
@@ -72,7 +83,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0008"
+        assert await current_revision(engine) == head_revision() == "0009"
     finally:
         await engine.dispose()
 
@@ -116,7 +127,7 @@ async def test_0002_adds_shard_epochs_to_a_0001_database_and_keeps_its_data(empt
     try:
         assert await current_revision(engine) == "0001"
         async with engine.begin() as connection:
-            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            await connection.execute(insert(jobs).values(_row_before_0009(job)))
             tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
             assert "shard_epochs" not in tables
     finally:
@@ -263,7 +274,7 @@ async def test_0006_adds_secrets_to_a_0005_database_and_downgrades_without_them(
     engine = create_engine(empty_store_url)
     try:
         async with engine.begin() as connection:
-            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            await connection.execute(insert(jobs).values(_row_before_0009(job)))
         await run_sync_at(empty_store_url, _to("0006"))
         store = await open_store(empty_store_url)
         try:
@@ -307,5 +318,33 @@ async def test_0007_adds_the_audit_log_to_a_0006_database_and_downgrades_without
             tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
         assert "audit_log" not in tables
         assert "secrets" in tables
+    finally:
+        await engine.dispose()
+
+
+async def test_0009_adds_retention_and_output_tails_and_downgrades_without_them(empty_store_url: str) -> None:
+    from cronwheel.model import RetentionPolicy
+
+    await run_sync_at(empty_store_url, _to("0007"))
+    engine = create_engine(empty_store_url)
+    try:
+        job = make_job()
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(_row_before_0009(job)))
+        await run_sync_at(empty_store_url, _to("0009"))
+        store = await open_store(empty_store_url)
+        try:
+            assert (await store.get_job(job.id)).retention is None  # the server's default
+            await store.update_job(replace(job, retention=RetentionPolicy(keep_runs=3)), job.version)
+            assert (await store.get_job(job.id)).retention == RetentionPolicy(keep_runs=3)
+        finally:
+            await store.close()
+        await run_sync_at(empty_store_url, _to("0007", down=True))
+        async with engine.connect() as connection:
+            columns = await connection.run_sync(lambda sync: _columns(sync, "jobs"))
+            tails = await connection.run_sync(lambda sync: _columns(sync, "attempts"))
+        assert "retention" not in columns
+        assert "output_tail" not in tails
+        assert "labels" in columns
     finally:
         await engine.dispose()

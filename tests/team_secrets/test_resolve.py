@@ -178,3 +178,9 @@ def test_a_result_keeps_neither_in_its_output_nor_in_its_error() -> None:
     redacted = resolved.redacted(result)
     assert (redacted.error, redacted.output) == ("bad [secret:api-key]", "echo: [secret:api-key]")
     assert redacted.status_code == 401
+
+
+def test_a_result_keeps_none_in_its_longer_output_either() -> None:
+    resolved = Resolved({"api-key": TOKEN})
+    result = AttemptResult(Outcome.SUCCESS, output="short", output_tail=f"{'x' * 2000} {TOKEN} end")
+    assert resolved.redacted(result).output_tail == f"{'x' * 2000} [secret:api-key] end"

@@ -393,3 +393,24 @@ async def test_deadline_in_the_past(executor: CommandExecutor, tmp_path: Path) -
     )
     assert result.outcome is Outcome.TIMEOUT
     assert not marker.exists()
+
+
+# -- output beyond the excerpt (issue #12 item 5) ------------------------------------------------
+
+
+async def test_output_beyond_the_excerpt_keeps_a_bounded_tail() -> None:
+    executor = CommandExecutor(replace(ALLOW, output_tail_bytes=4096))
+    script = "i=0; while [ $i -lt 1000 ]; do echo line-$i; i=$((i+1)); done"  # 8,890 bytes
+    result = await executor.execute(sh(script), make_ctx())
+    assert result.output is not None
+    assert result.output_tail is not None
+    assert len(result.output.encode()) == 1024  # the excerpt, as before
+    assert result.output_tail.endswith("line-999\n")
+    assert len(result.output_tail.encode()) == 4096  # the last 4 KiB, not all 8,890 bytes
+    assert result.output_tail.endswith(result.output)
+
+    short = await executor.execute(sh("echo hi"), make_ctx())
+    assert (short.output, short.output_tail) == ("hi\n", None)  # the excerpt holds it all
+    none = await CommandExecutor(replace(ALLOW, output_tail_bytes=0)).execute(sh(script), make_ctx())
+    assert none.output_tail is None
+    assert none.output == result.output

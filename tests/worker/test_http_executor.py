@@ -587,3 +587,13 @@ async def test_registry_turns_executor_bugs_into_errors() -> None:
     assert result.outcome is Outcome.ERROR
     assert result.error == "internal executor error: RuntimeError"
     await executors.close()  # logs, does not raise
+
+
+async def test_a_body_beyond_the_excerpt_is_kept_up_to_the_tail_bound(
+    sink: Sink, executor: HttpExecutor
+) -> None:
+    result = await executor.execute(HttpTarget(url=sink.url("/big?size=100000")), make_ctx())
+    assert result.output == "x" * 1024  # the excerpt, as before
+    assert result.output_tail == "x" * 65_536  # the body's start, read no further
+    small = await executor.execute(HttpTarget(url=sink.url("/big?size=50")), make_ctx())
+    assert small.output_tail is None

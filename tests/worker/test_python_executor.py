@@ -327,3 +327,16 @@ async def test_functions_are_cached(executor: PythonExecutor) -> None:
     for _ in range(3):
         assert (await executor.execute(fn("allowed_async_echo"), make_ctx())).outcome is Outcome.SUCCESS
     assert list(executor._functions) == [f"{HERE}:allowed_async_echo"]
+
+
+async def test_output_beyond_the_excerpt_is_kept_up_to_the_tail_bound(executor: PythonExecutor) -> None:
+    big = await executor.execute(fn("allowed_big_result"), make_ctx())
+    assert big.output_tail == "y" * 5000  # under the default 64 KiB
+    small = await executor.execute(fn("allowed_sync_echo"), make_ctx())
+    assert small.output_tail is None
+    bounded = PythonExecutor(replace(ALLOW, output_tail_bytes=2000))
+    try:
+        cut = await bounded.execute(fn("allowed_big_result"), make_ctx())
+    finally:
+        await bounded.close()
+    assert cut.output_tail == "y" * 2000

@@ -14,7 +14,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import audit, docs, limits, notifications, openapi, problems, secrets, tokens, ui
+from cronwheel.api import audit, docs, limits, notifications, openapi, output, problems, secrets, tokens, ui
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import RequestGuard
 from cronwheel.api.observe import RequestMetrics
@@ -47,7 +47,7 @@ def create_app(services: ApiServices) -> FastAPI:
     openapi.install(app)
     docs.install(app)
     ui.install(app)  # the dashboard at /ui (cronwheel.api.ui): its session bridge calls /v1 itself
-    for routes in (router, tokens.router, secrets.router, audit.router, notifications.router):
+    for routes in (router, tokens.router, secrets.router, audit.router, notifications.router, output.router):
         app.include_router(routes, prefix="/v1", dependencies=limits.PER_REQUEST, responses=limits.RESPONSES)
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)

@@ -56,6 +56,7 @@ from cronwheel.model import (
     Outcome,
     Overlap,
     PythonTarget,
+    RetentionPolicy,
     RetryPolicy,
     Run,
     RunEvent,
@@ -369,6 +370,23 @@ class MisfireSpec(_Strict):
         return MisfirePolicy(mode=self.policy, grace_s=self.grace_s, max_catch_up=self.max_catch_up)
 
 
+class RetentionSpec(_Strict):
+    """How much of the job's run history to keep (docs/operations.md, Retention): a run goes
+    when it is older than ``keep_days`` or beyond the newest ``keep_runs``; runs not finished and
+    the latest run of each state always stay. Both null (``{}``): the whole history is kept,
+    whatever the server's default."""
+
+    keep_days: Annotated[int, Field(ge=1, le=36_500), BeforeValidator(_integral)] | None = Field(
+        default=None, description="Runs whose slot is older than this many days go; null: no age limit."
+    )
+    keep_runs: Annotated[int, Field(ge=1, le=10_000_000), BeforeValidator(_integral)] | None = Field(
+        default=None, description="Runs beyond the job's newest this many go; null: no count limit."
+    )
+
+    def to_record(self) -> RetentionPolicy:
+        return RetentionPolicy(keep_days=self.keep_days, keep_runs=self.keep_runs)
+
+
 # -- jobs --------------------------------------------------------------------------------------
 
 
@@ -413,6 +431,9 @@ class JobFields(_Strict):
     end_at: Instant | None = Field(default=None, description="No slot after this instant; after start_at.")
     queue: Name = Field(default="default", description="A queue the server's workers serve.")
     labels: Annotated[dict[LabelKey, LabelValue], NO_OTHER_KEYS] = Field(default_factory=dict, max_length=64)
+    retention: RetentionSpec | None = Field(
+        default=None, description="How much run history to keep; null: the server's default."
+    )
 
     @field_validator("end_at")
     @classmethod
@@ -449,6 +470,7 @@ class JobSpec(JobFields):
             retry=self.retry.to_record(),
             misfire=self.misfire.to_record(),
             labels=tuple(self.labels.items()),
+            retention=None if self.retention is None else self.retention.to_record(),
         )
 
 
@@ -514,9 +536,8 @@ def _line_errors(error: ValidationError) -> list[InitErrorDetails]:
 
 
 # Fields whose record attribute has the same name and value as the request's (the rest convert).
-_PLAIN_FIELDS = tuple(
-    name for name in JobFields.model_fields if name not in ("target", "retry", "misfire", "labels")
-)
+_CONVERTED = ("target", "retry", "misfire", "labels", "retention")
+_PLAIN_FIELDS = tuple(name for name in JobFields.model_fields if name not in _CONVERTED)
 
 
 def spec_fields(job: Job) -> dict[str, Any]:
@@ -536,6 +557,9 @@ def _definition(job: Job) -> dict[str, Any]:
             "max_catch_up": job.misfire.max_catch_up,
         },
         "labels": dict(job.labels),
+        "retention": None
+        if job.retention is None
+        else {"keep_days": job.retention.keep_days, "keep_runs": job.retention.keep_runs},
     }
     return {
         name: converted[name] if name in converted else getattr(job, name) for name in JobFields.model_fields

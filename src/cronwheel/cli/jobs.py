@@ -93,6 +93,15 @@ def _plain(job: dict[str, Any]) -> str | None:
     )
 
 
+def _retention(policy: dict[str, Any] | None) -> str:
+    """The job's retention in words (null: the server's default)."""
+    if policy is None:
+        return "server default"
+    limits = [f"{policy['keep_days']} days"] if policy.get("keep_days") else []
+    limits += [f"newest {policy['keep_runs']} runs"] if policy.get("keep_runs") else []
+    return ", ".join(limits) if limits else "whole history"
+
+
 def job_view(job: dict[str, Any]) -> str:
     retry = job["retry"]
     misfire = job["misfire"]
@@ -116,6 +125,7 @@ def job_view(job: dict[str, Any]) -> str:
             ("window", None if not (job["start_at"] or job["end_at"])
              else f"{when(job['start_at']) or '-'} .. {when(job['end_at']) or '-'}"),
             ("labels", job["labels"]),
+            ("retention", _retention(job.get("retention"))),
             ("paused", job["paused"] if not job["paused"] else f"yes ({job['pause_note'] or 'no note'})"),
             ("next run", next_run(job)),
             ("last run", _last(job)),

@@ -127,3 +127,24 @@ def list_(ctx: Ctx, job: str | None, states: tuple[str, ...], limit: int, cursor
 def get(ctx: Ctx, run_id: str) -> None:
     """Show one run with its attempts and history."""
     ctx.emit(ctx.client.get_run(run_id), run_detail_view)
+
+
+def output_view(data: dict[str, Any]) -> str:
+    """Each attempt's kept output; a header line per attempt when there are several."""
+    attempts = data["attempts"]
+    lines = []
+    for attempt in attempts:
+        if len(attempts) > 1:
+            lines.append(f"== attempt {attempt['number']} ({attempt['outcome'] or 'running'})")
+        text = (attempt["output"] or "").rstrip("\n")
+        if text:
+            lines.append(text)
+    return "\n".join(lines)
+
+
+@runs.command()
+@click.argument("run_id")
+@api_command
+def logs(ctx: Ctx, run_id: str) -> None:
+    """Print what the run's attempts wrote (up to the server's --output-tail-bytes each)."""
+    ctx.emit(ctx.client.get_run_output(run_id), output_view)

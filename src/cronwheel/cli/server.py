@@ -22,6 +22,37 @@ F = TypeVar("F", bound=Callable[..., Any])
 _DEFAULT = Limits()
 
 
+def retention_options() -> list[Callable[[F], F]]:
+    """The default retention of run history (jobs without their own ``retention``) and the
+    output tail kept per attempt (docs/operations.md, Retention)."""
+    return [
+        click.option(
+            "--retention-days",
+            default=30,
+            show_default=True,
+            envvar="CRONWHEEL_RETENTION_DAYS",
+            type=click.IntRange(min=0),
+            help="Runs older than this many days are deleted (0: no age limit), unless the job has its own.",
+        ),
+        click.option(
+            "--retention-runs",
+            default=0,
+            show_default=True,
+            envvar="CRONWHEEL_RETENTION_RUNS",
+            type=click.IntRange(min=0),
+            help="Runs beyond each job's newest this many are deleted (0: no count limit).",
+        ),
+        click.option(
+            "--output-tail-bytes",
+            default=65_536,
+            show_default=True,
+            envvar="CRONWHEEL_OUTPUT_TAIL_BYTES",
+            type=click.IntRange(0, 16 * 1024 * 1024),
+            help="Output kept per attempt beyond its 1 KiB excerpt (`cronwheel runs logs`); 0: none.",
+        ),
+    ]
+
+
 def limit_options() -> list[Callable[[F], F]]:
     """The operator's limits (:class:`cronwheel.limits.Limits`), each with its CRONWHEEL_* variable."""
     return [
@@ -324,6 +355,7 @@ def node_options(function: F) -> F:
         ),
         click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
         *tls_options(),
+        *retention_options(),
         *limit_options(),
         *oidc_options(),
     ]

@@ -28,6 +28,7 @@ from cronwheel.client.types import (
     Reencryption,
     Run,
     RunDetail,
+    RunOutput,
     Secret,
     SecretSet,
     Token,
@@ -68,6 +69,7 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "list_job_runs": Route("GET", JOB + "/runs"),
         "list_runs": Route("GET", "/v1/runs"),
         "get_run": Route("GET", "/v1/runs/{run_id}"),
+        "get_run_output": Route("GET", "/v1/runs/{run_id}/output"),
         "preview_schedule": Route("POST", "/v1/schedules/preview"),
         "cluster_status": Route("GET", "/v1/cluster"),
         "create_token": Route("POST", "/v1/tokens"),
@@ -283,6 +285,11 @@ def list_runs(
 def get_run(run_id: str) -> Call[RunDetail]:
     """One run with its attempts and its state history."""
     return _call("get_run", _data, run_id=run_id)
+
+
+def get_run_output(run_id: str) -> Call[RunOutput]:
+    """What each attempt of the run wrote, as kept (beyond the run's 1 KiB excerpts)."""
+    return _call("get_run_output", _data, run_id=run_id)
 
 
 def preview_schedule(

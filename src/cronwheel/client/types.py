@@ -44,6 +44,7 @@ class Job(TypedDict):
     end_at: str | None
     queue: str
     labels: dict[str, str]
+    retention: dict[str, Any] | None
     version: int
     paused: bool
     pause_note: str | None
@@ -86,6 +87,13 @@ class RunDetail(Run):
 
     attempt_details: list[dict[str, Any]]
     events: list[dict[str, Any]]
+
+
+class RunOutput(TypedDict):
+    """``RunOutputOut``: each attempt's kept output (``{number, outcome, output, kept}``)."""
+
+    run_id: str
+    attempts: list[dict[str, Any]]
 
 
 class Token(TypedDict):

@@ -88,10 +88,15 @@ class Resolved:
         return text
 
     def redacted(self, result: AttemptResult) -> AttemptResult:
-        """``result`` with its error and output redacted."""
+        """``result`` with its error, output and output tail redacted."""
         if not self.values:
             return result
-        return dataclasses.replace(result, error=self.redact(result.error), output=self.redact(result.output))
+        return dataclasses.replace(
+            result,
+            error=self.redact(result.error),
+            output=self.redact(result.output),
+            output_tail=self.redact(result.output_tail),
+        )
 
 
 def _redact_edges(text: str, name: str, value: str) -> str:

@@ -31,6 +31,7 @@ from cronwheel.model import (
     Outcome,
     Overlap,
     PythonTarget,
+    RetentionPolicy,
     RetryPolicy,
     Run,
     RunEvent,
@@ -154,6 +155,19 @@ def misfire_from_json(data: Mapping[str, Any]) -> MisfirePolicy:
     )
 
 
+def retention_to_json(policy: RetentionPolicy | None) -> dict[str, Any] | None:
+    if policy is None:
+        return None
+    return {"keep_days": policy.keep_days, "keep_runs": policy.keep_runs}
+
+
+def retention_from_json(data: Mapping[str, Any] | None) -> RetentionPolicy | None:
+    if data is None:
+        return None
+    days, runs = data.get("keep_days"), data.get("keep_runs")
+    return RetentionPolicy(None if days is None else int(days), None if runs is None else int(runs))
+
+
 # -- jobs ----------------------------------------------------------------------------------------
 
 
@@ -196,6 +210,7 @@ def job_definition_to_row(job: Job) -> dict[str, Any]:
         "paused_at": job.paused_at,
         "queue": job.queue,
         "labels": pairs_to_json(job.labels),
+        "retention": retention_to_json(job.retention),
         "updated_at": job.updated_at,
     }
 
@@ -228,6 +243,7 @@ def job_from_row(row: Row) -> Job:
         paused_at=row["paused_at"],
         queue=row["queue"],
         labels=pairs_from_json(row["labels"]),
+        retention=retention_from_json(row["retention"]),
         version=int(row["version"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
@@ -306,6 +322,7 @@ def attempt_from_row(row: Row) -> Attempt:
         error=row["error"],
         output=row["output"],
         retry_after_s=row["retry_after_s"],
+        output_tail=row["output_tail"],
     )
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from cronwheel.model import Attempt, Job, Outcome, Run, RunEvent, RunState
+from cronwheel.model import Attempt, Job, Outcome, RetentionPolicy, Run, RunEvent, RunState
+from cronwheel.retention import HistoryBounds, RunStub
 from cronwheel.tokens import ApiToken
 
 if TYPE_CHECKING:  # cronwheel.audit reads the store's codec: no import at run time
@@ -89,6 +90,7 @@ class AttemptResult:
     error: str | None = None
     output: str | None = None
     retry_after_s: float | None = None
+    output_tail: str | None = None  # more of the output than the 1 KiB excerpt (None: it held it all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +359,29 @@ class Store(Protocol):
         budget), or to FAILED once it has lost ``MAX_LOST_ATTEMPTS`` attempts. Returns the runs
         changed. ``expired_before`` (default ``now``) moves the cutoff: a process that knows every
         lease is orphaned (embedded restart) expires them all at once."""
+        ...
+
+    # retention (cronwheel.retention decides what goes; the store reads and deletes)
+    async def retention_jobs(
+        self, after: str | None = None, limit: int = 500
+    ) -> list[tuple[str, RetentionPolicy | None]]:
+        """Every job, live or deleted, by id after ``after``, with its own retention policy."""
+        ...
+
+    async def history_bounds(self, job_id: str, keep_runs: int | None) -> HistoryBounds:
+        """The key of the job's ``keep_runs``-th newest run and its latest run of each terminal
+        state (see :class:`~cronwheel.retention.HistoryBounds`)."""
+        ...
+
+    async def oldest_runs(
+        self, job_id: str, after: tuple[datetime, str] | None = None, limit: int = 500
+    ) -> list[RunStub]:
+        """The job's runs oldest first (slot, then id) after the key ``after``, at most ``limit``."""
+        ...
+
+    async def purge_runs(self, run_ids: Sequence[str]) -> int:
+        """Delete the terminal runs among ``run_ids`` with their attempts and events, in short
+        write transactions of at most 500 runs (a run that is not terminal stays); how many."""
         ...
 
     # secrets (sealed values: cronwheel.secrets seals and opens them, the store only keeps them)

@@ -115,6 +115,7 @@ jobs = Table(
     Column("paused_at", Instant, nullable=True),
     Column("queue", NAME, nullable=False),
     Column("labels", JSON, nullable=False),  # [[key, value], ...] in the job's order
+    Column("retention", JSON(none_as_null=True), nullable=True),  # migration 0009; NULL: server default
     Column("version", Integer, nullable=False),
     Column("created_at", Instant, nullable=False),
     Column("updated_at", Instant, nullable=False),
@@ -180,6 +181,7 @@ runs = Table(
     CheckConstraint(_in("kind", _KINDS), name="kind"),
     Index("ix_runs_state_next_attempt_at", "state", "next_attempt_at"),
     Index("ix_runs_job_id_slot", "job_id", "slot"),
+    Index("ix_runs_job_id_state_slot", "job_id", "state", "slot"),  # latest of each state (0009)
     Index("ix_runs_slot_id", "slot", "id"),
 )
 
@@ -201,6 +203,7 @@ attempts = Table(
     Column("error", Text, nullable=True),
     Column("output", Text, nullable=True),
     Column("retry_after_s", Float, nullable=True),
+    Column("output_tail", Text, nullable=True),  # migration 0009: the bounded tail of the output
     PrimaryKeyConstraint("run_id", "number"),
     CheckConstraint(_in("outcome", _OUTCOMES), name="outcome"),
 )

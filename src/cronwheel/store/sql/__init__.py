@@ -21,6 +21,7 @@ The package, by concern (``SqlStore`` is a facade over them):
 * :mod:`~cronwheel.store.sql.runs`: reads of runs and their history;
 * :mod:`~cronwheel.store.sql.tokens`: API tokens (digests, listing, revocation, last use);
 * :mod:`~cronwheel.store.sql.secrets`: team secrets, sealed (the store never sees them in clear);
+* :mod:`~cronwheel.store.sql.retention`: what retention reads and deletes (old runs, in batches);
 * :mod:`~cronwheel.store.sql.audit`: the audit log (appended in the transaction of the change it
   records, where there is one: every job, token and secret write takes an optional ``audit``);
 
@@ -42,7 +43,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from cronwheel.audit import AuditEntry, AuditQuery
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import PermanentError
-from cronwheel.model import Attempt, Job, Run, RunEvent, RunState
+from cronwheel.model import Attempt, Job, RetentionPolicy, Run, RunEvent, RunState
+from cronwheel.retention import HistoryBounds, RunStub
 from cronwheel.store.driver import create_engine
 from cronwheel.store.migrate import current_revision, head_revision, upgrade_engine
 from cronwheel.store.port import (
@@ -56,7 +58,7 @@ from cronwheel.store.port import (
     StoredSecret,
     TokenQuery,
 )
-from cronwheel.store.sql import audit, firing, jobs, leases, notices, runs, secrets, sweeps, tokens
+from cronwheel.store.sql import audit, firing, jobs, leases, notices, retention, runs, secrets, sweeps, tokens
 from cronwheel.store.sql.firing import due_jobs_statement
 from cronwheel.store.sql.tx import Transactions
 from cronwheel.tokens import ApiToken
@@ -313,6 +315,24 @@ class SqlStore:
 
     async def fail_run(self, run_id: str, reason: str, now: datetime) -> Run | None:
         return await leases.fail(self._tx, run_id, reason, now)
+
+    # -- retention (cronwheel.retention decides; store/sql/retention.py reads and deletes) --------
+
+    async def retention_jobs(
+        self, after: str | None = None, limit: int = 500
+    ) -> list[tuple[str, RetentionPolicy | None]]:
+        return await retention.job_policies(self._tx, after, limit)
+
+    async def history_bounds(self, job_id: str, keep_runs: int | None) -> HistoryBounds:
+        return await retention.history_bounds(self._tx, job_id, keep_runs)
+
+    async def oldest_runs(
+        self, job_id: str, after: tuple[datetime, str] | None = None, limit: int = 500
+    ) -> list[RunStub]:
+        return await retention.oldest_runs(self._tx, job_id, after, limit)
+
+    async def purge_runs(self, run_ids: Sequence[str]) -> int:
+        return await retention.purge(self._tx, run_ids)
 
     # -- secrets ---------------------------------------------------------------------------------
 

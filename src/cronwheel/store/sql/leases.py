@@ -175,6 +175,7 @@ _FINISH_ATTEMPT = (
         error=bindparam("b_error"),
         output=bindparam("b_output"),
         retry_after_s=bindparam("b_retry_after_s"),
+        output_tail=bindparam("b_output_tail"),
     )
 )
 
@@ -184,7 +185,7 @@ def _attempt_outcome(one: Finish, now: datetime) -> dict[str, Any]:
     return {"b_run_id": one.run_id, "b_number": one.attempt, "b_finished_at": now,
             "b_outcome": result.outcome.value, "b_status_code": result.status_code,
             "b_exit_code": result.exit_code, "b_error": result.error, "b_output": result.output,
-            "b_retry_after_s": result.retry_after_s}  # fmt: skip
+            "b_retry_after_s": result.retry_after_s, "b_output_tail": result.output_tail}  # fmt: skip
 
 
 def _outcome_detail(result: AttemptResult) -> str:

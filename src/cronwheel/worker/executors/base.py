@@ -68,6 +68,7 @@ class WorkerSettings:
     python_allow: tuple[str, ...] = ()  # fnmatch patterns on "module:function" (python_targets)
     allowed_networks: tuple[str, ...] = ()  # CIDRs HTTP targets may reach although not public
     output_limit: int = 1024  # bytes of response body / command output kept per attempt
+    output_tail_bytes: int = 65_536  # ... and kept beyond that, readable with `cronwheel runs logs`
     user_agent: str = DEFAULT_USER_AGENT
     kill_grace_s: float = 2.0  # SIGTERM -> SIGKILL grace for a command's process group
     http_pool_limit: int = 512  # simultaneous HTTP connections of the whole worker
@@ -106,9 +107,10 @@ def storable(result: AttemptResult) -> AttemptResult:
     or exception may hold lone surrogates, which have no UTF-8 bytes. NUL becomes U+FFFD, as an
     undecodable byte already does; a lone surrogate becomes ``?``."""
     error, output = _storable_text(result.error), _storable_text(result.output)
-    if error == result.error and output == result.output:
+    tail = _storable_text(result.output_tail)
+    if error == result.error and output == result.output and tail == result.output_tail:
         return result
-    return replace(result, error=error, output=output)
+    return replace(result, error=error, output=output, output_tail=tail)
 
 
 def _storable_text(text: str | None) -> str | None:

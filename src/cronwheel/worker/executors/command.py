@@ -205,7 +205,9 @@ class CommandExecutor:
             os.close(write_fd)  # the guard has its copy: EOF comes when the last holder exits
             theirs.close()
         try:  # from here on, closing ``ours`` makes the guard end whatever it started, and exit
-            output = await _Output.connect(read_fd, self._settings.output_limit)
+            output = await _Output.connect(
+                read_fd, self._settings.output_limit, self._settings.output_tail_bytes
+            )
         except BaseException:
             ours.close()
             await _reap(process)
@@ -223,11 +225,13 @@ class CommandExecutor:
                     await proc.wait()
             except TimeoutError:
                 killed = await self._terminate(proc)
+                text, tail = await output.kept()
                 return AttemptResult(
                     Outcome.TIMEOUT,
                     error=f"timed out after {budget:g} s; process group "
                     + ("killed (SIGKILL)" if killed else "terminated (SIGTERM)"),
-                    output=await output.text(),
+                    output=text,
+                    output_tail=tail,
                 )
             if _group_alive(proc.pid):  # the program is done: so is what it left behind
                 await self._terminate(proc)
@@ -242,10 +246,12 @@ class CommandExecutor:
             raise
         code = proc.returncode
         assert code is not None
-        text = await output.text()
+        text, tail = await output.kept()
         if code == 0:
-            return AttemptResult(Outcome.SUCCESS, exit_code=0, output=text)
-        return AttemptResult(Outcome.FAILURE, exit_code=code, error=_exit_text(code), output=text)
+            return AttemptResult(Outcome.SUCCESS, exit_code=0, output=text, output_tail=tail)
+        return AttemptResult(
+            Outcome.FAILURE, exit_code=code, error=_exit_text(code), output=text, output_tail=tail
+        )
 
     async def _terminate(self, proc: _Guarded) -> bool:
         """SIGTERM the process group, SIGKILL it after the grace, reap the program. Returns
@@ -390,27 +396,32 @@ class _Tail:
         if len(self.data) > self.limit:
             del self.data[: len(self.data) - self.limit]
 
-    def text(self) -> str:
-        if self.total > len(self.data):  # the start was cut off
-            return decode_cut(bytes(self.data))
-        return self.data.decode(errors="replace")
+    def text(self, limit: int | None = None) -> str:
+        """The last ``limit`` bytes kept (all of them by default) as text."""
+        data = bytes(self.data if limit is None or limit >= len(self.data) else self.data[-limit:])
+        if self.total > len(data):  # the start was cut off
+            return decode_cut(data)
+        return data.decode(errors="replace")
 
 
 class _Output:
     """The read end of the program's stdout+stderr pipe, pumped into a bounded tail."""
 
-    def __init__(self, transport: asyncio.ReadTransport, reader: asyncio.StreamReader, limit: int) -> None:
+    def __init__(
+        self, transport: asyncio.ReadTransport, reader: asyncio.StreamReader, limit: int, tail: int
+    ) -> None:
         self._transport = transport
-        self._tail = _Tail(limit)
+        self._limit = limit
+        self._tail = _Tail(max(limit, tail))
         self._pump = asyncio.create_task(self._read(reader))
 
     @classmethod
-    async def connect(cls, read_fd: int, limit: int) -> _Output:
+    async def connect(cls, read_fd: int, limit: int, tail: int) -> _Output:
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         pipe = os.fdopen(read_fd, "rb", buffering=0)  # the transport closes it
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-        return cls(transport, reader, limit)
+        return cls(transport, reader, limit, tail)
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         while chunk := await reader.read(_READ_CHUNK):
@@ -423,11 +434,13 @@ class _Output:
                 await asyncio.shield(self._pump)
         return self._pump.done()
 
-    async def text(self) -> str:
-        """The kept output, once the pipe is at EOF or after a short wait (a descendant that
-        escaped the process group may hold the pipe open forever)."""
+    async def kept(self) -> tuple[str, str | None]:
+        """The kept output (its last ``limit`` bytes) and, when there was more, its longer tail,
+        once the pipe is at EOF or after a short wait (a descendant that escaped the process
+        group may hold the pipe open forever)."""
         await self.drained(_DRAIN_S)
-        return self._tail.text()
+        longer = self._tail.total > self._limit and len(self._tail.data) > self._limit
+        return self._tail.text(self._limit), self._tail.text() if longer else None
 
     def close(self) -> None:
         self._pump.cancel()

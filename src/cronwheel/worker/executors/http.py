@@ -169,6 +169,15 @@ class HttpExecutor:
         self._session: aiohttp.ClientSession | None = None
         self._resolver: GuardedResolver | None = None
 
+    @property
+    def _kept_bytes(self) -> int:
+        """How much of a response body is read: the excerpt, or the longer kept output."""
+        return max(self._settings.output_limit, self._settings.output_tail_bytes)
+
+    def _longer(self, head: bytes) -> str | None:
+        """The kept start of a body longer than the excerpt (None: the excerpt holds it all)."""
+        return head_text(head, self._kept_bytes) if len(head) > self._settings.output_limit else None
+
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._resolver = GuardedResolver(self._inner_resolver or aiohttp.DefaultResolver(), self._allowed)
@@ -235,7 +244,7 @@ class HttpExecutor:
                 ) as response:
                     status = response.status
                     retry_after = response.headers.get("Retry-After")
-                    head = await _read_head(response.content, self._settings.output_limit)
+                    head = await _read_head(response.content, self._kept_bytes)
         except TimeoutError:
             return AttemptResult(Outcome.TIMEOUT, error=f"no complete response within {budget:g} s")
         except aiohttp.ClientError as exc:
@@ -258,6 +267,7 @@ class HttpExecutor:
             status_code=status,
             error=error,
             output=head_text(head, self._settings.output_limit),
+            output_tail=self._longer(head),
             retry_after_s=(
                 parse_retry_after(retry_after, self._clock.now()) if status in _RETRY_AFTER_STATUSES else None
             ),

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -99,9 +100,22 @@ class PythonExecutor:
         except BaseException as exc:  # the function's failure, not the worker's (KeyboardInterrupt too)
             raised = exc
         else:
-            limit = self._settings.output_limit
-            return AttemptResult(Outcome.SUCCESS, output=None if value is None else _text(value)[:limit])
-        return _failure(raised, self._settings.output_limit)
+            return self._success(value)
+        failed = _failure(raised, self._settings.output_limit)
+        return dataclasses.replace(failed, output_tail=self._tail(failed.output_tail or ""))
+
+    def _success(self, value: Any) -> AttemptResult:
+        """SUCCESS, with the return value (if not None) as the output."""
+        if value is None:
+            return AttemptResult(Outcome.SUCCESS)
+        text, limit = _text(value), self._settings.output_limit
+        return AttemptResult(Outcome.SUCCESS, output=text[:limit], output_tail=self._tail(text))
+
+    def _tail(self, text: str) -> str | None:
+        """The last ``output_tail_bytes`` characters of a text longer than the excerpt."""
+        if len(text) <= self._settings.output_limit:
+            return None
+        return text[-self._settings.output_tail_bytes :] if self._settings.output_tail_bytes > 0 else None
 
     def _refusal(self, target: PythonTarget) -> str | None:
         """The API's refusal (:func:`cronwheel.python_targets.refusal`), for jobs stored before
@@ -167,7 +181,10 @@ def _failure(exc: BaseException, limit: int) -> AttemptResult:
         trace = "".join(traceback.format_exception(exc))
     except BaseException:  # an exception object broken enough to break traceback
         trace = _describe(exc)
-    return AttemptResult(Outcome.FAILURE, error=_describe(exc), output=trace[-limit:] if limit > 0 else "")
+    # the whole traceback rides in ``output_tail`` until the executor cuts it to its bound
+    return AttemptResult(
+        Outcome.FAILURE, error=_describe(exc), output=trace[-limit:] if limit > 0 else "", output_tail=trace
+    )
 
 
 def _describe(exc: BaseException) -> str:
