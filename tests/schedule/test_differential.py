@@ -35,7 +35,7 @@ Note: cronsim 2.x *does* have a seconds field (six fields, leading, as cronwheel
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
@@ -155,6 +155,13 @@ DISAGREEMENTS: tuple[Disagreement, ...] = (
         "croniter collapses a day field whose values cover the whole range to '*' when the other "
         "day field's text contains '*' anywhere, then ANDs: '1-31' with '1,*/7' is Sundays and "
         "Mondays only. cronwheel ORs (neither text starts with '*'): every day.",
+    ),
+    Disagreement(
+        "last-day-fills-the-range",
+        "croniter",
+        "croniter counts 'L' as one more day-of-month value and collapses a list that then has 31 "
+        "values to '*': 'L,2/1' (the 2nd to the 31st, and the last day) fires on the 1st too. "
+        "cronwheel fires on the days listed only.",
     ),
     Disagreement(
         "nth-weekday-is-anded",
@@ -499,6 +506,30 @@ def fires_at_all(pair: tuple[str, str]) -> bool:
     return parse_reference(pair[0]).can_fire()
 
 
+def croniter_reads_alike(pair: tuple[str, str]) -> bool:
+    """False for the peer's text that croniter reads as the table's "last-day-fills-the-range"."""
+    fields = pair[1].split()
+    if len(fields) < 5:  # a macro
+        return True
+    dom = len(fields) - 3  # day-of-month is third from the end, with or without seconds
+    items = fields[dom].split(",")
+    if "L" not in items:
+        return True
+    rest = [item for item in items if item != "L"]
+    if not rest or _croniter_days(fields) != ["*"]:
+        return True
+    return 1 in _croniter_days([*fields[:dom], ",".join(rest), *fields[dom + 1 :]])
+
+
+def _croniter_days(fields: list[str]) -> Sequence[object]:
+    """The day-of-month values croniter expands ``fields`` to (seconds first, as the tests use it)."""
+    expanded: Sequence[Sequence[object]] = croniter(" ".join(fields), second_at_beginning=True).expanded
+    return expanded[len(fields) - 3]
+
+
+CRONITER_PAIRS = peer_expressions(CRONITER).filter(fires_at_all).filter(croniter_reads_alike)
+
+
 @st.composite
 def starts(draw: st.DrawFn, zone: str) -> datetime:
     """An instant in 1990-2089, three times in four within two days of one of the zone's
@@ -580,7 +611,7 @@ def test_cronsim_agrees_across_dst_on_real_instants(
 
 
 @tuned(examples=120)
-@given(data=st.data(), pair=peer_expressions(CRONITER).filter(fires_at_all), zone=st.sampled_from(UTC_LIKE))
+@given(data=st.data(), pair=CRONITER_PAIRS, zone=st.sampled_from(UTC_LIKE))
 def test_croniter_agrees_without_dst(data: st.DataObject, pair: tuple[str, str], zone: str) -> None:
     mine, theirs = pair
     for start in (data.draw(starts(zone)), data.draw(starts(zone))):
@@ -592,7 +623,7 @@ def test_croniter_agrees_without_dst(data: st.DataObject, pair: tuple[str, str],
 @tuned(examples=150)
 @given(
     data=st.data(),
-    pair=peer_expressions(CRONITER).filter(fires_at_all),
+    pair=CRONITER_PAIRS,
     zone=st.sampled_from((NY, BERLIN, SANTIAGO)),
 )
 def test_croniter_agrees_across_dst_under_its_own_policy(
@@ -800,6 +831,22 @@ def test_croniter_day_rule_without_implement_cron_bug() -> None:
         "2026-01-03T00:00:00+00:00",  # odd days OR Mondays
         "2026-01-05T00:00:00+00:00",
     ]
+
+
+@demonstrates("last-day-fills-the-range")
+def test_croniter_fills_a_day_list_with_the_last_day() -> None:
+    expression = "0 1 L,2/1 * *"  # found by test_croniter_agrees_without_dst (1990-01-01, UTC)
+    start = datetime(1990, 1, 1, tzinfo=UTC)
+    assert iso(ours(expression, "UTC", start, 2), "UTC") == [
+        "1990-01-02T01:00:00+00:00",
+        "1990-01-03T01:00:00+00:00",
+    ]
+    assert iso(croniter_next(expression, "UTC", start, 2), "UTC") == [
+        "1990-01-01T01:00:00+00:00",  # not in the list
+        "1990-01-02T01:00:00+00:00",
+    ]
+    assert not croniter_reads_alike((expression, expression))
+    assert croniter_reads_alike(("0 1 L,1-30 * *", "0 1 L,1-30 * *"))  # every day, rightly '*'
 
 
 @demonstrates("full-range-collapses-to-star")
