@@ -99,6 +99,7 @@ def default_node() -> str:
 
 
 ALL_ROLES = ("api", "scheduler", "worker")
+_URL_FIELDS = ("database_url", "coordinator_url", "queue_url")  # may name a password
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,19 @@ class ServerSettings:
     retention_days: int = 30  # the default retention of jobs without their own (0: no age limit)
     retention_runs: int = 0  # ... and of how many runs per job (0: no count limit)
     output_tail_bytes: int = 65_536  # output kept per attempt beyond its 1 KiB excerpt
+
+    def __repr__(self) -> str:
+        """Every field, each backend URL with its password and secret parameters hidden: settings
+        may end up in a log line or a traceback (the keys and the SMTP URL are left out whole)."""
+        shown = []
+        for name in self.__dataclass_fields__:
+            if not self.__dataclass_fields__[name].repr:
+                continue
+            value = getattr(self, name)
+            if name in _URL_FIELDS and isinstance(value, str):
+                value = redact_url(value)
+            shown.append(f"{name}={value!r}")
+        return f"ServerSettings({', '.join(shown)})"
 
     @property
     def embedded(self) -> bool:
