@@ -116,7 +116,7 @@ def decide(
     if not lease:
         return Plan(drop=tuple(sorted(held)))
     member = node in view.members
-    scheduler = SCHEDULER in roles and node in view.members
+    scheduler = SCHEDULER in roles and member
     assignment = None
     if view.leader_lease == lease:
         wanted = rendezvous(shards, view.schedulers())
