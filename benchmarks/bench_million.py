@@ -256,10 +256,16 @@ class StubLeases:
     async def leader(self) -> str | None:
         return self.node
 
+    async def watchdog(self) -> str | None:
+        return self.node
+
     async def wait_for_change(self, timeout_s: float) -> None:
         await asyncio.sleep(timeout_s)
 
     def set_health_check(self, healthy: Callable[[], bool]) -> None:
+        return None
+
+    def set_watchdog_check(self, able: Callable[[], bool]) -> None:
         return None
 
 

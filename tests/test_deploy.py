@@ -164,6 +164,10 @@ def test_the_dashboard_shows_what_operators_look_at() -> None:
         "cronwheel_queue_pending",
         "cronwheel_shards_owned",
         "cronwheel_leader",
+        "cronwheel_watchdog",
+        "cronwheel_dead_lettered_total",
+        "cronwheel_notifications_sent_total",
+        "cronwheel_notifications_failed_total",
         "cronwheel_api_requests_total",
     ):
         assert wanted in names

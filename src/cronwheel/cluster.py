@@ -1,4 +1,5 @@
-"""Cluster status: who is alive, who leads, who owns which shard, how deep the queues are, and
+"""Cluster status: who is alive, who leads, who holds the watchdog duty (the notifier: the
+dead-man's switch and notification delivery), who owns which shard, how deep the queues are, and
 where each node serves its metrics.
 
 Served at ``GET /v1/cluster`` and printed by ``cronwheel cluster status``.
@@ -37,6 +38,7 @@ class ClusterStatus:
             )
         return {
             "leader": await self.coordinator.leader(),
+            "watchdog": await self.coordinator.watchdog(),
             "nodes": [_node(member) for member in members],
             "shards": [
                 {"shard": shard, "node": node, "epoch": epoch}

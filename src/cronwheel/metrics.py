@@ -63,7 +63,8 @@ REQUEUED = Counter(
 )
 RUNS_FINISHED = Counter(
     "cronwheel_runs_finished_total",
-    "Runs a worker finished, by final state (SUCCESS, FAILED), team and queue.",
+    "Runs finished, by final state (SUCCESS, FAILED), team and queue: by a worker, or FAILED by the "
+    "sweep after their workers lost too many leases.",
     ["state", "team", "queue"],
     registry=REGISTRY,
 )
@@ -77,6 +78,13 @@ QUEUE_RECLAIMS = Counter(
     "cronwheel_queue_reclaims_total",
     "Triggers a worker received again: an earlier delivery was not acknowledged within the "
     "visibility timeout (its worker stalled, crashed or restarted).",
+    ["queue"],
+    registry=REGISTRY,
+)
+DEAD_LETTERED = Counter(
+    "cronwheel_dead_lettered_total",
+    "Triggers moved to the dead-letter stream (handed out too many times without an acknowledgement), "
+    "by queue. Their runs are not lost: the sweep queues them again from the store.",
     ["queue"],
     registry=REGISTRY,
 )

@@ -49,6 +49,10 @@ _NODE_GAUGES = (
     ("cronwheel_shards_owned", "Shards whose lease this node holds (a scheduler fires only those)."),
     ("cronwheel_shards", "Shards in the cluster (a fixed number): the sum of shards_owned should equal it."),
     ("cronwheel_leader", "1 while this node is the cluster's leader, else 0."),
+    (
+        "cronwheel_watchdog",
+        "1 while this node holds the watchdog duty (its notifier watches for missed slots), else 0.",
+    ),
 )
 
 
@@ -120,11 +124,12 @@ async def _node_figures(source: Source) -> dict[str, float]:
     if coordinator is None:
         return {}
     owned = len(coordinator.owned_shards())
-    leader = await coordinator.leader()
+    leader, watchdog = await asyncio.gather(coordinator.leader(), coordinator.watchdog())
     return {
         "cronwheel_shards_owned": float(owned),
         "cronwheel_shards": float(SHARDS),
         "cronwheel_leader": 1.0 if leader == source.node else 0.0,
+        "cronwheel_watchdog": 1.0 if watchdog == source.node else 0.0,
     }
 
 

@@ -281,6 +281,9 @@ class Attempt:
     # up to --output-tail-bytes (64 KiB) of the output, when it was longer than ``output``: the
     # tail of stdout/stderr or of a traceback, the start of a response body (read no further)
     output_tail: str | None = None
+    # the headers of the HTTP request this attempt sent, in order, each credential "[redacted]"
+    # (cronwheel.redaction.kept_headers); None: no HTTP request was sent
+    request_headers: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

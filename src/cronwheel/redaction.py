@@ -1,4 +1,5 @@
-"""Backend URLs as they may be printed: the one place that takes the credentials out.
+"""Backend URLs and request headers as they may be printed or kept: the one place that takes the
+credentials out.
 
 A store, queue or coordinator URL may carry a password in its user info
 (``postgresql://cron:pw@db/cron``, ``rediss://worker:pw@redis:6380/0``,
@@ -11,13 +12,26 @@ needs them to see what is configured).
 
 :func:`scrub` takes the secrets of one or more URLs out of any text (a driver's error message
 that quotes its DSN).
+
+:func:`kept_headers` is what an attempt records of the HTTP request it sent (the run page's
+"headers that were sent"): every header, in the order sent, except that the value of a header
+that carries a credential by its name (``Authorization``, ``Proxy-Authorization``, ``Cookie``,
+``webhook-signature``, names with ``token``, ``secret``, ``password``, ``api-key`` ...), of one
+whose value came from a team secret, and of one whose value holds a secret's value anywhere, is
+``[redacted]``; bounded (:data:`HEADER_VALUE_CHARS` per value, :data:`MAX_KEPT_HEADERS` headers,
+:data:`KEPT_HEADER_CHARS` in all). A secret's value never reaches the store this way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 HIDDEN = "***"
+REDACTED = "[redacted]"  # a kept header's value that carried a credential
+HEADER_VALUE_CHARS = 512  # a longer kept value is cut, ending with "..."
+MAX_KEPT_HEADERS = 64
+KEPT_HEADER_CHARS = 16_384  # names and values of the kept headers together; the rest is dropped
 
 # a query parameter whose name contains one of these holds a secret (password, sslpassword,
 # ssl_password, passphrase, token, client_secret...); names of files (passfile, sslkey) do not
@@ -29,6 +43,50 @@ def secret_parameter(name: str) -> bool:
     """Whether a URL query parameter called ``name`` holds a secret."""
     lowered = name.lower()
     return lowered in _SECRET_NAMES or any(word in lowered for word in _SECRET_WORDS)
+
+
+# request headers that carry a credential whatever their value: by name, or by a word in the name
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "webhook-signature"})
+_CREDENTIAL_HEADER_WORDS = ("signature", "api-key", "apikey", "api_key", "session", "auth")
+
+
+def credential_header(name: str) -> bool:
+    """Whether a request header called ``name`` carries a credential (its value is not kept)."""
+    lowered = name.lower()
+    return (
+        lowered in _CREDENTIAL_HEADERS
+        or any(word in lowered for word in _CREDENTIAL_HEADER_WORDS)
+        or secret_parameter(lowered)
+    )
+
+
+def kept_headers(
+    sent: Iterable[tuple[str, str]], secret_headers: Collection[str] = (), secret_values: Collection[str] = ()
+) -> tuple[tuple[str, str], ...]:
+    """What may be kept of the request headers ``sent`` (see the module docstring): repeated names
+    joined with ``, `` under the first spelling; ``secret_headers`` are the names (any case) whose
+    value came from a team secret, ``secret_values`` the values of the attempt's secrets."""
+    joined: dict[str, tuple[str, str]] = {}
+    for name, value in sent:
+        key = name.lower()
+        first, before = joined.get(key, (name, ""))
+        joined[key] = (first, f"{before}, {value}" if before else value)
+    hidden = {name.lower() for name in secret_headers}
+    values = [value for value in secret_values if value]
+    kept: list[tuple[str, str]] = []
+    budget = KEPT_HEADER_CHARS
+    for key, (name, value) in joined.items():
+        secret = key in hidden or credential_header(name) or any(each in value for each in values)
+        shown = REDACTED if secret else _cut(value, HEADER_VALUE_CHARS)
+        budget -= len(name) + len(shown)
+        if budget < 0 or len(kept) == MAX_KEPT_HEADERS:
+            break
+        kept.append((name, shown))
+    return tuple(kept)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def redact_url(url: str) -> str:

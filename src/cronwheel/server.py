@@ -2,7 +2,9 @@
 ``cronwheel api|scheduler|worker`` (one role each, cluster backends).
 
 The API, the scheduler, the sweeper and a worker pool run as named tasks in one task group: if one
-dies the others are stopped and the process exits non-zero, instead of limping on. SIGTERM and
+dies the others are stopped and the process exits non-zero, instead of limping on. The notifier
+runs in every node whatever its roles, working while the node holds the watchdog duty (in a
+cluster every member campaigns for it, so the dead-man's switch outlives the schedulers). SIGTERM and
 SIGINT stop it gracefully: the API stops accepting, the scheduler stops firing, running attempts
 get a grace period to finish. Every node serves its own metrics: on the API port with the api
 role, else on ``--metrics-port`` (:mod:`cronwheel.metrics_http`), and advertises where in its
@@ -286,7 +288,7 @@ def _keys(settings: ServerSettings) -> KeySource | None:
     backend is touched: keys that cannot be read stop the node at once. Embedded mode creates
     its key file on the first start. None: a node that needs no keys (a scheduler)."""
     if not {"api", "worker"} & set(settings.roles) and not (settings.secret_keys or settings.secret_key_file):
-        return None  # a scheduler given keys uses them to sign its notifications
+        return None  # a scheduler given keys uses them to sign notifications (if it holds the watchdog)
     database = _sqlite_path(settings.database_url) if settings.embedded else None
     default = None if database is None else Path(f"{database}.keys").resolve()
     return load_keyring(settings.secret_keys, settings.secret_key_file, default)
@@ -397,6 +399,7 @@ class _Roles:
             await self._scheduler(feed)
         if "worker" in roles:
             self._worker()
+        self._watchdog()
         if "api" in roles:
             self._api(feed, announce)
         else:
@@ -428,12 +431,6 @@ class _Roles:
         leader = None if settings.embedded else self._is_leader
         self._task(scheduler.run(changes, self.stop), "scheduler")
         self._task(sweeper.run(self.stop, leader), "sweeper")
-        notifier, close = notifications.build(
-            store, clock, allowed_networks=settings.allowed_networks,
-            keyring=self.backends.keyring, smtp_url=settings.smtp_url,
-        )  # fmt: skip
-        self.stack.push_async_callback(close)
-        self._task(notifier.run(self.stop, leader), "notifier")
         # the leader's too, as the sweep: one purge at a time
         purger = Purger(
             store, clock, settings.retention(), batch=EMBEDDED_BATCH if settings.embedded else BATCH
@@ -442,6 +439,24 @@ class _Roles:
 
     async def _is_leader(self) -> bool:
         return await self.backends.coordinator.leader() == self.settings.node
+
+    def _watchdog(self) -> None:
+        """The notifier (the dead-man's switch and the outbox's delivery) runs in every node,
+        whatever its roles. In a cluster it works only while this node holds the watchdog duty,
+        which every member campaigns for: so it keeps watching when the schedulers it watches
+        are gone. A node whose notifier cannot reach its store gives the duty up."""
+        settings, coordinator = self.settings, self.backends.coordinator
+        notifier, close = notifications.build(
+            self.backends.store, self.backends.clock, allowed_networks=settings.allowed_networks,
+            keyring=self.backends.keyring, smtp_url=settings.smtp_url,
+        )  # fmt: skip
+        self.stack.push_async_callback(close)
+        coordinator.set_watchdog_check(notifier.able)
+        holds = None if settings.embedded else self._holds_watchdog
+        self._task(notifier.run(self.stop, holds), "notifier")
+
+    async def _holds_watchdog(self) -> bool:
+        return await self.backends.coordinator.watchdog() == self.settings.node
 
     def _worker(self) -> None:
         settings = self.settings

@@ -116,7 +116,8 @@ async def test_run_detail_with_attempts_events_and_lateness(client: httpx.AsyncC
     claimed = await env.store.claim_run(run["id"], "worker-1", now, now + timedelta(seconds=30))
     assert claimed is not None
     env.clock.advance(2)
-    result = AttemptResult(Outcome.SUCCESS, status_code=204)
+    sent = (("Host", "example.com"), ("Authorization", "[redacted]"), ("Idempotency-Key", run["id"]))
+    result = AttemptResult(Outcome.SUCCESS, status_code=204, request_headers=sent)
     await env.store.finish_attempt(run["id"], 1, "worker-1", result, env.clock.now(), None)
     response = await client.get(f"/v1/runs/{run['id']}")
     assert response.status_code == 200
@@ -131,6 +132,7 @@ async def test_run_detail_with_attempts_events_and_lateness(client: httpx.AsyncC
     assert attempt["worker"] == "worker-1"
     assert attempt["outcome"] == "success"
     assert attempt["status_code"] == 204
+    assert list(attempt["request_headers"].items()) == list(sent)  # an object, in the order sent
     assert [(e["previous"], e["state"]) for e in detail["events"]] == [
         (None, "PENDING"),
         ("PENDING", "RUNNING"),

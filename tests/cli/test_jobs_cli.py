@@ -259,3 +259,22 @@ def test_tables_do_not_show_the_urls_credentials(server: Server, tmp_path: Path)
     assert plan.exit_code == 0, plan.stderr
     assert f"    target.url: '{shown}' -> '{shown}&w=***'" in plan.stdout.splitlines()
     assert "HUNTER2" not in plan.stdout
+
+
+def test_runs_get_lists_the_headers_each_http_attempt_sent() -> None:
+    from cronwheel.cli.runs import run_detail_view
+
+    def attempt(number: int, headers: dict[str, str] | None) -> dict[str, Any]:
+        return {"number": number, "worker": "w1", "started_at": None, "finished_at": None,
+                "outcome": "failure", "status_code": 500, "exit_code": None, "error": None,
+                "request_headers": headers}  # fmt: skip
+
+    run = {"id": "r1", "job_id": "j1", "job_team": "data", "job_name": "nightly", "kind": "scheduled",
+           "slot": None, "state": "FAILED", "reason": None, "attempts": 2, "queued_at": None,
+           "queued_lateness_s": None, "started_at": None, "start_lateness_s": None, "finished_at": None,
+           "next_attempt_at": None, "events": [],
+           "attempt_details": [attempt(1, {"Host": "h", "Authorization": "[redacted]"}),
+                               attempt(2, None)]}  # fmt: skip
+    shown = run_detail_view(run)
+    assert "headers sent (attempt 1):\n  Host: h\n  Authorization: [redacted]" in shown
+    assert "attempt 2)" not in shown  # no request was sent: nothing to list

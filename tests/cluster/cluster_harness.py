@@ -223,6 +223,8 @@ class Delivery:
     slot: str
     attempt: int
     at: float
+    path: str = ""
+    body: bytes = b""
 
 
 @dataclass
@@ -231,8 +233,12 @@ class Sink:
     deliveries: list[Delivery] = field(default_factory=list)
     delay_s: dict[str, float] = field(default_factory=dict)  # path -> answer delay
 
+    def at(self, path: str) -> list[Delivery]:
+        """The deliveries to ``path``, in arrival order."""
+        return [delivery for delivery in self.deliveries if delivery.path == path]
+
     async def handle(self, request: web.Request) -> web.Response:
-        await request.read()
+        body = await request.read()
         headers = request.headers
         self.deliveries.append(
             Delivery(
@@ -241,6 +247,8 @@ class Sink:
                 headers["X-Cronwheel-Scheduled-At"],
                 int(headers["X-Cronwheel-Attempt"]),
                 time.time(),
+                request.path,
+                body,
             )
         )
         delay = self.delay_s.get(request.path, 0.0)

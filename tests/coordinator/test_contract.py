@@ -66,6 +66,17 @@ async def test_a_lone_scheduler_leads(start: Start) -> None:
     await eventually_async(leads, 5, what="n1 leads")
 
 
+@pytest.mark.parametrize("roles", [("api",), ("worker",), ("scheduler",)])
+async def test_a_lone_node_of_any_role_holds_the_watchdog(start: Start, roles: tuple[str, ...]) -> None:
+    coordinator = await start("n1", roles)
+
+    async def watches() -> bool:
+        return await coordinator.watchdog() == "n1"
+
+    await eventually_async(watches, 5, what="n1 holds the watchdog")
+    coordinator.set_watchdog_check(lambda: True)  # accepted on every backend
+
+
 async def test_a_lone_scheduler_owns_every_shard_with_a_valid_lease(start: Start) -> None:
     coordinator = await start("n1", ("scheduler",))
     await eventually(lambda: len(coordinator.owned_shards()) == SHARDS, 5, what="every shard owned")

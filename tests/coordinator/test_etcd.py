@@ -210,6 +210,58 @@ async def test_only_scheduler_members_lead_and_own_shards(start_node: NodeFactor
     assert members == {"api1": ("api",), "worker1": ("worker",), "s1": ("scheduler", "worker")}
 
 
+async def _holders(nodes: list[EtcdCoordinator]) -> set[str | None]:
+    return {await node.watchdog() for node in nodes}
+
+
+async def test_the_watchdog_outlives_the_schedulers(
+    start_node: NodeFactory, record_property: RecordProperty
+) -> None:
+    """The only scheduler holds both duties (it joined first); it crashes: nobody leads, but an
+    api or worker node holds the watchdog within the TTL (the dead-man's switch keeps watching)."""
+    scheduler = await start_node("s1", ("scheduler",))
+
+    async def s1_watches() -> bool:
+        return await scheduler.watchdog() == "s1" and await scheduler.leader() == "s1"
+
+    await eventually_async(s1_watches, 5, what="s1 leads and watches")
+    others = [await start_node("api1", ("api",)), await start_node("worker1", ("worker",))]
+    assert await _holders([scheduler, *others]) == {"s1"}  # one holder, seen by every node
+    began = time.monotonic()
+    await scheduler.stop(revoke=False)  # a crash: its keys go when etcd expires its lease
+
+    async def taken_over() -> bool:
+        holders = await _holders(others)
+        return len(holders) == 1 and holders <= {"api1", "worker1"}
+
+    took = await eventually_async(taken_over, TTL_S + 1.5, what="api1 or worker1 holds the watchdog")
+    assert await others[0].leader() is None  # no scheduler left to lead
+    print(f"\nwatchdog handed over {took:.2f} s after its holder crashed (TTL {TTL_S} s)")
+    record_property("watchdog_failover_s", round(took, 3))
+    assert time.monotonic() - began < TTL_S + 1.5
+
+
+async def test_a_watchdog_that_cannot_watch_gives_the_duty_to_one_that_can(start_node: NodeFactory) -> None:
+    first = await start_node("api1", ("api",))
+
+    async def first_watches() -> bool:
+        return await first.watchdog() == "api1"
+
+    await eventually_async(first_watches, 5, what="api1 holds the watchdog")
+    second = await start_node("worker1", ("worker",))
+    able = False
+    first.set_watchdog_check(lambda: able)  # its notifier's passes keep failing
+
+    async def moved() -> bool:
+        return await _holders([first, second]) == {"worker1"}
+
+    assert await eventually_async(moved, TTL_S, what="worker1 takes the duty") < TTL_S
+    assert first.session.lease, "api1 gave up the duty, not its membership"
+    able = True  # api1 can again: the duty stays where it is (no flapping back)
+    await asyncio.sleep(TTL_S)
+    assert await _holders([first, second]) == {"worker1"}
+
+
 async def test_wait_for_change_wakes_on_a_rebalance(start_node: NodeFactory) -> None:
     first = await start_node("n1")
     await eventually(lambda: len(first.owned_shards()) == SHARDS, 5, what="n1 owns all")

@@ -1,5 +1,5 @@
 """The coordinator's metrics on a live etcd and on the embedded coordinator: elections, lost
-leases, and the live figures a scrape reads (shards owned, the shard count, leadership)."""
+leases, and the live figures a scrape reads (shards owned, the shard count, leadership, the watchdog duty)."""
 
 from __future__ import annotations
 
@@ -45,9 +45,11 @@ async def test_an_election_and_a_lost_lease_are_counted(
     metrics_live.attach(metrics_live.Source("n2", coordinator=follower))
     await metrics_live.LIVE.refresh(timeout_s=10)
     assert (value("cronwheel_leader"), value("cronwheel_shards_owned")) == (0.0, 0.0)
+    assert value("cronwheel_watchdog") == 0.0  # n1, there first, holds it
     metrics_live.attach(metrics_live.Source("n1", coordinator=node))
     await metrics_live.LIVE.refresh(timeout_s=10)
     assert value("cronwheel_leader") == 1.0
+    assert value("cronwheel_watchdog") == 1.0
     assert value("cronwheel_shards_owned") == SHARDS
     assert value("cronwheel_shards") == SHARDS
 
@@ -73,3 +75,4 @@ async def test_the_embedded_coordinator_leads_and_owns_everything(detached: None
     metrics_live.attach(metrics_live.Source("solo", coordinator=local))
     await metrics_live.LIVE.refresh(timeout_s=10)
     assert (value("cronwheel_leader"), value("cronwheel_shards_owned")) == (1.0, SHARDS)
+    assert value("cronwheel_watchdog") == 1.0

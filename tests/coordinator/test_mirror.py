@@ -21,7 +21,7 @@ def member(node: str, created: int, *roles: str, lease: int = 7) -> KeyValue:
     return kv(f"members/{node}", encode_member(roles, SINCE), created, lease=lease)
 
 
-def test_the_view_reads_members_leader_assignment_and_shard_keys() -> None:
+def test_the_view_reads_members_leader_watchdog_assignment_and_shard_keys() -> None:
     mirror = Mirror(ROOT)
     mirror.load(
         50,
@@ -29,6 +29,7 @@ def test_the_view_reads_members_leader_assignment_and_shard_keys() -> None:
             member("n1", 3, "scheduler"),
             member("api", 4, "api"),
             kv("leader", b"n1", 5, lease=7),
+            kv("watchdog", b"api", 7, lease=8),
             kv("assignment", encode_assignment(("n1", None)), 6, 9),
             kv("shards/1", b"n1", 12, lease=7),
             kv("shards/x", b"garbage", 13),
@@ -39,6 +40,7 @@ def test_the_view_reads_members_leader_assignment_and_shard_keys() -> None:
     assert view.revision == 50
     assert dict(view.members) == {"n1": ("scheduler",), "api": ("api",)}
     assert (view.leader, view.leader_lease) == ("n1", 7)
+    assert (view.watchdog, view.watchdog_lease) == ("api", 8)
     assert (view.assignment, view.assignment_revision) == (("n1", None), 9)
     assert dict(view.shards) == {1: ShardKey("n1", 7, 12)}
 

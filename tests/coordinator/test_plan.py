@@ -56,6 +56,41 @@ def test_without_a_leader_schedulers_campaign_and_others_do_not() -> None:
     assert not decide(ME, ("scheduler",), LEASE, view(leader="n2", leader_lease=5), {}, 4).campaign
 
 
+def test_without_a_watchdog_every_member_campaigns_for_it_whatever_its_roles() -> None:
+    members = {ME: (), "n2": ("scheduler",)}
+    for roles in (("api",), ("worker",), ("scheduler",), ("api", "scheduler", "worker")):
+        plan = decide(ME, roles, LEASE, view(members={**members, ME: roles}), {}, 4)
+        assert plan.watch, roles
+        assert plan, "a plan that only campaigns is carried out"
+    held = view(members={**members, ME: ("api",)}, watchdog="n2", watchdog_lease=5)
+    assert not decide(ME, ("api",), LEASE, held, {}, 4).watch
+
+
+def test_a_node_that_is_not_a_member_yet_does_not_campaign_for_the_watchdog() -> None:
+    assert not decide(ME, ("api",), LEASE, view(members={"n2": ("scheduler",)}), {}, 4).watch
+    assert not decide(ME, ("api",), 0, view(), {}, 4).watch  # no lease: nothing to attach it to
+
+
+def test_a_node_that_cannot_watch_neither_campaigns_nor_keeps_the_duty() -> None:
+    nobody = view()
+    unable = decide(ME, ("worker",), LEASE, nobody, {}, 4, may_watch=False)
+    assert not unable.watch
+    assert not unable.resign  # nothing of its own to give up
+    mine = view(watchdog=ME, watchdog_lease=LEASE)
+    assert decide(ME, ("worker",), LEASE, mine, {}, 4, may_watch=False).resign
+    assert not decide(ME, ("worker",), LEASE, mine, {}, 4).resign  # able: it keeps the duty
+    old = view(watchdog=ME, watchdog_lease=999)  # an older incarnation's key: it expires alone
+    assert not decide(ME, ("worker",), LEASE, old, {}, 4, may_watch=False).resign
+
+
+def test_the_watchdog_and_the_leader_are_separate_duties() -> None:
+    plan = decide(ME, ("api",), LEASE, view(members={ME: ("api",)}, leader="n2", leader_lease=5), {}, 4)
+    assert plan.watch
+    assert not plan.campaign
+    both = view(leader="n2", leader_lease=5, watchdog="n3", watchdog_lease=6)
+    assert (both.holder("leader"), both.holder("watchdog")) == (("n2", 5), ("n3", 6))
+
+
 def test_the_leader_publishes_rendezvous_over_live_schedulers_only_when_it_differs() -> None:
     members = {ME: ("scheduler",), "n2": ("scheduler",), "api": ("api",)}
     wanted = rendezvous(8, [ME, "n2"])

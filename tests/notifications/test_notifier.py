@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from standardwebhooks import Webhook
 
 from cronwheel import metrics
 from cronwheel.clock import ManualClock
+from cronwheel.errors import BackendUnavailableError
 from cronwheel.model import HttpTarget, Job, Outcome, Run, RunKind, RunState, new_id
 from cronwheel.notifications.channels import Senders, SmtpSettings
 from cronwheel.notifications.notifier import Notifier
@@ -22,7 +24,7 @@ from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.signing import new_signing_secret
 from cronwheel.store.port import AttemptResult, Firing
 from cronwheel.store.sql import SqlStore
-from cronwheel.store.sql.notices import job_scope, team_scope
+from cronwheel.store.sql.notices import Notices, job_scope, team_scope
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
 
@@ -220,3 +222,61 @@ async def test_an_email_subject_is_one_line_whatever_the_reason_holds(
     unfolded = " ".join(str(message["Subject"]).split())  # a long header is folded on the wire
     assert unfolded.endswith("failed (slot 2026-03-02T12:00:00+00:00): cancelled Bcc: everyone@example.com")
     assert message["Bcc"] is None
+
+
+async def test_only_the_holder_of_the_watchdog_duty_passes(
+    store: SqlStore, notifier: Notifier, sink: Sink
+) -> None:
+    rule = Rule(frozenset({Condition.FAILURE}), (WebhookChannel(f"{sink.url}/x"),))
+    job = await _job(store)
+    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    await _run_slot(store, job, START, Outcome.FAILURE)
+    holds = False
+
+    async def held() -> bool:
+        return holds
+
+    assert await notifier.step(held) == notifier.every_s
+    assert await store.notices.outbox() == []  # not its duty: the inbox waits for the holder
+    holds = True
+    await notifier.step(held)
+    assert [row["state"] for row in await store.notices.outbox()] == ["sent"]
+    assert len(sink.seen) == 1
+
+
+async def test_a_holder_whose_store_keeps_failing_says_it_cannot_watch(
+    notifier: Notifier, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its coordinator then gives the watchdog duty to a node that can (tests/coordinator)."""
+    down = True
+    working = Notices.process_inbox
+
+    async def process_inbox(self: Notices, now: datetime, limit: int = 500) -> int:
+        if down:
+            raise BackendUnavailableError("the store does not answer")
+        return await working(self, now, limit)
+
+    async def held() -> bool:
+        return True
+
+    monkeypatch.setattr(Notices, "process_inbox", process_inbox)
+    assert notifier.able()
+    assert await notifier.step(held) < notifier.every_s  # the loop's backoff: 0.1 s, 0.2 s ...
+    clock.advance(9)
+    await notifier.step(held)
+    assert notifier.able()  # failing for 9 s: not yet (unable after 10 s on end)
+    clock.advance(2)
+    assert not notifier.able()
+    down = False
+    assert await notifier.step(held) == notifier.every_s
+    assert notifier.able()  # a pass went through
+    down = True
+    await notifier.step(held)
+    clock.advance(11)
+    assert not notifier.able()
+
+    async def elsewhere() -> bool:
+        return False
+
+    await notifier.step(elsewhere)
+    assert notifier.able()  # not its duty any more: nothing counts against it, it may take it again

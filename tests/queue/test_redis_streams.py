@@ -14,6 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 from queue_backends import REDIS_URL, REDIS_VISIBILITY_S, T0, RedisQueues
 
+from cronwheel import metrics
 from cronwheel.clock import ManualClock
 from cronwheel.errors import BackendUnavailableError, InvalidInputError
 from cronwheel.queue import Delivery, Trigger
@@ -144,6 +145,7 @@ async def test_a_long_history_comes_back_in_batches(make_redis_queue: MakeQueue)
 async def test_a_trigger_handed_out_too_often_is_dead_lettered(
     make_redis_queue: MakeQueue, raw: aioredis.Redis
 ) -> None:
+    buried = _dead_lettered()
     queue = make_redis_queue(visibility_timeout_s=0.15, max_deliveries=2)
     await queue.publish([Trigger("poison", "j"), Trigger("fine", "j")])
     first = await queue.receive("default", "w", 10, 0.1)
@@ -166,6 +168,25 @@ async def test_a_trigger_handed_out_too_often_is_dead_lettered(
     assert await raw.xlen(queue.stream_key("default")) == 0
     assert await queue.depth("default") == 0
     assert await queue.lag("default") == 0.0
+    assert _dead_lettered() == buried + 1  # cronwheel_dead_lettered_total{queue="default"}
+
+
+async def test_a_restarted_consumer_dead_letters_what_it_was_handed_too_often(
+    make_redis_queue: MakeQueue, raw: aioredis.Redis
+) -> None:
+    buried = _dead_lettered()
+    before = make_redis_queue(visibility_timeout_s=30.0, max_deliveries=1)
+    await before.publish([Trigger("poison", "j")])
+    (taken,) = await before.receive("default", "node-a", 10, 0.1)  # node-a dies holding it
+    after = make_redis_queue(visibility_timeout_s=30.0, max_deliveries=1)  # node-a again
+    assert await after.receive("default", "node-a", 10, 0.3) == []  # its second time: buried
+    ((_, dead),) = await _entries(raw, after.dead_key("default"))
+    assert (dead["run_id"], dead["entry_id"]) == ("poison", taken.token)
+    assert _dead_lettered() == buried + 1
+
+
+def _dead_lettered(queue: str = "default") -> float:
+    return metrics.REGISTRY.get_sample_value("cronwheel_dead_lettered_total", {"queue": queue}) or 0.0
 
 
 async def test_concurrent_promoters_move_each_delayed_trigger_once(

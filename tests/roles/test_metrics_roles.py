@@ -4,6 +4,7 @@ MemoryQueue, ManualClock; the test reads the value from the registry before and 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from cronwheel import metrics
 from cronwheel.clock import ManualClock
@@ -11,6 +12,7 @@ from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.model import MisfirePolicy, RetryPolicy, RunState
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.scheduler.loop import Scheduler
+from cronwheel.store.port import MAX_LOST_ATTEMPTS
 
 from .harness import Roles, at, wait_until
 
@@ -63,6 +65,24 @@ async def test_runs_finished_retries_and_attempts_by_team_and_queue(roles: Roles
     assert value("cronwheel_runs_finished_total", state="SUCCESS", **labels) == succeeded + 1
     assert value("cronwheel_retries_total", **labels) == retries + 2
     assert value("cronwheel_attempts_total", outcome="failure") == failures + 3
+
+
+async def test_a_run_the_sweep_fails_after_lost_workers_counts_as_finished(roles: Roles) -> None:
+    """No worker finishes it: the sweep fails it at its last lost attempt, and counts it as the
+    worker would have (cronwheel_runs_finished_total{state="FAILED"} by team and queue)."""
+    labels = {"state": "FAILED", "team": "ops", "queue": "default"}
+    failed = value("cronwheel_runs_finished_total", **labels)
+    await roles.create()
+    await roles.tick(at(1))
+    [run] = await roles.runs()
+    for lost in range(1, MAX_LOST_ATTEMPTS + 1):
+        assert await roles.store.claim_run(run.id, f"w{lost}", roles.now, roles.now + timedelta(seconds=10))
+        roles.clock.advance(11)  # its worker died: the lease expires
+        await roles.sweeper.sweep(roles.now)
+        assert value("cronwheel_runs_finished_total", **labels) == failed + (lost == MAX_LOST_ATTEMPTS)
+    assert (await roles.store.get_run(run.id)).state is RunState.FAILED
+    await roles.sweeper.sweep(roles.now + timedelta(seconds=60))
+    assert value("cronwheel_runs_finished_total", **labels) == failed + 1  # counted once
 
 
 async def test_a_trigger_handed_out_again_counts_as_a_reclaim(roles: Roles) -> None:

@@ -1,7 +1,8 @@
 """Guarantee 9 through the roles wired as in production (JobService, scheduler, MemoryQueue,
 worker, a real SqlStore on SQLite) against a webhook on 127.0.0.1 that echoes the credential it
 got: the value reaches the target, and is nowhere else: not in the job, the queue's triggers, the
-run, its attempts or its events, the database files, or a log line."""
+run, its attempts (their output, nor the headers they sent) or its events, the database files, or
+a log line."""
 
 from __future__ import annotations
 
@@ -79,6 +80,11 @@ async def test_a_secret_reaches_its_target_and_nothing_else(
         (500, "got [secret:api-key]"),
         (200, "got [secret:api-key]"),
     ]
+    for attempt in attempts:  # the headers the worker sent, as the store keeps them
+        sent = dict(attempt.request_headers or ())
+        assert sent["Authorization"] == "[redacted]"
+        assert sent["Idempotency-Key"] == second.id
+        assert sent["X-Cronwheel-Attempt"] == str(attempt.number)
     records = [
         repr(await roles.store.get_job(job.id)),
         repr(await roles.runs()),

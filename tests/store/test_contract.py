@@ -793,6 +793,23 @@ async def test_finish_attempts_records_many_outcomes_in_one_call(store: SqlStore
     assert await store.finish_attempts([], "w1", at(3)) == {}
 
 
+async def test_an_attempt_keeps_the_headers_it_sent_in_their_order(store: SqlStore) -> None:
+    """``AttemptResult.request_headers`` go through ``finish_attempts`` as given (the worker has
+    redacted them); an attempt that sent no request keeps None."""
+    sent = (("Host", "h:1"), ("Authorization", "[redacted]"), ("X-Zeta", "z"), ("X-Alpha", "ä, b"))
+    http, other = [await fire_one(store, await new_job(store, name=name)) for name in ("http", "other")]
+    await store.claim_runs([http.id, other.id], "w1", at(0), at(0) + LEASE)
+    finishes = [
+        Finish(http.id, 1, AttemptResult(Outcome.SUCCESS, status_code=200, request_headers=sent)),
+        Finish(other.id, 1, SUCCESS),
+    ]
+    assert set(await store.finish_attempts(finishes, "w1", at(1))) == {http.id, other.id}
+    [attempt] = await store.list_attempts(http.id)
+    assert attempt.request_headers == sent
+    [plain] = await store.list_attempts(other.id)
+    assert plain.request_headers is None
+
+
 async def test_get_jobs_reads_the_live_jobs_of_many_ids(store: SqlStore) -> None:
     kept, gone = await new_job(store, name="kept"), await new_job(store, name="gone")
     await store.delete_job(gone.id, START)

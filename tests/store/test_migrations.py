@@ -83,7 +83,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0009"
+        assert await current_revision(engine) == head_revision() == "0010"
     finally:
         await engine.dispose()
 
@@ -346,5 +346,20 @@ async def test_0009_adds_retention_and_output_tails_and_downgrades_without_them(
         assert "retention" not in columns
         assert "output_tail" not in tails
         assert "labels" in columns
+    finally:
+        await engine.dispose()
+
+
+async def test_0010_adds_attempt_headers_and_downgrades_without_them(empty_store_url: str) -> None:
+    await run_sync_at(empty_store_url, _to("0010"))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            assert "request_headers" in await connection.run_sync(lambda sync: _columns(sync, "attempts"))
+        await run_sync_at(empty_store_url, _to("0009", down=True))
+        async with engine.connect() as connection:
+            columns = await connection.run_sync(lambda sync: _columns(sync, "attempts"))
+        assert "request_headers" not in columns
+        assert "output_tail" in columns
     finally:
         await engine.dispose()

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from cronwheel.clock import ManualClock
 from cronwheel.model import Job, Outcome, RunState
 from cronwheel.notifications.rules import Condition, EmailChannel, Rule, WebhookChannel
 from cronwheel.store.port import AttemptResult
-from cronwheel.store.sql import SqlStore
-from cronwheel.store.sql.notices import job_scope, team_scope
+from cronwheel.store.sql import SqlStore, notices
+from cronwheel.store.sql.notices import Observation, job_scope, team_scope
 
 from .support import LEASE, at, firing_of, make_job, make_run
 
@@ -122,3 +124,27 @@ async def test_watching_and_terminal_slots_for_the_dead_mans_switch(store: SqlSt
     await store.fire([firing_of(await store.get_job(watched.id), running, following=at(2))], at(1))
     asked = [(watched.id, at(0)), (watched.id, at(1)), (watched.id, at(2)), (other.id, at(0))]
     assert await store.notices.terminal_slots(asked) == {(watched.id, at(0))}
+
+
+async def test_two_notifiers_deciding_the_same_notification_never_conflict(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notifier about to lose the watchdog duty may still be in its pass while the next holder
+    decides the same change: both read the state before either wrote. The second write of the
+    state and of the outbox rows is no error, and the outbox holds each row once."""
+    job = await store.create_job(make_job(next_run_at=at(0)))
+    missed = Rule(frozenset({Condition.MISSED}), (HOOK, MAIL), deadline_s=120)
+    aspect = f"missed>{missed.deadline_s:g}"
+    seen = Observation(job.id, "ops", job.name, (missed,), {aspect: "missed"}, subject="slot:0", slot=at(0))
+
+    async def nothing_written(connection: object, job_ids: list[str]) -> dict[str, dict[str, str]]:
+        return {}  # as read before the other notifier committed
+
+    async def all_fresh(connection: object, ids: list[str]) -> list[str]:
+        return ids
+
+    monkeypatch.setattr(notices, "_health", nothing_written)
+    monkeypatch.setattr(notices, "_not_yet_written", all_fresh)
+    assert await store.notices.record([seen], at(3)) == 2
+    assert await store.notices.record([seen], at(3)) == 2  # it believes it wrote them: no ConflictError
+    assert await _events(store, job.id) == [("missed", "webhook"), ("missed", "email")]

@@ -114,6 +114,9 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
         # its run page: the attempt (status 200, timing) and the events
         await manual.locator("a").click()
         await expect(page.locator("#attempts tr[data-attempt='1']")).to_contain_text("200")
+        sent = page.locator("#attempts tr[data-attempt='1'] td.headers")  # the headers it sent
+        await expect(sent).to_contain_text("Idempotency-Key: ")
+        await expect(sent).to_contain_text("X-Cronwheel-Attempt: 1")
         await expect(page.locator("#events tbody tr").last).to_contain_text("SUCCESS")
         await _shot(page, "run")
         await page.go_back()

@@ -124,6 +124,50 @@ async def test_the_target_gets_the_value_and_the_attempt_keeps_none_of_it(
     assert TOKEN not in repr(result)
 
 
+async def test_the_headers_sent_are_kept_with_every_secret_redacted(
+    sink: Sink, store: SqlStore, executors: Executors
+) -> None:
+    """What the run page shows: every header as sent, in order, but the value of one that came
+    from a secret (whatever its name), of one that holds a secret's value, of the credentials by
+    name and of the signature is "[redacted]"."""
+    await put(store, "api-key", TOKEN)
+    await put(store, "tenant", "acme-tenant-0042")
+    await put(store, TEAM_DEFAULT, new_signing_secret())
+    target = HttpTarget(
+        sink.url + "/hook",
+        headers=(
+            ("Authorization", SecretRef("api-key")),
+            ("X-Tenant", SecretRef("tenant")),  # an innocent name, a secret value
+            ("X-Plain", "p"),
+            ("X-Copy", f"prefix {TOKEN}"),  # a value typed in the job that holds a secret's value
+            ("Cookie", "session=abc"),
+        ),
+    )
+    result = await executors.execute(target, ctx())
+    assert result.outcome is Outcome.SUCCESS
+    [(received, _)] = sink.seen
+    assert received["X-Tenant"] == "acme-tenant-0042"  # the target got them all
+    assert result.request_headers is not None
+    kept = dict(result.request_headers)
+    for name in ("Authorization", "X-Tenant", "X-Copy", "Cookie", "webhook-signature"):
+        assert kept[name] == "[redacted]", name
+    assert kept["X-Plain"] == "p"
+    assert kept["Idempotency-Key"] == kept["webhook-id"] == "0193f2a4-run-0001"
+    assert kept["X-Cronwheel-Attempt"] == "1"
+    assert kept["Host"] == sink.url.removeprefix("http://")  # the HTTP client's own, as sent
+    assert [name for name, _ in result.request_headers] == list(received)  # every one, in order
+    assert TOKEN not in repr(result)
+    assert "acme-tenant-0042" not in repr(result)
+
+
+async def test_a_request_that_was_never_sent_keeps_no_headers(sink: Sink, executors: Executors) -> None:
+    refused = await executors.execute(HttpTarget("http://10.1.2.3/x"), ctx())  # the SSRF guard
+    assert refused.outcome is Outcome.ERROR
+    assert refused.request_headers is None
+    missing = await executors.execute(bearer(sink.url), ctx())  # a secret that does not exist
+    assert missing.request_headers is None
+
+
 async def test_a_missing_secret_fails_the_attempt_and_sends_nothing(sink: Sink, executors: Executors) -> None:
     result = await executors.execute(bearer(sink.url), ctx())
     assert result.outcome is Outcome.ERROR

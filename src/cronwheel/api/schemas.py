@@ -769,6 +769,11 @@ class AttemptOut(_Out):
     error: str | None
     output: str | None
     retry_after_s: float | None
+    request_headers: dict[str, str] | None = Field(
+        description="The headers the HTTP request of this attempt was sent with, in order; the values "
+        'of credentials (Authorization, signatures, cookies, values from team secrets) are "[redacted]". '
+        "Null: no HTTP request was sent."
+    )
 
     @classmethod
     def from_record(cls, attempt: Attempt) -> AttemptOut:
@@ -783,6 +788,7 @@ class AttemptOut(_Out):
             error=attempt.error,
             output=attempt.output,
             retry_after_s=attempt.retry_after_s,
+            request_headers=None if attempt.request_headers is None else dict(attempt.request_headers),
         )
 
 

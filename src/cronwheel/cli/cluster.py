@@ -18,7 +18,8 @@ def cluster() -> None:
 @cluster.command()
 @api_command
 def status(ctx: Ctx) -> None:
-    """Nodes (with where each serves its metrics), leader, shard ownership with epochs, queues
+    """Nodes (with where each serves its metrics), leader, watchdog (the node whose notifier
+    watches for missed slots and delivers notifications), shard ownership with epochs, queues
     and active runs."""
     data = ctx.client.cluster_status()
     ctx.emit(data, _render)
@@ -27,12 +28,13 @@ def status(ctx: Ctx) -> None:
 def _render(data: dict[str, Any]) -> str:
     owned = Counter(shard["node"] for shard in data["shards"])
     nodes = table(
-        ["NODE", "ROLES", "LEADER", "SHARDS", "LAST HEARTBEAT", "METRICS"],
+        ["NODE", "ROLES", "LEADER", "WATCHDOG", "SHARDS", "LAST HEARTBEAT", "METRICS"],
         [
             [
                 n["node"],
                 ",".join(n["roles"]),
                 "yes" if n["node"] == data["leader"] else "",
+                "yes" if n["node"] == data.get("watchdog") else "",
                 owned.get(n["node"], 0),
                 when(n["last_heartbeat"]),
                 n.get("metrics_url") or "-",
@@ -48,4 +50,5 @@ def _render(data: dict[str, Any]) -> str:
         ["QUEUE", "DEPTH", "LAG"], [[q["name"], q["depth"], f"{q['lag_s']:.3f}s"] for q in data["queues"]]
     )
     runs = "runs: " + ", ".join(f"{state} {count}" for state, count in data["runs"].items())
-    return "\n".join([nodes, "", shards, "", queues, "", runs])
+    watchdog = f"watchdog: {data.get('watchdog') or 'none (nobody watches for missed slots)'}"
+    return "\n".join([nodes, "", watchdog, shards, "", queues, "", runs])

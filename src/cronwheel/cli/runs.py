@@ -80,6 +80,7 @@ def run_detail_view(run: dict[str, Any]) -> str:
                 ],
             )
         )  # fmt: skip
+        parts += _sent_headers(attempts)
     events = run.get("events") or []
     if events:
         parts.append("\nhistory:")
@@ -93,6 +94,17 @@ def run_detail_view(run: dict[str, Any]) -> str:
             )
         )
     return "\n".join(parts)
+
+
+def _sent_headers(attempts: list[dict[str, Any]]) -> list[str]:
+    """Each HTTP attempt's request headers, as sent (credentials shown ``[redacted]``)."""
+    parts = []
+    for attempt in attempts:
+        headers = attempt.get("request_headers")
+        if headers:
+            lines = "\n".join(f"  {name}: {value}" for name, value in headers.items())
+            parts.append(f"\nheaders sent (attempt {attempt['number']}):\n{lines}")
+    return parts
 
 
 @click.group()

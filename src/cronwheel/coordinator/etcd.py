@@ -1,4 +1,5 @@
-"""``EtcdCoordinator``: membership, leadership and fenced shard leases on etcd (cluster mode).
+"""``EtcdCoordinator``: membership, leadership, the watchdog duty and fenced shard leases on etcd
+(cluster mode).
 
 **Why a client of our own.** cronwheel talks to etcd through etcd's v3 JSON gateway (plain HTTP
 POSTs under ``/v3/``, served by every etcd since 3.4) with a thin client of about three hundred lines
@@ -21,6 +22,7 @@ and we own the (small) protocol code and its tests, which run against a real etc
 
     members/{node}   {"roles": [...], "since": ISO time}  attached to the node's lease
     leader           node name, attached to the leader's lease; created only if absent
+    watchdog         node name, attached to its holder's lease; created only if absent (any member)
     assignment       {"owners": [node for each shard]}    written by the leader, revision-guarded
     shards/{shard}   node name, attached to the owner's lease; created only if absent
 
@@ -91,7 +93,7 @@ from cronwheel.coordinator.etcd_api import (
     prefix_end,
 )
 from cronwheel.coordinator.mirror import Mirror, encode_member, member_record
-from cronwheel.coordinator.plan import View, decide, encode_assignment
+from cronwheel.coordinator.plan import LEADER, WATCHDOG, View, decide, encode_assignment
 from cronwheel.coordinator.port import Member, ShardLease
 from cronwheel.coordinator.session import (
     PACING,
@@ -179,6 +181,7 @@ class EtcdCoordinator:
         self._session = Session(terms)  # replaced whole by every step, never changed in place
         self._mirror = Mirror(self._key(""))
         self._healthy: Callable[[], bool] = _always  # heartbeat only while this node can do its work
+        self._may_watch: Callable[[], bool] = _always  # hold the watchdog duty only while it can do it
         self._since: datetime | None = None
         self._changed = asyncio.Event()  # for wait_for_change
         self._dirty = asyncio.Event()  # for the reconcile task
@@ -311,17 +314,24 @@ class EtcdCoordinator:
     async def leader(self) -> str | None:
         """The leader key as etcd has it; while etcd cannot be reached, the leader this node last
         saw, and this node itself only while its own lease is still locally valid."""
+        return await self._holder(LEADER)
+
+    async def watchdog(self) -> str | None:
+        """The holder of the watchdog duty, read as :meth:`leader` is."""
+        return await self._holder(WATCHDOG)
+
+    async def _holder(self, duty: str) -> str | None:
         self._check()
         try:
-            _, kvs = await self._client.range(self._key("leader"))
+            _, kvs = await self._client.range(self._key(duty))
         except EtcdUnavailableError:
-            view = self._mirror.view()
+            holder, lease = self._mirror.view().holder(duty)
             session = self._session
-            if view.leader == self.node and (
-                view.leader_lease != session.lease or not session.claims(self._monotonic.monotonic())
+            if holder == self.node and (
+                lease != session.lease or not session.claims(self._monotonic.monotonic())
             ):
                 return None
-            return view.leader
+            return holder
         return kvs[0].value.decode() if kvs else None
 
     async def wait_for_change(self, timeout_s: float) -> None:
@@ -340,6 +350,12 @@ class EtcdCoordinator:
         one call is quick, stall on them again, and make their slots late once per flap. When no
         other scheduler has served throughout (everyone's store was down), it joins at once."""
         self._healthy = healthy
+
+    def set_watchdog_check(self, able: Callable[[], bool]) -> None:
+        """Campaign for the watchdog duty, and keep it, only while ``able()``: a holder whose
+        notifier cannot reach the store deletes the key (at its next reconcile, within TTL/2),
+        so that a member that can takes it over."""
+        self._may_watch = able
 
     def _check(self) -> None:
         if self._failure is not None:
@@ -559,12 +575,18 @@ class EtcdCoordinator:
         if not lease or not self._mirror.revision:
             return
         view = self._mirror.view()
-        plan = decide(self.node, self.roles, lease, view, self._session.held, self._shards)
+        held = self._session.held
+        plan = decide(self.node, self.roles, lease, view, held, self._shards, may_watch=self._may_watch())
         if not plan:
             return
         self._step(Settled(lease, plan))  # the local half first: stop claiming before deleting
-        if plan.campaign:
-            await self._campaign(lease)
+        if plan.campaign and await self._campaign(lease, LEADER):
+            metrics.LEADER_ELECTIONS.inc()
+            log.info("elected leader", extra={"action": "lead", "node": self.node})
+        if plan.watch and await self._campaign(lease, WATCHDOG):
+            log.info("took the watchdog duty", extra={"action": "watch", "node": self.node})
+        if plan.resign:
+            await self._resign_watchdog(lease)
         if plan.assignment is not None:
             await self._publish(lease, plan.assignment, view)
         jobs = [functools.partial(self._release, shard, epoch) for shard, epoch in plan.release.items()]
@@ -582,17 +604,26 @@ class EtcdCoordinator:
                 },
             )
 
-    async def _campaign(self, lease: int) -> None:
-        key = self._key("leader")
+    async def _campaign(self, lease: int, duty: str) -> bool:
+        """Create the ``duty`` key on ``lease`` if nobody holds it; whether this node now does."""
+        key = self._key(duty)
         result = await self._client.txn([cmp_create(key, 0)], [op_put(key, self.node.encode(), lease)])
+        return result.succeeded
+
+    async def _resign_watchdog(self, lease: int) -> None:
+        """Delete the watchdog key if it is still held on ``lease``."""
+        key = self._key(WATCHDOG)
+        result = await self._client.txn([cmp_lease(key, lease)], [op_delete(key)])
         if result.succeeded:
-            metrics.LEADER_ELECTIONS.inc()
-            log.info("elected leader", extra={"action": "lead", "node": self.node})
+            log.warning(
+                "gave the watchdog duty up: this node cannot do it now",
+                extra={"action": "resign", "node": self.node, "duty": WATCHDOG},
+            )
 
     async def _publish(self, lease: int, owners: tuple[str | None, ...], view: View) -> None:
         key = self._key("assignment")
         result = await self._client.txn(
-            [cmp_lease(self._key("leader"), lease), cmp_mod(key, view.assignment_revision)],
+            [cmp_lease(self._key(LEADER), lease), cmp_mod(key, view.assignment_revision)],
             [op_put(key, encode_assignment(owners))],
         )
         if result.succeeded:

@@ -1,5 +1,5 @@
-"""``LocalCoordinator``: the embedded coordinator. One process, leader of itself, owner of every
-shard with epoch 1, forever."""
+"""``LocalCoordinator``: the embedded coordinator. One process, leader of itself, holder of the
+watchdog duty, owner of every shard with epoch 1, forever."""
 
 from __future__ import annotations
 
@@ -47,8 +47,14 @@ class LocalCoordinator:
     async def leader(self) -> str | None:
         return self.node
 
+    async def watchdog(self) -> str | None:
+        return self.node
+
     async def wait_for_change(self, timeout_s: float) -> None:
         await asyncio.sleep(timeout_s)
 
     def set_health_check(self, healthy: Callable[[], bool]) -> None:
         """One process owns everything: there is nobody to hand shards to."""
+
+    def set_watchdog_check(self, able: Callable[[], bool]) -> None:
+        """One process: the duty is its own, able or not (there is nobody else to watch)."""

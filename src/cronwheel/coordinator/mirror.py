@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cronwheel.coordinator.etcd_api import Event, KeyValue
-from cronwheel.coordinator.plan import SCHEDULER, ShardKey, View, decode_assignment
+from cronwheel.coordinator.plan import LEADER, SCHEDULER, WATCHDOG, ShardKey, View, decode_assignment
 
 
 class Mirror:
@@ -46,19 +46,32 @@ class Mirror:
         members: dict[str, tuple[str, ...]] = {}
         shards: dict[int, ShardKey] = {}
         leader, leader_lease = None, 0
+        watchdog, watchdog_lease = None, 0
         assignment, assignment_revision = None, 0
         for key, kv in self.kvs.items():
             name = key[len(self.root) :]
             if name.startswith("members/"):
                 members[name.removeprefix("members/")] = member_record(kv.value).roles
-            elif name == "leader":
+            elif name == LEADER:
                 leader, leader_lease = kv.value.decode(errors="replace"), kv.lease
+            elif name == WATCHDOG:
+                watchdog, watchdog_lease = kv.value.decode(errors="replace"), kv.lease
             elif name == "assignment":
                 assignment, assignment_revision = decode_assignment(kv.value), kv.mod_revision
             elif name.startswith("shards/") and name.removeprefix("shards/").isdigit():
                 shard = int(name.removeprefix("shards/"))
                 shards[shard] = ShardKey(kv.value.decode(errors="replace"), kv.lease, kv.create_revision)
-        return View(self.revision, members, leader, leader_lease, assignment, assignment_revision, shards)
+        return View(
+            self.revision,
+            members,
+            leader,
+            leader_lease,
+            watchdog,
+            watchdog_lease,
+            assignment,
+            assignment_revision,
+            shards,
+        )
 
     def schedulers(self, but: str) -> dict[str, int]:
         """Scheduler members other than ``but``, with the revision their member key was created

@@ -2,7 +2,13 @@
 
 :func:`decide` takes one node's view of the coordinator's keys (members, leader, assignment,
 shard keys: the watch keeps it current) and the shards the node holds, and says what to do next:
-campaign for leadership, publish a new assignment, acquire, release, adopt or forget shards.
+campaign for leadership, campaign for (or give up) the watchdog duty, publish a new assignment,
+acquire, release, adopt or forget shards.
+
+Two duties are elected, each by a key created only if absent on the holder's lease: ``leader``
+(scheduler members only: it assigns the shards, and runs the sweep and the retention purge) and
+``watchdog`` (every member, whatever its roles: it runs the notifier, so that the dead-man's
+switch keeps watching when every scheduler is gone).
 :class:`cronwheel.coordinator.etcd.EtcdCoordinator` carries the plan out with conditional
 transactions, so a plan made from a stale view fails harmlessly and is made again when the
 view catches up.
@@ -16,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 SCHEDULER = "scheduler"
+LEADER, WATCHDOG = "leader", "watchdog"  # the elected duties: their etcd keys
 
 
 def rendezvous_score(shard: int, node: str) -> int:
@@ -53,9 +60,17 @@ class View:
     members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # node -> roles
     leader: str | None = None
     leader_lease: int = 0
+    watchdog: str | None = None  # the holder of the watchdog duty (the notifier)
+    watchdog_lease: int = 0
     assignment: tuple[str | None, ...] | None = None
     assignment_revision: int = 0  # mod revision of the assignment key, 0 when absent
     shards: Mapping[int, ShardKey] = field(default_factory=dict)
+
+    def holder(self, duty: str) -> tuple[str | None, int]:
+        """Who holds ``duty`` (``leader`` or ``watchdog``), and on which lease (0: nobody)."""
+        if duty == LEADER:
+            return self.leader, self.leader_lease
+        return self.watchdog, self.watchdog_lease
 
     def schedulers(self) -> list[str]:
         return sorted(node for node, roles in self.members.items() if SCHEDULER in roles)
@@ -64,6 +79,8 @@ class View:
 @dataclass(frozen=True, slots=True)
 class Plan:
     campaign: bool = False  # try to become the leader
+    watch: bool = False  # try to take the watchdog duty
+    resign: bool = False  # give the watchdog duty up (this node cannot do it now)
     assignment: tuple[str | None, ...] | None = None  # publish this assignment (leader only)
     acquire: tuple[int, ...] = ()  # create these shard keys
     release: Mapping[int, int] = field(default_factory=dict)  # shard -> epoch: forget, then delete
@@ -72,7 +89,14 @@ class Plan:
 
     def __bool__(self) -> bool:
         return bool(
-            self.campaign or self.assignment or self.acquire or self.release or self.adopt or self.drop
+            self.campaign
+            or self.watch
+            or self.resign
+            or self.assignment
+            or self.acquire
+            or self.release
+            or self.adopt
+            or self.drop
         )
 
 
@@ -83,11 +107,16 @@ def decide(
     view: View,
     held: Mapping[int, int],
     shards: int,
+    *,
+    may_watch: bool = True,
 ) -> Plan:
-    """What ``node`` (holding ``lease`` and the shards ``held``: shard -> epoch) should do next."""
+    """What ``node`` (holding ``lease`` and the shards ``held``: shard -> epoch) should do next.
+    ``may_watch``: whether it can do the watchdog duty now (its notifier reaches the store): a
+    member that can campaigns for it while nobody holds it, and a holder that cannot gives it up."""
     if not lease:
         return Plan(drop=tuple(sorted(held)))
-    scheduler = SCHEDULER in roles and node in view.members
+    member = node in view.members
+    scheduler = SCHEDULER in roles and member
     assignment = None
     if view.leader_lease == lease:
         wanted = rendezvous(shards, view.schedulers())
@@ -108,6 +137,8 @@ def decide(
     acquire = [shard for shard in sorted(mine) if shard not in view.shards and shard not in held]
     return Plan(
         campaign=scheduler and view.leader is None,
+        watch=member and may_watch and view.watchdog is None,
+        resign=not may_watch and view.watchdog_lease == lease,
         assignment=assignment,
         acquire=tuple(acquire),
         release=release,

@@ -32,6 +32,11 @@ class Coordinator(Protocol):
       after it stops (crash, pause, partition). ``members()`` lists live members as registered.
     * At most one member is the leader at a time (``leader()``); when it disappears another
       scheduler member takes over within the TTL.
+    * At most one member holds the watchdog duty at a time (``watchdog()``): every member
+      campaigns for it, whatever its roles, so it outlives the schedulers (the notifier, and
+      with it the dead-man's switch, runs where it is held). When its holder disappears another
+      member takes it within the TTL; a holder whose check (``set_watchdog_check``) says it
+      cannot do the duty gives it up, and campaigns again once it can.
     * The leader assigns the fixed set of shards (``cronwheel.model.SHARDS``) to live scheduler
       members by rendezvous hashing, so a member joining or leaving moves only its share.
     * ``owned_shards()`` returns this node's shard leases that are valid *now*. Each lease's
@@ -54,8 +59,13 @@ class Coordinator(Protocol):
     def owned_shards(self) -> dict[int, ShardLease]: ...
     async def members(self) -> list[Member]: ...
     async def leader(self) -> str | None: ...
+    async def watchdog(self) -> str | None: ...
     async def wait_for_change(self, timeout_s: float) -> None: ...
     def set_health_check(self, healthy: Callable[[], bool]) -> None:
         """Stay a member only while ``healthy()``: an unhealthy node stops heartbeating, so its
         shards move to others within the TTL; it joins again once healthy (no-op on one node)."""
+        ...
+
+    def set_watchdog_check(self, able: Callable[[], bool]) -> None:
+        """Hold (and campaign for) the watchdog duty only while ``able()`` (no-op on one node)."""
         ...

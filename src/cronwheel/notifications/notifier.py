@@ -1,18 +1,22 @@
 """The notifier: decides notifications from the store's inbox, runs the dead-man's switch, and
-delivers the outbox with retries. One per cluster (the leader; embedded: the server), as the
-sweeper is.
+delivers the outbox with retries. One works per cluster: the holder of the watchdog duty, which
+every node campaigns for whatever its roles (:meth:`cronwheel.coordinator.Coordinator.watchdog`),
+so that it keeps watching when every scheduler has stopped; embedded, the server. Every node runs
+one, idle while another holds the duty. A holder whose passes keep failing (its store does not
+answer) says it cannot do the duty (:meth:`Notifier.able`), and gives it up to one that can.
 
 Each pass (every ``every_s``):
 
 1. :meth:`decide`: the runs that reached SUCCESS or FAILED since the last pass (the inbox, written
    in the transaction of each state change) become notifications in the outbox, in the same
    transaction as the jobs' new notification state (:mod:`cronwheel.store.sql.notices`);
-2. :meth:`watch` (every ``watch_every_s``, 5 s): the dead-man's switch. For each job whose rules
-   ask for ``missed``, and each such rule's ``deadline_s``: the latest slot of its schedule at
-   least ``deadline_s`` old (and not before the job existed) must have a terminal run. If not,
-   the job is ``missed`` (one notification); when a later such slot has one again, ``back``.
-   This sees slots that were never fired at all (no scheduler running) as well as runs stuck
-   before a terminal state;
+2. :meth:`watch` (every ``watch_every_s``, :data:`WATCH_EVERY_S`): the dead-man's switch. For
+   each job whose rules ask for ``missed``, and each such rule's ``deadline_s``: the latest slot
+   of its schedule (computed from the schedule, not from the runs) at least ``deadline_s`` old
+   (and not before the job existed) must have a terminal run. If not, the job is ``missed`` (one
+   notification); when a later such slot has one again, ``back``. This sees slots that were
+   never fired at all (no scheduler running: no run exists) as well as runs stuck before a
+   terminal state;
 3. :meth:`deliver`: due outbox rows are sent; a failed try is retried after
    :data:`DELIVERY` backoff, and given up (state ``failed``) after its attempts. Rows delivered
    or given up are pruned after :data:`KEEP_DELIVERED`.
@@ -44,6 +48,8 @@ from cronwheel.worker.executors.http import HttpExecutor
 
 log = logging.getLogger("cronwheel.notifier")
 
+WATCH_EVERY_S = 5.0  # the dead-man's switch's check period
+UNABLE_AFTER_S = 10.0  # a holder whose passes fail this long on end gives the watchdog duty up
 KEEP_DELIVERED = timedelta(days=7)  # outbox rows delivered (or given up) are kept this long, then pruned
 # A delivery's tries: 2 s, 4 s, 8 s ... up to 10 min between them, 12 tries in all (about an hour).
 DELIVERY = Backoff(first_s=2.0, multiplier=2.0, cap_s=600.0, jitter=0.25, attempts=12)
@@ -59,7 +65,8 @@ class Notifier:
         clock: Clock,
         *,
         every_s: float = 1.0,
-        watch_every_s: float = 5.0,
+        watch_every_s: float = WATCH_EVERY_S,
+        unable_after_s: float = UNABLE_AFTER_S,
         delivery: Backoff = DELIVERY,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -68,9 +75,12 @@ class Notifier:
         self.clock = clock
         self.every_s = every_s
         self.watch_every = timedelta(seconds=watch_every_s)
+        self.unable_after = timedelta(seconds=unable_after_s)
         self.delivery = delivery
         self.rand = rand
         self._watched_at: datetime | None = None
+        self._failing_since: datetime | None = None  # the first of the passes failing since
+        self._tries = self.backoff.tracker()
 
     async def decide(self) -> int:
         """Turn the whole inbox into notifications; how many inbox rows were taken."""
@@ -142,23 +152,37 @@ class Notifier:
             self._watched_at = now
         await self.deliver(now)
 
-    async def run(self, stop: asyncio.Event, leader: Callable[[], Awaitable[bool]] | None = None) -> None:
-        """Pass every ``every_s`` seconds; in a cluster only while this node is the leader."""
-        tries = self.backoff.tracker()
+    def able(self) -> bool:
+        """Whether this node can do the watchdog duty: not once its passes have failed for
+        ``unable_after_s`` on end (its store does not answer, or times out)."""
+        failing = self._failing_since
+        return failing is None or self.clock.now() - failing < self.unable_after
+
+    async def step(self, holds: Callable[[], Awaitable[bool]] | None = None) -> float:
+        """One turn of :meth:`run`: a pass if this node holds the duty (``holds`` None: always);
+        how long to wait before the next turn."""
+        try:
+            if holds is not None and not await holds():
+                self._failing_since = None  # not its duty: nothing counts against it
+                return self.every_s
+            await self.tick()
+        except TransientError as error:
+            self._failing_since = self._failing_since or self.clock.now()
+            wait = self._tries.failed()
+            log.warning(
+                "notifier pass failed",
+                extra={"action": "wait", "retry_in_s": round(wait, 3), "error": str(error)},
+            )
+            return wait
+        self._failing_since = None
+        self._tries.succeeded()
+        return self.every_s
+
+    async def run(self, stop: asyncio.Event, holds: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Pass every ``every_s`` seconds; in a cluster only while this node holds the watchdog
+        duty (``holds``)."""
         while not stop.is_set():
-            wait = self.every_s
-            try:
-                if leader is None or await leader():
-                    await self.tick()
-            except TransientError as error:
-                wait = tries.failed()
-                log.warning(
-                    "notifier pass failed",
-                    extra={"action": "wait", "retry_in_s": round(wait, 3), "error": str(error)},
-                )
-            else:
-                tries.succeeded()
-            await pause(wait, stop)
+            await pause(await self.step(holds), stop)
 
 
 def _expected_slot(job: Job, rule: Rule, now: datetime) -> datetime | None:

@@ -59,6 +59,7 @@ from typing import Any, ParamSpec, TypeVar
 import redis.asyncio as aioredis
 from redis import exceptions as rx
 
+from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import BackendUnavailableError, InvalidInputError, PermanentError
 from cronwheel.queue.port import Delivery, QueueStats, Trigger
@@ -436,6 +437,7 @@ class RedisStreamQueue:
         )
         self._cursors[queue] = str(cursor)
         if buried:
+            metrics.DEAD_LETTERED.labels(queue).inc(int(buried))
             log.warning(
                 "triggers dead-lettered",
                 extra={
@@ -467,6 +469,8 @@ class RedisStreamQueue:
             ],
         )
         self._history[key] = str(last) if int(read) >= limit else None
+        if buried:
+            metrics.DEAD_LETTERED.labels(queue).inc(int(buried))
         deliveries = [self._delivery(queue, str(i), int(n), f) for i, n, f in entries]
         if deliveries or buried:
             log.info(

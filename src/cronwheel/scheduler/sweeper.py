@@ -4,7 +4,8 @@ Redis (or the in-process queue) is never the record. Periodically the sweeper as
 runs the queue may have lost and queues them again:
 
 * RUNNING runs whose lease expired (their worker died): the attempt is recorded LOST and the run
-  goes back to RETRYING with the same execution id;
+  goes back to RETRYING with the same execution id, or, at its last lost attempt, to FAILED: a
+  finished run, counted in ``cronwheel_runs_finished_total`` as a worker counts its own;
 * PENDING runs that were never queued (created more than ``unqueued_after_s`` ago: younger ones
   are being published by their scheduler right now), or queued long ago without being claimed;
 * RETRYING runs whose next attempt is overdue.
@@ -56,6 +57,7 @@ class Sweeper:
         """Embedded mode, at start: this process is the only one using the store, so every lease
         belongs to a process that died and every queued trigger was lost with it."""
         expired = await self.store.expire_leases(now, expired_before=FAR_FUTURE)
+        await self._count_failed(expired)
         runs = await self.store.runs_to_dispatch(FAR_FUTURE, now, limit=1_000_000)
         await self._queue(runs, now)
         metrics.REQUEUED.inc(len(runs))
@@ -68,6 +70,7 @@ class Sweeper:
     async def sweep(self, now: datetime) -> int:
         """One pass; returns how many runs were queued again."""
         expired = await self.store.expire_leases(now)
+        await self._count_failed(expired)
         overdue = now - self.requeue_after
         runs = [run for run in expired if run.state is RunState.RETRYING]
         known = {run.id for run in runs}
@@ -78,6 +81,18 @@ class Sweeper:
             metrics.REQUEUED.inc(len(runs))
             log.warning("requeued", extra={"action": "requeue", "runs": len(runs)})
         return len(runs)
+
+    async def _count_failed(self, expired: list[Run]) -> None:
+        """The runs the sweep just failed (lost too many attempts) finished: count them by team
+        and queue, as the worker counts the runs it finishes (their jobs read only when any did)."""
+        failed = [run for run in expired if run.state is RunState.FAILED]
+        if not failed:
+            return
+        jobs = await self.store.get_jobs(sorted({run.job_id for run in failed}))
+        for run in failed:
+            job = jobs.get(run.job_id)
+            team = metrics.team_label(None if job is None else job.team)
+            metrics.RUNS_FINISHED.labels(RunState.FAILED.value, team, run.queue).inc()
 
     async def _queue(self, runs: list[Run], now: datetime) -> None:
         if runs:

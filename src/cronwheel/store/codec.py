@@ -323,7 +323,19 @@ def attempt_from_row(row: Row) -> Attempt:
         output=row["output"],
         retry_after_s=row["retry_after_s"],
         output_tail=row["output_tail"],
+        request_headers=headers_from_json(row["request_headers"]),
     )
+
+
+def headers_to_json(headers: tuple[tuple[str, str], ...] | None) -> list[list[str]] | None:
+    """An attempt's sent headers as stored: ``[[name, value], ...]`` in the order sent."""
+    return None if headers is None else [[name, value] for name, value in headers]
+
+
+def headers_from_json(value: Any) -> tuple[tuple[str, str], ...] | None:
+    if value is None:
+        return None
+    return tuple((str(name), str(text)) for name, text in value)
 
 
 def event_from_row(row: Row) -> RunEvent:

@@ -91,6 +91,9 @@ class AttemptResult:
     output: str | None = None
     retry_after_s: float | None = None
     output_tail: str | None = None  # more of the output than the 1 KiB excerpt (None: it held it all)
+    # the HTTP request's headers as sent, credentials "[redacted]" (redaction.kept_headers); None:
+    # no request was sent (not HTTP, or refused before sending)
+    request_headers: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

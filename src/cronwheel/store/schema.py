@@ -204,6 +204,8 @@ attempts = Table(
     Column("output", Text, nullable=True),
     Column("retry_after_s", Float, nullable=True),
     Column("output_tail", Text, nullable=True),  # migration 0009: the bounded tail of the output
+    # migration 0010: [[name, value], ...] the HTTP request was sent with, credentials redacted
+    Column("request_headers", JSON(none_as_null=True), nullable=True),
     PrimaryKeyConstraint("run_id", "number"),
     CheckConstraint(_in("outcome", _OUTCOMES), name="outcome"),
 )

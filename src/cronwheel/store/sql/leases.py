@@ -176,6 +176,7 @@ _FINISH_ATTEMPT = (
         output=bindparam("b_output"),
         retry_after_s=bindparam("b_retry_after_s"),
         output_tail=bindparam("b_output_tail"),
+        request_headers=bindparam("b_request_headers", type_=attempts.c.request_headers.type),
     )
 )
 
@@ -185,7 +186,8 @@ def _attempt_outcome(one: Finish, now: datetime) -> dict[str, Any]:
     return {"b_run_id": one.run_id, "b_number": one.attempt, "b_finished_at": now,
             "b_outcome": result.outcome.value, "b_status_code": result.status_code,
             "b_exit_code": result.exit_code, "b_error": result.error, "b_output": result.output,
-            "b_retry_after_s": result.retry_after_s, "b_output_tail": result.output_tail}  # fmt: skip
+            "b_retry_after_s": result.retry_after_s, "b_output_tail": result.output_tail,
+            "b_request_headers": codec.headers_to_json(result.request_headers)}  # fmt: skip
 
 
 def _outcome_detail(result: AttemptResult) -> str:

@@ -36,6 +36,7 @@ from cronwheel.notifications.rules import (
     rules_to_json,
 )
 from cronwheel.store import codec
+from cronwheel.store.driver import upsert
 from cronwheel.store.schema import (
     jobs,
     notification_health,
@@ -244,19 +245,27 @@ async def observe(connection: AsyncConnection, observations: Sequence[Observatio
                 changed[(seen.job_id, aspect)] = value
         previous.update(seen.health)
     if changed:
-        keys = sorted(changed)
-        for chunk in chunks(keys, CHUNK):
-            await connection.execute(
-                delete(notification_health).where(
-                    tuple_(notification_health.c.job_id, notification_health.c.aspect).in_(chunk)
-                )
-            )
-        rows = [{"job_id": j, "aspect": a, "value": changed[(j, a)], "since": now} for j, a in keys]
-        await connection.execute(insert(notification_health), rows)
+        rows = [{"job_id": j, "aspect": a, "value": v, "since": now} for (j, a), v in sorted(changed.items())]
+        health = upsert(connection.dialect, notification_health)
+        await connection.execute(
+            health.on_conflict_do_update(
+                index_elements=["job_id", "aspect"],
+                set_={"value": health.excluded.value, "since": health.excluded.since},
+            ),
+            rows,
+        )
     fresh = await _not_yet_written(connection, sorted(outbox))
     if fresh:
-        await connection.execute(insert(notification_outbox), [outbox[key] for key in fresh])
+        await _write_outbox(connection, [outbox[key] for key in fresh])
     return len(fresh)
+
+
+async def _write_outbox(connection: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    """Insert outbox rows; one another transaction wrote meanwhile stays as it is. Writes are
+    idempotent so that two notifiers (one about to lose the watchdog duty, still in its pass)
+    can never fail each other with a conflict."""
+    statement = upsert(connection.dialect, notification_outbox).on_conflict_do_nothing(index_elements=["id"])
+    await connection.execute(statement, rows)
 
 
 async def _health(connection: AsyncConnection, job_ids: list[str]) -> dict[str, dict[str, str]]:
@@ -323,7 +332,7 @@ async def enqueue(
     async with tx.write() as connection:
         fresh = await _not_yet_written(connection, sorted(rows))
         if fresh:
-            await connection.execute(insert(notification_outbox), [rows[key] for key in fresh])
+            await _write_outbox(connection, [rows[key] for key in fresh])
     return len(fresh)
 
 

@@ -27,8 +27,12 @@ The session never uses a proxy (``trust_env=False``), so the checked address is 
 target's own. Its cookie jar is a dummy: one team's target cannot set cookies that another team's
 request would carry.
 
-Header values (they may hold secrets) are never logged nor put into an ``AttemptResult``; neither
-is the URL's query string or user info (error strings name ``scheme://host:port`` only).
+Header values (they may hold secrets) are never logged; neither is the URL's query string or user
+info (error strings name ``scheme://host:port`` only). What the attempt keeps of the request's
+headers (``AttemptResult.request_headers``, shown on the run page) is captured in one place, as
+aiohttp writes them (:func:`_capture_sent_headers`: every header, ours, the target's and aiohttp's
+own), and goes through :func:`cronwheel.redaction.kept_headers`: credentials by name, the
+signature, and every value that came from or holds a team secret become ``[redacted]``.
 
 **Secrets and signatures.** A header value may be a reference to a team secret; the attempt
 resolves it first (:mod:`cronwheel.secrets.resolve`: one store read, or a cached sealed copy),
@@ -43,6 +47,7 @@ ends the attempt as ``Outcome.ERROR`` saying which and why, and nothing is sent.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import json
 import logging
@@ -51,6 +56,7 @@ import re
 import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import aiohttp
 from aiohappyeyeballs import AddrInfoType, SocketFactoryType
@@ -60,7 +66,8 @@ from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError, TransientError
-from cronwheel.model import HttpTarget, Outcome
+from cronwheel.model import HttpTarget, Outcome, SecretRef
+from cronwheel.redaction import kept_headers
 from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
 from cronwheel.secrets.signing import TEAM_DEFAULT, SigningSecretError, signature_header, signing_keys
 from cronwheel.ssrf import IPNetwork, address_refusal, endpoint, parse_networks, url_refusal
@@ -195,6 +202,7 @@ class HttpExecutor:
                 trust_env=False,  # no proxy from the environment: the guard sees the real peer
                 timeout=aiohttp.ClientTimeout(total=None),  # each request sets its own
                 raise_for_status=False,
+                trace_configs=[_capture_sent_headers()],
             )
         return self._session
 
@@ -215,10 +223,12 @@ class HttpExecutor:
             return AttemptResult(Outcome.ERROR, error=str(error))
         except TransientError:
             return AttemptResult(Outcome.ERROR, error=UNREADABLE)
-        return resolved.redacted(await self._deliver(resolved.http(target), ctx, keys))
+        sent = _SentHeaders()
+        result = resolved.redacted(await self._deliver(resolved.http(target), ctx, keys, sent))
+        return dataclasses.replace(result, request_headers=sent.kept(target, resolved))
 
     async def _deliver(
-        self, target: HttpTarget, ctx: AttemptContext, keys: tuple[bytes, ...]
+        self, target: HttpTarget, ctx: AttemptContext, keys: tuple[bytes, ...], sent: _SentHeaders
     ) -> AttemptResult:
         url, problem = self._check_target(target)
         if problem is not None:
@@ -241,6 +251,7 @@ class HttpExecutor:
                     data=body,
                     allow_redirects=False,
                     timeout=aiohttp.ClientTimeout(total=budget if math.isfinite(budget) else None),
+                    trace_request_ctx=sent,
                 ) as response:
                     status = response.status
                     retry_after = response.headers.get("Retry-After")
@@ -307,6 +318,39 @@ class HttpExecutor:
         headers["X-Cronwheel-Scheduled-At"] = rfc3339(ctx.scheduled_at)
         headers["X-Cronwheel-Attempt"] = str(ctx.attempt)
         return headers
+
+
+class _SentHeaders:
+    """The headers one request was sent with, as aiohttp wrote them (None: it was not sent)."""
+
+    def __init__(self) -> None:
+        self.headers: tuple[tuple[str, str], ...] | None = None
+
+    def kept(self, target: HttpTarget, resolved: Resolved) -> tuple[tuple[str, str], ...] | None:
+        """What the attempt may keep of them: ``target`` is the job's (before its secret
+        references were resolved), ``resolved`` the secrets' values."""
+        if self.headers is None:
+            return None
+        from_secrets = [name for name, value in target.headers if isinstance(value, SecretRef)]
+        return kept_headers(self.headers, from_secrets, list(resolved.values.values()))
+
+
+def _capture_sent_headers() -> aiohttp.TraceConfig:
+    """The session's one tracing hook: each request's headers, as written to the connection, go
+    to the :class:`_SentHeaders` the request was given (``trace_request_ctx``)."""
+
+    async def sent(
+        _session: aiohttp.ClientSession,
+        context: SimpleNamespace,
+        params: aiohttp.TraceRequestHeadersSentParams,
+    ) -> None:
+        holder = context.trace_request_ctx
+        if isinstance(holder, _SentHeaders):
+            holder.headers = tuple(params.headers.items())
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(sent)
+    return trace
 
 
 def _required(target: HttpTarget) -> list[str]:

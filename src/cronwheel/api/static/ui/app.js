@@ -410,6 +410,14 @@ async function editPage(jobId) {
 
 // -- one run ---------------------------------------------------------------------------------------
 
+// the headers an HTTP attempt sent, credentials already "[redacted]" by the worker (a <pre>, not
+// a <details>: the page redraws every few seconds, which would close it)
+function sentHeaders(headers) {
+  const names = Object.keys(headers || {});
+  if (!names.length) return h("span", { class: "muted" }, "—");
+  return h("pre", {}, names.map((name) => `${name}: ${headers[name]}`).join("\n"));
+}
+
 function runPage(runId) {
   const status = h("span", { class: "live" });
   const message = h("div", {});
@@ -429,11 +437,12 @@ function runPage(runId) {
         ["Queue", run.queue],
       ])),
       h("h2", {}, "Attempts"),
-      table(["#", "Worker", "Started", "Took", "Outcome", "Status / exit", "Error", "Output"], run.attempt_details.map((a) => h("tr", { "data-attempt": a.number },
+      table(["#", "Worker", "Started", "Took", "Outcome", "Status / exit", "Error", "Output", "Headers sent"], run.attempt_details.map((a) => h("tr", { "data-attempt": a.number },
         h("td", { class: "num" }, a.number), h("td", {}, a.worker), h("td", {}, when(a.started_at)),
         h("td", { class: "num" }, a.finished_at ? seconds((new Date(a.finished_at) - new Date(a.started_at)) / 1000) : "running"),
         h("td", {}, a.outcome || "—"), h("td", {}, a.status_code ?? a.exit_code ?? "—"), h("td", {}, a.error || ""),
-        h("td", {}, a.output ? h("pre", {}, a.output) : h("span", { class: "muted" }, "—")))), { id: "attempts" }),
+        h("td", {}, a.output ? h("pre", {}, a.output) : h("span", { class: "muted" }, "—")),
+        h("td", { class: "headers" }, sentHeaders(a.request_headers)))), { id: "attempts" }),
       h("h2", {}, "Events"),
       table(["At", "State", "From", "Attempt", "Node", "Detail"], run.events.map((e) => h("tr", {},
         h("td", {}, when(e.at)), h("td", {}, stateBadge(e.state)), h("td", {}, e.previous || "—"), h("td", { class: "num" }, e.attempt), h("td", {}, e.node || "—"), h("td", {}, e.detail || ""))), { id: "events" })
