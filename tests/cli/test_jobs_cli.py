@@ -36,6 +36,7 @@ def test_create_with_flags_prints_the_job(server: Server) -> None:
     out = result.stdout
     assert "team/name:   data/nightly" in out
     assert "0 3 * * *  (Europe/Berlin)" in out
+    assert "in words:    at 03:00 every day" in out
     assert f"http POST {HOOK}" in out
     assert "3 attempts" in out
     assert "run_once" in out

@@ -66,7 +66,7 @@ from cronwheel.model import (
     Target,
     Value,
 )
-from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, parse_schedule
+from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, ScheduleError, describe, parse_schedule
 from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
 from cronwheel.targets import plain_values
@@ -641,6 +641,9 @@ class JobOut(JobFields):
         description="Header and env values held in clear in the job, not as references to secrets "
         "(e.g. `target.headers.Authorization`): move them into secrets with `cronwheel secrets adopt`."
     )
+    schedule_description: str = Field(
+        description='The schedule in words, such as "at 09:00 on Monday through Friday" (docs/schedules.md).'
+    )
 
     @classmethod
     def from_record(cls, job: Job, last_run: Run | None = None) -> JobOut:
@@ -657,6 +660,7 @@ class JobOut(JobFields):
                 "updated_at": job.updated_at,
                 "next_run_at": job.next_run_at,
                 "plain_values": plain_values(job.target),
+                "schedule_description": schedule_description(job),
                 "last_run": None
                 if last_run is None
                 else LastRunOut(
@@ -665,6 +669,17 @@ class JobOut(JobFields):
             },
             context={"stored": True},
         )
+
+
+def schedule_description(job: Job) -> str:
+    """The job's schedule in words (its own ``H`` values: seeded with its id)."""
+    try:
+        schedule = parse_schedule(
+            job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id or None
+        )
+    except ScheduleError as error:  # stored before a zone went away: say why, do not fail the read
+        return f"invalid schedule: {error.reason}"
+    return describe(schedule)
 
 
 class JobPage(_Out):
@@ -867,6 +882,7 @@ class PreviewOut(_Out):
     dst_gap: DstGap
     dst_fold: DstFold
     wildcard: bool
+    description: str = Field(description='The schedule in words, such as "every 15 minutes".')
     after: datetime = Field(description="The instant the fire times follow, in UTC.")
     fires: list[FireOut]
     warnings: list[str]
@@ -894,6 +910,7 @@ class PreviewOut(_Out):
             dst_gap=schedule.dst_gap,
             dst_fold=schedule.dst_fold,
             wildcard=schedule.wildcard,
+            description=describe(schedule),
             after=after,
             fires=[FireOut.from_record(fire) for fire in fires],
             warnings=schedule_warnings(schedule, after),

@@ -111,6 +111,7 @@ def job_view(job: dict[str, Any]) -> str:
             ("team/name", f"{job['team']}/{job['name']}"),
             ("version", job["version"]),
             ("schedule", f"{job['schedule']}  ({job['timezone']})"),
+            ("in words", job.get("schedule_description")),
             ("dst", f"gap={job['dst_gap'] or 'default'} fold={job['dst_fold'] or 'default'}"),
             ("target", _target(job["target"])),
             ("secrets", _secrets(job["target"])),
