@@ -30,6 +30,7 @@ from cronwheel.api.schemas import (
     JobPage,
     JobPatch,
     JobUpdate,
+    JobValidation,
     PauseIn,
     PreviewIn,
     PreviewOut,
@@ -216,6 +217,32 @@ async def create_job(body: JobCreate, services: Services, caller: CallerDep, act
     return _job_response(JobOut.from_record(job), 201, {"Location": f"/v1/jobs/{job.id}"})
 
 
+# Validation answers what create and replace would, writing nothing: the same scope, the same
+# checks of who may set what, the same service checks (JobService.check_new / check_edit). A name
+# taken or a full team is found only by the writing transaction (409), so not here. A new job's is
+# a custom method of the collection, /v1/jobs:validate: /v1/jobs/validate would also be the path
+# of a job whose id is "validate" (GET, PUT, ... answer it), so its Allow would name them all.
+
+
+@router.post(
+    "/jobs:validate",
+    response_model=JobValidation,
+    tags=["jobs"],
+    responses=_problems(400, 401, 403, 422),
+    dependencies=CHECKED,
+)
+async def validate_job(body: JobCreate, services: Services, caller: CallerDep) -> JobValidation:
+    """Check a new job's definition as ``POST /v1/jobs`` would, writing nothing: 200 with the
+    definition as it would be stored, its first slot, the schedule in words and its next fire
+    times, or the 422 create would answer. ``H`` hashes the empty seed here (a new job's id is
+    not known before it is created)."""
+    caller.require(Scope.WRITE)
+    record = body.to_record()
+    check_settable(caller, record, None, services)
+    checked = await services.job_service.check_new(record)
+    return JobValidation.from_record(checked, services.clock.now())
+
+
 @router.get("/jobs", response_model=JobPage, tags=["jobs"], responses=_problems(401, 403, 422))
 async def list_jobs(
     services: Services,
@@ -313,6 +340,27 @@ async def patch_job(
             continue  # someone else edited it between our read and write: merge again
         return _job_response(await _summary(services, job))
     raise ConflictError(f"job {job_id} kept changing during the patch; try again")
+
+
+@job_route(
+    router,
+    "POST",
+    "/validate",
+    response_model=JobValidation,
+    tags=["jobs"],
+    responses=_problems(400, 401, 403, 404, 422),
+    dependencies=CHECKED,
+)
+async def validate_job_edit(
+    job_id: str, body: JobUpdate, services: Services, caller: CallerDep
+) -> JobValidation:
+    """Check a whole new definition of the job as ``PUT`` would, writing nothing (see
+    ``POST /v1/jobs:validate``)."""
+    stored = await job_for(services, caller, job_id, Scope.WRITE)
+    record = body.to_record(job_id)
+    check_settable(caller, record, stored, services)
+    checked = await services.job_service.check_edit(record)
+    return JobValidation.from_record(checked, services.clock.now())
 
 
 @job_route(router, "DELETE", status_code=204, tags=["jobs"], responses=_problems(400, 401, 403, 404, 412))

@@ -19,7 +19,7 @@ import enum
 import itertools
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -680,6 +680,48 @@ def schedule_description(job: Job) -> str:
     except ScheduleError as error:  # stored before a zone went away: say why, do not fail the read
         return f"invalid schedule: {error.reason}"
     return describe(schedule)
+
+
+VALIDATION_FIRES = 5  # fire times a validation answers
+_JUST_BEFORE = timedelta(microseconds=1)  # start_at itself may be a fire time
+
+
+class JobValidation(JobFields):
+    """What ``POST /v1/jobs:validate`` (and ``/v1/jobs/{id}/validate``) answer for a definition the
+    service accepts: the definition as it would be stored (defaults filled in, values normalized),
+    its first slot, the schedule in words, its next fire times and the preview's warnings."""
+
+    id: str | None = Field(description="The job the definition would replace; null for a new job.")
+    next_run_at: datetime | None = Field(description="The first slot it would fire at.")
+    schedule_description: str = Field(description="The schedule in words.")
+    fires: list[FireOut] = Field(
+        description=f"The next {VALIDATION_FIRES} fire times within start_at and end_at, with DST facts."
+    )
+    warnings: list[str] = Field(description="What the schedule preview warns about.")
+
+    @classmethod
+    def from_record(cls, job: Job, now: datetime) -> JobValidation:
+        """The validated ``job`` (``id`` empty for a new one: ``H`` then hashes the empty seed)."""
+        schedule = parse_schedule(
+            job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id or None
+        )
+        after = now if job.start_at is None or job.start_at <= now else job.start_at - _JUST_BEFORE
+        fires = [
+            fire
+            for fire in itertools.islice(schedule.fires_after(after), VALIDATION_FIRES)
+            if job.end_at is None or fire.at <= job.end_at
+        ]
+        return cls.model_validate(
+            {
+                **_definition(job),
+                "id": job.id or None,
+                "next_run_at": job.next_run_at,
+                "schedule_description": describe(schedule),
+                "fires": [FireOut.from_record(fire) for fire in fires],
+                "warnings": schedule_warnings(schedule, after),
+            },
+            context={"stored": True},
+        )
 
 
 class JobPage(_Out):

@@ -21,6 +21,7 @@ from cronwheel.client.types import (
     AuditEntry,
     Health,
     Job,
+    JobValidation,
     NewToken,
     Page,
     Preview,
@@ -58,6 +59,8 @@ class Route:
 ROUTES: Mapping[str, Route] = MappingProxyType(
     {
         "create_job": Route("POST", "/v1/jobs"),
+        "validate_job": Route("POST", "/v1/jobs:validate"),
+        "validate_job_edit": Route("POST", JOB + "/validate"),
         "list_jobs": Route("GET", "/v1/jobs"),
         "get_job": Route("GET", JOB),
         "replace_job": Route("PUT", JOB),
@@ -196,6 +199,19 @@ def _labels(labels: Mapping[str, str] | Sequence[str]) -> list[str]:
 def create_job(spec: Mapping[str, Any]) -> Call[Job]:
     """Create a job from its definition (``team``, ``name``, ``schedule``, ``target``...)."""
     return _call("create_job", _job, body=dict(spec))
+
+
+def validate_job(spec: Mapping[str, Any]) -> Call[JobValidation]:
+    """Check a new job's definition as :func:`create_job` would, writing nothing: the definition
+    as the server would store it, with its first slot, the schedule in words and its next fire
+    times; or the :class:`~cronwheel.client.errors.Invalid` that creating it would raise."""
+    return _call("validate_job", _data, body=dict(spec))
+
+
+def validate_job_edit(job: str, spec: Mapping[str, Any]) -> Call[JobValidation]:
+    """Check a whole new definition of the job as :func:`replace_job` would, writing nothing
+    (see :func:`validate_job`)."""
+    return _call("validate_job_edit", _data, job=job, body=dict(spec))
 
 
 def list_jobs(
