@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -45,6 +45,7 @@ from cronwheel.api.schemas import (
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
 from cronwheel.identity import Caller, Scope
+from cronwheel.lateness import late_before
 from cronwheel.model import Job, Run, RunState
 from cronwheel.schedule import ScheduleError
 from cronwheel.store import JobQuery, RunQuery
@@ -118,7 +119,7 @@ def parse_if_match(value: str | None) -> int | None:
 
 async def _summary(services: ApiServices, job: Job) -> JobOut:
     last = await services.store.last_runs([job.id])
-    return JobOut.from_record(job, last.get(job.id))
+    return JobOut.from_record(job, last.get(job.id), now=services.clock.now())
 
 
 async def job_for(services: ApiServices, caller: Caller, job_id: str, scope: Scope) -> Job:
@@ -214,7 +215,9 @@ async def create_job(body: JobCreate, services: Services, caller: CallerDep, act
     record = body.to_record()
     check_settable(caller, record, None, services)
     job = await services.job_service.create(record, actor)
-    return _job_response(JobOut.from_record(job), 201, {"Location": f"/v1/jobs/{job.id}"})
+    return _job_response(
+        JobOut.from_record(job, now=services.clock.now()), 201, {"Location": f"/v1/jobs/{job.id}"}
+    )
 
 
 # Validation answers what create and replace would, writing nothing: the same scope, the same
@@ -243,6 +246,10 @@ async def validate_job(body: JobCreate, services: Services, caller: CallerDep) -
     return JobValidation.from_record(checked, services.clock.now())
 
 
+RECENT_RUNS = 20  # runs per job that include=recent answers (a sparkline's points)
+Include = Literal["recent"]
+
+
 @router.get("/jobs", response_model=JobPage, tags=["jobs"], responses=_problems(401, 403, 422))
 async def list_jobs(
     services: Services,
@@ -252,12 +259,20 @@ async def list_jobs(
     label: Annotated[list[LabelFilter], Query(max_length=MAX_LABELS, description=LABEL_HELP)] = [],  # noqa: B006
     paused: bool | None = None,
     last_state: Annotated[RunStateName | None, Query(description="State of the job's latest run")] = None,
+    late: Annotated[
+        bool, Query(description="Only late jobs: not paused, a slot more than 60 s past not fired yet")
+    ] = False,
+    include: Annotated[
+        list[Include],
+        Query(max_length=1, description=f"recent: each job's {RECENT_RUNS} newest runs (for sparklines)"),
+    ] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Cursor = None,
 ) -> JobPage:
     """List the live jobs of the token's teams, oldest first, a page at a time (follow
     ``next_cursor``)."""
     caller.require(Scope.READ)
+    now = services.clock.now()
     query = JobQuery(
         team=team,
         teams=_teams(caller),
@@ -265,13 +280,22 @@ async def list_jobs(
         labels=_labels(label),
         paused=paused,
         last_state=None if last_state is None else RunState(last_state),
+        late_before=late_before(now) if late else None,
         limit=limit,
         cursor=cursor,
     )
     page = await _paged(services.store.list_jobs(query))
-    last = await services.store.last_runs([job.id for job in page.items]) if page.items else {}
+    ids = [job.id for job in page.items]
+    last = await services.store.last_runs(ids) if ids else {}
+    recent = await services.store.recent_runs(ids, RECENT_RUNS) if ids and "recent" in include else None
     return JobPage(
-        items=[JobOut.from_record(job, last.get(job.id)) for job in page.items], next_cursor=page.next_cursor
+        items=[
+            JobOut.from_record(
+                job, last.get(job.id), now=now, recent=None if recent is None else recent.get(job.id, [])
+            )
+            for job in page.items
+        ],
+        next_cursor=page.next_cursor,
     )
 
 

@@ -19,6 +19,7 @@ import enum
 import itertools
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -46,6 +47,7 @@ from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 from cronwheel.api import checks
 from cronwheel.api.partial import partial_model
 from cronwheel.errors import InvalidInputError
+from cronwheel.lateness import is_late
 from cronwheel.model import (
     Attempt,
     CommandTarget,
@@ -69,6 +71,7 @@ from cronwheel.model import (
 from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, ScheduleError, describe, parse_schedule
 from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
+from cronwheel.store.port import RunSample
 from cronwheel.targets import plain_values
 
 # -- building blocks ---------------------------------------------------------------------------
@@ -624,6 +627,26 @@ class LastRunOut(_Out):
     finished_at: datetime | None
 
 
+class RecentRunOut(_Out):
+    """What a sparkline shows of one of a job's recent runs."""
+
+    slot: datetime
+    state: RunStateName
+    lateness_ms: float | None = Field(
+        description="Fire lateness: queued at minus the slot; null until queued."
+    )
+    duration_ms: float | None = Field(description="Finished minus started; null until finished.")
+
+    @classmethod
+    def from_record(cls, sample: RunSample) -> RecentRunOut:
+        return cls(
+            slot=sample.slot,
+            state=sample.state,
+            lateness_ms=None if sample.lateness_us is None else sample.lateness_us / 1000,
+            duration_ms=None if sample.duration_us is None else sample.duration_us / 1000,
+        )
+
+
 class JobOut(JobFields):
     """A stored job: its definition (the same fields as a request's) plus the server's
     read-only fields."""
@@ -644,10 +667,25 @@ class JobOut(JobFields):
     schedule_description: str = Field(
         description='The schedule in words, such as "at 09:00 on Monday through Friday" (docs/schedules.md).'
     )
+    late: bool = Field(
+        description="Not paused, with a slot more than 60 s past that has not fired (the `late` filter)."
+    )
+    recent: list[RecentRunOut] | None = Field(
+        default=None,
+        description="The newest runs, oldest first, with `include=recent` on the job list; else null.",
+    )
 
     @classmethod
-    def from_record(cls, job: Job, last_run: Run | None = None) -> JobOut:
-        """The stored job (its payload is not measured again: it was when it was written)."""
+    def from_record(
+        cls,
+        job: Job,
+        last_run: Run | None = None,
+        *,
+        now: datetime,
+        recent: Sequence[RunSample] | None = None,
+    ) -> JobOut:
+        """The stored job (its payload is not measured again: it was when it was written), late
+        or not at ``now``."""
         return cls.model_validate(
             {
                 **_definition(job),
@@ -661,6 +699,8 @@ class JobOut(JobFields):
                 "next_run_at": job.next_run_at,
                 "plain_values": plain_values(job.target),
                 "schedule_description": schedule_description(job),
+                "late": is_late(job, now),
+                "recent": None if recent is None else [RecentRunOut.from_record(sample) for sample in recent],
                 "last_run": None
                 if last_run is None
                 else LastRunOut(

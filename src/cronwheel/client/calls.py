@@ -221,13 +221,16 @@ def list_jobs(
     labels: Mapping[str, str] | Sequence[str] = (),
     paused: bool | None = None,
     last_state: str | None = None,
+    late: bool | None = None,
+    include: Sequence[str] = (),
     limit: int | None = None,
     cursor: str | None = None,
 ) -> Call[Page[Job]]:
-    """One page of the jobs the token sees, oldest first (``labels``: each ``key=value`` required)."""
+    """One page of the jobs the token sees, oldest first (``labels``: each ``key=value`` required;
+    ``late``: only late ones; ``include=["recent"]``: each job's newest runs in ``recent``)."""
     params = _params(
         team=team, name=name, label=_labels(labels), paused=paused, last_state=last_state,
-        limit=limit, cursor=cursor,
+        late=late or None, include=list(include) or None, limit=limit, cursor=cursor,
     )  # fmt: skip
     return _call("list_jobs", _page, params=params)
 

@@ -23,6 +23,15 @@ class LastRun(TypedDict):
     finished_at: str | None
 
 
+class RecentRun(TypedDict):
+    """``RecentRunOut``: one point of a job's sparkline (``include=recent``)."""
+
+    slot: str
+    state: str
+    lateness_ms: float | None
+    duration_ms: float | None
+
+
 class Job(TypedDict):
     """``JobOut``: a job's definition and its state; ``version`` is its ETag."""
 
@@ -55,6 +64,8 @@ class Job(TypedDict):
     last_run: LastRun | None
     plain_values: list[str]
     schedule_description: str
+    late: bool
+    recent: list[RecentRun] | None
 
 
 class Run(TypedDict):
