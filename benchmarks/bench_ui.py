@@ -115,12 +115,13 @@ async def measure_api(base: str, token: str, repeat: int) -> list[Timing]:
     """The list route alone, as the page calls it (through the API, not the bridge)."""
     results = []
     async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}) as http:
-        for name, params in (
+        lists: tuple[tuple[str, dict[str, str | int]], ...] = (
             ("GET /v1/jobs?limit=50", {"limit": 50}),
             ("GET /v1/jobs?limit=50&include=recent", {"limit": 50, "include": "recent"}),
             ("  ... &late=true", {"limit": 50, "include": "recent", "late": "true"}),
             ("  ... &last_state=FAILED", {"limit": 50, "include": "recent", "last_state": "FAILED"}),
-        ):
+        )
+        for name, params in lists:
             samples, rows = [], 0
             for _ in range(repeat):
                 began = time.perf_counter()
