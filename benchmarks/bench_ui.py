@@ -47,12 +47,16 @@ from typing import Any
 import asyncpg
 import httpx
 from playwright.async_api import Page, async_playwright
+from sqlalchemy import select, text
 
 from bench_million import api_server, bulk_load, fresh_database
 from benchlib import machine
 from cronwheel.lateness import LATENESS_SAMPLE, LATENESS_WINDOW
-from cronwheel.store.schema import to_micros
-from cronwheel.store.sql import open_store
+from cronwheel.store import JobQuery
+from cronwheel.store.schema import JOB_LIVE, jobs, to_micros
+from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.store.sql.jobs import _matching
+from cronwheel.store.sql.runs import _recent_statement
 
 CHROMIUM = os.environ.get("CRONWHEEL_CHROMIUM", "/usr/bin/chromium")
 
@@ -133,8 +137,9 @@ async def measure_api(base: str, token: str, repeat: int) -> list[Timing]:
     return results
 
 
-async def measure_store(url: str, anchor: datetime, repeat: int) -> list[Timing]:
-    """The cluster page's fire-lateness read, in this process."""
+async def measure_store(url: str, anchor: datetime, repeat: int) -> tuple[list[Timing], dict[str, list[str]]]:
+    """The cluster page's fire-lateness read, in this process; and PostgreSQL's plans of the
+    list's late page and of its recent runs (the first page's ids)."""
     store = await open_store(url)
     try:
         samples, rows = [], 0
@@ -142,9 +147,23 @@ async def measure_store(url: str, anchor: datetime, repeat: int) -> list[Timing]
             began = time.perf_counter()
             rows = len(await store.fire_lateness(anchor - LATENESS_WINDOW, LATENESS_SAMPLE))
             samples.append((time.perf_counter() - began) * 1000)
+        plans = await _plans(store)
     finally:
         await store.close()
-    return [timing("store.fire_lateness (5 min, at most 10,000 runs)", samples, rows)]
+    return [timing("store.fire_lateness (5 min, at most 10,000 runs)", samples, rows)], plans
+
+
+async def _plans(store: SqlStore) -> dict[str, list[str]]:
+    late = select(jobs).where(JOB_LIVE, *_matching(JobQuery(late_before=datetime.now(UTC)), None))
+    late = late.order_by(jobs.c.id).limit(51)
+    async with store.engine.connect() as connection:
+        ids = list((await connection.scalars(select(jobs.c.id).order_by(jobs.c.id).limit(50))).all())
+        plans = {}
+        for name, statement in (("late page", late), ("recent runs", _recent_statement(connection, ids, 20))):
+            sql = str(statement.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))
+            rows = await connection.execute(text("EXPLAIN (ANALYZE, COSTS OFF) " + sql))
+            plans[name] = [str(row[0]) for row in rows]
+    return plans
 
 
 async def _rows(page: Page) -> int:
@@ -220,7 +239,8 @@ def run(jobs: int, repeat: int, per_job: int, api_repeat: int) -> dict[str, Any]
         with api_server(url) as (base, tokens):
             results["pages"] = [asdict(t) for t in asyncio.run(measure(base, tokens["admin"], repeat))]
             results["api"] = [asdict(t) for t in asyncio.run(measure_api(base, tokens["admin"], api_repeat))]
-        results["api"] += [asdict(t) for t in asyncio.run(measure_store(url, anchor, api_repeat))]
+        timings, results["plans"] = asyncio.run(measure_store(url, anchor, api_repeat))
+        results["api"] += [asdict(t) for t in timings]
     return results
 
 
@@ -237,6 +257,8 @@ def report(results: dict[str, Any]) -> str:
     for row in results["pages"] + results["api"]:
         lines.append(" | ".join(str(row[k]) for k in keys))
     lines.append(f"1-minute load average at the start: {results['machine']['loadavg'][0]}")
+    for name, plan in results["plans"].items():
+        lines += ["", f"PostgreSQL's plan of the {name}:", *(f"    {line}" for line in plan)]
     return "\n".join(lines)
 
 
