@@ -46,6 +46,7 @@ SENTENCES = [
     ("0 9-17/2 * * *", "every 2 hours from 09:00 to 17:00"),
     ("30 2 * * *", "at 02:30 every day"),
     ("15 30 2 * * *", "at 02:30:15 every day"),
+    ("*/30 0 9 * * *", "at 09:00 and 09:00:30 every day"),
     ("@daily", "at 00:00 every day"),
     ("0,30 9 * * *", "at 09:00 and 09:30 every day"),
     ("0 8,12,18 * * *", "at 08:00, 12:00 and 18:00 every day"),

@@ -123,8 +123,8 @@ def _time(seconds: ValueSet, minutes: ValueSet, hours: ValueSet) -> _Time:
     s, m, h = seconds.values(), minutes.values(), hours.values()
     if len(s) == len(m) == len(h) == 1:
         return _Time(f"at {_clock(h[0], m[0], s[0])}", True)
-    if len(s) == 1 and len(m) * len(h) <= 4 and _step(h, 0, 23) is None:
-        times = [_clock(hour, minute, s[0]) for hour in h for minute in m]
+    if len(s) * len(m) * len(h) <= 4 and _step(h, 0, 23) is None:  # a few times of day: list them
+        times = [_clock(hour, minute, second) for hour in h for minute in m for second in s]
         return _Time(f"at {_join(times)}", True)
     if len(s) == 1 and len(m) == 1:
         return _Time(_hourly(s[0], m[0], hours), False)
