@@ -100,6 +100,7 @@ def test_list_filters_and_formats(server: Server) -> None:
     assert [job["name"] for job in rest["items"]] == ["b"]
     empty = server.run("jobs", "list", "--team", "nobody")
     assert empty.stdout.strip() == "no jobs"
+    assert server.run("jobs", "list", "--late").stdout.strip() == "no jobs"  # both on time
 
 
 def test_get_by_id_and_by_team_name(server: Server) -> None:
