@@ -26,9 +26,10 @@ def test_preview_table_marks_dst_shift() -> None:
     assert code == 0
     lines = out.splitlines()
     assert "fixed-time; DST gap: shift, repeated time: first" in lines[0]
-    assert lines[2].split()[:5] == ["2026-03-07", "02:30:00", "Sat", "-05:00", "2026-03-07T07:30:00Z"]
-    assert lines[3].split()[:5] == ["2026-03-08", "03:00:00", "Sun", "-04:00", "2026-03-08T07:00:00Z"]
-    assert "shifted: 02:30:00 does not exist (DST gap)" in lines[3]
+    assert lines[1] == "at 02:30 every day"
+    assert lines[3].split()[:5] == ["2026-03-07", "02:30:00", "Sat", "-05:00", "2026-03-07T07:30:00Z"]
+    assert lines[4].split()[:5] == ["2026-03-08", "03:00:00", "Sun", "-04:00", "2026-03-08T07:00:00Z"]
+    assert "shifted: 02:30:00 does not exist (DST gap)" in lines[4]
     assert "does not exist in America/New_York" in err
 
 
@@ -39,10 +40,11 @@ def test_preview_marks_repeated_hour() -> None:
     )  # fmt: skip
     assert code == 0
     lines = out.splitlines()
-    assert "-04:00" in lines[2]
-    assert "repeated hour, first pass" in lines[2]
-    assert "-05:00" in lines[3]
-    assert "repeated hour, second pass" in lines[3]
+    assert lines[1] == "at 01:30 every day; run twice when DST repeats its time"
+    assert "-04:00" in lines[3]
+    assert "repeated hour, first pass" in lines[3]
+    assert "-05:00" in lines[4]
+    assert "repeated hour, second pass" in lines[4]
 
 
 def test_preview_json() -> None:

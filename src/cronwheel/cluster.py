@@ -10,11 +10,13 @@ which every coordinator backend keeps beside the node's roles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from cronwheel.clock import Clock, SystemClock
 from cronwheel.coordinator import Coordinator
 from cronwheel.coordinator.port import Member
+from cronwheel.lateness import LATENESS_SAMPLE, LATENESS_WINDOW, percentiles
 from cronwheel.model import RunState
 from cronwheel.queue import Queue
 from cronwheel.store.sql import SqlStore
@@ -26,6 +28,7 @@ class ClusterStatus:
     queue: Queue
     coordinator: Coordinator
     queues: tuple[str, ...]
+    clock: Clock = field(default_factory=SystemClock)
 
     async def snapshot(self) -> dict[str, Any]:
         members = await self.coordinator.members()
@@ -49,7 +52,17 @@ class ClusterStatus:
                 state.value: counts.get(state, 0)
                 for state in (RunState.PENDING, RunState.RUNNING, RunState.RETRYING)
             },
+            "fire_lateness": await self._fire_lateness(),
         }
+
+    async def _fire_lateness(self) -> dict[str, Any]:
+        """Percentiles of queued_at - slot over the scheduled runs of the last
+        :data:`~cronwheel.lateness.LATENESS_WINDOW` (at most the newest
+        :data:`~cronwheel.lateness.LATENESS_SAMPLE`: one bounded read of the slot index)."""
+        since = self.clock.now() - LATENESS_WINDOW
+        values = await self.store.fire_lateness(since, LATENESS_SAMPLE)
+        window = int(LATENESS_WINDOW.total_seconds())
+        return {"window_s": window, "sample_limit": LATENESS_SAMPLE, **percentiles(values)}
 
 
 def _node(member: Member) -> dict[str, Any]:

@@ -490,7 +490,7 @@ class _Roles:
             settings.allow_commands, settings.python_allow, settings.allowed_networks, queues=settings.queues
         )
         service = JobService(store, self.backends.queue, feed, clock, policy, limits=settings.limits)
-        status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues)
+        status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues, clock)
         forget = None if self.secrets is None else self.secrets.forget  # this process's worker
         secrets = SecretService(store, self.backends.keyring, clock, changed=forget)
         services = ApiServices(

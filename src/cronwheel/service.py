@@ -176,12 +176,22 @@ class JobService:
         """Store a new job with its first slot; one that would never fire, or fire more often
         than the operator allows, is refused, and so is one more job for a full team (the store
         counts in the writing transaction)."""
+        stored = await self.check_new(dataclasses.replace(job, id=job.id or new_id()))
+        entry = _entry(actor, AuditAction.JOB_CREATE, stored.created_at or self.clock.now(), stored)
+        created = await self.store.create_job(stored, team_quota=self.limits.team_quota, audit=entry)
+        self.changes.job_changed(created.id)
+        return created
+
+    async def check_new(self, job: Job) -> Job:
+        """``job`` as :meth:`create` would store it (version 1, its first slot), or the refusal
+        create would give; nothing is written. What only the writing transaction knows (a name
+        taken, a full team: 409) is not judged here. ``job.id`` is what ``H`` hashes: empty for
+        a validation, which cannot know the id a create will give."""
         self.validate(job)
         await self.check_secrets(job)
         now = self.clock.now()
         stored = dataclasses.replace(
             job,
-            id=job.id or new_id(),
             version=1,
             created_at=now,
             updated_at=now,
@@ -190,11 +200,7 @@ class JobService:
             deleted_at=None,
         )
         self.limits.check_interval(schedule_of(stored), now)  # with its id: H hashes it
-        stored = dataclasses.replace(stored, next_run_at=_first_slot_or_refuse(stored, now))
-        entry = _entry(actor, AuditAction.JOB_CREATE, now, stored)
-        created = await self.store.create_job(stored, team_quota=self.limits.team_quota, audit=entry)
-        self.changes.job_changed(created.id)
-        return created
+        return dataclasses.replace(stored, next_run_at=_first_slot_or_refuse(stored, now))
 
     async def update(self, job: Job, expected_version: int | None, actor: Actor | None = None) -> Job:
         """Replace the job's definition; the cursor restarts from now when timing changed.
@@ -208,6 +214,29 @@ class JobService:
         current = await self.store.get_job(job.id)
         if definition(job) == definition(current) and expected_version in (None, current.version):
             return current
+        updated, retimed = await self._checked_edit(job, current)
+        stored = await self.store.update_job(
+            updated,
+            expected_version,
+            move_cursor=retimed,
+            team_quota=self.limits.team_quota,
+            audit=_entry(actor, AuditAction.JOB_UPDATE, updated.updated_at or self.clock.now(), current),
+        )  # a moved job: its old team's audit
+        self.changes.job_changed(stored.id)
+        return stored
+
+    async def check_edit(self, job: Job) -> Job:
+        """``job`` (a whole new definition of the stored job ``job.id``) as :meth:`update` would
+        store it, or the refusal update would give; nothing is written (a 409 of the writing
+        transaction is not judged here, see :meth:`check_new`)."""
+        self.validate(job)
+        current = await self.store.get_job(job.id)
+        updated, _ = await self._checked_edit(job, current)
+        return updated
+
+    async def _checked_edit(self, job: Job, current: Job) -> tuple[Job, bool]:
+        """The edited job to store and whether its timing changed (then its cursor restarts
+        from now), after the checks that need the stored job."""
         await self.check_secrets(job)
         now = self.clock.now()
         updated = dataclasses.replace(
@@ -224,15 +253,7 @@ class JobService:
         if retimed:
             self.limits.check_interval(schedule_of(updated), now)
             updated = dataclasses.replace(updated, next_run_at=_first_slot_or_refuse(updated, now))
-        stored = await self.store.update_job(
-            updated,
-            expected_version,
-            move_cursor=retimed,
-            team_quota=self.limits.team_quota,
-            audit=_entry(actor, AuditAction.JOB_UPDATE, now, current),  # a moved job: its old team's
-        )
-        self.changes.job_changed(stored.id)
-        return stored
+        return updated, retimed
 
     async def pause(
         self, job_id: str, note: str | None, expected_version: int | None = None, actor: Actor | None = None

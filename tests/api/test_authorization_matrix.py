@@ -119,6 +119,9 @@ ROWS: dict[tuple[str, str], Row] = {
     ("POST", "/v1/jobs"): Row(
         team_free(WRITE, 201, wrong_team=403), lambda w: job_body(f"{w.name}-new", "data")
     ),
+    ("POST", "/v1/jobs:validate"): Row(
+        team_free(WRITE, 200, wrong_team=403), lambda w: job_body(f"{w.name}-new", "data")
+    ),
     ("GET", "/v1/jobs"): Row(team_free(READ, 200)),
     ("GET", "/v1/runs"): Row(team_free(READ, 200)),
     ("GET", "/v1/runs/{run_id}"): Row(team_object(READ, 200)),
@@ -171,6 +174,11 @@ ROWS: dict[tuple[str, str], Row] = {
             ("PUT", "", Row(team_object(WRITE, 200), lambda w: job_body(w.name, "data", description="v2"))),
             ("PATCH", "", Row(team_object(WRITE, 200), lambda w: {"description": "v2"})),
             ("DELETE", "", Row(team_object(WRITE, 204))),
+            (
+                "POST",
+                "/validate",
+                Row(team_object(WRITE, 200), lambda w: job_body(w.name, "data", description="v2")),
+            ),
             ("POST", "/pause", Row(team_object(WRITE, 200), lambda w: {"note": "n"})),
             ("POST", "/resume", Row(team_object(WRITE, 200), lambda w: {})),
             ("POST", "/trigger", Row(team_object(TRIGGER, 201), lambda w: {})),

@@ -46,6 +46,7 @@ async def test_create_returns_the_job_with_server_fields(client: httpx.AsyncClie
         "signing_secret": None,
     }
     assert job["plain_values"] == ["target.headers.X-Token"]  # held in clear: reported as such
+    assert job["schedule_description"] == "at 03:00 every day"
     assert env.changes.get_nowait() == job["id"]
     stored = await env.store.get_job(job["id"])
     assert (stored.team, stored.name, stored.labels) == ("data", "nightly", (("tier", "gold"),))

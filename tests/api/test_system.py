@@ -30,6 +30,7 @@ async def test_preview_marks_dst_and_warns(client: httpx.AsyncClient) -> None:
     assert response.status_code == 200, response.text
     preview = response.json()
     assert (preview["dst_gap"], preview["dst_fold"], preview["wildcard"]) == ("shift", "first", False)
+    assert preview["description"] == "at 02:30 every day"
     assert [(f["at"], f["utc"], f["kind"]) for f in preview["fires"]] == [
         ("2026-03-07T02:30:00-05:00", "2026-03-07T07:30:00Z", "normal"),
         ("2026-03-08T03:00:00-04:00", "2026-03-08T07:00:00Z", "shifted"),
@@ -50,6 +51,8 @@ async def test_preview_defaults_to_the_clock_and_options(client: httpx.AsyncClie
     assert len(preview["fires"]) == 2
     assert preview["fires"][0]["utc"].startswith("2026-03-02T12:")
     assert (preview["dst_gap"], preview["dst_fold"]) == ("skip", "both")
+    assert preview["description"].startswith("hourly at minute ")
+    assert preview["description"].endswith(" (H)")
 
 
 @pytest.mark.parametrize(

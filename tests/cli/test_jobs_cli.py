@@ -36,6 +36,7 @@ def test_create_with_flags_prints_the_job(server: Server) -> None:
     out = result.stdout
     assert "team/name:   data/nightly" in out
     assert "0 3 * * *  (Europe/Berlin)" in out
+    assert "in words:    at 03:00 every day" in out
     assert f"http POST {HOOK}" in out
     assert "3 attempts" in out
     assert "run_once" in out
@@ -99,6 +100,7 @@ def test_list_filters_and_formats(server: Server) -> None:
     assert [job["name"] for job in rest["items"]] == ["b"]
     empty = server.run("jobs", "list", "--team", "nobody")
     assert empty.stdout.strip() == "no jobs"
+    assert server.run("jobs", "list", "--late").stdout.strip() == "no jobs"  # both on time
 
 
 def test_get_by_id_and_by_team_name(server: Server) -> None:

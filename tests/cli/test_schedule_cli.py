@@ -55,3 +55,4 @@ def test_preview_needs_no_server() -> None:
     )
     assert result.exit_code == 0, result.stderr
     assert "next 1 after" in result.stdout
+    assert result.stdout.splitlines()[1] == "at 00:00 every day"  # the schedule in words

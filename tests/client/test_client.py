@@ -102,6 +102,21 @@ def test_pages_and_iterators_follow_the_cursor(client: Client) -> None:
     assert end is None
 
 
+def test_validate_writes_nothing_and_raises_as_create(client: Client) -> None:
+    checked = client.validate_job(spec())
+    assert checked["id"] is None
+    assert checked["schedule_description"]
+    assert checked["fires"][0]["utc"] == checked["next_run_at"]
+    assert client.list_jobs().items == []
+    with pytest.raises(Invalid) as invalid:
+        client.validate_job(spec(schedule="61 * * * *"))
+    assert [error["field"] for error in invalid.value.problem.errors] == ["schedule"]
+    job = client.create_job(spec())
+    edit = client.validate_job_edit(f"{job['team']}/{job['name']}", spec(description="v2"))
+    assert (edit["id"], edit["description"]) == (job["id"], "v2")
+    assert client.get_job(job["id"])["version"] == 1
+
+
 def test_problems_are_raised_by_status(client: Client, server: Server) -> None:
     with pytest.raises(Invalid) as invalid:
         client.create_job(spec(schedule="61 * * * *"))

@@ -14,7 +14,15 @@ from api.test_authorization_matrix import _bare_app, app_routes
 from cronwheel.api.audit import AuditEntryOut
 from cronwheel.api.output import RunOutputOut
 from cronwheel.api.routes import Health, Ready
-from cronwheel.api.schemas import JobOut, LastRunOut, PreviewOut, RunDetailOut, RunOut
+from cronwheel.api.schemas import (
+    JobOut,
+    JobValidation,
+    LastRunOut,
+    PreviewOut,
+    RecentRunOut,
+    RunDetailOut,
+    RunOut,
+)
 from cronwheel.api.secrets import ReencryptOut, SecretOut
 from cronwheel.api.tokens import TokenCreated, TokenOut
 from cronwheel.client import AsyncClient, Client, calls, types
@@ -71,6 +79,7 @@ def test_each_listing_has_an_iterator(kind: type) -> None:
     [
         (types.Job, JobOut),
         (types.LastRun, LastRunOut),
+        (types.RecentRun, RecentRunOut),
         (types.Run, RunOut),
         (types.RunDetail, RunDetailOut),
         (types.RunOutput, RunOutputOut),
@@ -80,6 +89,7 @@ def test_each_listing_has_an_iterator(kind: type) -> None:
         (types.Secret, SecretOut),
         (types.Reencryption, ReencryptOut),
         (types.Preview, PreviewOut),
+        (types.JobValidation, JobValidation),
         (types.Health, Health),
         (types.Ready, Ready),
     ],

@@ -1,8 +1,11 @@
 """The dashboard in a real headless Chromium against a real ``cronwheel server`` and a local webhook
-sink: a wrong token is refused, the printed token logs in, a job made in the page runs and its runs
-appear without a reload, then it is paused with a note, triggered, read (run page), edited (a bad
-edit shows the API's own validation), found by the filters and deleted after a confirmation; the
-session's cookie is out of the page's reach and logout ends it.
+sink: a wrong token is refused, the printed token logs in, a job made in the page's form (checked by
+the API as you type: a bad cron's error appears under its field and goes when fixed, the schedule
+in words shows) runs and its runs appear without a reload, then it is paused with a note,
+triggered, read (run page), edited (a bad zone named under its field as you type), found by the
+filters (the late one finds nothing on a server that keeps up) with its schedule in words and a
+sparkline of its runs, seen on the cluster page with its fire-lateness percentiles, and deleted
+after a confirmation; the session's cookie is out of the page's reach and logout ends it.
 
 Screenshots of each page go to reports/ui-screenshots/ (docs/images/ui-*.png are copies).
 Every wait is for an element or a state, never a sleep.
@@ -43,6 +46,13 @@ def _job(sink: Sink, name: str) -> dict[str, Any]:
     }
 
 
+async def _fill(page: Page, spec: dict[str, Any]) -> None:
+    """Type ``spec`` into the job form: plain fields as text, the others as JSON."""
+    for key, value in spec.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        await page.fill(f"#field-{key}", text)
+
+
 async def _login(page: Page, url: str, token: str) -> None:
     await page.goto(f"{url}/ui")
     await page.fill("#token", token)
@@ -78,12 +88,21 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     assert await page.evaluate("document.cookie") == ""
     assert await page.evaluate("JSON.stringify(localStorage) + JSON.stringify(sessionStorage)") == "{}{}"
 
-    # a job made in the page (its JSON form, the API's validation) runs, and its runs appear live
+    # a job made in the page's form: the API checks it as you type (a bad cron's error under its
+    # field, gone when fixed; the schedule in words), then it runs and its runs appear live
     await page.click("[data-nav=new]")
-    await page.fill("#job-json", json.dumps(_job(sink, "bad") | {"schedule": "99 * * * *"}))
-    await page.click("#save")
-    await expect(page.locator("#job-form [role=alert]")).to_contain_text("schedule")
-    await page.fill("#job-json", json.dumps(_job(sink, "report")))
+    await _fill(page, _job(sink, "report") | {"schedule": "99 * * * * *"})
+    schedule_error = page.locator("#error-schedule")
+    await expect(schedule_error).to_contain_text("99 is out of range 0-59")
+    await expect(page.locator(".field[data-field=schedule]")).to_have_class(re.compile(r"\binvalid\b"))
+    await expect(page.locator("#error-name")).to_have_text("")  # only the refused field says so
+    await _shot(page, "new-invalid")
+    await page.fill("#field-schedule", "* * * * * *")
+    await expect(schedule_error).to_have_text("")
+    await expect(page.locator("#schedule-words")).to_have_text("every second")
+    await expect(page.locator("#job-form")).to_have_attribute("data-valid", "true")
+    async with server.client() as api:
+        assert (await api.get("/v1/jobs")).json()["items"] == []  # checking wrote nothing
     await page.click("#save")
     await expect(page.locator("h1")).to_contain_text("Job data/report")
     await page.evaluate("window.notReloaded = true")
@@ -91,6 +110,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     assert await page.evaluate("window.notReloaded") is True
     await expect(page.locator("#upcoming li").first).to_be_visible()
     await expect(page.locator("#chart polyline.late")).to_have_count(1)  # after two finished runs
+    await expect(page.locator("#job-words")).to_have_text("every second")
     assert sink.at("/report")
     await _shot(page, "job")
 
@@ -121,13 +141,14 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
         await _shot(page, "run")
         await page.go_back()
 
-        # edited through the API's validation: a wrong zone is refused and named, a right edit saved
+        # edited through the API's validation: a wrong zone is named as you type, a right edit saved
         await page.click("#edit")
-        text = json.loads(await page.locator("#job-json").input_value())
-        await page.fill("#job-json", json.dumps(text | {"timezone": "Mars/Olympus"}))
-        await page.click("#save")
-        await expect(page.locator("#job-form [role=alert]")).to_contain_text("timezone")
-        await page.fill("#job-json", json.dumps(text | {"description": "edited in the dashboard"}))
+        await expect(page.locator("#job-form")).to_have_attribute("data-valid", "true")
+        await page.fill("#field-timezone", "Mars/Olympus")
+        await expect(page.locator("#error-timezone")).to_contain_text("unknown time zone 'Mars/Olympus'")
+        await page.fill("#field-timezone", "Europe/Berlin")
+        await expect(page.locator("#error-timezone")).to_have_text("")
+        await page.fill("#field-description", "edited in the dashboard")
         await page.click("#save")
         await expect(page.locator(".card").first).to_contain_text("edited in the dashboard")
         edited = (await api.get(f"/v1/jobs/{job['id']}")).json()
@@ -142,6 +163,20 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
         await expect(page.locator("#jobs td.muted")).to_have_text("No jobs match.")
         await page.click("[data-quick=all]")
         await expect(page.locator("#jobs tr[data-job]")).to_have_count(2)
+        await page.select_option("#filters [name=late]", "true")
+        await page.click("#filters button")
+        await expect(page).to_have_url(re.compile(r"late=true"))
+        await expect(page.locator("#jobs td.muted")).to_have_text("No jobs match.")  # the server keeps up
+        await page.click("[data-quick=all]")
+        report = page.locator(f"#jobs tr[data-job='{job['id']}']")
+        await expect(report.locator("td.schedule .words")).to_have_text("every second")
+        points = re.compile(r"^([2-9]|1\d|20)$")  # a few runs of the every-second job, at most 20
+        await expect(report.locator("svg.spark")).to_have_attribute("data-points", points)
+        await expect(report.locator("svg.spark rect.state-SUCCESS").first).to_be_visible()
+        other = page.locator("#jobs tr[data-job]", has_text="other")
+        await expect(other.locator("td.schedule .words")).to_have_text("at 03:00 every day")
+        await expect(other.locator("td.recent")).to_have_text("no runs")
+        await _shot(page, "jobs")
         await page.fill("#filters [name=label]", "tier=gold")
         await page.select_option("#filters [name=paused]", "true")
         await page.click("#filters button")
@@ -149,10 +184,13 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
         await expect(rows).to_have_count(1)
         await expect(rows.first).to_contain_text("paused")
         await expect(rows.first.locator(".last")).to_contain_text("SUCCESS")
-        await _shot(page, "jobs")
 
         await page.click("[data-nav=cluster]")
         await expect(page.locator("#nodes tbody tr")).to_have_count(1)
+        for stat in ("p50", "p90", "p99", "max"):  # the every-second job's fires of the last 5 minutes
+            value = page.locator(f"#lateness [data-stat={stat}] strong")
+            await expect(value).to_have_text(re.compile(r"^-?\d+\.\d ms$"))
+        await expect(page.locator("#lateness")).not_to_contain_text("(0 runs)")
         await _shot(page, "cluster")
 
         # deleted after a confirmation (cancel first: nothing happens)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -30,6 +30,7 @@ from cronwheel.api.schemas import (
     JobPage,
     JobPatch,
     JobUpdate,
+    JobValidation,
     PauseIn,
     PreviewIn,
     PreviewOut,
@@ -44,6 +45,7 @@ from cronwheel.api.schemas import (
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
 from cronwheel.identity import Caller, Scope
+from cronwheel.lateness import late_before
 from cronwheel.model import Job, Run, RunState
 from cronwheel.schedule import ScheduleError
 from cronwheel.store import JobQuery, RunQuery
@@ -117,7 +119,7 @@ def parse_if_match(value: str | None) -> int | None:
 
 async def _summary(services: ApiServices, job: Job) -> JobOut:
     last = await services.store.last_runs([job.id])
-    return JobOut.from_record(job, last.get(job.id))
+    return JobOut.from_record(job, last.get(job.id), now=services.clock.now())
 
 
 async def job_for(services: ApiServices, caller: Caller, job_id: str, scope: Scope) -> Job:
@@ -213,7 +215,39 @@ async def create_job(body: JobCreate, services: Services, caller: CallerDep, act
     record = body.to_record()
     check_settable(caller, record, None, services)
     job = await services.job_service.create(record, actor)
-    return _job_response(JobOut.from_record(job), 201, {"Location": f"/v1/jobs/{job.id}"})
+    return _job_response(
+        JobOut.from_record(job, now=services.clock.now()), 201, {"Location": f"/v1/jobs/{job.id}"}
+    )
+
+
+# Validation answers what create and replace would, writing nothing: the same scope, the same
+# checks of who may set what, the same service checks (JobService.check_new / check_edit). A name
+# taken or a full team is found only by the writing transaction (409), so not here. A new job's is
+# a custom method of the collection, /v1/jobs:validate: /v1/jobs/validate would also be the path
+# of a job whose id is "validate" (GET, PUT, ... answer it), so its Allow would name them all.
+
+
+@router.post(
+    "/jobs:validate",
+    response_model=JobValidation,
+    tags=["jobs"],
+    responses=_problems(400, 401, 403, 422),
+    dependencies=CHECKED,
+)
+async def validate_job(body: JobCreate, services: Services, caller: CallerDep) -> JobValidation:
+    """Check a new job's definition as ``POST /v1/jobs`` would, writing nothing: 200 with the
+    definition as it would be stored, its first slot, the schedule in words and its next fire
+    times, or the 422 create would answer. ``H`` hashes the empty seed here (a new job's id is
+    not known before it is created)."""
+    caller.require(Scope.WRITE)
+    record = body.to_record()
+    check_settable(caller, record, None, services)
+    checked = await services.job_service.check_new(record)
+    return JobValidation.from_record(checked, services.clock.now())
+
+
+RECENT_RUNS = 20  # runs per job that include=recent answers (a sparkline's points)
+Include = Literal["recent"]
 
 
 @router.get("/jobs", response_model=JobPage, tags=["jobs"], responses=_problems(401, 403, 422))
@@ -225,12 +259,20 @@ async def list_jobs(
     label: Annotated[list[LabelFilter], Query(max_length=MAX_LABELS, description=LABEL_HELP)] = [],  # noqa: B006
     paused: bool | None = None,
     last_state: Annotated[RunStateName | None, Query(description="State of the job's latest run")] = None,
+    late: Annotated[
+        bool, Query(description="Only late jobs: not paused, a slot more than 60 s past not fired yet")
+    ] = False,
+    include: Annotated[
+        list[Include],
+        Query(max_length=1, description=f"recent: each job's {RECENT_RUNS} newest runs (for sparklines)"),
+    ] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Cursor = None,
 ) -> JobPage:
     """List the live jobs of the token's teams, oldest first, a page at a time (follow
     ``next_cursor``)."""
     caller.require(Scope.READ)
+    now = services.clock.now()
     query = JobQuery(
         team=team,
         teams=_teams(caller),
@@ -238,13 +280,22 @@ async def list_jobs(
         labels=_labels(label),
         paused=paused,
         last_state=None if last_state is None else RunState(last_state),
+        late_before=late_before(now) if late else None,
         limit=limit,
         cursor=cursor,
     )
     page = await _paged(services.store.list_jobs(query))
-    last = await services.store.last_runs([job.id for job in page.items]) if page.items else {}
+    ids = [job.id for job in page.items]
+    last = await services.store.last_runs(ids) if ids else {}
+    recent = await services.store.recent_runs(ids, RECENT_RUNS) if ids and "recent" in include else None
     return JobPage(
-        items=[JobOut.from_record(job, last.get(job.id)) for job in page.items], next_cursor=page.next_cursor
+        items=[
+            JobOut.from_record(
+                job, last.get(job.id), now=now, recent=None if recent is None else recent.get(job.id, [])
+            )
+            for job in page.items
+        ],
+        next_cursor=page.next_cursor,
     )
 
 
@@ -313,6 +364,27 @@ async def patch_job(
             continue  # someone else edited it between our read and write: merge again
         return _job_response(await _summary(services, job))
     raise ConflictError(f"job {job_id} kept changing during the patch; try again")
+
+
+@job_route(
+    router,
+    "POST",
+    "/validate",
+    response_model=JobValidation,
+    tags=["jobs"],
+    responses=_problems(400, 401, 403, 404, 422),
+    dependencies=CHECKED,
+)
+async def validate_job_edit(
+    job_id: str, body: JobUpdate, services: Services, caller: CallerDep
+) -> JobValidation:
+    """Check a whole new definition of the job as ``PUT`` would, writing nothing (see
+    ``POST /v1/jobs:validate``)."""
+    stored = await job_for(services, caller, job_id, Scope.WRITE)
+    record = body.to_record(job_id)
+    check_settable(caller, record, stored, services)
+    checked = await services.job_service.check_edit(record)
+    return JobValidation.from_record(checked, services.clock.now())
 
 
 @job_route(router, "DELETE", status_code=204, tags=["jobs"], responses=_problems(400, 401, 403, 404, 412))

@@ -19,7 +19,8 @@ import enum
 import itertools
 import json
 import re
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -46,6 +47,7 @@ from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 from cronwheel.api import checks
 from cronwheel.api.partial import partial_model
 from cronwheel.errors import InvalidInputError
+from cronwheel.lateness import is_late
 from cronwheel.model import (
     Attempt,
     CommandTarget,
@@ -66,9 +68,10 @@ from cronwheel.model import (
     Target,
     Value,
 )
-from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, parse_schedule
+from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, ScheduleError, describe, parse_schedule
 from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
+from cronwheel.store.port import RunSample
 from cronwheel.targets import plain_values
 
 # -- building blocks ---------------------------------------------------------------------------
@@ -624,6 +627,26 @@ class LastRunOut(_Out):
     finished_at: datetime | None
 
 
+class RecentRunOut(_Out):
+    """What a sparkline shows of one of a job's recent runs."""
+
+    slot: datetime
+    state: RunStateName
+    lateness_ms: float | None = Field(
+        description="Fire lateness: queued at minus the slot; null until queued."
+    )
+    duration_ms: float | None = Field(description="Finished minus started; null until finished.")
+
+    @classmethod
+    def from_record(cls, sample: RunSample) -> RecentRunOut:
+        return cls(
+            slot=sample.slot,
+            state=sample.state,
+            lateness_ms=None if sample.lateness_us is None else sample.lateness_us / 1000,
+            duration_ms=None if sample.duration_us is None else sample.duration_us / 1000,
+        )
+
+
 class JobOut(JobFields):
     """A stored job: its definition (the same fields as a request's) plus the server's
     read-only fields."""
@@ -641,10 +664,28 @@ class JobOut(JobFields):
         description="Header and env values held in clear in the job, not as references to secrets "
         "(e.g. `target.headers.Authorization`): move them into secrets with `cronwheel secrets adopt`."
     )
+    schedule_description: str = Field(
+        description='The schedule in words, such as "at 09:00 on Monday through Friday" (docs/schedules.md).'
+    )
+    late: bool = Field(
+        description="Not paused, with a slot more than 60 s past that has not fired (the `late` filter)."
+    )
+    recent: list[RecentRunOut] | None = Field(
+        default=None,
+        description="The newest runs, oldest first, with `include=recent` on the job list; else null.",
+    )
 
     @classmethod
-    def from_record(cls, job: Job, last_run: Run | None = None) -> JobOut:
-        """The stored job (its payload is not measured again: it was when it was written)."""
+    def from_record(
+        cls,
+        job: Job,
+        last_run: Run | None = None,
+        *,
+        now: datetime,
+        recent: Sequence[RunSample] | None = None,
+    ) -> JobOut:
+        """The stored job (its payload is not measured again: it was when it was written), late
+        or not at ``now``."""
         return cls.model_validate(
             {
                 **_definition(job),
@@ -657,11 +698,67 @@ class JobOut(JobFields):
                 "updated_at": job.updated_at,
                 "next_run_at": job.next_run_at,
                 "plain_values": plain_values(job.target),
+                "schedule_description": schedule_description(job),
+                "late": is_late(job, now),
+                "recent": None if recent is None else [RecentRunOut.from_record(sample) for sample in recent],
                 "last_run": None
                 if last_run is None
                 else LastRunOut(
                     id=last_run.id, state=last_run.state, slot=last_run.slot, finished_at=last_run.finished_at
                 ),
+            },
+            context={"stored": True},
+        )
+
+
+def schedule_description(job: Job) -> str:
+    """The job's schedule in words (its own ``H`` values: seeded with its id)."""
+    try:
+        schedule = parse_schedule(
+            job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id or None
+        )
+    except ScheduleError as error:  # stored before a zone went away: say why, do not fail the read
+        return f"invalid schedule: {error.reason}"
+    return describe(schedule)
+
+
+VALIDATION_FIRES = 5  # fire times a validation answers
+_JUST_BEFORE = timedelta(microseconds=1)  # start_at itself may be a fire time
+
+
+class JobValidation(JobFields):
+    """What ``POST /v1/jobs:validate`` (and ``/v1/jobs/{id}/validate``) answer for a definition the
+    service accepts: the definition as it would be stored (defaults filled in, values normalized),
+    its first slot, the schedule in words, its next fire times and the preview's warnings."""
+
+    id: str | None = Field(description="The job the definition would replace; null for a new job.")
+    next_run_at: datetime | None = Field(description="The first slot it would fire at.")
+    schedule_description: str = Field(description="The schedule in words.")
+    fires: list[FireOut] = Field(
+        description=f"The next {VALIDATION_FIRES} fire times within start_at and end_at, with DST facts."
+    )
+    warnings: list[str] = Field(description="What the schedule preview warns about.")
+
+    @classmethod
+    def from_record(cls, job: Job, now: datetime) -> JobValidation:
+        """The validated ``job`` (``id`` empty for a new one: ``H`` then hashes the empty seed)."""
+        schedule = parse_schedule(
+            job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id or None
+        )
+        after = now if job.start_at is None or job.start_at <= now else job.start_at - _JUST_BEFORE
+        fires = [
+            fire
+            for fire in itertools.islice(schedule.fires_after(after), VALIDATION_FIRES)
+            if job.end_at is None or fire.at <= job.end_at
+        ]
+        return cls.model_validate(
+            {
+                **_definition(job),
+                "id": job.id or None,
+                "next_run_at": job.next_run_at,
+                "schedule_description": describe(schedule),
+                "fires": [FireOut.from_record(fire) for fire in fires],
+                "warnings": schedule_warnings(schedule, after),
             },
             context={"stored": True},
         )
@@ -873,6 +970,7 @@ class PreviewOut(_Out):
     dst_gap: DstGap
     dst_fold: DstFold
     wildcard: bool
+    description: str = Field(description='The schedule in words, such as "every 15 minutes".')
     after: datetime = Field(description="The instant the fire times follow, in UTC.")
     fires: list[FireOut]
     warnings: list[str]
@@ -900,6 +998,7 @@ class PreviewOut(_Out):
             dst_gap=schedule.dst_gap,
             dst_fold=schedule.dst_fold,
             wildcard=schedule.wildcard,
+            description=describe(schedule),
             after=after,
             fires=[FireOut.from_record(fire) for fire in fires],
             warnings=schedule_warnings(schedule, after),

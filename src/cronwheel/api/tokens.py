@@ -119,7 +119,11 @@ def _maker(caller: Caller) -> str | None:
     "/tokens",
     status_code=201,
     response_model=TokenCreated,
-    responses={**_ERRORS, 422: {"description": "Invalid input; nothing was written", **_DOC}},
+    responses={
+        **_ERRORS,
+        400: {"description": "Malformed JSON", **_DOC},
+        422: {"description": "Invalid input; nothing was written", **_DOC},
+    },
 )
 async def create_token(
     body: TokenCreate, services: Services, caller: CallerDep, actor: ActorDep

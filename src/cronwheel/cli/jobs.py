@@ -111,6 +111,7 @@ def job_view(job: dict[str, Any]) -> str:
             ("team/name", f"{job['team']}/{job['name']}"),
             ("version", job["version"]),
             ("schedule", f"{job['schedule']}  ({job['timezone']})"),
+            ("in words", job.get("schedule_description")),
             ("dst", f"gap={job['dst_gap'] or 'default'} fold={job['dst_fold'] or 'default'}"),
             ("target", _target(job["target"])),
             ("secrets", _secrets(job["target"])),
@@ -262,6 +263,7 @@ def create(ctx: Ctx, path: str | None, **flags: Any) -> None:
 @click.option("--label", "labels", multiple=True, metavar="K=V", help="Only jobs with this label (repeat).")
 @click.option("--paused/--active", default=None, help="Only paused / only active jobs.")
 @click.option("--last-state", type=click.Choice(STATES, case_sensitive=False), help="State of the last run.")
+@click.option("--late", is_flag=True, help="Only late jobs (a slot more than 60 s past, not fired).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @click.option("--cursor", help="Continue from a cursor a previous list printed.")
 @api_command
@@ -272,6 +274,7 @@ def list_(
     labels: tuple[str, ...],
     paused: bool | None,
     last_state: str | None,
+    late: bool,
     limit: int,
     cursor: str | None,
 ) -> None:
@@ -280,7 +283,14 @@ def list_(
     state = None if last_state is None else last_state.upper()
     items, cursor = collect(
         lambda size, after: ctx.client.list_jobs(
-            team=team, name=name, labels=labels, paused=paused, last_state=state, limit=size, cursor=after
+            team=team,
+            name=name,
+            labels=labels,
+            paused=paused,
+            last_state=state,
+            late=late,
+            limit=size,
+            cursor=after,
         ),
         limit,
         cursor,

@@ -131,6 +131,7 @@ def preview_table(data: dict[str, Any]) -> str:
     after = datetime.fromisoformat(data["after"]).astimezone(load_zone(data["timezone"]))
     lines = [
         f"{data['expression']}  in {data['timezone']}  ({_policy(data)})",
+        data["description"],
         f"next {len(data['fires'])} after {after.isoformat()}:",
     ]
     for fire in data["fires"]:

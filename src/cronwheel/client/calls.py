@@ -21,6 +21,7 @@ from cronwheel.client.types import (
     AuditEntry,
     Health,
     Job,
+    JobValidation,
     NewToken,
     Page,
     Preview,
@@ -58,6 +59,8 @@ class Route:
 ROUTES: Mapping[str, Route] = MappingProxyType(
     {
         "create_job": Route("POST", "/v1/jobs"),
+        "validate_job": Route("POST", "/v1/jobs:validate"),
+        "validate_job_edit": Route("POST", JOB + "/validate"),
         "list_jobs": Route("GET", "/v1/jobs"),
         "get_job": Route("GET", JOB),
         "replace_job": Route("PUT", JOB),
@@ -198,6 +201,19 @@ def create_job(spec: Mapping[str, Any]) -> Call[Job]:
     return _call("create_job", _job, body=dict(spec))
 
 
+def validate_job(spec: Mapping[str, Any]) -> Call[JobValidation]:
+    """Check a new job's definition as :func:`create_job` would, writing nothing: the definition
+    as the server would store it, with its first slot, the schedule in words and its next fire
+    times; or the :class:`~cronwheel.client.errors.Invalid` that creating it would raise."""
+    return _call("validate_job", _data, body=dict(spec))
+
+
+def validate_job_edit(job: str, spec: Mapping[str, Any]) -> Call[JobValidation]:
+    """Check a whole new definition of the job as :func:`replace_job` would, writing nothing
+    (see :func:`validate_job`)."""
+    return _call("validate_job_edit", _data, job=job, body=dict(spec))
+
+
 def list_jobs(
     *,
     team: str | None = None,
@@ -205,13 +221,16 @@ def list_jobs(
     labels: Mapping[str, str] | Sequence[str] = (),
     paused: bool | None = None,
     last_state: str | None = None,
+    late: bool | None = None,
+    include: Sequence[str] = (),
     limit: int | None = None,
     cursor: str | None = None,
 ) -> Call[Page[Job]]:
-    """One page of the jobs the token sees, oldest first (``labels``: each ``key=value`` required)."""
+    """One page of the jobs the token sees, oldest first (``labels``: each ``key=value`` required;
+    ``late``: only late ones; ``include=["recent"]``: each job's newest runs in ``recent``)."""
     params = _params(
         team=team, name=name, label=_labels(labels), paused=paused, last_state=last_state,
-        limit=limit, cursor=cursor,
+        late=late or None, include=list(include) or None, limit=limit, cursor=cursor,
     )  # fmt: skip
     return _call("list_jobs", _page, params=params)
 

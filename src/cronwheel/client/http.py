@@ -242,6 +242,8 @@ class Client(_Base):
         self.close()
 
     create_job = _sync(calls.create_job)
+    validate_job = _sync(calls.validate_job)
+    validate_job_edit = _sync(calls.validate_job_edit)
     list_jobs = _sync(calls.list_jobs)
     iter_jobs = _sync_items(calls.list_jobs)
     get_job = _sync(calls.get_job)
@@ -342,6 +344,8 @@ class AsyncClient(_Base):
         await self.aclose()
 
     create_job = _async(calls.create_job)
+    validate_job = _async(calls.validate_job)
+    validate_job_edit = _async(calls.validate_job_edit)
     list_jobs = _async(calls.list_jobs)
     iter_jobs = _async_items(calls.list_jobs)
     get_job = _async(calls.get_job)

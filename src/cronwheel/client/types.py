@@ -23,6 +23,15 @@ class LastRun(TypedDict):
     finished_at: str | None
 
 
+class RecentRun(TypedDict):
+    """``RecentRunOut``: one point of a job's sparkline (``include=recent``)."""
+
+    slot: str
+    state: str
+    lateness_ms: float | None
+    duration_ms: float | None
+
+
 class Job(TypedDict):
     """``JobOut``: a job's definition and its state; ``version`` is its ETag."""
 
@@ -54,6 +63,9 @@ class Job(TypedDict):
     next_run_at: str | None
     last_run: LastRun | None
     plain_values: list[str]
+    schedule_description: str
+    late: bool
+    recent: list[RecentRun] | None
 
 
 class Run(TypedDict):
@@ -165,7 +177,37 @@ class Preview(TypedDict):
     dst_gap: str
     dst_fold: str
     wildcard: bool
+    description: str
     after: str
+    fires: list[dict[str, Any]]
+    warnings: list[str]
+
+
+class JobValidation(TypedDict):
+    """``JobValidation``: a definition the server accepts, as it would store it (``id``: the job
+    it would replace, null for a new one), with its first slot and next fire times."""
+
+    team: str
+    name: str
+    schedule: str
+    timezone: str
+    dst_gap: str | None
+    dst_fold: str | None
+    target: dict[str, Any]
+    description: str
+    payload: Any
+    timeout_s: float
+    retry: dict[str, Any]
+    misfire: dict[str, Any]
+    overlap: str
+    start_at: str | None
+    end_at: str | None
+    queue: str
+    labels: dict[str, str]
+    retention: dict[str, Any] | None
+    id: str | None
+    next_run_at: str | None
+    schedule_description: str
     fires: list[dict[str, Any]]
     warnings: list[str]
 

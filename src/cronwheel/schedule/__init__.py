@@ -12,6 +12,7 @@ A pure library: no I/O beyond loading zone data, no clock. Instants go in and co
 See ``docs/schedules.md`` for the dialect and the DST rules.
 """
 
+from cronwheel.schedule.describe import describe
 from cronwheel.schedule.errors import ScheduleError
 from cronwheel.schedule.parse import MACROS, load_zone, parse_schedule
 from cronwheel.schedule.schedule import DstFold, DstGap, Fire, FireKind, Schedule
@@ -24,6 +25,7 @@ __all__ = [
     "FireKind",
     "Schedule",
     "ScheduleError",
+    "describe",
     "load_zone",
     "parse_schedule",
 ]

@@ -15,6 +15,7 @@ from cronwheel.store.port import (
     JobQuery,
     Page,
     RunQuery,
+    RunSample,
     Store,
     TokenQuery,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "JobQuery",
     "Page",
     "RunQuery",
+    "RunSample",
     "Store",
     "TokenQuery",
 ]

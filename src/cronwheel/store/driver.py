@@ -281,6 +281,10 @@ class Flavor:
     # quota. The count is taken under a transaction-scoped advisory lock on the team
     # (``pg_advisory_xact_lock``). SQLite writes one transaction at a time (BEGIN IMMEDIATE).
     team_locks: bool
+    # PostgreSQL joins LATERAL: each listed job's newest runs are one index range of (job_id,
+    # slot), read backwards and stopped at the limit, in one statement for a page of jobs. SQLite
+    # has no LATERAL: the same ranges as a correlated ``id IN (newest ids of this job)``.
+    lateral: bool
 
 
 SQLITE = Flavor(
@@ -291,6 +295,7 @@ SQLITE = Flavor(
     notifies=False,
     remote_clock=False,
     team_locks=False,
+    lateral=False,
 )
 POSTGRESQL = Flavor(
     "postgresql",
@@ -300,6 +305,7 @@ POSTGRESQL = Flavor(
     notifies=True,
     remote_clock=True,
     team_locks=True,
+    lateral=True,
 )
 _FLAVORS = {flavor.name: flavor for flavor in (SQLITE, POSTGRESQL)}
 

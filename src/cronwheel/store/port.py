@@ -34,9 +34,24 @@ class JobQuery:
     labels: tuple[tuple[str, str], ...] = ()  # every pair must match
     paused: bool | None = None
     last_state: RunState | None = None  # state of the job's most recent run
+    # Only late jobs: not paused, with a slot before this instant not fired yet (next_run_at
+    # earlier). The API passes its clock's now minus a grace (cronwheel.lateness).
+    late_before: datetime | None = None
     name: str | None = None
     limit: int = 100
     cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSample:
+    """What a sparkline shows of one run: its slot, state, fire lateness (queued - slot) and
+    duration (finished - started), in microseconds (None while unknown)."""
+
+    job_id: str
+    slot: datetime
+    state: RunState
+    lateness_us: int | None
+    duration_us: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +301,16 @@ class Store(Protocol):
     async def list_events(self, run_id: str) -> list[RunEvent]: ...
     async def last_runs(self, job_ids: Sequence[str]) -> dict[str, Run]:
         """Each job's most recent run (by slot), for job summaries."""
+        ...
+
+    async def recent_runs(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[RunSample]]:
+        """Each job's ``per_job`` most recent runs (by slot), oldest first, for sparklines: one
+        statement for a page of jobs (jobs without runs are absent)."""
+        ...
+
+    async def fire_lateness(self, since: datetime, limit: int) -> list[int]:
+        """The fire lateness (queued_at - slot, microseconds) of the newest scheduled runs with a
+        slot at or after ``since`` that were queued: at most ``limit`` of them."""
         ...
 
     # workers

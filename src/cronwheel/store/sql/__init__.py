@@ -55,6 +55,7 @@ from cronwheel.store.port import (
     JobQuery,
     Page,
     RunQuery,
+    RunSample,
     StoredSecret,
     TokenQuery,
 )
@@ -263,6 +264,12 @@ class SqlStore:
 
     async def last_runs(self, job_ids: Sequence[str]) -> dict[str, Run]:
         return await runs.last_runs(self._tx, job_ids)
+
+    async def recent_runs(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[RunSample]]:
+        return await runs.recent(self._tx, job_ids, per_job)
+
+    async def fire_lateness(self, since: datetime, limit: int) -> list[int]:
+        return await runs.fire_lateness(self._tx, since, limit)
 
     # -- workers ---------------------------------------------------------------------------------
 

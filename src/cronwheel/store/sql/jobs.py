@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, exists, func, insert, select, text, update
+from sqlalchemy import ColumnElement, delete, exists, false, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
@@ -96,6 +96,8 @@ def _matching(query: JobQuery, after: str | None) -> list[ColumnElement[bool]]:
     conditions += [_labelled(key, value, after) for key, value in query.labels]
     if query.last_state is not None:
         conditions.append(latest_run_of_job(runs.c.state) == query.last_state.value)
+    if query.late_before is not None:  # JOB_DUE's terms literally: its index, ix_jobs_due_at
+        conditions += [jobs.c.paused == false(), jobs.c.next_run_at < query.late_before]
     if after is not None:
         conditions.append(jobs.c.id > after)
     return conditions

@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Select,
+    String,
+    and_,
+    func,
+    literal,
+    or_,
+    select,
+    true,
+    type_coerce,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.errors import NotFoundError
-from cronwheel.model import Attempt, Run, RunEvent, RunState
+from cronwheel.model import Attempt, Run, RunEvent, RunKind, RunState
 from cronwheel.store import codec
-from cronwheel.store.port import Page, RunQuery
+from cronwheel.store.driver import flavor_of
+from cronwheel.store.port import Page, RunQuery, RunSample
 from cronwheel.store.schema import attempts, from_micros, jobs, run_events, runs, to_micros
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 from cronwheel.store.sql.where import check_limit, latest_run_of_job
@@ -103,6 +119,83 @@ async def last_runs(tx: Transactions, job_ids: Sequence[str]) -> dict[str, Run]:
             for row in result.mappings():
                 found[row["job_id"]] = codec.run_from_row(row)
     return found
+
+
+def _micros(column: Any) -> ColumnElement[int]:
+    """An instant column as its stored integer (epoch microseconds), for arithmetic."""
+    return type_coerce(column, BigInteger())
+
+
+def _sampled(table: Any) -> list[ColumnElement[Any]]:
+    """The columns of a :class:`RunSample`, lateness and duration subtracted in the database."""
+    return [
+        table.c.job_id,
+        table.c.slot,
+        table.c.id,
+        table.c.state,
+        (_micros(table.c.queued_at) - _micros(table.c.slot)).label("lateness_us"),
+        (_micros(table.c.finished_at) - _micros(table.c.started_at)).label("duration_us"),
+    ]
+
+
+def _recent_statement(connection: AsyncConnection, job_ids: list[str], per_job: int) -> Select[Any]:
+    """Each of ``job_ids``' ``per_job`` newest runs, as one statement (``Flavor.lateral``)."""
+    if flavor_of(connection.dialect).lateral:
+        listed = func.unnest(literal(job_ids, ARRAY(String))).table_valued("id").render_derived(name="listed")
+        newest = (
+            select(*_sampled(runs))
+            .where(runs.c.job_id == listed.c.id)
+            .order_by(runs.c.slot.desc(), runs.c.id.desc())
+            .limit(per_job)
+            .lateral("newest")
+        )
+        return select(newest).select_from(listed).join(newest, true())
+    picked = runs.alias("picked")
+    newest_ids = (
+        select(picked.c.id)
+        .where(picked.c.job_id == jobs.c.id)
+        .order_by(picked.c.slot.desc(), picked.c.id.desc())
+        .limit(per_job)
+        .correlate(jobs)
+    )
+    return (
+        select(*_sampled(runs))
+        .select_from(jobs)
+        .join(runs, runs.c.id.in_(newest_ids))
+        .where(jobs.c.id.in_(job_ids))
+    )
+
+
+async def recent(tx: Transactions, job_ids: Sequence[str], per_job: int) -> dict[str, list[RunSample]]:
+    check_limit(per_job)
+    found: dict[str, list[RunSample]] = {}
+    async with tx.read() as connection:
+        for chunk in chunks(sorted(set(job_ids)), CHUNK):
+            result = await connection.execute(_recent_statement(connection, list(chunk), per_job))
+            for row in result.mappings():
+                found.setdefault(row["job_id"], []).append(_sample(row))
+    for samples in found.values():
+        samples.sort(key=lambda sample: sample.slot)
+    return found
+
+
+def _sample(row: Any) -> RunSample:
+    state = RunState(row["state"])
+    return RunSample(row["job_id"], row["slot"], state, row["lateness_us"], row["duration_us"])
+
+
+async def fire_lateness(tx: Transactions, since: datetime, limit: int) -> list[int]:
+    """Read through the (slot, id) index from the newest slot back to ``since``, at most
+    ``limit`` rows: the cost is bounded whatever the history holds."""
+    check_limit(limit)
+    statement = (
+        select((_micros(runs.c.queued_at) - _micros(runs.c.slot)).label("lateness_us"))
+        .where(runs.c.slot >= since, runs.c.kind == RunKind.SCHEDULED.value, runs.c.queued_at.is_not(None))
+        .order_by(runs.c.slot.desc(), runs.c.id.desc())
+        .limit(limit)
+    )
+    async with tx.read() as connection:
+        return [int(value) for value in (await connection.scalars(statement))]
 
 
 async def _run(connection: AsyncConnection, run_id: str) -> Run:

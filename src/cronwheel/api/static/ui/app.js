@@ -138,30 +138,62 @@ function loggedIn(opened) {
 
 function jobsQuery(params, cursor) {
   const query = new URLSearchParams();
-  for (const key of ["team", "name", "paused", "last_state"]) if (params.get(key)) query.set(key, params.get(key));
+  for (const key of ["team", "name", "paused", "last_state", "late"]) if (params.get(key)) query.set(key, params.get(key));
   for (const label of (params.get("label") || "").split(",").map((l) => l.trim()).filter(Boolean)) query.append("label", label);
   const limit = Number.parseInt(params.get("limit") || "", 10);
   query.set("limit", String(limit >= 1 && limit <= 1000 ? limit : PAGE_SIZE));
+  query.set("include", "recent"); // each job's newest runs, for its sparkline: one read for the page
   if (cursor) query.set("cursor", cursor);
   return query.toString();
 }
 
-// Late: an active job whose next slot is more than LATE_S in the past (not fired yet).
-const LATE_S = 60;
-const late = (job) => !job.paused && job.next_run_at && Date.parse(job.next_run_at) < Date.now() - LATE_S * 1000;
+const svgNode = (tag, attrs = {}, ...children) => {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+  node.append(...children);
+  return node;
+};
+
+// A job's recent runs (the newest at the right edge): a bar per run for its duration (red when it failed, grey when
+// skipped) and a line for its fire lateness, each scaled to its own largest value.
+function sparkline(points) {
+  if (!points || !points.length) return h("span", { class: "muted" }, "no runs");
+  const [width, height, step] = [100, 24, 100 / 20];
+  const start = (20 - Math.min(points.length, 20)) * step;
+  const took = Math.max(1, ...points.map((p) => p.duration_ms || 0));
+  const late = Math.max(1, ...points.map((p) => p.lateness_ms || 0));
+  const bars = points.map((p, i) => {
+    const tall = p.duration_ms ? Math.max(1, (p.duration_ms / took) * (height - 2)) : 1;
+    return svgNode("rect", { x: start + i * step + 0.5, y: height - tall, width: step - 1, height: tall, class: `bar state-${p.state}` });
+  });
+  const line = svgNode("polyline", {
+    class: "lateness", fill: "none",
+    points: points.map((p, i) => `${start + i * step + step / 2},${height - 1 - ((p.lateness_ms || 0) / late) * (height - 2)}`).join(" "),
+  });
+  const worst = (key) => Math.max(...points.map((p) => p[key] || 0)) / 1000;
+  const summary = `last ${points.length} runs: longest ${worst("duration_ms").toFixed(3)} s, latest fire ${worst("lateness_ms").toFixed(3)} s late`;
+  return svgNode("svg", { viewBox: `0 0 ${width} ${height}`, class: "spark", role: "img", "aria-label": summary, "data-points": points.length },
+    svgNode("title", {}, summary), ...bars, line);
+}
+
+function status(job) {
+  if (job.paused) return badge("paused", "paused");
+  return job.late ? badge("late", "late-job") : badge("active", "active-job");
+}
 
 function jobRow(job) {
   const last = job.last_run;
   return h(
     "tr",
-    { "data-job": job.id },
+    { "data-job": job.id, "data-late": job.late ? "true" : "false" },
     h("td", {}, h("a", { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.name)),
     h("td", {}, job.team),
-    h("td", {}, job.paused ? badge("paused", "paused") : late(job) ? badge("late", "state-RETRYING") : badge("active", "active-job")),
-    h("td", {}, h("code", {}, job.schedule)),
+    h("td", {}, status(job)),
+    h("td", { class: "schedule" }, h("div", { class: "words" }, job.schedule_description), h("code", {}, job.schedule)),
     h("td", {}, job.timezone),
     h("td", {}, job.paused ? h("span", { class: "muted" }, "paused") : when(job.next_run_at)),
     h("td", { class: "last" }, last ? [stateBadge(last.state), " ", h("a", { href: `#/runs/${encodeURIComponent(last.id)}` }, when(last.finished_at || last.slot))] : stateBadge(null)),
+    h("td", { class: "recent" }, sparkline(job.recent)),
     h("td", {}, Object.entries(job.labels || {}).map(([k, v]) => badge(`${k}=${v}`, "")))
   );
 }
@@ -180,6 +212,7 @@ function jobsPage(params) {
     h("label", {}, "Labels (k=v, …)", field("label", { size: 18 })),
     h("label", {}, "Paused", select("paused", [["", "any"], ["true", "paused"], ["false", "active"]])),
     h("label", {}, "Last run", select("last_state", [["", "any"], ...RUN_STATES.map((s) => [s, s])])),
+    h("label", {}, "Late", select("late", [["", "any"], ["true", "late only"]])),
     h("label", {}, "Per page", select("limit", [["", String(PAGE_SIZE)], ["100", "100"], ["200", "200"]])),
     h("button", { type: "submit" }, "Filter")
   );
@@ -198,7 +231,7 @@ function jobsPage(params) {
   const draw = async () => {
     const page = await get(`/jobs?${jobsQuery(params, cursors[cursors.length - 1])}`);
     next = page.next_cursor;
-    body.replaceChildren(...(page.items.length ? page.items.map(jobRow) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No jobs match."))]));
+    body.replaceChildren(...(page.items.length ? page.items.map(jobRow) : [h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No jobs match."))]));
     prev.disabled = cursors.length === 1;
     nextButton.disabled = !next;
     where.textContent = `page ${cursors.length} · ${page.items.length} jobs`;
@@ -206,9 +239,9 @@ function jobsPage(params) {
   };
   prev.addEventListener("click", () => { cursors.pop(); draw().catch((e) => showError(message, e)); });
   nextButton.addEventListener("click", () => { if (next) { cursors.push(next); draw().catch((e) => showError(message, e)); } });
-  const headers = ["Name", "Team", "Status", "Schedule", "Time zone", "Next run", "Last run", "Labels"];
+  const headers = ["Name", "Team", "Status", "Schedule", "Time zone", "Next run", "Last outcome", "Recent runs", "Labels"];
   const quick = h("p", { class: "quick" }, "Show: ",
-    [["all", ""], ["failing", "last_state=FAILED"], ["paused", "paused=true"], ["retrying", "last_state=RETRYING"]]
+    [["all", ""], ["failing", "last_state=FAILED"], ["late", "late=true"], ["paused", "paused=true"], ["retrying", "last_state=RETRYING"]]
       .map(([text, query]) => h("a", { href: `#/jobs?${query}`, "data-quick": text }, text))
       .flatMap((link, i) => (i ? [" · ", link] : [link])));
   view.replaceChildren(
@@ -248,30 +281,25 @@ function chart(runs) {
   if (points.length < 2) return h("p", { class: "muted" }, "A chart of lateness and duration appears after two finished runs.");
   const [width, height, pad] = [560, 120, 4];
   const top = Math.max(0.001, ...points.map((p) => Math.max(p.late, p.took)));
-  const svg = (tag, attrs) => {
-    const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
-    for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
-    return node;
-  };
-  const line = (key, cls) => svg("polyline", {
+  const line = (key, cls) => svgNode("polyline", {
     class: cls, fill: "none",
     points: points.map((p, i) => `${pad + (i * (width - 2 * pad)) / (points.length - 1)},${height - pad - (p[key] / top) * (height - 2 * pad)}`).join(" "),
   });
-  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": "start lateness and duration of recent runs" });
+  const root = svgNode("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": "start lateness and duration of recent runs" });
   root.append(line("late", "late"), line("took", "took"));
   return h("div", { class: "card", id: "chart" }, root,
     h("p", { class: "legend" }, h("span", { class: "late" }, "■ start lateness"), " ", h("span", { class: "took" }, "■ duration"), ` · top ${seconds(top)} · last ${points.length} runs`));
 }
 
 function definition(job) {
-  const { id, version, paused, pause_note, paused_at, created_at, updated_at, next_run_at, last_run, plain_values, ...spec } = job;
+  const { id, version, paused, pause_note, paused_at, created_at, updated_at, next_run_at, last_run, plain_values, schedule_description, late, recent, ...spec } = job;
   return h(
     "div",
     { class: "card" },
     kv([
       ["Team", job.team],
-      ["Status", paused ? [badge("paused", "paused"), " ", pause_note || "", " ", paused_at ? when(paused_at) : ""] : badge("active", "active-job")],
-      ["Schedule", h("code", {}, job.schedule)],
+      ["Status", paused ? [badge("paused", "paused"), " ", pause_note || "", " ", paused_at ? when(paused_at) : ""] : status(job)],
+      ["Schedule", [h("div", { class: "words", id: "job-words" }, schedule_description), h("code", {}, job.schedule)]],
       ["Time zone", job.timezone],
       ["Next run", paused ? h("span", { class: "muted" }, "paused") : when(next_run_at)],
       ["Target", `${job.target.type} ${job.target.url || job.target.command || job.target.callable || ""}`],
@@ -357,55 +385,139 @@ function jobPage(jobId) {
 
 // -- create / edit ---------------------------------------------------------------------------------
 
-const EDITABLE = ["team", "name", "schedule", "timezone", "dst_gap", "dst_fold", "target", "description", "payload", "timeout_s", "retry", "misfire", "overlap", "start_at", "end_at", "queue", "labels"];
+// The form's fields: [key, label, kind]; kind "json" is a JSON value in a text area, an array is a
+// choice ("" = the server's default, sent as null). Every field of the definition is here.
+const FIELDS = [
+  ["team", "Team", "text"], ["name", "Name", "text"], ["schedule", "Schedule (cron)", "text"],
+  ["timezone", "Time zone", "text"], ["dst_gap", "DST gap", ["", "shift", "skip"]],
+  ["dst_fold", "DST repeated time", ["", "first", "last", "both"]], ["description", "Description", "text"],
+  ["timeout_s", "Timeout (s)", "number"], ["overlap", "Overlap", ["allow", "forbid", "replace"]],
+  ["queue", "Queue", "text"], ["start_at", "Start at (RFC 3339)", "text"], ["end_at", "End at (RFC 3339)", "text"],
+  ["target", "Target", "json"], ["retry", "Retry", "json"], ["misfire", "Misfire", "json"],
+  ["labels", "Labels", "json"], ["payload", "Payload", "json"], ["retention", "Retention", "json"],
+];
+const EDITABLE = FIELDS.map(([key]) => key);
+const NULLABLE = new Set(["dst_gap", "dst_fold", "start_at", "end_at"]);
+const VALIDATE_MS = 300;
 
-function editor(title, initial, save) {
-  const text = h("textarea", { id: "job-json", spellcheck: "false" }, JSON.stringify(initial, null, 2));
-  const message = h("div", {});
-  const check = h("div", { class: "muted", id: "schedule-check" });
+function fieldInput(key, kind, value) {
+  const id = `field-${key}`;
+  if (Array.isArray(kind)) {
+    return h("select", { id, name: key }, kind.map((choice) => h("option", { value: choice, selected: (value ?? "") === choice }, choice || "default")));
+  }
+  if (kind === "json") return h("textarea", { id, name: key, spellcheck: "false", rows: key === "target" ? 6 : 3 }, JSON.stringify(value ?? null, null, 2));
+  return h("input", { id, name: key, type: kind, step: kind === "number" ? "any" : undefined, value: value ?? "", spellcheck: "false" });
+}
+
+// The definition the form holds, and the fields that are not JSON ({key: message}).
+function formSpec(form) {
+  const spec = {};
+  const unreadable = {};
+  for (const [key, , kind] of FIELDS) {
+    const raw = form.elements[key].value;
+    if (kind === "json") {
+      try {
+        spec[key] = JSON.parse(raw);
+      } catch (error) {
+        unreadable[key] = `not JSON: ${error.message}`;
+      }
+    } else if (kind === "number") spec[key] = raw === "" ? null : Number(raw);
+    else if (raw === "" && NULLABLE.has(key)) spec[key] = null;
+    else spec[key] = raw;
+  }
+  return { spec, unreadable };
+}
+
+// Each refused field's message under that field (a nested one, target.url, under its top field);
+// the rest, and the problem's detail when no field is named, above the Save button.
+function showFieldErrors(form, general, errors, detail) {
+  for (const slot of form.querySelectorAll(".field-error")) slot.replaceChildren();
+  for (const field of form.querySelectorAll(".field")) field.classList.remove("invalid");
+  const left = [];
+  for (const [path, message] of errors) {
+    const key = String(path || "").split(".")[0];
+    const slot = form.querySelector(`.field-error[data-for="${CSS.escape(key)}"]`);
+    if (!slot) { left.push(path ? `${path}: ${message}` : message); continue; }
+    slot.append(h("div", {}, path === key ? message : `${path}: ${message}`));
+    slot.closest(".field").classList.add("invalid");
+  }
+  if (!errors.length && detail) left.push(detail);
+  general.replaceChildren(...(left.length ? [h("div", { class: "error", role: "alert" }, left.join("\n"))] : []));
+}
+
+const problemErrors = (problem) => (problem.body.errors || []).map((e) => [e.field, e.message || e.detail || ""]);
+
+function editor(title, initial, validatePath, save) {
+  const general = h("div", { id: "form-errors" });
+  const words = h("div", { class: "words", id: "schedule-words" });
+  const fires = h("div", { class: "muted", id: "schedule-check" });
+  const fields = FIELDS.map(([key, label, kind]) => h("div", { class: `field field-${kind === "json" ? "json" : "plain"}`, "data-field": key },
+    h("label", { for: `field-${key}` }, label), fieldInput(key, kind, initial[key]),
+    h("div", { class: "field-error", "data-for": key, id: `error-${key}`, role: "alert" })));
+  const form = h("form", { id: "job-form", novalidate: true },
+    h("div", { class: "fields" }, fields),
+    h("div", { class: "card explain" }, h("strong", {}, "Schedule: "), words, fires),
+    general,
+    h("button", { class: "primary", type: "submit", id: "save" }, "Save"));
+  let asked = 0; // answers to older keystrokes than the last are dropped
   const validate = async () => {
+    const mine = ++asked;
+    const { spec, unreadable } = formSpec(form);
+    if (Object.keys(unreadable).length) { showFieldErrors(form, general, Object.entries(unreadable)); return; }
     try {
-      const spec = JSON.parse(text.value);
-      const preview = (await api("POST", "/schedules/preview", { expression: spec.schedule, timezone: spec.timezone || "UTC", count: 3 })).body;
-      check.replaceChildren("Next fire times: ", preview.fires.map((f) => f.at).join(", "));
+      const checked = (await api("POST", validatePath, spec)).body;
+      if (mine !== asked) return;
+      showFieldErrors(form, general, []);
+      words.textContent = checked.schedule_description;
+      fires.replaceChildren("Next: ", checked.fires.map((f) => f.at + (f.kind !== "normal" ? ` (DST: ${f.kind})` : "")).join(", ") || "none",
+        ...checked.warnings.map((w) => h("div", {}, `⚠ ${w}`)));
+      form.dataset.valid = "true";
     } catch (error) {
-      check.replaceChildren(error instanceof Problem ? error.describe() : `JSON: ${error.message}`);
+      if (mine !== asked) return;
+      form.dataset.valid = "false";
+      if (!(error instanceof Problem)) { showFieldErrors(form, general, [], error.message); return; }
+      showFieldErrors(form, general, problemErrors(error), error.message);
+      if (problemErrors(error).some(([path]) => ["schedule", "timezone", "dst_gap", "dst_fold"].includes(String(path)))) {
+        words.textContent = "—";
+        fires.replaceChildren();
+      }
     }
   };
   let pending = null;
-  text.addEventListener("input", () => { clearTimeout(pending); pending = setTimeout(validate, 400); });
-  const form = h("form", { id: "job-form" }, text, check, message, h("button", { class: "primary", type: "submit", id: "save" }, "Save"));
+  const soon = () => { clearTimeout(pending); pending = setTimeout(validate, VALIDATE_MS); };
+  form.addEventListener("input", soon);
+  form.addEventListener("change", soon);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    let spec;
-    try {
-      spec = JSON.parse(text.value);
-    } catch (error) {
-      showError(message, new Error(`Not JSON: ${error.message}`));
-      return;
-    }
+    clearTimeout(pending);
+    const { spec, unreadable } = formSpec(form);
+    if (Object.keys(unreadable).length) { showFieldErrors(form, general, Object.entries(unreadable)); return; }
     try {
       const job = await save(spec);
       location.hash = `#/jobs/${encodeURIComponent(job.id)}`;
     } catch (error) {
-      showError(message, error);
+      if (error instanceof Problem) showFieldErrors(form, general, problemErrors(error), error.describe());
+      else showError(general, error);
     }
   });
-  view.replaceChildren(h("h1", {}, title), h("p", { class: "muted" }, "The definition as JSON (docs/service.md); the API validates it and names each refused field."), form);
+  view.replaceChildren(h("h1", {}, title),
+    h("p", { class: "muted" }, "Checked by the API as you type (the same checks as saving, nothing is written); each refused field says why under it."), form);
   validate();
 }
 
 function newJobPage() {
   const team = session.caller.teams && session.caller.teams.length ? session.caller.teams[0] : "default";
-  editor("New job", { team, name: "", schedule: "*/5 * * * *", timezone: "UTC", target: { type: "http", url: "https://example.com/hook", method: "POST" }, labels: {} },
-    async (spec) => (await api("POST", "/jobs", spec)).body);
+  const initial = { team, name: "", schedule: "*/5 * * * *", timezone: "UTC", overlap: "allow", queue: "default", timeout_s: 60,
+    target: { type: "http", url: "https://example.com/hook", method: "POST" }, retry: { max_attempts: 1 }, misfire: { policy: "skip" }, labels: {}, payload: null, retention: null };
+  editor("New job", initial, "/jobs:validate", async (spec) => (await api("POST", "/jobs", spec)).body);
 }
 
 async function editPage(jobId) {
   const { body: job, headers } = await api("GET", `/jobs/${encodeURIComponent(jobId)}`);
   const spec = Object.fromEntries(EDITABLE.filter((key) => key in job).map((key) => [key, job[key]]));
-  editor(`Edit ${job.team}/${job.name}`, spec,
-    async (changed) => (await api("PUT", `/jobs/${encodeURIComponent(jobId)}`, changed, { "If-Match": headers.get("ETag") || `"${job.version}"` })).body);
+  const path = `/jobs/${encodeURIComponent(jobId)}`;
+  editor(`Edit ${job.team}/${job.name}`, spec, `${path}/validate`,
+    async (changed) => (await api("PUT", path, changed, { "If-Match": headers.get("ETag") || `"${job.version}"` })).body);
 }
 
 // -- one run ---------------------------------------------------------------------------------------
@@ -460,8 +572,16 @@ function clusterPage() {
   const body = h("div", {});
   const draw = async () => {
     const c = await get("/cluster");
+    const lateness = c.fire_lateness;
+    const ms = (value) => (value === null || value === undefined ? "—" : `${value.toFixed(1)} ms`);
     body.replaceChildren(
-      h("div", { class: "card" }, kv([["Leader", c.leader || "none"], ...Object.entries(c.runs).map(([state, n]) => [`Runs ${state}`, n])])),
+      h("div", { class: "grid" },
+        h("div", { class: "card" }, kv([["Leader", c.leader || "none"], ...Object.entries(c.runs).map(([state, n]) => [`Runs ${state}`, n])])),
+        h("div", { class: "card", id: "lateness" },
+          h("h2", {}, "Fire lateness"),
+          h("p", { class: "muted" }, `queued − slot of the scheduled runs of the last ${Math.round(lateness.window_s / 60)} minutes (${lateness.count} runs)`),
+          h("div", { class: "percentiles" }, [["p50", lateness.p50_ms], ["p90", lateness.p90_ms], ["p99", lateness.p99_ms], ["max", lateness.max_ms]]
+            .map(([name, value]) => h("div", { class: "stat", "data-stat": name }, h("span", { class: "muted" }, name), h("strong", {}, ms(value))))))),
       h("h2", {}, "Nodes"),
       table(["Node", "Roles", "Since", "Last heartbeat"], c.nodes.map((n) => h("tr", {}, h("td", {}, n.node, n.node === c.leader ? " (leader)" : ""), h("td", {}, n.roles.join(", ")), h("td", {}, when(n.since)), h("td", {}, when(n.last_heartbeat)))), { id: "nodes" }),
       h("h2", {}, "Queues"),
