@@ -14,6 +14,7 @@ import click
 from cronwheel.errors import CronwheelError
 from cronwheel.limits import Limits
 from cronwheel.logs import FORMATS
+from cronwheel.tracing import MODES
 
 if TYPE_CHECKING:
     from cronwheel.oidc.settings import OidcSettings
@@ -362,6 +363,15 @@ def node_options(function: F) -> F:
             show_default=True,
             envvar="CRONWHEEL_LOG_FORMAT",
             help="Log lines on stderr: logfmt key=value pairs, or one JSON object per line (same keys).",
+        ),
+        click.option(
+            "--tracing",
+            type=click.Choice(MODES),
+            default="off",
+            show_default=True,
+            envvar="CRONWHEEL_TRACING",
+            help="OpenTelemetry spans of firing, claims and attempts: to an OTLP/HTTP collector "
+            "(OTEL_EXPORTER_OTLP_ENDPOINT ...) or as JSON on stdout. Needs cronwheel[otel].",
         ),
         *tls_options(),
         *retention_options(),
