@@ -1,0 +1,173 @@
+"""`cronwheel server` with its logs and traces as an operator turns them on: JSON log lines, a
+node that never imports the OpenTelemetry SDK with tracing off, and a real OTLP/HTTP export of a
+run's trace (decoded with opentelemetry-proto) to a collector stand-in on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from server_harness import ServerProcess, Sink, wait_for
+
+pytestmark = pytest.mark.integration
+
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER = f"00-{CALLER_TRACE}-00f067aa0ba902b7-01"
+IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
+
+
+@dataclass
+class Collector:
+    """Keeps every OTLP/HTTP trace export it is sent (``POST /v1/traces``, protobuf)."""
+
+    url: str = ""
+    exports: list[ExportTraceServiceRequest] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        assert request.content_type == "application/x-protobuf"
+        export = ExportTraceServiceRequest()
+        export.ParseFromString(await request.read())
+        self.exports.append(export)
+        return web.Response(content_type="application/x-protobuf", body=b"")
+
+    def spans(self) -> list[tuple[dict[str, Any], Span]]:
+        """Every span received, with its resource's attributes."""
+        return [
+            (_attributes(resource.resource.attributes), span)
+            for export in self.exports
+            for resource in export.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        assert isinstance(pair, KeyValue)
+        found[pair.key] = getattr(pair.value, pair.value.WhichOneof("value") or "string_value")
+    return found
+
+
+@pytest.fixture
+async def collector() -> AsyncIterator[Collector]:
+    received = Collector()
+    app = web.Application()
+    app.router.add_post("/v1/traces", received.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    received.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    yield received
+    await runner.cleanup()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[list[ServerProcess]]:
+    started: list[ServerProcess] = []
+    yield started
+    for server in started:
+        server.stop()
+
+
+def start(started: list[ServerProcess], tmp_path: Path, env: dict[str, str], *args: str) -> ServerProcess:
+    server = ServerProcess(
+        tmp_path / "cronwheel.db", ("--allow-network", "127.0.0.0/8", *args), tmp_path / "server.log"
+    )
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    server.start(env={**clean, **env})
+    started.append(server)
+    return server
+
+
+async def _job(api: httpx.AsyncClient, url: str, schedule: str) -> str:
+    body = {"team": "it", "name": "traced", "schedule": schedule, "target": {"type": "http", "url": url}}
+    response = await api.post("/v1/jobs", json=body)
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["id"]
+    return job_id
+
+
+async def _finished(api: httpx.AsyncClient, run_id: str) -> dict[str, Any] | None:
+    run: dict[str, Any] = (await api.get(f"/v1/runs/{run_id}")).json()
+    return run if run["state"] == "SUCCESS" else None
+
+
+async def test_with_tracing_off_a_node_never_imports_the_sdk_and_logs_json(
+    node: list[ServerProcess], tmp_path: Path, sink: Sink
+) -> None:
+    env = {"PYTHONPROFILEIMPORTTIME": "1"}  # the interpreter reports every import, lazy ones too
+    server = start(node, tmp_path, env, "--log-format", "json", "--tracing", "off")
+    async with server.client() as api:
+        job = await _job(api, sink.answer("/off", (200, 0)), "* * * * * *")  # every second
+        triggered = await api.post(f"/v1/jobs/{job}/trigger", headers={"traceparent": CALLER})
+        manual = await wait_for(lambda: _finished(api, triggered.json()["id"]), timeout=10)
+        await wait_for(lambda: len(sink.at("/off")) >= 3, timeout=10)  # scheduled fires too
+        runs = (await api.get(f"/v1/jobs/{job}/runs")).json()["items"]
+    assert server.stop() == 0
+    assert manual["trace_id"] is None  # the caller's traceparent is ignored with tracing off
+    assert {run["trace_id"] for run in runs} == {None}
+    assert all("traceparent" not in {key.lower() for key in d.headers} for d in sink.at("/off"))
+
+    lines = server.log.read_text().splitlines()
+    imported = {match.group(1) for line in lines if (match := IMPORTED.match(line))}
+    assert "cronwheel.scheduler.loop" in imported  # the report is there: it names what was loaded
+    assert "cronwheel.tracing" in imported
+    assert not {name for name in imported if name.startswith("opentelemetry.sdk")}
+    assert not {name for name in imported if name.startswith("opentelemetry.exporter")}
+    assert "cronwheel.tracing.otel" not in imported
+
+    facts = [json.loads(line) for line in lines if line.startswith("{")]
+    assert facts, "no JSON log line"
+    assert all(list(fact)[:4] == ["ts", "level", "logger", "msg"] for fact in facts)
+    assert any(fact.get("action") == "fire_batch" for fact in facts)
+    assert any(fact.get("action") == "token_file" for fact in facts)
+    assert not [line for line in lines if line.startswith(("ts=", "Traceback"))]  # no logfmt, no crash
+
+
+async def test_a_triggered_runs_trace_is_exported_over_otlp(
+    node: list[ServerProcess], tmp_path: Path, sink: Sink, collector: Collector
+) -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",  # ms between batches (default 5 s)
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=it",
+    }
+    server = start(node, tmp_path, env, "--tracing", "otlp", "--node-id", "it-node")
+    async with server.client() as api:
+        job = await _job(api, sink.answer("/on", (200, 0)), "0 0 1 1 *")  # only the trigger fires
+        triggered = await api.post(f"/v1/jobs/{job}/trigger", headers={"traceparent": CALLER})
+        assert triggered.status_code == 201, triggered.text
+        assert triggered.json()["trace_id"] == CALLER_TRACE
+        await wait_for(lambda: _finished(api, triggered.json()["id"]), timeout=10)
+
+    def names() -> set[str] | None:
+        seen = {span.name for _, span in collector.spans() if span.trace_id.hex() == CALLER_TRACE}
+        return seen if {"cronwheel.fire", "cronwheel.claim", "cronwheel.attempt"} <= seen else None
+
+    await wait_for(names, timeout=10)
+    assert server.stop() == 0
+    spans = {span.name: (resource, span) for resource, span in collector.spans()}
+    resource, fire = spans["cronwheel.fire"]
+    assert resource["service.name"] == "cronwheel"
+    assert resource["service.instance.id"] == "it-node"
+    assert resource["cronwheel.roles"] == "api,scheduler,worker"
+    assert resource["deployment.environment.name"] == "it"  # OTEL_RESOURCE_ATTRIBUTES applies
+    assert fire.parent_span_id.hex() == "00f067aa0ba902b7"  # the caller's span
+    _, attempt = spans["cronwheel.attempt"]
+    assert attempt.parent_span_id == fire.span_id
+    [delivery] = sink.at("/on")
+    sent = {key.lower(): value for key, value in delivery.headers.items()}["traceparent"]
+    assert sent.split("-")[1:3] == [CALLER_TRACE, attempt.span_id.hex()]
