@@ -229,7 +229,9 @@ class Worker:
     async def attempt(self, run: Run, job: Job | None) -> Run | None:
         """Attempt a claimed run and record the outcome; returns the run as recorded. With
         tracing on, the attempt is a span of the run's trace, ended once the outcome is recorded."""
-        span = spans.attempt(self.tracer, run, job, self.clock.now()) if self.tracer.enabled else NO_SPAN
+        if not self.tracer.enabled:
+            return await self._attempt_and_finish(run, job, NO_SPAN)
+        span = spans.attempt(self.tracer, run, job, self.clock.now())
         with ending(span, self.clock):
             return await self._attempt_and_finish(run, job, span)
 
@@ -308,7 +310,8 @@ class Worker:
             delay = retry_delay(job.retry, tries, self.rng.random(), result.retry_after_s)
             next_at = now + timedelta(seconds=delay)
         recorded = await self.finisher.record(Finish(run.id, run.attempts, result, next_at))
-        spans.attempted(span, result, recorded)
+        if span is not NO_SPAN:
+            spans.attempted(span, result, recorded)
         metrics.ATTEMPTS.labels(result.outcome.value).inc()
         _count_run(run, job, recorded)
         if recorded is not None and recorded.state is RunState.RETRYING and next_at is not None:
