@@ -4,9 +4,14 @@ run's trace (decoded with opentelemetry-proto) to a collector stand-in on loopba
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +29,7 @@ pytestmark = pytest.mark.integration
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER = f"00-{CALLER_TRACE}-00f067aa0ba902b7-01"
+PIPELINE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
 
 
@@ -116,7 +122,7 @@ async def test_with_tracing_off_a_node_never_imports_the_sdk_and_logs_json(
         manual = await wait_for(lambda: _finished(api, triggered.json()["id"]), timeout=10)
         await wait_for(lambda: len(sink.at("/off")) >= 3, timeout=10)  # scheduled fires too
         runs = (await api.get(f"/v1/jobs/{job}/runs")).json()["items"]
-    assert server.stop() == 0
+    assert await asyncio.to_thread(server.stop) == 0
     assert manual["trace_id"] is None  # the caller's traceparent is ignored with tracing off
     assert {run["trace_id"] for run in runs} == {None}
     assert all("traceparent" not in {key.lower() for key in d.headers} for d in sink.at("/off"))
@@ -152,14 +158,28 @@ async def test_a_triggered_runs_trace_is_exported_over_otlp(
         assert triggered.status_code == 201, triggered.text
         assert triggered.json()["trace_id"] == CALLER_TRACE
         await wait_for(lambda: _finished(api, triggered.json()["id"]), timeout=10)
+    # a pipeline's CLI call, in the pipeline's trace (TRACEPARENT, as CI tracing tools export it)
+    token = server.token_file.read_text().strip()
+    command = [sys.executable, "-m", "cronwheel", "jobs", "trigger", "it/traced", "-o", "json"]
+    cli = subprocess.run(
+        [*command, "--url", server.url, "--token", token],
+        env={**os.environ, "TRACEPARENT": PIPELINE},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["trace_id"] == PIPELINE.split("-")[1]
 
     def names() -> set[str] | None:
         seen = {span.name for _, span in collector.spans() if span.trace_id.hex() == CALLER_TRACE}
         return seen if {"cronwheel.fire", "cronwheel.claim", "cronwheel.attempt"} <= seen else None
 
     await wait_for(names, timeout=10)
-    assert server.stop() == 0
-    spans = {span.name: (resource, span) for resource, span in collector.spans()}
+    assert await asyncio.to_thread(server.stop) == 0  # the collector (on this loop) answers meanwhile
+    traced = [(resource, span) for resource, span in collector.spans() if span.trace_id.hex() == CALLER_TRACE]
+    spans = {span.name: (resource, span) for resource, span in traced}
     resource, fire = spans["cronwheel.fire"]
     assert resource["service.name"] == "cronwheel"
     assert resource["service.instance.id"] == "it-node"
@@ -168,6 +188,27 @@ async def test_a_triggered_runs_trace_is_exported_over_otlp(
     assert fire.parent_span_id.hex() == "00f067aa0ba902b7"  # the caller's span
     _, attempt = spans["cronwheel.attempt"]
     assert attempt.parent_span_id == fire.span_id
-    [delivery] = sink.at("/on")
-    sent = {key.lower(): value for key, value in delivery.headers.items()}["traceparent"]
-    assert sent.split("-")[1:3] == [CALLER_TRACE, attempt.span_id.hex()]
+    sent = [{key.lower(): value for key, value in d.headers.items()}["traceparent"] for d in sink.at("/on")]
+    assert [CALLER_TRACE, attempt.span_id.hex()] in [header.split("-")[1:3] for header in sent]
+
+
+async def test_a_collector_that_never_answers_does_not_hold_the_nodes_exit(
+    node: list[ServerProcess], tmp_path: Path, sink: Sink
+) -> None:
+    with socket.socket() as hole:  # connections are accepted by the kernel, never answered
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(64)
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{hole.getsockname()[1]}",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "60",  # seconds the exporter would wait for an answer
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        server = start(node, tmp_path, env, "--tracing", "otlp")
+        async with server.client() as api:
+            job = await _job(api, sink.answer("/hole", (200, 0)), "* * * * * *")
+            await wait_for(lambda: len(sink.at("/hole")) >= 2, timeout=10)  # runs go on meanwhile
+            assert (await api.get(f"/v1/jobs/{job}/runs")).json()["items"][0]["trace_id"] is not None
+        began = time.monotonic()
+        assert await asyncio.to_thread(server.stop) == 0
+        assert time.monotonic() - began < 15  # the 5 s bound and the rest of the stop, not 60 s
+    assert "traces not exported" in server.log.read_text()

@@ -13,7 +13,9 @@ The SDK's environment applies as usual: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -116,13 +118,35 @@ class OtelTracer:
         return OtelSpan(span)
 
     async def close(self) -> None:
-        """Shut the provider down (its exporter sends what is queued) in a thread, waiting at
-        most :data:`CLOSE_S`: a collector that does not answer must not hold the node's exit."""
+        """Shut the provider down (its exporter sends what is queued), waiting at most
+        :data:`CLOSE_S`: a collector that does not answer must not hold the node's exit. The
+        shutdown runs in a daemon thread of its own, not the loop's executor, which
+        ``asyncio.run`` would wait for (the exporter's own timeout, 10 s, and its retries)."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def shutdown() -> None:
+            try:
+                self._provider.shutdown()
+            finally:
+                _tell(loop, done)
+
+        threading.Thread(target=shutdown, name="cronwheel-trace-shutdown", daemon=True).start()
         try:
-            await asyncio.wait_for(asyncio.to_thread(self._provider.shutdown), CLOSE_S)
+            await asyncio.wait_for(done, CLOSE_S)
         except TimeoutError:
             busy = f"the exporter was still busy after {CLOSE_S} s"
             log.warning("traces not exported", extra={"action": "trace_export", "error": busy})
+
+
+def _settle(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
+def _tell(loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is gone: the node stopped without waiting
+        loop.call_soon_threadsafe(_settle, done)
 
 
 def resource(node: str, roles: Sequence[str]) -> Resource:
