@@ -223,6 +223,7 @@ class Delivery:
     slot: str
     attempt: int
     at: float
+    traceparent: str | None = None  # with --tracing on: the attempt span's W3C context
 
 
 @dataclass
@@ -241,6 +242,7 @@ class Sink:
                 headers["X-Cronwheel-Scheduled-At"],
                 int(headers["X-Cronwheel-Attempt"]),
                 time.time(),
+                headers.get("traceparent"),
             )
         )
         delay = self.delay_s.get(request.path, 0.0)

@@ -13,17 +13,14 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from aiohttp import web
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from server_harness import ServerProcess, Sink, wait_for
+
+from tracing.collector import Collector, collecting
 
 pytestmark = pytest.mark.integration
 
@@ -33,51 +30,10 @@ PIPELINE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
 
 
-@dataclass
-class Collector:
-    """Keeps every OTLP/HTTP trace export it is sent (``POST /v1/traces``, protobuf)."""
-
-    url: str = ""
-    exports: list[ExportTraceServiceRequest] = field(default_factory=list)
-
-    async def handle(self, request: web.Request) -> web.Response:
-        assert request.content_type == "application/x-protobuf"
-        export = ExportTraceServiceRequest()
-        export.ParseFromString(await request.read())
-        self.exports.append(export)
-        return web.Response(content_type="application/x-protobuf", body=b"")
-
-    def spans(self) -> list[tuple[dict[str, Any], Span]]:
-        """Every span received, with its resource's attributes."""
-        return [
-            (_attributes(resource.resource.attributes), span)
-            for export in self.exports
-            for resource in export.resource_spans
-            for scope in resource.scope_spans
-            for span in scope.spans
-        ]
-
-
-def _attributes(pairs: Any) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for pair in pairs:
-        assert isinstance(pair, KeyValue)
-        found[pair.key] = getattr(pair.value, pair.value.WhichOneof("value") or "string_value")
-    return found
-
-
 @pytest.fixture
 async def collector() -> AsyncIterator[Collector]:
-    received = Collector()
-    app = web.Application()
-    app.router.add_post("/v1/traces", received.handle)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    received.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    yield received
-    await runner.cleanup()
+    async with collecting() as received:
+        yield received
 
 
 @pytest.fixture
