@@ -30,6 +30,14 @@ start to first tick).
     .venv/bin/python benchmarks/bench_fire.py --workload steady --jobs 100000 --seconds 60
     .venv/bin/python benchmarks/bench_fire.py --workload herd --jobs 100000
     .venv/bin/python benchmarks/bench_fire.py --smoke          # tiny, a few seconds (CI)
+    .venv/bin/python benchmarks/bench_fire.py --workload herd --jobs 10000 --workers 0 \
+        --systems embedded --tracing encode                     # the cost of tracing (docs/performance.md)
+
+``--tracing`` (cronwheel only): ``off`` (the default, as ``cronwheel server`` runs); ``encode``:
+the OpenTelemetry SDK as ``--tracing otlp`` sets it up (a batch span processor), whose exporter
+encodes every batch as OTLP protobuf and drops it (all of an export's CPU but the network send);
+``otlp``: the real exporter, to ``OTEL_EXPORTER_OTLP_ENDPOINT``. The scheduler and the embedded
+worker are traced; cluster worker processes are not.
 
 Prints a table and the ratios APScheduler / cronwheel; ``--json PATH`` saves every figure.
 Always exits 0 when the runs complete: targets are printed for information.
@@ -75,11 +83,14 @@ from cronwheel.server import tune_collector
 from cronwheel.store import codec
 from cronwheel.store.schema import jobs, runs
 from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.tracing import OFF, Tracer
+from cronwheel.tracing import started as tracing_started
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import Worker
 
 SYSTEMS = ("embedded", "cluster", "apscheduler")
+TRACING = ("off", "encode", "otlp")
 SEED_CHUNK = 2000
 
 
@@ -106,6 +117,8 @@ class Figures:
     workers: int = 0
     worker_cpu_s_per_1000: float = float("nan")  # all worker processes' CPU per 1,000 starts
     worker_peak_rss_mb: float = float("nan")  # the largest worker process
+    tracing: str = "off"  # --tracing
+    spans: int = 0  # spans the encoding exporter was handed (--tracing encode)
 
 
 # -- the workload ----------------------------------------------------------------------------------
@@ -175,13 +188,17 @@ def summary(
 # -- cronwheel -------------------------------------------------------------------------------------
 
 
-async def run_cronwheel(system: str, plan: Plan, workers: int) -> Figures:
+async def run_cronwheel(system: str, plan: Plan, workers: int, tracing: str = "off") -> Figures:
     clock = SystemClock()
-    async with backends(system, clock) as (store, queue, url, prefix):
+    encoded = EncodeOnly()
+    async with (
+        backends(system, clock) as (store, queue, url, prefix),
+        bench_tracer(tracing, encoded) as tracer,
+    ):
         await seed(store, plan)
-        scheduler = Scheduler(store, queue, clock, "bench")
+        scheduler = Scheduler(store, queue, clock, "bench", tracer=tracer)
         stop = asyncio.Event()
-        async with worker_pool(system, workers, (store, queue, url, prefix), clock) as usage:
+        async with worker_pool(system, workers, (store, queue, url, prefix), clock, tracer) as usage:
             cpu_before = cpu_now()
             started = time.monotonic()
             await scheduler.load(clock.now())
@@ -202,8 +219,52 @@ async def run_cronwheel(system: str, plan: Plan, workers: int) -> Figures:
     return dataclasses.replace(
         figures, started=len(starts), start_p50_ms=start_p50, start_p99_ms=start_p99, start_max_ms=start_max,
         workers=workers, worker_cpu_s_per_1000=round(worker_cpu, 4),
-        worker_peak_rss_mb=usage.get("peak_rss_mb", float("nan")),
+        worker_peak_rss_mb=usage.get("peak_rss_mb", float("nan")), tracing=tracing, spans=encoded.spans,
     )  # fmt: skip
+
+
+class EncodeOnly:
+    """A span exporter that encodes each batch as an OTLP/HTTP export would, then drops it."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        encode_spans(spans).SerializeToString()
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+@contextlib.asynccontextmanager
+async def bench_tracer(mode: str, encoded: EncodeOnly) -> AsyncIterator[Tracer]:
+    """The scheduler's (and embedded worker's) tracer for ``--tracing`` (see the docstring)."""
+    if mode == "off":
+        yield OFF
+        return
+    if mode == "otlp":
+        async with tracing_started("otlp", "bench", ("scheduler", "worker")) as tracer:
+            yield tracer
+        return
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from cronwheel.tracing.otel import OtelTracer, provider_for
+
+    provider = provider_for("bench", ("scheduler", "worker"))
+    provider.add_span_processor(BatchSpanProcessor(encoded))  # type: ignore[arg-type]
+    traced = OtelTracer(provider)
+    try:
+        yield traced
+    finally:
+        await traced.close()
 
 
 # -- workers -----------------------------------------------------------------------------------------
@@ -221,7 +282,11 @@ def bench_executors() -> Executors:
 
 @contextlib.asynccontextmanager
 async def worker_pool(
-    system: str, count: int, backend: tuple[SqlStore, Queue, str, str], clock: SystemClock
+    system: str,
+    count: int,
+    backend: tuple[SqlStore, Queue, str, str],
+    clock: SystemClock,
+    tracer: Tracer = OFF,
 ) -> AsyncIterator[dict[str, float]]:
     """``count`` workers for the run: embedded, one worker task in this process (as ``cronwheel
     server`` runs it; its CPU is this process'); cluster, ``count`` worker processes on the same
@@ -233,7 +298,7 @@ async def worker_pool(
     store, queue, url, prefix = backend
     if system == "embedded":
         executors, stop = bench_executors(), asyncio.Event()
-        worker = Worker(store, queue, executors, clock, "bench-worker")
+        worker = Worker(store, queue, executors, clock, "bench-worker", tracer=tracer)
         task = asyncio.create_task(worker.run(stop, drain_s=1.0), name="worker")
         try:
             yield usage
@@ -402,19 +467,19 @@ async def run_apscheduler(plan: Plan) -> Figures:
 # -- the parent: one child per system --------------------------------------------------------------
 
 
-def child(system: str, plan: Plan, workers: int) -> Figures:
+def child(system: str, plan: Plan, workers: int, tracing: str = "off") -> Figures:
     if system == "apscheduler":
         return asyncio.run(run_apscheduler(plan))
     tune_collector()  # as ``cronwheel server`` runs (APScheduler keeps Python's defaults, as its users do)
     logs.configure("INFO")  # as a node logs (to stderr, which the parent discards): its cost counts
-    return asyncio.run(run_cronwheel(system, plan, workers))
+    return asyncio.run(run_cronwheel(system, plan, workers, tracing))
 
 
 def spawn(system: str, args: argparse.Namespace) -> Figures:
     settle = args.settle if args.settle is not None else 5.0 + args.jobs / 5_000
     command = [sys.executable, __file__, "--child", system, "--workload", args.workload,
                "--jobs", str(args.jobs), "--seconds", str(args.seconds), "--settle", str(settle),
-               "--workers", str(args.workers)]  # fmt: skip
+               "--workers", str(args.workers), "--tracing", args.tracing]  # fmt: skip
     with tempfile.TemporaryFile("w+") as errors:  # the child's logs: shown only if it fails
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=errors, text=True, check=False)
         if done.returncode != 0:
@@ -454,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (cluster); 0: none")
+    parser.add_argument("--tracing", choices=TRACING, default="off", help="cronwheel's spans (see above)")
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--child-worker", metavar="DATABASE_URL", help=argparse.SUPPRESS)
     parser.add_argument("--prefix", help=argparse.SUPPRESS)
@@ -464,12 +530,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.child:
         plan = make_plan(args.workload, args.jobs, args.seconds, args.settle)
-        print(json.dumps(asdict(child(args.child, plan, args.workers if args.child != "apscheduler" else 0))))
+        workers = args.workers if args.child != "apscheduler" else 0
+        print(json.dumps(asdict(child(args.child, plan, workers, args.tracing))))
         return 0
     if args.smoke:
         args.jobs, args.seconds, args.settle = 120, 2.0, 2.0
     systems = [name for name in args.systems.split(",") if name]
-    print(f"bench_fire: {args.workload}, {args.jobs} jobs, {machine()}", flush=True)
+    print(f"bench_fire: {args.workload}, {args.jobs} jobs, tracing {args.tracing}, {machine()}", flush=True)
     results = []
     for system in systems:
         results.append(spawn(system, args))

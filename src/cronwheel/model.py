@@ -243,6 +243,8 @@ class Run:
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
     cancel_requested: bool = False
+    # W3C ``traceparent`` of the run's trace, its fire span the parent (None: tracing was off)
+    traceparent: str | None = None
 
     @property
     def dedup_key(self) -> str:

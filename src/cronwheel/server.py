@@ -71,6 +71,9 @@ from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore
 from cronwheel.timekeeping import anchor_once, keep_anchored
 from cronwheel.tls import ServerTls
+from cronwheel.tracing import OFF, TraceMode, Tracer
+from cronwheel.tracing import check as check_tracing
+from cronwheel.tracing import started as tracing_started
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.isolation import CommandIsolation
@@ -144,6 +147,7 @@ class ServerSettings:
     retention_days: int = 30  # the default retention of jobs without their own (0: no age limit)
     retention_runs: int = 0  # ... and of how many runs per job (0: no count limit)
     output_tail_bytes: int = 65_536  # output kept per attempt beyond its 1 KiB excerpt
+    tracing: TraceMode = "off"  # --tracing: OpenTelemetry spans of runs (otlp, console; cronwheel[otel])
 
     def __repr__(self) -> str:
         """Every field, each backend URL with its password and secret parameters hidden: settings
@@ -177,6 +181,7 @@ class ServerSettings:
             self.isolation().identity()  # a user that does not exist, or that we cannot become
         self.limits.check()
         self.oidc.check()
+        check_tracing(self.tracing)  # otlp without the SDK installed: stop now, naming the extra
         if bool(self.tls_cert) != bool(self.tls_key) or (self.tls_client_ca and not self.tls_cert):
             raise PermanentError("HTTPS needs both --tls-cert and --tls-key (--tls-client-ca needs them too)")
         if self.smtp_url is not None:
@@ -254,7 +259,9 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
                 metrics_url,
             )
         )
-        backends = _Backends(store, queue, coordinator, clock, listening, keys, tls)
+        tracing = tracing_started(settings.tracing, settings.node, settings.roles)
+        tracer = await stack.enter_async_context(tracing)  # closed after the roles: spans exported
+        backends = _Backends(store, queue, coordinator, clock, listening, keys, tls, tracer)
         live = metrics_live.Source(settings.node, queue, settings.queues, coordinator)
         metrics_live.attach(live)  # /metrics reads queue stats, shards and leadership when scraped
         stack.callback(metrics_live.detach, live)
@@ -346,6 +353,7 @@ class _Backends:
     listening: socket.socket  # the API's socket, or the metrics endpoint's
     keys: KeySource | None  # the keys that seal team secrets (None: a node that needs none)
     tls: ssl.SSLContext | None = None  # the HTTP endpoint's (None: plain HTTP)
+    tracer: Tracer = field(default=OFF)  # spans of runs (--tracing; off: none)
 
     @property
     def keyring(self) -> Keyring | None:
@@ -421,7 +429,10 @@ class _Roles:
             self.stack.push_async_callback(close_quietly, "job-change-listener", listener.stop)
             self._task(listener.supervise(self.stop), "listener")
             ownership = self.backends.coordinator
-        scheduler = Scheduler(store, queue, clock, settings.node, ownership=ownership, stall_s=settings.ttl_s)
+        scheduler = Scheduler(
+            store, queue, clock, settings.node,
+            ownership=ownership, stall_s=settings.ttl_s, tracer=self.backends.tracer,
+        )  # fmt: skip
         self.backends.coordinator.set_health_check(scheduler.healthy)
         # a cluster sweeps every second: a scheduler killed between its store commit and its queue
         # publish leaves PENDING runs that only the sweep queues, and their lateness is this period
@@ -479,6 +490,7 @@ class _Roles:
             queues=settings.queues,
             concurrency=settings.concurrency,
             lease_s=settings.lease_s,
+            tracer=self.backends.tracer,
         )
         self._task(worker.run(self.stop), "worker")
         check = warn_refused_jobs(self.backends.store, allowed, settings.queues, settings.node)
@@ -489,7 +501,10 @@ class _Roles:
         policy = TargetPolicy(
             settings.allow_commands, settings.python_allow, settings.allowed_networks, queues=settings.queues
         )
-        service = JobService(store, self.backends.queue, feed, clock, policy, limits=settings.limits)
+        service = JobService(
+            store, self.backends.queue, feed, clock, policy,
+            limits=settings.limits, tracer=self.backends.tracer,
+        )  # fmt: skip
         status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues, clock)
         forget = None if self.secrets is None else self.secrets.forget  # this process's worker
         secrets = SecretService(store, self.backends.keyring, clock, changed=forget)

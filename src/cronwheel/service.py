@@ -37,6 +37,8 @@ from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
 from cronwheel.ssrf import parse_networks, url_refusal
 from cronwheel.store import Store
 from cronwheel.targets import check_target, parse_url, secret_references
+from cronwheel.tracing import OFF, Tracer, ending
+from cronwheel.tracing import runs as spans
 
 log = logging.getLogger("cronwheel.service")
 
@@ -140,6 +142,7 @@ class JobService:
         policy: TargetPolicy,
         new_run_id: Callable[[], str] = new_id,
         limits: Limits = Limits(),  # noqa: B008 - a frozen record, shared safely
+        tracer: Tracer = OFF,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -148,6 +151,7 @@ class JobService:
         self.policy = policy
         self.new_run_id = new_run_id
         self.limits = limits
+        self.tracer = tracer  # a manual run's trace starts with its trigger (off: no trace)
 
     def validate(self, job: Job) -> None:
         """Refuse a job whole (InvalidInputError / ScheduleError) before anything is written."""
@@ -334,8 +338,13 @@ class JobService:
         has_payload: bool = False,
         idempotency_key: str | None = None,
         actor: Actor | None = None,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> tuple[Run, bool]:
-        """Run the job now. The same ``idempotency_key`` returns the same run (and False)."""
+        """Run the job now. The same ``idempotency_key`` returns the same run (and False). With
+        tracing on, the run's trace starts here, continuing the caller's W3C ``traceparent``
+        (and ``tracestate``) when it sent one; with tracing off they are ignored."""
         job = await self.store.get_job(job_id)
         if has_payload:
             check_payload(payload)
@@ -353,6 +362,17 @@ class JobService:
             idempotency_key=idempotency_key,
         )
         entry = _entry(actor, AuditAction.JOB_TRIGGER, now, job)
+        if not self.tracer.enabled:
+            return await self._record_manual(run, entry, now)
+        span = spans.manual_fire(self.tracer, run, job.team, now, traceparent, tracestate)
+        with ending(span, self.clock):
+            traced = dataclasses.replace(run, traceparent=span.traceparent)
+            stored, created = await self._record_manual(traced, entry, now)
+            if not created:  # the run of the first request with this key, in that request's trace
+                span.set({"cronwheel.run_id": stored.id, "cronwheel.recorded": False})
+        return stored, created
+
+    async def _record_manual(self, run: Run, entry: AuditEntry | None, now: datetime) -> tuple[Run, bool]:
         stored, created = await self.store.create_manual_run(run, audit=entry)
         if created:
             await self.queue.publish([Trigger(stored.id, stored.job_id, stored.queue)])

@@ -225,6 +225,7 @@ class Delivery:
     at: float
     path: str = ""
     body: bytes = b""
+    traceparent: str | None = None  # with --tracing on: the attempt span's W3C context
 
 
 @dataclass
@@ -249,6 +250,7 @@ class Sink:
                 time.time(),
                 request.path,
                 body,
+                headers.get("traceparent"),
             )
         )
         delay = self.delay_s.get(request.path, 0.0)

@@ -365,6 +365,43 @@ async def test_fire_records_runs_and_moves_the_cursor(store: SqlStore) -> None:
     ]
 
 
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+async def test_a_runs_trace_context_is_kept_from_fire_to_claim(store: SqlStore) -> None:
+    job = await new_job(store)
+    traced = make_run(job, at(0), traceparent=TRACEPARENT)
+    plain = make_run(job, at(1))
+    result = await store.fire([firing_of(job, traced, following=at(1))], at(0.5))
+    assert result.accepted[0].traceparent == TRACEPARENT
+    await store.fire([firing_of(replace(job, next_run_at=at(1)), plain, following=at(2))], at(1.5))
+    assert (await store.get_run(traced.id)).traceparent == TRACEPARENT
+    assert (await store.get_run(plain.id)).traceparent is None  # tracing off: nothing recorded
+    claimed = await store.claim_runs([traced.id, plain.id], "w1", at(2), at(2) + LEASE)
+    assert {run_id: run.traceparent for run_id, run in claimed.items()} == {
+        traced.id: TRACEPARENT,
+        plain.id: None,
+    }
+    assert [run.traceparent for run in (await store.list_runs(RunQuery(job_id=job.id))).items] == [
+        None,
+        TRACEPARENT,
+    ]
+
+
+async def test_a_manual_runs_trace_context_is_the_first_requests(store: SqlStore) -> None:
+    job = await new_job(store)
+    first = make_run(job, at(3), kind=RunKind.MANUAL, idempotency_key="k1", traceparent=TRACEPARENT)
+    stored, _ = await store.create_manual_run(first)
+    assert stored.traceparent == TRACEPARENT
+    other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    again, created = await store.create_manual_run(
+        make_run(job, at(4), kind=RunKind.MANUAL, idempotency_key="k1", traceparent=other)
+    )
+    assert not created
+    assert again.traceparent == TRACEPARENT
+    assert (await store.get_run(first.id)).traceparent == TRACEPARENT
+
+
 async def test_update_keeps_the_cursor_unless_told(store: SqlStore) -> None:
     job = await store.create_job(make_job(next_run_at=at(1)))
     kept = await store.update_job(replace(job, description="edited", next_run_at=at(9)), None)

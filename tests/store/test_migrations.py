@@ -22,7 +22,7 @@ from cronwheel.errors import (
     NotFoundError,
     TransientError,
 )
-from cronwheel.model import Job
+from cronwheel.model import Job, RunKind
 from cronwheel.store import codec
 from cronwheel.store.driver import async_url, create_engine, translated_errors
 from cronwheel.store.migrate import (
@@ -33,10 +33,10 @@ from cronwheel.store.migrate import (
     upgrade_database,
 )
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.schema import jobs, metadata
+from cronwheel.store.schema import jobs, metadata, runs
 from cronwheel.store.sql import SchemaOutdatedError, open_store
 
-from .support import START, make_job
+from .support import START, make_job, make_run
 
 
 def _row_before_0009(job: Job) -> dict[str, Any]:
@@ -83,7 +83,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0010"
+        assert await current_revision(engine) == head_revision() == "0011"
     finally:
         await engine.dispose()
 
@@ -363,3 +363,34 @@ async def test_0010_adds_attempt_headers_and_downgrades_without_them(empty_store
         assert "output_tail" in columns
     finally:
         await engine.dispose()
+
+
+async def test_0011_adds_run_traceparents_and_downgrades_without_them(empty_store_url: str) -> None:
+    await run_sync_at(empty_store_url, _to("0010"))
+    engine = create_engine(empty_store_url)
+    try:
+        job = make_job()
+        old = make_run(job, START, created_at=START)
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            row = {key: value for key, value in codec.run_to_row(old).items() if key != "traceparent"}
+            await connection.execute(insert(runs).values(row))
+        await run_sync_at(empty_store_url, _to("0011"))
+        store = await open_store(empty_store_url)
+        try:
+            assert (await store.get_run(old.id)).traceparent is None  # recorded before: no trace
+            traced = make_run(job, START, id="r-traced", traceparent=TRACEPARENT, kind=RunKind.MANUAL)
+            stored, _ = await store.create_manual_run(traced)
+            assert stored.traceparent == TRACEPARENT
+        finally:
+            await store.close()
+        await run_sync_at(empty_store_url, _to("0010", down=True))
+        async with engine.connect() as connection:
+            columns = await connection.run_sync(lambda sync: _columns(sync, "runs"))
+        assert "traceparent" not in columns
+        assert "epoch" in columns
+    finally:
+        await engine.dispose()
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

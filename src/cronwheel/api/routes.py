@@ -449,6 +449,12 @@ async def resume_job(
     return _job_response(await _summary(services, job))
 
 
+TRACEPARENT_HELP = (
+    "W3C Trace Context: with tracing on (--tracing), the run's trace continues this one (the "
+    "run's trace_id is its trace id); an invalid value starts a new trace. Ignored with tracing off."
+)
+
+
 @job_route(
     router,
     "POST",
@@ -471,13 +477,17 @@ async def trigger_job(
         str | None,
         Header(min_length=1, max_length=200, description="The same key returns the same run (200)."),
     ] = None,
+    traceparent: Annotated[str | None, Header(description=TRACEPARENT_HELP)] = None,
+    tracestate: Annotated[str | None, Header(description="W3C Trace Context, with traceparent.")] = None,
 ) -> JSONResponse:
     """Run the job now, once. With ``Idempotency-Key``, retries of this request return the run
     the first one created."""
     await job_for(services, caller, job_id, Scope.TRIGGER)
     has_payload = body is not None and "payload" in body.model_fields_set
     payload = None if body is None else body.payload
-    run, created = await services.job_service.trigger(job_id, payload, has_payload, idempotency_key, actor)
+    run, created = await services.job_service.trigger(
+        job_id, payload, has_payload, idempotency_key, actor, traceparent=traceparent, tracestate=tracestate
+    )
     run = await services.store.get_run(run.id)  # as queued (the service marks it after publishing)
     return JSONResponse(
         (await _runs_out(services, [run]))[0].model_dump(mode="json"),

@@ -73,6 +73,7 @@ from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
 from cronwheel.store.port import RunSample
 from cronwheel.targets import plain_values
+from cronwheel.tracing import trace_id
 
 # -- building blocks ---------------------------------------------------------------------------
 
@@ -821,6 +822,10 @@ class RunOut(_Out):
     next_attempt_at: datetime | None
     queued_lateness_s: float | None = Field(description="queued_at - slot, in seconds.")
     start_lateness_s: float | None = Field(description="started_at - slot, in seconds.")
+    trace_id: str | None = Field(
+        description="The run's OpenTelemetry trace (32 hex digits); null when tracing was off.",
+        pattern="^[0-9a-f]{32}$",
+    )
 
     @classmethod
     def from_record(cls, run: Run, job: Job | None) -> RunOut:
@@ -852,6 +857,7 @@ def _run_fields(run: Run, job: Job | None) -> dict[str, Any]:
         "next_attempt_at": run.next_attempt_at,
         "queued_lateness_s": _seconds(run.queued_at, run.slot),
         "start_lateness_s": _seconds(run.started_at, run.slot),
+        "trace_id": trace_id(run.traceparent),
     }
 
 

@@ -378,11 +378,27 @@ def resume(ctx: Ctx, job: str, missed: Literal["skip", "misfire"]) -> None:
 @click.argument("job")
 @click.option("--payload", help="JSON payload for this run (instead of the job's).")
 @click.option("--idempotency-key", help="Retrying with the same key returns the same run.")
+@click.option(
+    "--traceparent",
+    envvar="TRACEPARENT",
+    metavar="W3C",
+    help="Make the run part of this trace (a server with --tracing on); as a CI's TRACEPARENT.",
+)
+@click.option("--tracestate", envvar="TRACESTATE", metavar="W3C", help="The trace's W3C tracestate.")
 @api_command
-def trigger(ctx: Ctx, job: str, payload: str | None, idempotency_key: str | None) -> None:
+def trigger(
+    ctx: Ctx,
+    job: str,
+    payload: str | None,
+    idempotency_key: str | None,
+    traceparent: str | None,
+    tracestate: str | None,
+) -> None:
     """Run a job now, once."""
     given = {} if payload is None else {"payload": parse_json(payload, "--payload")}
-    triggered = ctx.client.trigger_job(job, **given, idempotency_key=idempotency_key)
+    triggered = ctx.client.trigger_job(
+        job, **given, idempotency_key=idempotency_key, traceparent=traceparent, tracestate=tracestate
+    )
 
     def summary(data: dict[str, Any]) -> str:
         verb = "triggered" if triggered.created else "already triggered"

@@ -62,6 +62,7 @@ def run_detail_view(run: dict[str, Any]) -> str:
                 ("started", _late(run["started_at"], run["start_lateness_s"])),
                 ("finished", when(run["finished_at"])),
                 ("next attempt", when(run["next_attempt_at"])),
+                ("trace", run.get("trace_id")),  # older servers do not send it
             ]
         )
     ]

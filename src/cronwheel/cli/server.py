@@ -13,6 +13,8 @@ import click
 
 from cronwheel.errors import CronwheelError
 from cronwheel.limits import Limits
+from cronwheel.logs import FORMATS
+from cronwheel.tracing import MODES
 
 if TYPE_CHECKING:
     from cronwheel.oidc.settings import OidcSettings
@@ -354,6 +356,23 @@ def node_options(function: F) -> F:
             "created by the first start.",
         ),
         click.option("--log-level", default="INFO", show_default=True, envvar="CRONWHEEL_LOG_LEVEL"),
+        click.option(
+            "--log-format",
+            type=click.Choice(FORMATS),
+            default="logfmt",
+            show_default=True,
+            envvar="CRONWHEEL_LOG_FORMAT",
+            help="Log lines on stderr: logfmt key=value pairs, or one JSON object per line (same keys).",
+        ),
+        click.option(
+            "--tracing",
+            type=click.Choice(MODES),
+            default="off",
+            show_default=True,
+            envvar="CRONWHEEL_TRACING",
+            help="OpenTelemetry spans of firing, claims and attempts: to an OTLP/HTTP collector "
+            "(OTEL_EXPORTER_OTLP_ENDPOINT ...) or as JSON on stdout. Needs cronwheel[otel].",
+        ),
         *tls_options(),
         *retention_options(),
         *limit_options(),
@@ -369,7 +388,7 @@ def _run(roles: tuple[str, ...], **options: Any) -> None:
     from cronwheel.secrets.keys import ENV_KEYS  # noqa: PLC0415
     from cronwheel.server import ServerSettings, default_node, serve, tune_collector  # noqa: PLC0415
 
-    logs.configure(options.pop("log_level"))
+    logs.configure(options.pop("log_level"), options.pop("log_format"))
     allow_python = options.pop("allow_python")
     allow_network = options.pop("allow_network")
     limits = Limits(**{name: options.pop(name) for name in _LIMITS})

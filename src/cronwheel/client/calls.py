@@ -269,11 +269,20 @@ def _triggered(answer: Answer) -> Triggered:
     return Triggered(cast(Run, answer.data), answer.status == 201)
 
 
-def trigger_job(job: str, payload: Any = NO_BODY, *, idempotency_key: str | None = None) -> Call[Triggered]:
+def trigger_job(
+    job: str,
+    payload: Any = NO_BODY,
+    *,
+    idempotency_key: str | None = None,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
+) -> Call[Triggered]:
     """Run the job now, once (with ``payload`` instead of the job's, when given); the same
-    ``idempotency_key`` returns the same run (``created`` False)."""
+    ``idempotency_key`` returns the same run (``created`` False). A W3C ``traceparent`` (and
+    ``tracestate``) makes the run's trace a part of the caller's, on a server with tracing on."""
     body = {} if payload is NO_BODY else {"payload": payload}
-    headers = {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+    given = {"Idempotency-Key": idempotency_key, "traceparent": traceparent, "tracestate": tracestate}
+    headers = {name: value for name, value in given.items() if value is not None}
     return _call("trigger_job", _triggered, job=job, body=body, headers=headers)
 
 

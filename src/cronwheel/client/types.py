@@ -92,6 +92,7 @@ class Run(TypedDict):
     next_attempt_at: str | None
     queued_lateness_s: float | None
     start_lateness_s: float | None
+    trace_id: str | None  # the run's trace (32 hex digits); None when tracing was off
 
 
 class RunDetail(Run):

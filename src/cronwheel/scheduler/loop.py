@@ -25,7 +25,9 @@ from cronwheel.scheduler.planner import plan
 from cronwheel.scheduler.wheel import TimingWheel
 from cronwheel.store import Store
 from cronwheel.store.notify import RELOAD_ALL
-from cronwheel.store.port import Firing
+from cronwheel.store.port import FireResult, Firing
+from cronwheel.tracing import OFF, Tracer
+from cronwheel.tracing.runs import FireSpans
 
 log = logging.getLogger("cronwheel.scheduler")
 
@@ -66,6 +68,7 @@ class Scheduler:
         ownership: Coordinator | None = None,
         new_run_id: Callable[[], str] = new_id,
         stall_s: float = 5.0,
+        tracer: Tracer = OFF,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -89,6 +92,7 @@ class Scheduler:
         self._loaded_until = clock.now()  # the wheel holds every job due up to here
         self.stall = timedelta(seconds=stall_s)
         self._progress_at = clock.now()  # the store last answered this scheduler
+        self.tracer = tracer  # off: the fire path checks ``enabled`` once per batch, nothing more
 
     # -- feeding the wheel ----------------------------------------------------------------------
 
@@ -270,12 +274,28 @@ class Scheduler:
         return firings
 
     async def _write(self, jobs: list[Job], firings: list[Firing], now: datetime) -> None:
-        """Record a batch's firings, queue its triggers, move the wheel."""
+        """Record a batch's firings, queue its triggers, move the wheel; with tracing on, each
+        recorded run's trace starts here (:class:`~cronwheel.tracing.runs.FireSpans`)."""
+        if not self.tracer.enabled:
+            await self._record(jobs, firings, now)
+            return
+        spans = FireSpans.begin(self.tracer, firings, {job.id: job.team for job in jobs}, now)
+        try:
+            result, queued = await self._record(jobs, spans.firings, now)
+        except BaseException as error:
+            spans.fail(error, self.clock.now())
+            raise
+        spans.end(result, queued)
+
+    async def _record(
+        self, jobs: list[Job], firings: list[Firing], now: datetime
+    ) -> tuple[FireResult, datetime]:
+        """:meth:`_write` itself; returns what the store recorded and when it was queued."""
         by_id = {job.id: job for job in jobs}
         epochs = None if self.ownership is None else {job.shard: self.epochs[job.shard] for job in jobs}
         result = await self.store.fire(firings, now, epochs)
         failpoints.hit("scheduler.after_commit")  # runs recorded, triggers not yet queued
-        await self._publish(result.accepted, now)
+        queued = await self._publish(result.accepted)
         if result.fenced_job_ids:  # another node holds a newer lease on these shards: let go
             self.stats.fenced += len(result.fenced_job_ids)
             metrics.FENCED_FIRINGS.inc(len(result.fenced_job_ids))
@@ -297,6 +317,7 @@ class Scheduler:
         for run in result.skipped:
             metrics.RUNS_RECORDED.labels("SKIPPED", run.reason or "").inc()
         _log_fires(result.accepted, result.skipped, now)
+        return result, queued
 
     async def _reread(self, job_ids: list[str]) -> None:
         """Jobs whose firing the store refused as stale (edited, paused, deleted or fired by
@@ -313,9 +334,10 @@ class Scheduler:
             if self.shards is None or job.shard in self.shards:
                 self._keep(job)
 
-    async def _publish(self, runs: list[Run], now: datetime) -> None:
+    async def _publish(self, runs: list[Run]) -> datetime:
+        """Queue the runs' triggers and stamp them queued; returns when (now, with none)."""
         if not runs:
-            return
+            return self.clock.now()
         await self.queue.publish([Trigger(run.id, run.job_id, run.queue) for run in runs])
         failpoints.hit("scheduler.after_publish")  # triggers queued, not yet marked queued
         queued = self.clock.now()
@@ -325,6 +347,7 @@ class Scheduler:
             lateness = (queued - run.slot).total_seconds()
             self.stats.record_lateness(lateness)
             metrics.FIRE_LATENESS.observe(lateness)
+        return queued
 
     def _advance(self, job: Job, firing: Firing) -> None:
         if firing.next_run_at is None:

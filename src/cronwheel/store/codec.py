@@ -279,6 +279,7 @@ def run_to_row(run: Run) -> dict[str, Any]:
         "lease_owner": run.lease_owner,
         "lease_expires_at": run.lease_expires_at,
         "cancel_requested": run.cancel_requested,
+        "traceparent": run.traceparent,
     }
 
 
@@ -305,6 +306,7 @@ def run_from_row(row: Row) -> Run:
         lease_owner=row["lease_owner"],
         lease_expires_at=row["lease_expires_at"],
         cancel_requested=bool(row["cancel_requested"]),
+        traceparent=row["traceparent"],
     )
 
 

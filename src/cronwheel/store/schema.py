@@ -176,6 +176,7 @@ runs = Table(
     Column("lease_expires_at", Instant, nullable=True),
     Column("cancel_requested", Boolean, nullable=False),
     Column("epoch", BigInteger, nullable=True),  # the shard's fencing epoch it was fired under
+    Column("traceparent", String(55), nullable=True),  # W3C trace context of the run's trace (0010)
     UniqueConstraint("job_id", "dedup_key"),
     CheckConstraint(_in("state", _STATES), name="state"),
     CheckConstraint(_in("kind", _KINDS), name="kind"),

@@ -23,6 +23,8 @@ from cronwheel.model import Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff
 from cronwheel.store import AttemptResult, Finish, Store
+from cronwheel.tracing import NO_SPAN, OFF, Span, Tracer, ending, trace_id
+from cronwheel.tracing import runs as spans
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import AttemptContext
 from cronwheel.worker.finisher import Finisher
@@ -46,6 +48,7 @@ class Worker:
         concurrency: int = 64,
         lease_s: float = 30.0,
         rng: random.Random | None = None,
+        tracer: Tracer = OFF,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -63,6 +66,7 @@ class Worker:
         self._attempts: dict[str, asyncio.Task[AttemptResult]] = {}  # run id -> the attempt's work
         self._cancelled: set[str] = set()
         self.finisher = Finisher(store, clock, node)  # outcomes recorded many per transaction
+        self.tracer = tracer  # the claim and attempt spans, in each run's trace (off: none)
 
     async def run(self, stop: asyncio.Event, drain_s: float = 30.0) -> None:
         """Receive and handle triggers until ``stop``; then let running attempts finish for up to
@@ -218,21 +222,31 @@ class Worker:
             await self.queue.ack(queue_name, [d for d in deliveries if d.trigger.queue == queue_name])
         jobs = await self.store.get_jobs([run.job_id for run in claimed.values()]) if claimed else {}
         runs = [claimed[run_id] for run_id in dict.fromkeys(t.run_id for t in triggers) if run_id in claimed]
+        if self.tracer.enabled and runs:
+            spans.claim(self.tracer, runs, now, self.clock.now(), len(triggers))
         return [(run, jobs.get(run.job_id)) for run in runs]  # a trigger delivered twice: one attempt
 
     async def attempt(self, run: Run, job: Job | None) -> Run | None:
-        """Attempt a claimed run and record the outcome; returns the run as recorded."""
+        """Attempt a claimed run and record the outcome; returns the run as recorded. With
+        tracing on, the attempt is a span of the run's trace, ended once the outcome is recorded."""
+        if not self.tracer.enabled:
+            return await self._attempt_and_finish(run, job, NO_SPAN)
+        span = spans.attempt(self.tracer, run, job, self.clock.now())
+        with ending(span, self.clock):
+            return await self._attempt_and_finish(run, job, span)
+
+    async def _attempt_and_finish(self, run: Run, job: Job | None, span: Span) -> Run | None:
         if job is None:
-            return await self._cancel(run, "the job was deleted")
+            return await self._cancel(run, "the job was deleted", span)
         if run.cancel_requested:  # replaced (overlap=replace) before it started
-            return await self._cancel(run, "cancelled before it started")
+            return await self._cancel(run, "cancelled before it started", span)
         if run.attempts == 1 and run.kind is RunKind.SCHEDULED and run.started_at is not None:
             metrics.START_LATENESS.observe((run.started_at - run.slot).total_seconds())
-        result = await self._attempt(job, run)
-        return await self._finish(run, job, result)
+        result = await self._attempt(job, run, span)
+        return await self._finish(run, job, result, span)
 
-    async def _cancel(self, run: Run, reason: str) -> Run | None:
-        return await self._finish(run, None, AttemptResult(Outcome.CANCELLED, error=reason))
+    async def _cancel(self, run: Run, reason: str, span: Span) -> Run | None:
+        return await self._finish(run, None, AttemptResult(Outcome.CANCELLED, error=reason), span)
 
     async def _not_claimable(self, triggers: Sequence[Trigger], now: datetime) -> None:
         """A trigger that came early for a retry is put back until its time; others are dropped.
@@ -245,8 +259,8 @@ class Worker:
             if run.next_attempt_at > now:
                 await self.queue.publish_at(trigger, run.next_attempt_at)
 
-    async def _attempt(self, job: Job, run: Run) -> AttemptResult:
-        ctx = AttemptContext.for_run(job, run, run.attempts, deadline=None)
+    async def _attempt(self, job: Job, run: Run, span: Span) -> AttemptResult:
+        ctx = AttemptContext.for_run(job, run, run.attempts, deadline=None, trace_headers=span.headers())
         log.debug(  # the finish line says the rest, at INFO
             "attempt started",
             extra={
@@ -288,7 +302,7 @@ class Worker:
                 work.cancel()
                 return AttemptResult(Outcome.CANCELLED, error=reason)
 
-    async def _finish(self, run: Run, job: Job | None, result: AttemptResult) -> Run | None:
+    async def _finish(self, run: Run, job: Job | None, result: AttemptResult, span: Span) -> Run | None:
         now = self.clock.now()
         next_at: datetime | None = None
         tries = run.attempts - run.lost_attempts  # crashes of workers do not count against the target
@@ -296,6 +310,8 @@ class Worker:
             delay = retry_delay(job.retry, tries, self.rng.random(), result.retry_after_s)
             next_at = now + timedelta(seconds=delay)
         recorded = await self.finisher.record(Finish(run.id, run.attempts, result, next_at))
+        if span is not NO_SPAN:
+            spans.attempted(span, result, recorded)
         metrics.ATTEMPTS.labels(result.outcome.value).inc()
         _count_run(run, job, recorded)
         if recorded is not None and recorded.state is RunState.RETRYING and next_at is not None:
@@ -310,6 +326,7 @@ class Worker:
                 "outcome": result.outcome.value,
                 "state": None if recorded is None else recorded.state.value,
                 "node": self.node,
+                "trace_id": trace_id(run.traceparent),
             },
         )
         return recorded

@@ -35,9 +35,19 @@ class AttemptContext:
     timeout_s: float
     payload: Any = None  # JSON value or None
     deadline: datetime | None = None  # aware UTC: the attempt must be over by then (e.g. its lease)
+    # W3C ``traceparent`` (and ``tracestate``) of the attempt's span: sent by the HTTP executor;
+    # empty with tracing off
+    trace_headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def for_run(cls, job: Job, run: Run, attempt: int, deadline: datetime | None = None) -> AttemptContext:
+    def for_run(
+        cls,
+        job: Job,
+        run: Run,
+        attempt: int,
+        deadline: datetime | None = None,
+        trace_headers: tuple[tuple[str, str], ...] = (),
+    ) -> AttemptContext:
         """The context of attempt ``attempt`` of ``run``; a manual run's payload overrides the job's."""
         return cls(
             execution_id=run.id,
@@ -49,6 +59,7 @@ class AttemptContext:
             timeout_s=job.timeout_s,
             payload=run.payload if run.has_payload else job.payload,
             deadline=deadline,
+            trace_headers=trace_headers,
         )
 
     def budget_s(self, now: datetime) -> float:

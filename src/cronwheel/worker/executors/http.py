@@ -317,6 +317,8 @@ class HttpExecutor:
         headers["X-Cronwheel-Job-Id"] = ctx.job_id
         headers["X-Cronwheel-Scheduled-At"] = rfc3339(ctx.scheduled_at)
         headers["X-Cronwheel-Attempt"] = str(ctx.attempt)
+        for name, value in ctx.trace_headers:  # the attempt's span as the parent (tracing on)
+            headers[name] = value
         return headers
 
 
