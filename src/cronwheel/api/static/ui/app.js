@@ -547,6 +547,7 @@ function runPage(runId) {
         ["Finished", when(run.finished_at)],
         ["Next attempt", when(run.next_attempt_at)],
         ["Queue", run.queue],
+        ["Trace", run.trace_id ? h("code", { id: "trace-id" }, run.trace_id) : "— (tracing off when it ran)"],
       ])),
       h("h2", {}, "Attempts"),
       table(["#", "Worker", "Started", "Took", "Outcome", "Status / exit", "Error", "Output", "Headers sent"], run.attempt_details.map((a) => h("tr", { "data-attempt": a.number },
@@ -576,14 +577,14 @@ function clusterPage() {
     const ms = (value) => (value === null || value === undefined ? "—" : `${value.toFixed(1)} ms`);
     body.replaceChildren(
       h("div", { class: "grid" },
-        h("div", { class: "card" }, kv([["Leader", c.leader || "none"], ...Object.entries(c.runs).map(([state, n]) => [`Runs ${state}`, n])])),
+        h("div", { class: "card" }, kv([["Leader", c.leader || "none"], ["Watchdog", c.watchdog || "none"], ...Object.entries(c.runs).map(([state, n]) => [`Runs ${state}`, n])])),
         h("div", { class: "card", id: "lateness" },
           h("h2", {}, "Fire lateness"),
           h("p", { class: "muted" }, `queued − slot of the scheduled runs of the last ${Math.round(lateness.window_s / 60)} minutes (${lateness.count} runs)`),
           h("div", { class: "percentiles" }, [["p50", lateness.p50_ms], ["p90", lateness.p90_ms], ["p99", lateness.p99_ms], ["max", lateness.max_ms]]
             .map(([name, value]) => h("div", { class: "stat", "data-stat": name }, h("span", { class: "muted" }, name), h("strong", {}, ms(value))))))),
       h("h2", {}, "Nodes"),
-      table(["Node", "Roles", "Since", "Last heartbeat"], c.nodes.map((n) => h("tr", {}, h("td", {}, n.node, n.node === c.leader ? " (leader)" : ""), h("td", {}, n.roles.join(", ")), h("td", {}, when(n.since)), h("td", {}, when(n.last_heartbeat)))), { id: "nodes" }),
+      table(["Node", "Roles", "Since", "Last heartbeat"], c.nodes.map((n) => h("tr", {}, h("td", {}, n.node, n.node === c.leader ? " (leader)" : "", n.node === c.watchdog ? " (watchdog)" : ""), h("td", {}, n.roles.join(", ")), h("td", {}, when(n.since)), h("td", {}, when(n.last_heartbeat)))), { id: "nodes" }),
       h("h2", {}, "Queues"),
       table(["Queue", "Depth", "Lag"], c.queues.map((q) => h("tr", {}, h("td", {}, q.name), h("td", { class: "num" }, q.depth), h("td", { class: "num" }, seconds(q.lag_s))))),
       h("h2", {}, "Shards"),
