@@ -32,10 +32,10 @@ class RecentRun(TypedDict):
     duration_ms: float | None
 
 
-class Job(TypedDict):
-    """``JobOut``: a job's definition and its state; ``version`` is its ETag."""
+class JobDefinition(TypedDict):
+    """The fields of a job's definition, as the server answers them (in ``Job`` and in a
+    ``JobValidation``)."""
 
-    id: str
     team: str
     name: str
     schedule: str
@@ -54,6 +54,12 @@ class Job(TypedDict):
     queue: str
     labels: dict[str, str]
     retention: dict[str, Any] | None
+
+
+class Job(JobDefinition):
+    """``JobOut``: a job's definition and its state; ``version`` is its ETag."""
+
+    id: str
     version: int
     paused: bool
     pause_note: str | None
@@ -184,28 +190,10 @@ class Preview(TypedDict):
     warnings: list[str]
 
 
-class JobValidation(TypedDict):
+class JobValidation(JobDefinition):
     """``JobValidation``: a definition the server accepts, as it would store it (``id``: the job
     it would replace, null for a new one), with its first slot and next fire times."""
 
-    team: str
-    name: str
-    schedule: str
-    timezone: str
-    dst_gap: str | None
-    dst_fold: str | None
-    target: dict[str, Any]
-    description: str
-    payload: Any
-    timeout_s: float
-    retry: dict[str, Any]
-    misfire: dict[str, Any]
-    overlap: str
-    start_at: str | None
-    end_at: str | None
-    queue: str
-    labels: dict[str, str]
-    retention: dict[str, Any] | None
     id: str | None
     next_run_at: str | None
     schedule_description: str
