@@ -376,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench_worker_memory: {machine()}", flush=True)
     child = asyncio.run(parent(args, checkpoints))
     print(report(child, args.target))
-    save_results(args.json, child.samples, machine(target=args.target, traces=child.traces))
+    save_results(
+        args.json, child.samples, machine(target=args.target, traces=child.traces, garbage=child.garbage)
+    )
     return 0
 
 
