@@ -70,7 +70,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import func, insert, select
 
-from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine, save_results
+from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine, peak_rss_mb, save_results
 from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import Job, PythonTarget, new_id
@@ -341,8 +341,14 @@ async def worker_main(url: str, prefix: str, node: str) -> None:
         await executors.close()
         await queue.close()
         await store.close()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"cpu_s": cpu_now(), "peak_rss_mb": round(peak, 1)}), flush=True)
+    print(json.dumps(worker_usage()), flush=True)
+
+
+def worker_usage() -> dict[str, float]:
+    """A worker process' CPU seconds and peak RSS. The peak is ``VmHWM``, not ``ru_maxrss``: on
+    Linux a process' ``ru_maxrss`` starts at its parent's RSS at the fork (it survives exec), so
+    it said what the scheduler process held once it was seeded, not what the worker used."""
+    return {"cpu_s": cpu_now(), "peak_rss_mb": peak_rss_mb()}
 
 
 async def until_started(store: SqlStore, plan: Plan, fired: int, timeout_s: float) -> None:
