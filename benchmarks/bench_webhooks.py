@@ -261,15 +261,22 @@ async def seed(store: SqlStore, queue: Queue, hook: str, count: int) -> None:
     made = [Job(new_id(), "bench", f"hook-{index}", "* * * * *", HttpTarget(hook), created_at=now,
                 updated_at=now, next_run_at=slot) for index in range(count)]  # fmt: skip
     for start in range(0, count, SEED_CHUNK):
-        chunk = made[start : start + SEED_CHUNK]
-        async with store.engine.begin() as connection:
-            await connection.execute(insert(jobs), [codec.job_to_row(job) for job in chunk])
-        firings = [Firing(job.id, job.version, slot, slot + timedelta(minutes=1),
-                          runs=(Run(new_id(), job.id, RunKind.SCHEDULED, slot, RunState.PENDING),))
-                   for job in chunk]  # fmt: skip
-        fired = await store.fire(firings, now)
-        await queue.publish([Trigger(run.id, run.job_id, run.queue) for run in fired.accepted])
-        await store.mark_queued([run.id for run in fired.accepted], now)
+        await record_pending(store, queue, made[start : start + SEED_CHUNK], slot, now)
+
+
+async def record_pending(
+    store: SqlStore, queue: Queue, made: list[Job], slot: datetime, now: datetime
+) -> None:
+    """Write ``made`` and one PENDING run of each at ``slot``, as the scheduler records and queues
+    them: the jobs, ``store.fire``, the triggers published, the runs stamped queued."""
+    async with store.engine.begin() as connection:
+        await connection.execute(insert(jobs), [codec.job_to_row(job) for job in made])
+    firings = [Firing(job.id, job.version, slot, slot + timedelta(minutes=1),
+                      runs=(Run(new_id(), job.id, RunKind.SCHEDULED, slot, RunState.PENDING),))
+               for job in made]  # fmt: skip
+    fired = await store.fire(firings, now)
+    await queue.publish([Trigger(run.id, run.job_id, run.queue) for run in fired.accepted])
+    await store.mark_queued([run.id for run in fired.accepted], now)
 
 
 @contextlib.asynccontextmanager

@@ -46,19 +46,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import insert
-
-from bench_webhooks import LOOPBACK, TAG, Sink, tell
+from bench_webhooks import LOOPBACK, TAG, Sink, record_pending, tell
 from benchlib import REDIS_URL, admin, database_url, drop_keys, machine, save_results
 from cronwheel import logs, metrics
 from cronwheel.clock import SystemClock
-from cronwheel.model import HttpTarget, Job, PythonTarget, Run, RunKind, RunState, Target, new_id
-from cronwheel.queue import Trigger
+from cronwheel.model import HttpTarget, Job, PythonTarget, Target, new_id
 from cronwheel.queue.streams import RedisStreamQueue
 from cronwheel.server import tune_collector
-from cronwheel.store import codec
-from cronwheel.store.port import Firing
-from cronwheel.store.schema import jobs
 from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
@@ -212,14 +206,7 @@ async def feed(store: SqlStore, queue: RedisStreamQueue, target: Target) -> None
     slot = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
     made = [Job(new_id(), "bench", f"mem-{uuid.uuid4().hex[:12]}", "* * * * *", target, created_at=now,
                 updated_at=now, next_run_at=slot) for _ in range(SEED_CHUNK)]  # fmt: skip
-    async with store.engine.begin() as connection:
-        await connection.execute(insert(jobs), [codec.job_to_row(job) for job in made])
-    firings = [Firing(job.id, job.version, slot, slot + timedelta(minutes=1),
-                      runs=(Run(new_id(), job.id, RunKind.SCHEDULED, slot, RunState.PENDING),))
-               for job in made]  # fmt: skip
-    fired = await store.fire(firings, now)
-    await queue.publish([Trigger(run.id, run.job_id, run.queue) for run in fired.accepted])
-    await store.mark_queued([run.id for run in fired.accepted], now)
+    await record_pending(store, queue, made, slot, now)
 
 
 class WorkerChild:
