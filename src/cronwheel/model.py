@@ -177,6 +177,54 @@ class Job:
         return shard_of(self.id)
 
 
+@dataclass(frozen=True, slots=True)
+class DueJob:
+    """A job as the scheduler's wheel holds it: what planning and firing read, nothing else (no
+    target, payload or labels). A scheduler keeps one per job due within its horizon, up to every
+    job of its shards, so it is small; its attribute names are :class:`Job`'s own, so the planner
+    takes either. Built from a ``jobs`` row by the store (``codec.due_job_from_row``) or from a
+    :class:`Job` (:meth:`of`)."""
+
+    id: str
+    team: str
+    version: int
+    next_run_at: datetime | None
+    schedule: str
+    timezone: str
+    dst_gap: DstGap | None
+    dst_fold: DstFold | None
+    misfire: MisfirePolicy
+    overlap: Overlap
+    queue: str
+    start_at: datetime | None
+    end_at: datetime | None
+    paused: bool = False
+    deleted_at: datetime | None = None
+
+    @classmethod
+    def of(cls, job: Job | DueJob) -> DueJob:
+        if isinstance(job, DueJob):
+            return job
+        return cls(
+            job.id, job.team, job.version, job.next_run_at, job.schedule, job.timezone, job.dst_gap,
+            job.dst_fold, job.misfire, job.overlap, job.queue, job.start_at, job.end_at, job.paused,
+            job.deleted_at,
+        )  # fmt: skip
+
+    def moved(self, next_run_at: datetime) -> DueJob:
+        """The same job with its cursor at ``next_run_at`` (after a firing the store accepted):
+        built directly, since ``dataclasses.replace`` cost a tenth of a fire (measured)."""
+        return DueJob(
+            self.id, self.team, self.version, next_run_at, self.schedule, self.timezone, self.dst_gap,
+            self.dst_fold, self.misfire, self.overlap, self.queue, self.start_at, self.end_at,
+            self.paused, self.deleted_at,
+        )  # fmt: skip
+
+    @property
+    def shard(self) -> int:
+        return shard_of(self.id)
+
+
 # -- runs ----------------------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from cronwheel.clock import ManualClock
 from cronwheel.coordinator.port import ShardLease
-from cronwheel.model import Job, Overlap, RunKind, RunState
+from cronwheel.model import DueJob, Job, Overlap, RunKind, RunState
 from cronwheel.scheduler import loop
 from cronwheel.scheduler.planner import plan as real_plan
 from cronwheel.service import JobService
@@ -287,7 +287,7 @@ class CountingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def due_jobs(self, *args: Any, **kwargs: Any) -> list[Job]:
+    async def due_jobs(self, *args: Any, **kwargs: Any) -> list[DueJob]:
         found = await self._inner.due_jobs(*args, **kwargs)
         self.reads.append([job.id for job in found])
         return found
@@ -356,7 +356,7 @@ async def test_a_gained_shard_is_read_alone_and_a_lost_one_forgotten(roles: Role
     reads: list[list[int] | None] = []
     due_jobs = roles.store.due_jobs
 
-    async def counted(*args: Any, **kwargs: Any) -> list[Job]:
+    async def counted(*args: Any, **kwargs: Any) -> list[DueJob]:
         reads.append(None if args[1] is None else list(args[1]))
         return await due_jobs(*args, **kwargs)
 

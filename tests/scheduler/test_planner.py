@@ -6,7 +6,11 @@ import dataclasses
 import itertools
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cronwheel.model import (
+    DueJob,
     HttpTarget,
     Job,
     MisfireMode,
@@ -156,3 +160,42 @@ class TestWindow:
             assert slot is not None
             minutes.add(slot.minute)
         assert len(minutes) > 5  # spread over the hour, not all at :00
+
+
+# -- the one-slot path ------------------------------------------------------------------------------
+
+_FINISHED = Run(
+    id="done", job_id="job-1", kind=RunKind.SCHEDULED, slot=T0 - timedelta(hours=1),
+    state=RunState.SUCCESS, queue="default", job_version=1,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    mode=st.sampled_from(list(MisfireMode)),
+    grace_s=st.sampled_from([0.0, 0.5, 30.0, 3600.0]),
+    max_catch_up=st.integers(0, 3),
+    overlap=st.sampled_from(list(Overlap)),
+    late_s=st.floats(0, 7200, allow_nan=False),
+    end_after_s=st.sampled_from([None, 0.0, 30.0, 90.0]),
+    due_job=st.booleans(),
+)
+def test_the_one_slot_path_decides_as_the_general_one(
+    mode: MisfireMode, grace_s: float, max_catch_up: int, overlap: Overlap, late_s: float,
+    end_after_s: float | None, due_job: bool,
+) -> None:  # fmt: skip
+    """``plan`` takes a shortcut when one slot is due and no run is active (a herd); a finished
+    run in ``active`` (which the general path ignores, as it ignores every terminal run) forces
+    the general path, so both decisions can be compared on the same inputs, for a ``Job`` and
+    for the scheduler's slim ``DueJob``."""
+    end_at = None if end_after_s is None else T0 + timedelta(seconds=end_after_s)
+    policy = MisfirePolicy(mode, grace_s=grace_s, max_catch_up=max_catch_up)
+    # hourly: up to 7,200 s late, one to three slots are due
+    subject = job(misfire=policy, overlap=overlap, end_at=end_at, schedule="0 * * * *")
+    planned: Job | DueJob = DueJob.of(subject) if due_job else subject
+    now = T0 + timedelta(seconds=late_s)
+    counter = itertools.count(1)
+    fast = plan(planned, now, [], lambda: f"run-{next(counter)}")
+    counter = itertools.count(1)
+    general = plan(planned, now, [_FINISHED], lambda: f"run-{next(counter)}")
+    assert fast == general

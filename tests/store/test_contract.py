@@ -22,6 +22,7 @@ from cronwheel.errors import (
 from cronwheel.model import (
     LEGAL_TRANSITIONS,
     CommandTarget,
+    DueJob,
     HttpTarget,
     Job,
     MisfireMode,
@@ -333,13 +334,39 @@ async def test_due_jobs(store: SqlStore) -> None:
     assert await store.due_jobs(at(5), shards=others) == []
     assert await store.due_jobs(at(5), shards=[]) == []
     assert await store.due_jobs(at(0.5)) == []
+
     ties = sorted([(await new_job(store, f"tie-{n}", next_run_at=at(3))).id for n in range(3)])
-    seen: list[Job] = []
+    seen: list[DueJob] = []
     while page := await store.due_jobs(
         at(5), limit=2, after=(seen[-1].next_run_at or at(0), seen[-1].id) if seen else None
     ):
         seen += page
     assert [job.id for job in seen] == [first.id, second.id, *ties]  # ties in id order, none twice
+
+
+async def test_due_jobs_are_the_jobs_slim_view(store: SqlStore) -> None:
+    """What the scheduler reads of a due job equals the job's own fields (every policy and
+    option the planner uses), shared texts and policies interned or not."""
+    edge = MisfirePolicy(MisfireMode.CATCH_UP, grace_s=12.5, max_catch_up=3)
+    made = [
+        await new_job(store, "plain", next_run_at=at(1)),
+        await new_job(
+            store,
+            "options",
+            next_run_at=at(2),
+            timezone="Europe/Paris",
+            dst_gap="skip",
+            dst_fold="both",
+            misfire=edge,
+            overlap=Overlap.REPLACE,
+            queue="batch",
+            start_at=at(0),
+            end_at=at(99),
+        ),
+    ]
+    due = await store.due_jobs(at(5))
+    assert due == [DueJob.of(await store.get_job(job.id)) for job in made]
+    assert (due[1].misfire, due[1].timezone, due[1].queue) == (edge, "Europe/Paris", "batch")
 
 
 # -- firing --------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ then or until a job changes. Tests call ``load`` / ``job_changed`` / ``tick`` wi
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from cronwheel import failpoints, metrics
 from cronwheel.clock import Clock
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import NotFoundError, TransientError
-from cronwheel.model import Job, Overlap, Run, RunState, new_id, shard_of
+from cronwheel.model import DueJob, Overlap, Run, RunState, new_id, shard_of
 from cronwheel.queue import Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.scheduler.planner import plan
@@ -84,7 +83,7 @@ class Scheduler:
         self.epochs: dict[int, int] = {}
         self.new_run_id = new_run_id
         self.wheel = TimingWheel()
-        self.jobs: dict[str, Job] = {}
+        self.jobs: dict[str, DueJob] = {}  # the wheel's jobs, slim (a million fit in a few 100 MB)
         self.stats = SchedulerStats()
         self.load_page = load_page
         self._next_reload: datetime | None = None  # None: a full reload is due
@@ -126,12 +125,12 @@ class Scheduler:
 
     async def _read_due(
         self, until: datetime, after: tuple[datetime, str] | None, shards: Iterable[int] | None = None
-    ) -> list[Job]:
+    ) -> list[DueJob]:
         """Every due job up to ``until`` (after ``after``) of ``shards`` (default: those owned),
         page by page."""
         shards = self.shards if shards is None else shards
         listed = None if shards is None else sorted(shards)
-        found: list[Job] = []
+        found: list[DueJob] = []
         while True:
             page = await self.store.due_jobs(until, listed, self.load_page, after=after)
             found += page
@@ -156,9 +155,9 @@ class Scheduler:
             return
         if self.shards is not None and job.shard not in self.shards:
             return
-        self._keep(job)
+        self._keep(DueJob.of(job))
 
-    def _keep(self, job: Job) -> None:
+    def _keep(self, job: DueJob) -> None:
         """Into the wheel if due within what was loaded; a job due later is read when the
         horizon reaches it."""
         if job.paused or job.deleted_at is not None or job.next_run_at is None:
@@ -237,7 +236,7 @@ class Scheduler:
         await self._fire(due, now)
         return self._wake_at(now)
 
-    async def _fire(self, due: list[Job], now: datetime) -> None:
+    async def _fire(self, due: list[DueJob], now: datetime) -> None:
         """Fire ``due`` in batches of :data:`BATCH`, each planned while the previous one is
         being written: planning is this process' CPU, writing mostly the database's, so the two
         overlap. Writes stay in order, one batch at a time, and a write in flight is never cut
@@ -259,7 +258,7 @@ class Scheduler:
                 await asyncio.wait({writing})
             raise
 
-    async def _plan(self, jobs: list[Job], now: datetime) -> list[Firing]:
+    async def _plan(self, jobs: list[DueJob], now: datetime) -> list[Firing]:
         """The batch's firings; lets the loop run every :data:`PLAN_SLICE` jobs, so that the
         previous batch's write goes on meanwhile."""
         guarded = [job.id for job in jobs if job.overlap is not Overlap.ALLOW]
@@ -273,7 +272,7 @@ class Scheduler:
                     firings.append(firing)
         return firings
 
-    async def _write(self, jobs: list[Job], firings: list[Firing], now: datetime) -> None:
+    async def _write(self, jobs: list[DueJob], firings: list[Firing], now: datetime) -> None:
         """Record a batch's firings, queue its triggers, move the wheel; with tracing on, each
         recorded run's trace starts here (:class:`~cronwheel.tracing.runs.FireSpans`)."""
         if not self.tracer.enabled:
@@ -288,7 +287,7 @@ class Scheduler:
         spans.end(result, queued)
 
     async def _record(
-        self, jobs: list[Job], firings: list[Firing], now: datetime
+        self, jobs: list[DueJob], firings: list[Firing], now: datetime
     ) -> tuple[FireResult, datetime]:
         """:meth:`_write` itself; returns what the store recorded and when it was queued."""
         by_id = {job.id: job for job in jobs}
@@ -332,7 +331,7 @@ class Scheduler:
             return
         for job in (await self.store.get_jobs(ours)).values():
             if self.shards is None or job.shard in self.shards:
-                self._keep(job)
+                self._keep(DueJob.of(job))
 
     async def _publish(self, runs: list[Run]) -> datetime:
         """Queue the runs' triggers and stamp them queued; returns when (now, with none)."""
@@ -349,10 +348,10 @@ class Scheduler:
             metrics.FIRE_LATENESS.observe(lateness)
         return queued
 
-    def _advance(self, job: Job, firing: Firing) -> None:
+    def _advance(self, job: DueJob, firing: Firing) -> None:
         if firing.next_run_at is None:
             return
-        self._keep(dataclasses.replace(job, next_run_at=firing.next_run_at))
+        self._keep(job.moved(firing.next_run_at))
 
     def _wake_at(self, now: datetime) -> datetime:
         wake = now + timedelta(seconds=1)

@@ -10,20 +10,22 @@ import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from cronwheel.model import Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
+from cronwheel.model import DueJob, Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
 from cronwheel.schedule import Schedule, parse_schedule
 from cronwheel.store.port import Firing
 
 MAX_SLOTS_PER_PLAN = 1000  # slots looked at per job per pass; a job further behind continues next pass
 _EPSILON = timedelta(microseconds=1)
 
+Plannable = Job | DueJob  # the planner reads only the attributes the two share
 
-def schedule_of(job: Job) -> Schedule:
+
+def schedule_of(job: Plannable) -> Schedule:
     """The job's parsed schedule (cached by the engine: free after the first call)."""
     return parse_schedule(job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id)
 
 
-def first_slot(job: Job, after: datetime) -> datetime | None:
+def first_slot(job: Plannable, after: datetime) -> datetime | None:
     """The job's first slot strictly after ``after`` that lies within [start_at, end_at]."""
     if job.start_at is not None and job.start_at > after:
         after = job.start_at - _EPSILON  # start_at itself may be a slot
@@ -38,14 +40,14 @@ def _next_slot(schedule: Schedule, slot: datetime) -> datetime | None:
     return _as_utc(schedule.next_after(slot))
 
 
-def _within_end(job: Job, slot: datetime | None) -> datetime | None:
+def _within_end(job: Plannable, slot: datetime | None) -> datetime | None:
     if slot is None or (job.end_at is not None and slot > job.end_at):
         return None
     return slot
 
 
 def plan(
-    job: Job,
+    job: Plannable,
     now: datetime,
     active: Sequence[Run],
     new_id: Callable[[], str],
@@ -60,8 +62,10 @@ def plan(
     if cursor is None or cursor > now or job.paused or job.deleted_at is not None:
         return None
     schedule = schedule_of(job)
-    due: list[datetime] = []
-    slot: datetime | None = cursor
+    due: list[datetime] = [cursor]
+    slot = _within_end(job, _next_slot(schedule, cursor))
+    if not active and (slot is None or slot > now):  # the common case: one slot, nothing running
+        return _one_slot(job, now, cursor, slot, new_id)
     while slot is not None and slot <= now and len(due) < MAX_SLOTS_PER_PLAN:
         due.append(slot)
         slot = _within_end(job, _next_slot(schedule, slot))
@@ -78,7 +82,21 @@ def plan(
     )
 
 
-def _tail_size(job: Job) -> int:
+def _one_slot(
+    job: Plannable, now: datetime, cursor: datetime, slot: datetime | None, new_id: Callable[[], str]
+) -> Firing:
+    """:func:`plan` when only ``cursor`` is due and no run of the job is active (what a herd is
+    made of): the same decision as the general path, without its sets and lists (measured: a
+    third of a fire's planning; ``test_the_one_slot_path_decides_as_the_general_one``)."""
+    fires = job.misfire.mode is not MisfireMode.SKIP or now - cursor <= timedelta(seconds=job.misfire.grace_s)
+    if fires:
+        run = _run(job, now, cursor, RunState.PENDING, new_id(), None)
+    else:
+        run = _run(job, now, cursor, RunState.SKIPPED, new_id(), SkipReason.MISFIRE)
+    return Firing(job.id, job.version, cursor, slot, (run,))
+
+
+def _tail_size(job: Plannable) -> int:
     """How many of the newest due slots the misfire policy may fire (0: decided by time alone)."""
     if job.misfire.mode is MisfireMode.RUN_ONCE:
         return 1
@@ -87,7 +105,7 @@ def _tail_size(job: Job) -> int:
     return 0
 
 
-def _count_due(job: Job, slot: datetime | None, now: datetime, limit: int) -> int:
+def _count_due(job: Plannable, slot: datetime | None, now: datetime, limit: int) -> int:
     """Due slots from ``slot`` on (those a pass capped at MAX_SLOTS_PER_PLAN left), up to ``limit``."""
     count = 0
     schedule = schedule_of(job)
@@ -97,7 +115,7 @@ def _count_due(job: Job, slot: datetime | None, now: datetime, limit: int) -> in
     return count
 
 
-def _misfire(job: Job, now: datetime, due: list[datetime], later: int) -> set[datetime]:
+def _misfire(job: Plannable, now: datetime, due: list[datetime], later: int) -> set[datetime]:
     """The due slots the misfire policy lets fire; the others are SKIPPED (misfire).
 
     A job far behind is decided in passes of at most MAX_SLOTS_PER_PLAN slots; ``later`` counts
@@ -112,7 +130,7 @@ def _misfire(job: Job, now: datetime, due: list[datetime], later: int) -> set[da
 
 
 def _overlap(
-    job: Job,
+    job: Plannable,
     now: datetime,
     due: list[datetime],
     fire: set[datetime],
@@ -139,7 +157,7 @@ def _overlap(
 
 
 def _run(
-    job: Job, now: datetime, slot: datetime, state: RunState, run_id: str, reason: SkipReason | None
+    job: Plannable, now: datetime, slot: datetime, state: RunState, run_id: str, reason: SkipReason | None
 ) -> Run:
     return Run(
         id=run_id,
@@ -158,7 +176,7 @@ def _as_utc(moment: datetime | None) -> datetime | None:
     return None if moment is None else moment.astimezone(UTC)
 
 
-def last_slots(job: Job, start: datetime, end: datetime, count: int) -> tuple[list[datetime], bool]:
+def last_slots(job: Plannable, start: datetime, end: datetime, count: int) -> tuple[list[datetime], bool]:
     """The newest ``count`` slots of ``job`` in [start, end], and whether older ones were left out.
 
     Slots are only computed forwards, so windows that end at ``end`` are widened (x4) until they

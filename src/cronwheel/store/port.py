@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from cronwheel.model import Attempt, Job, Outcome, RetentionPolicy, Run, RunEvent, RunState
+from cronwheel.model import Attempt, DueJob, Job, Outcome, RetentionPolicy, Run, RunEvent, RunState
 from cronwheel.retention import HistoryBounds, RunStub
 from cronwheel.tokens import ApiToken
 
@@ -248,10 +248,11 @@ class Store(Protocol):
         limit: int = 10_000,
         *,
         after: tuple[datetime, str] | None = None,
-    ) -> list[Job]:
+    ) -> list[DueJob]:
         """Live, unpaused jobs with ``next_run_at <= until`` (in ``shards`` if given), soonest
         first (by ``next_run_at``, then id), at most ``limit``: page on with ``after`` = the
-        last job's (``next_run_at``, id)."""
+        last job's (``next_run_at``, id). Each as the scheduler's slim :class:`DueJob`, equal to
+        ``DueJob.of(get_job(id))``."""
         ...
 
     async def claim_shards(self, leases: Mapping[int, int], node: str, now: datetime) -> set[int]:

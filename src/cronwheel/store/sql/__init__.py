@@ -43,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from cronwheel.audit import AuditEntry, AuditQuery
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import PermanentError
-from cronwheel.model import Attempt, Job, RetentionPolicy, Run, RunEvent, RunState
+from cronwheel.model import Attempt, DueJob, Job, RetentionPolicy, Run, RunEvent, RunState
 from cronwheel.retention import HistoryBounds, RunStub
 from cronwheel.store.driver import create_engine
 from cronwheel.store.migrate import current_revision, head_revision, upgrade_engine
@@ -209,7 +209,7 @@ class SqlStore:
         limit: int = 10_000,
         *,
         after: tuple[datetime, str] | None = None,
-    ) -> list[Job]:
+    ) -> list[DueJob]:
         return await firing.due_jobs(self._tx, until, shards, limit, after)
 
     async def claim_shards(self, leases: Mapping[int, int], node: str, now: datetime) -> set[int]:

@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Select, Text, and_, cast, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.audit import AuditEntry
 from cronwheel.errors import ConflictError
-from cronwheel.model import Job, Run, RunState
+from cronwheel.model import DueJob, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import upsert
 from cronwheel.store.port import FireResult, Firing
@@ -31,6 +31,16 @@ from cronwheel.store.sql.where import ACTIVE_VALUES, check_limit, check_new_run
 # -- due jobs and shards ---------------------------------------------------------------------------
 
 
+# The columns a scheduler reads of a due job (:class:`~cronwheel.model.DueJob`): not the target,
+# payload or labels, whose decoding was most of the cost of loading a wheel (the misfire policy is
+# read as its JSON text, decoded once per distinct text by the codec).
+DUE_COLUMNS = (
+    jobs.c.id, jobs.c.team, jobs.c.version, jobs.c.next_run_at, jobs.c.schedule, jobs.c.timezone,
+    jobs.c.dst_gap, jobs.c.dst_fold, cast(jobs.c.misfire, Text).label("misfire"), jobs.c.overlap,
+    jobs.c.queue, jobs.c.start_at, jobs.c.end_at, jobs.c.paused, jobs.c.deleted_at,
+)  # fmt: skip
+
+
 def due_jobs_statement(
     until: datetime, shards: Sequence[int] | None, limit: int, after: tuple[datetime, str] | None = None
 ) -> Select[Any]:
@@ -38,7 +48,7 @@ def due_jobs_statement(
     the partial index ``ix_jobs_due`` (shard, next_run_at) for a shard filter (PostgreSQL: one
     index range per shard, ``shard = ANY(...) AND next_run_at <= until``, then a sort of only the
     due rows; checked by ``tests/store/test_indexes.py``) and ``ix_jobs_due_at`` without one."""
-    statement = select(jobs).where(JOB_DUE, jobs.c.next_run_at <= until)
+    statement = select(*DUE_COLUMNS).where(JOB_DUE, jobs.c.next_run_at <= until)
     if after is not None:  # keyset paging: strictly after (next_run_at, id)
         at, job_id = after
         statement = statement.where(
@@ -56,14 +66,14 @@ async def due_jobs(
     shards: Sequence[int] | None,
     limit: int,
     after: tuple[datetime, str] | None,
-) -> list[Job]:
+) -> list[DueJob]:
     if shards is not None and not shards:
         return []
     check_limit(limit)
     statement = due_jobs_statement(until, shards, limit, after)
     async with tx.read() as connection:
         rows = (await connection.execute(statement)).mappings().all()
-    return [codec.job_from_row(row) for row in rows]
+    return [codec.due_job_from_row(row) for row in rows]
 
 
 async def claim_shards(tx: Transactions, leases: Mapping[int, int], node: str, now: datetime) -> set[int]:
