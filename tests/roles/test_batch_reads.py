@@ -24,6 +24,10 @@ class CallCounter:
         self.calls: Counter[str] = Counter()
         self.batches: list[list[str]] = []
 
+    @property
+    def write_concurrency(self) -> int:
+        return self._inner.write_concurrency
+
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._inner, name)
 

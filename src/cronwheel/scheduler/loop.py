@@ -68,6 +68,7 @@ class Scheduler:
         new_run_id: Callable[[], str] = new_id,
         stall_s: float = 5.0,
         tracer: Tracer = OFF,
+        writers: int | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -92,6 +93,7 @@ class Scheduler:
         self.stall = timedelta(seconds=stall_s)
         self._progress_at = clock.now()  # the store last answered this scheduler
         self.tracer = tracer  # off: the fire path checks ``enabled`` once per batch, nothing more
+        self.writers = store.write_concurrency if writers is None else writers  # batch writes in flight
 
     # -- feeding the wheel ----------------------------------------------------------------------
 
@@ -237,25 +239,31 @@ class Scheduler:
         return self._wake_at(now)
 
     async def _fire(self, due: list[DueJob], now: datetime) -> None:
-        """Fire ``due`` in batches of :data:`BATCH`, each planned while the previous one is
-        being written: planning is this process' CPU, writing mostly the database's, so the two
-        overlap. Writes stay in order, one batch at a time, and a write in flight is never cut
-        short: if anything fails, it is waited for before the error goes on."""
-        writing: asyncio.Task[None] | None = None
+        """Fire ``due`` in batches of :data:`BATCH`, each planned while earlier ones are being
+        written, with up to ``writers`` writes in flight: planning is this process' CPU, writing
+        mostly the database's, and a database that runs transactions side by side (PostgreSQL)
+        works on two batches at once. A tick's batches hold distinct jobs (a job is due once), so
+        their writes commute. A write in flight is never cut short: if anything fails, every
+        write in flight is waited for before the error goes on."""
+        writing: list[asyncio.Task[None]] = []
         try:
             for start in range(0, len(due), BATCH):
                 batch = due[start : start + BATCH]
                 firings = await self._plan(batch, now)
-                if writing is not None:
-                    await writing
+                while len(writing) >= self.writers:
+                    await writing.pop(0)
                     self._progressed()
-                writing = asyncio.create_task(self._write(batch, firings, now)) if firings else None
-            if writing is not None:
-                await writing
+                if firings:
+                    writing.append(asyncio.create_task(self._write(batch, firings, now)))
+            while writing:
+                await writing.pop(0)
                 self._progressed()
         except BaseException:
-            if writing is not None and not writing.done():
-                await asyncio.wait({writing})
+            if writing:
+                await asyncio.wait(writing)
+                for task in writing:  # retrieved: only the first error goes on
+                    if not task.cancelled():
+                        task.exception()
             raise
 
     async def _plan(self, jobs: list[DueJob], now: datetime) -> list[Firing]:

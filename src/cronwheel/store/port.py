@@ -241,6 +241,13 @@ class Store(Protocol):
         ...
 
     # scheduling
+    @property
+    def write_concurrency(self) -> int:
+        """How many write transactions are worth running at once: a database that writes one
+        transaction at a time (SQLite) says 1, one that runs them side by side says more (the
+        scheduler keeps this many fire batches in flight)."""
+        ...
+
     async def due_jobs(
         self,
         until: datetime,

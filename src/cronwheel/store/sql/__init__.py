@@ -138,6 +138,10 @@ class SqlStore:
     async def close(self) -> None:
         await self.engine.dispose()
 
+    @property
+    def write_concurrency(self) -> int:
+        return self._tx.write_concurrency
+
     async def server_time(
         self, stamp: Callable[[], float], samples: int = 3
     ) -> list[tuple[float, datetime, float]]:
