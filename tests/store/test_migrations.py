@@ -14,6 +14,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Column, Integer, MetaData, exc, insert, inspect, select, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cronwheel.errors import (
     BackendUnavailableError,
@@ -83,7 +84,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0011"
+        assert await current_revision(engine) == head_revision() == "0012"
     finally:
         await engine.dispose()
 
@@ -394,3 +395,25 @@ async def test_0011_adds_run_traceparents_and_downgrades_without_them(empty_stor
 
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+async def test_0012_leaves_room_on_the_pages_of_runs_and_downgrades_without_it(empty_store_url: str) -> None:
+    """PostgreSQL: ``runs`` gets fillfactor 80, and loses it again downgrading; SQLite has no
+    such setting, and both directions are no-ops there."""
+    await run_sync_at(empty_store_url, _to("0012"))
+    engine = create_engine(empty_store_url)
+    try:
+        postgresql = engine.dialect.name == "postgresql"
+        assert await _runs_options(engine) == (["fillfactor=80"] if postgresql else [])
+        await run_sync_at(empty_store_url, _to("0011", down=True))
+        assert await _runs_options(engine) == []
+    finally:
+        await engine.dispose()
+
+
+async def _runs_options(engine: AsyncEngine) -> list[str]:
+    if engine.dialect.name != "postgresql":
+        return []
+    async with engine.connect() as connection:
+        found = await connection.execute(text("SELECT reloptions FROM pg_class WHERE relname = 'runs'"))
+        return list(found.scalar_one() or [])
