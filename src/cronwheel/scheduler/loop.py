@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -83,8 +83,7 @@ class Scheduler:
         self.ownership = ownership  # cluster: fire only the shards leased to this node, fenced
         self.epochs: dict[int, int] = {}
         self.new_run_id = new_run_id
-        self.wheel = TimingWheel()
-        self.jobs: dict[str, DueJob] = {}  # the wheel's jobs, slim (a million fit in a few 100 MB)
+        self.wheel: TimingWheel[DueJob] = TimingWheel(_due_second)  # the jobs due within the horizon
         self.stats = SchedulerStats()
         self.load_page = load_page
         self._next_reload: datetime | None = None  # None: a full reload is due
@@ -95,6 +94,11 @@ class Scheduler:
         self.tracer = tracer  # off: the fire path checks ``enabled`` once per batch, nothing more
         self.writers = store.write_concurrency if writers is None else writers  # batch writes in flight
 
+    @property
+    def jobs(self) -> Mapping[str, DueJob]:
+        """The jobs in the wheel, by id (slim records: a million fit in a few hundred MB)."""
+        return self.wheel.entries
+
     # -- feeding the wheel ----------------------------------------------------------------------
 
     async def load(self, now: datetime) -> None:
@@ -104,7 +108,6 @@ class Scheduler:
         until = now + self.horizon
         jobs = await self._read_due(until, None)
         self.wheel.clear()
-        self.jobs = {}
         self._loaded_until = until
         for job in jobs:
             self._keep(job)
@@ -121,7 +124,6 @@ class Scheduler:
         self._loaded_until = until
         for job in arrived:
             self.wheel.remove(job.id)
-            self.jobs.pop(job.id, None)
             self._keep(job)
         self._next_reload = now + self.reload_every
 
@@ -148,7 +150,6 @@ class Scheduler:
             self._next_reload = None
             return
         self.wheel.remove(job_id)
-        self.jobs.pop(job_id, None)
         if self.shards is not None and shard_of(job_id) not in self.shards:
             return  # another scheduler's job: no need to read it (a job's shard never changes)
         try:
@@ -165,8 +166,7 @@ class Scheduler:
         if job.paused or job.deleted_at is not None or job.next_run_at is None:
             return
         if job.next_run_at <= self._loaded_until:
-            self.jobs[job.id] = job
-            self.wheel.add(job.id, _second(job.next_run_at))
+            self.wheel.add(job.id, job)
 
     async def _ownership_changed(self, now: datetime) -> set[int] | None:
         """Take in the coordinator's current leases: register new epochs with the store (which
@@ -199,7 +199,6 @@ class Scheduler:
             job_id for job_id, job in self.jobs.items() if job.shard in shards or job.shard not in owned
         ]:
             self.wheel.remove(job_id)
-            del self.jobs[job_id]
         if not shards:
             return
         for job in await self._read_due(self._loaded_until, None, shards):
@@ -226,7 +225,7 @@ class Scheduler:
                 await self._take(taken)
             if now >= self._next_reload or self._loaded_until - now < self.horizon / 2:
                 await self._extend(now)
-        due = [self.jobs.pop(job_id) for job_id in self.wheel.pop_due(_second(now)) if job_id in self.jobs]
+        due = self.wheel.pop_due(_second(now))
         if self.ownership is not None:  # a lease may have lapsed since the last tick
             valid = self.ownership.owned_shards()
             due = [
@@ -333,7 +332,6 @@ class Scheduler:
         as :meth:`job_changed` does for one."""
         for job_id in job_ids:
             self.wheel.remove(job_id)
-            self.jobs.pop(job_id, None)
         ours = [job_id for job_id in job_ids if self.shards is None or shard_of(job_id) in self.shards]
         if not ours:
             return
@@ -428,6 +426,12 @@ async def _wait_for_change(
 
 def _second(moment: datetime) -> int:
     return int(moment.timestamp())
+
+
+def _due_second(job: DueJob) -> int:
+    """The wheel's second of a job: that of its cursor (a job in the wheel always has one)."""
+    assert job.next_run_at is not None
+    return int(job.next_run_at.timestamp())
 
 
 def _log_fires(accepted: list[Run], skipped: list[Run], now: datetime) -> None:

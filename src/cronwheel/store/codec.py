@@ -260,11 +260,30 @@ def due_job_from_row(row: Row) -> DueJob:
     (team, schedule, zone, queue) are interned and equal policies are one object, so a scheduler
     holding a million jobs keeps each of them once (measured by ``benchmarks/bench_million.py``)."""
     return DueJob(
-        row["id"], sys.intern(row["team"]), row["version"], row["next_run_at"], sys.intern(row["schedule"]),
-        sys.intern(row["timezone"]), row["dst_gap"], row["dst_fold"], _misfire_of_text(row["misfire"]),
-        Overlap(row["overlap"]), sys.intern(row["queue"]), row["start_at"], row["end_at"],
-        bool(row["paused"]), row["deleted_at"],
+        row["id"], sys.intern(row["team"]), row["version"], _shared(row["next_run_at"]),
+        sys.intern(row["schedule"]), sys.intern(row["timezone"]), row["dst_gap"], row["dst_fold"],
+        _misfire_of_text(row["misfire"]), Overlap(row["overlap"]), sys.intern(row["queue"]),
+        row["start_at"], row["end_at"], bool(row["paused"]), row["deleted_at"],
     )  # fmt: skip
+
+
+_INSTANTS: dict[datetime, datetime] = {}
+_INSTANTS_KEPT = 65_536
+
+
+def _shared(moment: datetime | None) -> datetime | None:
+    """One object for equal instants read in a row: cron cursors fall on few distinct seconds
+    (whole minutes, hours), so a million jobs share a few thousand datetimes (a bounded cache,
+    emptied when full)."""
+    if moment is None:
+        return None
+    kept = _INSTANTS.get(moment)
+    if kept is not None:
+        return kept
+    if len(_INSTANTS) >= _INSTANTS_KEPT:
+        _INSTANTS.clear()
+    _INSTANTS[moment] = moment
+    return moment
 
 
 @functools.lru_cache(maxsize=1024)
