@@ -179,9 +179,9 @@ async def test_sqlite_connections_are_set_up(tmp_path: Path) -> None:
         for connection in connections:
             values = [
                 (await connection.execute(text(f"PRAGMA {name}"))).scalar()
-                for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")
+                for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout", "cache_size")
             ]
-            assert values == ["wal", 1, 1, 5000]
+            assert values == ["wal", 1, 1, 5000, -32768]
         for connection in connections:
             await connection.close()
     finally:
