@@ -222,17 +222,17 @@ class Worker:
         again meanwhile. Returns the claimed runs with their jobs (None: the job was deleted)."""
         now = self.clock.now()
         triggers = [delivery.trigger for delivery in deliveries]
-        claimed = await self.store.claim_runs([t.run_id for t in triggers], self.node, now, now + self.lease)
+        run_ids = [trigger.run_id for trigger in triggers]
+        claimed = await self.store.claim_runs_with_jobs(run_ids, self.node, now, now + self.lease)
         unclaimed = [trigger for trigger in triggers if trigger.run_id not in claimed]
         if unclaimed:
             await self._not_claimable(unclaimed, now)
         for queue_name in dict.fromkeys(trigger.queue for trigger in triggers):
             await self.queue.ack(queue_name, [d for d in deliveries if d.trigger.queue == queue_name])
-        jobs = await self.store.get_jobs([run.job_id for run in claimed.values()]) if claimed else {}
-        runs = [claimed[run_id] for run_id in dict.fromkeys(t.run_id for t in triggers) if run_id in claimed]
-        if self.tracer.enabled and runs:
-            spans.claim(self.tracer, runs, now, self.clock.now(), len(triggers))
-        return [(run, jobs.get(run.job_id)) for run in runs]  # a trigger delivered twice: one attempt
+        started = [claimed[run_id] for run_id in dict.fromkeys(run_ids) if run_id in claimed]
+        if self.tracer.enabled and started:
+            spans.claim(self.tracer, [run for run, _ in started], now, self.clock.now(), len(triggers))
+        return started  # a trigger delivered twice: one attempt
 
     async def attempt(self, run: Run, job: Job | None) -> Run | None:
         """Attempt a claimed run and record the outcome; returns the run as recorded. With

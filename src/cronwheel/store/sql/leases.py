@@ -33,11 +33,11 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
-from cronwheel.model import Outcome, Run, RunState
+from cronwheel.model import Job, Outcome, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import AttemptResult, Finish
-from cronwheel.store.schema import Instant, attempts, runs, to_micros
+from cronwheel.store.schema import JOB_LIVE, Instant, attempts, jobs, runs, to_micros
 from cronwheel.store.sql import bulk
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, racing
 from cronwheel.store.sql.where import (
@@ -73,15 +73,21 @@ async def mark_queued(tx: Transactions, run_ids: Sequence[str], now: datetime) -
     await racing(write)
 
 
+Claimed = dict[str, tuple[Run, Job | None]]  # run id -> the claimed run and its job (None: deleted)
+
+
 async def claim(
     connection: AsyncConnection, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
-) -> dict[str, Run]:
+) -> Claimed:
     """Claim the due PENDING/RETRYING runs of ``run_ids``: each becomes RUNNING under
-    ``worker``'s lease until ``lease_until``, with a new attempt and a RUNNING event. A run whose
-    state changed since it was read drops out (the write re-checks the state it read)."""
+    ``worker``'s lease until ``lease_until``, with a new attempt and a RUNNING event, and is
+    returned with its job as the attempt needs it. A run whose state changed since it was read
+    drops out (the write re-checks the state it read)."""
     if flavor_of(connection.dialect).writes_in_with:
         return await _claim_in_one_statement(connection, run_ids, worker, now, lease_until)
-    return await _claim_read_then_write(connection, run_ids, worker, now, lease_until)
+    claimed = await _claim_read_then_write(connection, run_ids, worker, now, lease_until)
+    found = await read_jobs(connection, [run.job_id for run in claimed.values()])
+    return {run_id: (run, found.get(run.job_id)) for run_id, run in claimed.items()}
 
 
 def _claimed_values(worker: str, now: datetime, lease_until: datetime) -> dict[str, Any]:
@@ -103,10 +109,12 @@ def _due(now: datetime) -> ColumnElement[bool]:
 # PostgreSQL: ``UPDATE runs ... FROM`` the states this statement's snapshot read (``old``), the
 # runs found by primary key from one array; each row is re-checked against the state it was read
 # in (a concurrent change makes it drop out, as the read-then-write path's UPDATE does), and the
-# attempts and RUNNING events are inserted from what the UPDATE returns. One statement, one round
-# trip, and a text that never changes: planned once per connection.
-_CLAIM_IN_ONE = text(
-    """
+# attempts and RUNNING events are inserted from what the UPDATE returns, which comes back with each
+# run's live job (``job__`` columns; NULL: deleted). One statement, one round trip where the
+# statement-by-statement claim and job read took eight, and a text that never changes: planned
+# once per connection.
+_JOB_COLUMNS = [c.name for c in jobs.c]
+_CLAIM_IN_ONE_SQL = """
 WITH old AS (
   SELECT runs.id, runs.state AS previous
   FROM runs JOIN unnest(CAST(:run_ids AS varchar[])) AS listed(id) ON runs.id = listed.id
@@ -127,20 +135,41 @@ WITH old AS (
   INSERT INTO run_events (run_id, at, state, previous, attempt, node)
   SELECT id, CAST(:now AS bigint), state, previous, attempts, :worker FROM claimed
 )
-SELECT * FROM claimed
+SELECT claimed.*, {job_columns}
+FROM claimed LEFT JOIN jobs ON jobs.id = claimed.job_id AND jobs.deleted_at IS NULL
 """
-).columns(*runs.c, column("previous", String))
+_CLAIM_IN_ONE = text(
+    _CLAIM_IN_ONE_SQL.replace(
+        "{job_columns}", ", ".join(f"jobs.{name} AS job__{name}" for name in _JOB_COLUMNS)
+    )
+).columns(*runs.c, column("previous", String), *(column(f"job__{c.name}", c.type) for c in jobs.c))
 
 
 async def _claim_in_one_statement(
     connection: AsyncConnection, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
-) -> dict[str, Run]:
+) -> Claimed:
     require_legal(RunState.PENDING, RunState.RUNNING)  # what the statement's CASE lets through
     require_legal(RunState.RETRYING, RunState.RUNNING)
     params = {"run_ids": list(run_ids), "worker": worker, "now": to_micros(now),
               "lease_until": to_micros(lease_until)}  # fmt: skip
     result = await connection.execute(_CLAIM_IN_ONE, params)
-    return {row["id"]: codec.run_from_row(row) for row in result.mappings()}
+    return {row["id"]: (codec.run_from_row(row), _joined_job(row)) for row in result.mappings()}
+
+
+def _joined_job(row: Any) -> Job | None:
+    """The job columns of a claimed row (``job__``...), None when the job is deleted."""
+    if row["job__id"] is None:
+        return None
+    return codec.job_from_row({name: row[f"job__{name}"] for name in _JOB_COLUMNS})
+
+
+async def read_jobs(connection: AsyncConnection, job_ids: Sequence[str]) -> dict[str, Job]:
+    """The live jobs of ``job_ids`` (deleted ones are absent), on the caller's connection."""
+    found: dict[str, Job] = {}
+    for chunk in chunks(sorted(set(job_ids)), CHUNK):
+        result = await connection.execute(select(jobs).where(jobs.c.id.in_(chunk), JOB_LIVE))
+        found.update((row["id"], codec.job_from_row(row)) for row in result.mappings())
+    return found
 
 
 async def _claim_read_then_write(
