@@ -191,18 +191,23 @@ class Worker:
             self._freed.set()
 
     async def _watch_cancellations(self, stop: asyncio.Event, every_s: float = 0.5) -> None:
-        """Stop attempts whose run was asked to stop (overlap=replace): one read for all of them."""
+        """Stop attempts whose run was asked to stop (overlap=replace): one read for all of them
+        that have run for a pass at least (one that started since is asked at the next pass, so
+        a worker of short attempts does not read the store twice a second for nothing)."""
         while not stop.is_set():
             await asyncio.sleep(every_s)
             try:
-                await self.check_cancellations()
+                await self.check_cancellations(running_for_s=every_s)
             except TransientError:  # the store is down: the next pass will tell
                 continue
 
-    async def check_cancellations(self) -> None:
-        if not self._attempts:
+    async def check_cancellations(self, running_for_s: float = 0.0) -> None:
+        """Stop the attempts, running for ``running_for_s`` at least, whose run was asked to stop."""
+        started_by = asyncio.get_running_loop().time() - running_for_s
+        asked = [run_id for run_id, held in self._attempts.items() if held.since <= started_by]
+        if not asked:
             return
-        for run_id in await self.store.cancel_requested(list(self._attempts)):
+        for run_id in await self.store.cancel_requested(asked):
             held = self._attempts.get(run_id)
             if held is not None:
                 held.stop(CANCELLED_BY_REQUEST)
@@ -295,7 +300,7 @@ class Worker:
     def _hold(self, run: Run, work: asyncio.Task[AttemptResult]) -> _Held:
         """Register a running attempt; its lease is extended by the worker's one keeper task."""
         loop = asyncio.get_running_loop()
-        held = _Held(run, work, loop.time() + self.lease.total_seconds() / 3)
+        held = _Held(run, work, loop.time(), loop.time() + self.lease.total_seconds() / 3)
         self._attempts[run.id] = held
         if self._keeper is None or self._keeper.done():
             self._keeper = asyncio.create_task(self._keep_leases(), name=f"worker-leases-{self.node}")
@@ -370,11 +375,12 @@ CANCELLED_BY_REQUEST = AttemptResult(
 
 @dataclass(slots=True)
 class _Held:
-    """An attempt this worker is running: its run, its work, when its lease is next extended,
-    and why it was stopped (None: it was not)."""
+    """An attempt this worker is running: its run, its work, when it started and when its lease
+    is next extended, and why it was stopped (None: it was not)."""
 
     run: Run
     work: asyncio.Task[AttemptResult]
+    since: float  # loop time it started
     beat_at: float  # loop time
     stopped: AttemptResult | None = None
 
