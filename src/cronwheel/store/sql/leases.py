@@ -37,8 +37,9 @@ from cronwheel.model import Job, Outcome, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import AttemptResult, Finish
-from cronwheel.store.schema import JOB_LIVE, Instant, attempts, jobs, runs, to_micros
+from cronwheel.store.schema import Instant, attempts, jobs, runs, to_micros
 from cronwheel.store.sql import bulk
+from cronwheel.store.sql import jobs as jobs_of
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, racing
 from cronwheel.store.sql.where import (
     ACTIVE_VALUES,
@@ -86,7 +87,7 @@ async def claim(
     if flavor_of(connection.dialect).writes_in_with:
         return await _claim_in_one_statement(connection, run_ids, worker, now, lease_until)
     claimed = await _claim_read_then_write(connection, run_ids, worker, now, lease_until)
-    found = await read_jobs(connection, [run.job_id for run in claimed.values()])
+    found = await jobs_of.read_many(connection, [run.job_id for run in claimed.values()])
     return {run_id: (run, found.get(run.job_id)) for run_id, run in claimed.items()}
 
 
@@ -161,15 +162,6 @@ def _joined_job(row: Any) -> Job | None:
     if row["job__id"] is None:
         return None
     return codec.job_from_row({name: row[f"job__{name}"] for name in _JOB_COLUMNS})
-
-
-async def read_jobs(connection: AsyncConnection, job_ids: Sequence[str]) -> dict[str, Job]:
-    """The live jobs of ``job_ids`` (deleted ones are absent), on the caller's connection."""
-    found: dict[str, Job] = {}
-    for chunk in chunks(sorted(set(job_ids)), CHUNK):
-        result = await connection.execute(select(jobs).where(jobs.c.id.in_(chunk), JOB_LIVE))
-        found.update((row["id"], codec.job_from_row(row)) for row in result.mappings())
-    return found
 
 
 async def _claim_read_then_write(
