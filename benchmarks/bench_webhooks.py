@@ -26,7 +26,7 @@ Scenarios, each in fresh child processes, one after the other:
 * ``clients``: the raw HTTP client ceiling, no cronwheel: aiohttp and httpx each POST the same
   small JSON body to the same sink at the same concurrency, to read the worker's figure against.
 * ``steps``: one delivery at a time in this process, on both backends, with the CPU and wall ms
-  of each step of ``Worker.handle`` (receive, claim, ack, job read, HTTP attempt, finish).
+  of each step of ``Worker.handle`` (receive, claim with the job, ack, HTTP attempt, finish).
 
 Reported per scenario: deliveries (runs SUCCESS) and deliveries/s, the worker processes' CPU
 seconds per 1,000 deliveries and peak RSS (``VmHWM``, reset at "go"), sink arrivals, distinct run
@@ -487,11 +487,12 @@ async def deliver_one_by_one(store: SqlStore, queue: Queue, executors: Executors
     step, clock, done = StepClock(), SystemClock(), 0
     while done < count:
         for delivery in await step("queue receive", queue.receive("default", "steps", 64, 1.0)):
-            now = clock.now()
-            run = await step("claim_run", store.claim_run(delivery.trigger.run_id, "steps", now,
-                                                          now + timedelta(seconds=30)))  # fmt: skip
+            now, run_id = clock.now(), delivery.trigger.run_id
+            claim = store.claim_runs_with_jobs([run_id], "steps", now, now + timedelta(seconds=30))
+            claimed = await step("claim_runs_with_jobs", claim)
             await step("queue ack", queue.ack("default", [delivery]))
-            job = await step("get_job", store.get_job(run.job_id))
+            run, job = claimed[run_id]
+            assert job is not None
             result = await step(
                 "HTTP attempt", executors.execute(job.target, AttemptContext.for_run(job, run, 1))
             )
@@ -597,7 +598,7 @@ STEPS = (
     ("seed (", None),  # setup: not counted
     ("_find_and_load (", None),  # imports: not counted
     ("concurrent/futures/thread.py", None),  # the thread blocked reading stdin: not counted
-    ("claim_run", "claim transaction (store.claim_run/claim_runs)"),
+    ("claim_run", "claim transaction, jobs included (store.claim_runs_with_jobs)"),
     ("finish_attempt", "finish transaction (store.finish_attempt/finish_attempts)"),
     ("cronwheel/worker/finisher.py", "finish batching, other (worker/finisher.py)"),
     ("get_job", "job read (store.get_job/get_jobs)"),

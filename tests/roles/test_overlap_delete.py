@@ -116,6 +116,31 @@ async def test_replace_cancels_the_running_attempt_and_starts_the_new_slot(
     await roles.audit()
 
 
+async def test_the_cancellation_watch_asks_only_about_attempts_that_ran_a_pass(roles: Roles) -> None:
+    """The watch's pass leaves out an attempt younger than the pass (the next pass asks), so a
+    worker of short attempts does not read the store at every pass; asked, it stops."""
+    job = await roles.create(overlap=Overlap.REPLACE)
+    worker = roles.new_worker("worker-w", lease_s=600)
+    await roles.tick(at(1))
+    [delivery] = await roles.receive()
+    targets.hangs.append(5.0)
+    attempt = asyncio.create_task(worker.handle(delivery))
+    await wait_until(lambda: len(targets.calls) == 1)
+    await roles.tick(at(2))  # replace: the running run is asked to stop
+
+    await worker.check_cancellations(running_for_s=60.0)  # younger than that: not asked yet
+    await asyncio.sleep(0.05)
+    assert not attempt.done()
+    await worker.check_cancellations(running_for_s=0.0)
+    replaced = await asyncio.wait_for(attempt, 3.0)
+    await roles.queue.ack("default", [delivery])
+    assert replaced is not None
+    assert replaced.state is RunState.FAILED
+    assert targets.cancelled == [delivery.trigger.run_id]
+    await roles.work()
+    assert [state for _, state, _ in await roles.table(job.id)] == [RunState.FAILED, RunState.SUCCESS]
+
+
 async def test_replace_does_not_execute_a_replaced_run_that_had_not_started(roles: Roles) -> None:
     job = await roles.create(overlap=Overlap.REPLACE)
     await roles.tick(at(1))

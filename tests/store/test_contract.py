@@ -801,6 +801,26 @@ async def test_claim_runs_claims_what_is_claimable_in_one_call(store: SqlStore) 
     assert await store.claim_runs([], "w2", at(4), at(4) + LEASE) == {}
 
 
+async def test_claim_runs_with_jobs_returns_each_claimed_run_with_its_live_job(store: SqlStore) -> None:
+    """What a worker starts attempts from: the claim as claim_runs makes it, each run with its
+    job as get_jobs reads it, and None for a run whose job was deleted meanwhile."""
+    kept, gone = [await new_job(store, name=f"j{n}") for n in range(2)]
+    kept_run, gone_run, taken = [await fire_one(store, job) for job in (kept, gone, await new_job(store))]
+    await store.claim_run(taken.id, "w0", at(0), at(0) + LEASE)
+    async with store.engine.begin() as connection:  # deleted after its run was queued
+        await connection.execute(jobs.update().where(jobs.c.id == gone.id).values(deleted_at=at(0)))
+    ids = [kept_run.id, gone_run.id, taken.id, new_id()]
+    claimed = await store.claim_runs_with_jobs(ids, "w1", at(1), at(1) + LEASE)
+    assert set(claimed) == {kept_run.id, gone_run.id}
+    run, job = claimed[kept_run.id]
+    assert run == await store.get_run(kept_run.id)
+    assert (run.state, run.lease_owner, run.attempts) == (RunState.RUNNING, "w1", 1)
+    assert job == (await store.get_jobs([kept.id]))[kept.id]
+    assert claimed[gone_run.id][1] is None
+    assert [e.state for e in await store.list_events(gone_run.id)][-1] is RunState.RUNNING
+    assert await store.claim_runs_with_jobs([kept_run.id], "w2", at(2), at(2) + LEASE) == {}
+
+
 async def test_concurrent_batch_claims_give_each_run_to_one_worker(store: SqlStore) -> None:
     fired = [await fire_one(store, await new_job(store, name=f"j{n}")) for n in range(6)]
     ids = [run.id for run in fired]
@@ -1279,7 +1299,7 @@ async def test_batch_writes_of_runs_run_again_when_they_lose_a_race(
     real_claim = sql._claim
     calls = 0
 
-    async def losing_once(*args: Any) -> dict[str, Run]:
+    async def losing_once(*args: Any) -> dict[str, tuple[Run, Job | None]]:
         nonlocal calls
         calls += 1
         if calls == 1:
@@ -1292,7 +1312,7 @@ async def test_batch_writes_of_runs_run_again_when_they_lose_a_race(
     assert calls == 2
     assert len(await store.list_attempts(run.id)) == 1
 
-    async def always_losing(*args: Any) -> dict[str, Run]:
+    async def always_losing(*args: Any) -> dict[str, tuple[Run, Job | None]]:
         raise RaceLostError("deadlock detected")
 
     monkeypatch.setattr(sql, "_claim", always_losing)

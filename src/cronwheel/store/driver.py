@@ -292,6 +292,10 @@ class Flavor:
     # slot), read backwards and stopped at the limit, in one statement for a page of jobs. SQLite
     # has no LATERAL: the same ranges as a correlated ``id IN (newest ids of this job)``.
     lateral: bool
+    # PostgreSQL runs INSERT and UPDATE inside WITH (data-modifying CTEs) and returns columns of
+    # a joined table from UPDATE ... FROM: a worker's claim (the runs, their attempts and events)
+    # is one statement. SQLite has neither: the claim reads the states, then writes.
+    writes_in_with: bool
 
 
 SQLITE = Flavor(
@@ -303,6 +307,7 @@ SQLITE = Flavor(
     remote_clock=False,
     team_locks=False,
     lateral=False,
+    writes_in_with=False,
 )
 POSTGRESQL = Flavor(
     "postgresql",
@@ -313,6 +318,7 @@ POSTGRESQL = Flavor(
     remote_clock=True,
     team_locks=True,
     lateral=True,
+    writes_in_with=True,
 )
 _FLAVORS = {flavor.name: flavor for flavor in (SQLITE, POSTGRESQL)}
 

@@ -341,6 +341,13 @@ class Store(Protocol):
         are absent. Each claimed run gets its attempt and its RUNNING event, as with claim_run."""
         ...
 
+    async def claim_runs_with_jobs(
+        self, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
+    ) -> dict[str, tuple[Run, Job | None]]:
+        """:meth:`claim_runs`, each claimed run with its job as :meth:`get_jobs` reads it (None:
+        the job was deleted), in the same call: what a worker needs to start the attempts."""
+        ...
+
     async def heartbeat(self, run_id: str, attempt: int, worker: str, lease_until: datetime) -> Run | None:
         """Extend the lease; None if this worker no longer holds it. The returned run says
         whether cancellation was requested."""

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -63,8 +64,9 @@ class Worker:
         self._busy = 0  # slots of ``concurrency`` taken: triggers being claimed, attempts running
         self._paused_until = 0.0  # loop time before which no trigger is received (the store is down)
         self._claim_tries = self.backoff.tracker()  # claims that failed in a row (the store is down)
-        self._attempts: dict[str, asyncio.Task[AttemptResult]] = {}  # run id -> the attempt's work
-        self._cancelled: set[str] = set()
+        self._attempts: dict[str, _Held] = {}  # run id -> the attempt running it
+        self._keeper: asyncio.Task[None] | None = None  # heartbeats every attempt held (one task)
+        self._freed = asyncio.Event()  # set when a slot of ``concurrency`` is given back
         self.finisher = Finisher(store, clock, node)  # outcomes recorded many per transaction
         self.tracer = tracer  # the claim and attempt spans, in each run's trace (off: none)
 
@@ -105,7 +107,8 @@ class Worker:
         while not stop.is_set():
             free = self.concurrency - self._busy
             if free <= 0:  # bounded concurrency: wait for a claim or an attempt to finish
-                await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+                self._freed.clear()
+                await self._freed.wait()
                 continue
             if loop.time() < self._paused_until:
                 await asyncio.sleep(self._paused_until - loop.time())
@@ -164,7 +167,7 @@ class Worker:
                 "claim failed", extra={"action": "error", "node": self.node, "runs": len(deliveries)}
             )
         finally:
-            self._busy -= len(deliveries) - len(started)  # the claimed keep their slot until done
+            self._release(len(deliveries) - len(started))  # the claimed keep their slot until done
         for run, job in started:
             self._track(self._guarded(run, job))
 
@@ -179,25 +182,35 @@ class Worker:
         except Exception:  # the store is the record: the sweep retries what this left behind
             log.exception("attempt handling failed", extra={"action": "error", "run_id": run.id})
         finally:
-            self._busy -= 1
+            self._release(1)
+
+    def _release(self, slots: int) -> None:
+        """Give back ``slots`` of ``concurrency``: the receive loop, if it waits for one, goes on."""
+        if slots:
+            self._busy -= slots
+            self._freed.set()
 
     async def _watch_cancellations(self, stop: asyncio.Event, every_s: float = 0.5) -> None:
-        """Stop attempts whose run was asked to stop (overlap=replace): one read for all of them."""
+        """Stop attempts whose run was asked to stop (overlap=replace): one read for all of them
+        that have run for a pass at least (one that started since is asked at the next pass, so
+        a worker of short attempts does not read the store twice a second for nothing)."""
         while not stop.is_set():
             await asyncio.sleep(every_s)
             try:
-                await self.check_cancellations()
+                await self.check_cancellations(running_for_s=every_s)
             except TransientError:  # the store is down: the next pass will tell
                 continue
 
-    async def check_cancellations(self) -> None:
-        if not self._attempts:
+    async def check_cancellations(self, running_for_s: float = 0.0) -> None:
+        """Stop the attempts, running for ``running_for_s`` at least, whose run was asked to stop."""
+        started_by = asyncio.get_running_loop().time() - running_for_s
+        asked = [run_id for run_id, held in self._attempts.items() if held.since <= started_by]
+        if not asked:
             return
-        for run_id in await self.store.cancel_requested(list(self._attempts)):
-            work = self._attempts.get(run_id)
-            if work is not None and not work.done():
-                self._cancelled.add(run_id)
-                work.cancel()
+        for run_id in await self.store.cancel_requested(asked):
+            held = self._attempts.get(run_id)
+            if held is not None:
+                held.stop(CANCELLED_BY_REQUEST)
 
     # -- one trigger --------------------------------------------------------------------------
 
@@ -214,17 +227,17 @@ class Worker:
         again meanwhile. Returns the claimed runs with their jobs (None: the job was deleted)."""
         now = self.clock.now()
         triggers = [delivery.trigger for delivery in deliveries]
-        claimed = await self.store.claim_runs([t.run_id for t in triggers], self.node, now, now + self.lease)
+        run_ids = [trigger.run_id for trigger in triggers]
+        claimed = await self.store.claim_runs_with_jobs(run_ids, self.node, now, now + self.lease)
         unclaimed = [trigger for trigger in triggers if trigger.run_id not in claimed]
         if unclaimed:
             await self._not_claimable(unclaimed, now)
         for queue_name in dict.fromkeys(trigger.queue for trigger in triggers):
             await self.queue.ack(queue_name, [d for d in deliveries if d.trigger.queue == queue_name])
-        jobs = await self.store.get_jobs([run.job_id for run in claimed.values()]) if claimed else {}
-        runs = [claimed[run_id] for run_id in dict.fromkeys(t.run_id for t in triggers) if run_id in claimed]
-        if self.tracer.enabled and runs:
-            spans.claim(self.tracer, runs, now, self.clock.now(), len(triggers))
-        return [(run, jobs.get(run.job_id)) for run in runs]  # a trigger delivered twice: one attempt
+        started = [claimed[run_id] for run_id in dict.fromkeys(run_ids) if run_id in claimed]
+        if self.tracer.enabled and started:
+            spans.claim(self.tracer, [run for run, _ in started], now, self.clock.now(), len(triggers))
+        return started  # a trigger delivered twice: one attempt
 
     async def attempt(self, run: Run, job: Job | None) -> Run | None:
         """Attempt a claimed run and record the outcome; returns the run as recorded. With
@@ -272,35 +285,58 @@ class Worker:
             },
         )
         work = asyncio.create_task(self.executors.execute(job.target, ctx))
-        self._attempts[run.id] = work
-        beat = asyncio.create_task(self._heartbeat(run, work))
+        held = self._hold(run, work)
         try:
             return await work
         except asyncio.CancelledError:
-            if run.id in self._cancelled:
-                return AttemptResult(
-                    Outcome.CANCELLED, error="cancelled (replaced by a newer run, or its job was deleted)"
-                )
-            if beat.done() and beat.result() is not None:
-                return beat.result()  # type: ignore[return-value]
+            if held.stopped is not None:  # stopped by its lease keeper or a cancellation request
+                return held.stopped
             raise
         finally:
-            beat.cancel()
-            self._attempts.pop(run.id, None)
-            self._cancelled.discard(run.id)
+            self._unhold(run.id)
 
-    async def _heartbeat(self, run: Run, work: asyncio.Task[AttemptResult]) -> AttemptResult | None:
-        """Extend the lease every third of it; stop the attempt if the lease is lost or
-        cancellation was requested."""
+    # -- leases of the attempts held ----------------------------------------------------------
+
+    def _hold(self, run: Run, work: asyncio.Task[AttemptResult]) -> _Held:
+        """Register a running attempt; its lease is extended by the worker's one keeper task."""
+        loop = asyncio.get_running_loop()
+        held = _Held(run, work, loop.time(), loop.time() + self.lease.total_seconds() / 3)
+        self._attempts[run.id] = held
+        if self._keeper is None or self._keeper.done():
+            self._keeper = asyncio.create_task(self._keep_leases(), name=f"worker-leases-{self.node}")
+        return held
+
+    def _unhold(self, run_id: str) -> None:
+        self._attempts.pop(run_id, None)
+        if not self._attempts and self._keeper is not None:
+            self._keeper.cancel()  # nothing left to keep: the next attempt starts a new keeper
+            self._keeper = None
+
+    async def _keep_leases(self) -> None:
+        """Extend each held attempt's lease every third of it, and stop the attempt if the lease
+        is lost or cancellation was requested: one task for all of a worker's attempts (not a
+        task and a timer per attempt), asleep until the earliest lease needs its heartbeat."""
+        loop = asyncio.get_running_loop()
         interval = self.lease.total_seconds() / 3
-        while True:
-            await asyncio.sleep(interval)
-            now = self.clock.now()
-            current = await self.store.heartbeat(run.id, run.attempts, self.node, now + self.lease)
-            if current is None or current.cancel_requested:
-                reason = "lease lost" if current is None else "cancelled"
-                work.cancel()
-                return AttemptResult(Outcome.CANCELLED, error=reason)
+        while self._attempts:
+            earliest = min(held.beat_at for held in self._attempts.values())
+            await asyncio.sleep(max(0.0, earliest - loop.time()))
+            for held in [h for h in self._attempts.values() if h.beat_at <= loop.time()]:
+                held.beat_at = loop.time() + interval
+                await self._heartbeat(held)
+
+    async def _heartbeat(self, held: _Held) -> None:
+        run = held.run
+        try:
+            current = await self.store.heartbeat(
+                run.id, run.attempts, self.node, self.clock.now() + self.lease
+            )
+        except TransientError:  # the store is down: the next beat may reach it before the lease ends
+            return
+        if current is None:
+            held.stop(AttemptResult(Outcome.CANCELLED, error="lease lost"))
+        elif current.cancel_requested:
+            held.stop(AttemptResult(Outcome.CANCELLED, error="cancelled"))
 
     async def _finish(self, run: Run, job: Job | None, result: AttemptResult, span: Span) -> Run | None:
         now = self.clock.now()
@@ -330,6 +366,28 @@ class Worker:
             },
         )
         return recorded
+
+
+CANCELLED_BY_REQUEST = AttemptResult(
+    Outcome.CANCELLED, error="cancelled (replaced by a newer run, or its job was deleted)"
+)
+
+
+@dataclass(slots=True)
+class _Held:
+    """An attempt this worker is running: its run, its work, when it started and when its lease
+    is next extended, and why it was stopped (None: it was not)."""
+
+    run: Run
+    work: asyncio.Task[AttemptResult]
+    since: float  # loop time it started
+    beat_at: float  # loop time
+    stopped: AttemptResult | None = None
+
+    def stop(self, reason: AttemptResult) -> None:
+        if not self.work.done() and self.stopped is None:
+            self.stopped = reason
+            self.work.cancel()
 
 
 def _count_reclaims(queue: str, deliveries: Sequence[Delivery]) -> None:

@@ -287,6 +287,12 @@ class SqlStore:
     async def claim_runs(
         self, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
     ) -> dict[str, Run]:
+        claimed = await self.claim_runs_with_jobs(run_ids, worker, now, lease_until)
+        return {run_id: run for run_id, (run, _) in claimed.items()}
+
+    async def claim_runs_with_jobs(
+        self, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
+    ) -> dict[str, tuple[Run, Job | None]]:
         if not run_ids:
             return {}
         return await self._tx.write_batches(  # id order: one lock order

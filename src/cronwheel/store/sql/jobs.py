@@ -40,11 +40,16 @@ async def get(tx: Transactions, job_id: str) -> Job:
 
 
 async def get_many(tx: Transactions, job_ids: Sequence[str]) -> dict[str, Job]:
-    found: dict[str, Job] = {}
     async with tx.read() as connection:
-        for chunk in chunks(sorted(set(job_ids)), CHUNK):
-            result = await connection.execute(select(jobs).where(jobs.c.id.in_(chunk), JOB_LIVE))
-            found.update((row["id"], codec.job_from_row(row)) for row in result.mappings())
+        return await read_many(connection, job_ids)
+
+
+async def read_many(connection: AsyncConnection, job_ids: Sequence[str]) -> dict[str, Job]:
+    """The live jobs of ``job_ids`` (deleted ones are absent), on the caller's connection."""
+    found: dict[str, Job] = {}
+    for chunk in chunks(sorted(set(job_ids)), CHUNK):
+        result = await connection.execute(select(jobs).where(jobs.c.id.in_(chunk), JOB_LIVE))
+        found.update((row["id"], codec.job_from_row(row)) for row in result.mappings())
     return found
 
 

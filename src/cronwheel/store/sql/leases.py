@@ -10,20 +10,36 @@ runs found by primary key (:func:`~cronwheel.store.sql.where.runs_listed`); issu
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, case, insert, or_, select, true, update
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    and_,
+    bindparam,
+    case,
+    column,
+    insert,
+    or_,
+    select,
+    text,
+    true,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
-from cronwheel.model import Outcome, Run, RunState
+from cronwheel.model import Job, Outcome, Run, RunState
 from cronwheel.store import codec
+from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import AttemptResult, Finish
-from cronwheel.store.schema import Instant, attempts, runs
+from cronwheel.store.schema import Instant, attempts, jobs, runs, to_micros
 from cronwheel.store.sql import bulk
+from cronwheel.store.sql import jobs as jobs_of
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, racing
 from cronwheel.store.sql.where import (
     ACTIVE_VALUES,
@@ -58,12 +74,101 @@ async def mark_queued(tx: Transactions, run_ids: Sequence[str], now: datetime) -
     await racing(write)
 
 
+Claimed = dict[str, tuple[Run, Job | None]]  # run id -> the claimed run and its job (None: deleted)
+
+
 async def claim(
     connection: AsyncConnection, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
+) -> Claimed:
+    """Claim the due PENDING/RETRYING runs of ``run_ids``: each becomes RUNNING under
+    ``worker``'s lease until ``lease_until``, with a new attempt and a RUNNING event, and is
+    returned with its job as the attempt needs it. A run whose state changed since it was read
+    drops out (the write re-checks the state it read)."""
+    if flavor_of(connection.dialect).writes_in_with:
+        return await _claim_in_one_statement(connection, run_ids, worker, now, lease_until)
+    claimed = await _claim_read_then_write(connection, run_ids, worker, now, lease_until)
+    found = await jobs_of.read_many(connection, [run.job_id for run in claimed.values()])
+    return {run_id: (run, found.get(run.job_id)) for run_id, run in claimed.items()}
+
+
+def _claimed_values(worker: str, now: datetime, lease_until: datetime) -> dict[str, Any]:
+    """What a claim writes on each run."""
+    return {
+        "state": RunState.RUNNING.value,
+        "attempts": runs.c.attempts + 1,
+        "lease_owner": worker,
+        "lease_expires_at": lease_until,
+        "started_at": case((runs.c.started_at.is_(None), instant(now)), else_=runs.c.started_at),
+        "next_attempt_at": None,
+    }
+
+
+def _due(now: datetime) -> ColumnElement[bool]:
+    return or_(runs.c.next_attempt_at.is_(None), runs.c.next_attempt_at <= now)
+
+
+# PostgreSQL: ``UPDATE runs ... FROM`` the states this statement's snapshot read (``old``), the
+# runs found by primary key from one array; each row is re-checked against the state it was read
+# in (a concurrent change makes it drop out, as the read-then-write path's UPDATE does), and the
+# attempts and RUNNING events are inserted from what the UPDATE returns, which comes back with each
+# run's live job (``job__`` columns; NULL: deleted). One statement, one round trip where the
+# statement-by-statement claim and job read took eight, and a text that never changes: planned
+# once per connection.
+_JOB_COLUMNS = [c.name for c in jobs.c]
+_CLAIM_IN_ONE_SQL = """
+WITH old AS (
+  SELECT runs.id, runs.state AS previous
+  FROM runs JOIN unnest(CAST(:run_ids AS varchar[])) AS listed(id) ON runs.id = listed.id
+), claimed AS (
+  UPDATE runs SET state = 'RUNNING', attempts = runs.attempts + 1, lease_owner = :worker,
+    lease_expires_at = CAST(:lease_until AS bigint),
+    started_at = COALESCE(runs.started_at, CAST(:now AS bigint)), next_attempt_at = NULL
+  FROM old
+  WHERE runs.id = old.id
+    AND CASE WHEN old.previous IN ('PENDING', 'RETRYING') AND runs.state = old.previous
+                  AND (runs.next_attempt_at IS NULL OR runs.next_attempt_at <= CAST(:now AS bigint))
+             THEN true ELSE false END
+  RETURNING runs.*, old.previous
+), attempted AS (
+  INSERT INTO attempts (run_id, number, worker, started_at)
+  SELECT id, attempts, :worker, CAST(:now AS bigint) FROM claimed
+), evented AS (
+  INSERT INTO run_events (run_id, at, state, previous, attempt, node)
+  SELECT id, CAST(:now AS bigint), state, previous, attempts, :worker FROM claimed
+)
+SELECT claimed.*, {job_columns}
+FROM claimed LEFT JOIN jobs ON jobs.id = claimed.job_id AND jobs.deleted_at IS NULL
+"""
+_CLAIM_IN_ONE = text(
+    _CLAIM_IN_ONE_SQL.replace(
+        "{job_columns}", ", ".join(f"jobs.{name} AS job__{name}" for name in _JOB_COLUMNS)
+    )
+).columns(*runs.c, column("previous", String), *(column(f"job__{c.name}", c.type) for c in jobs.c))
+
+
+async def _claim_in_one_statement(
+    connection: AsyncConnection, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
+) -> Claimed:
+    require_legal(RunState.PENDING, RunState.RUNNING)  # what the statement's CASE lets through
+    require_legal(RunState.RETRYING, RunState.RUNNING)
+    params = {"run_ids": list(run_ids), "worker": worker, "now": to_micros(now),
+              "lease_until": to_micros(lease_until)}  # fmt: skip
+    result = await connection.execute(_CLAIM_IN_ONE, params)
+    return {row["id"]: (codec.run_from_row(row), _joined_job(row)) for row in result.mappings()}
+
+
+def _joined_job(row: Any) -> Job | None:
+    """The job columns of a claimed row (``job__``...), None when the job is deleted."""
+    if row["job__id"] is None:
+        return None
+    return codec.job_from_row({name: row[f"job__{name}"] for name in _JOB_COLUMNS})
+
+
+async def _claim_read_then_write(
+    connection: AsyncConnection, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
 ) -> dict[str, Run]:
-    """Claim the due PENDING/RETRYING runs of ``run_ids``: one UPDATE per state they were read in
-    (the UPDATE re-checks it, so a concurrent change makes a run drop out), then their attempts
-    and RUNNING events in one statement each."""
+    """SQLite: the states read first, then one UPDATE per state they were read in (the UPDATE
+    re-checks it), then the attempts and RUNNING events in one statement each."""
     result = await connection.execute(select(runs.c.id, runs.c.state).where(runs.c.id.in_(run_ids)))
     by_state: dict[RunState, list[str]] = {}
     for run_id, state in result.all():
@@ -75,22 +180,8 @@ async def claim(
         result = await connection.execute(
             update(runs)
             .where(runs_listed(connection, ids))
-            .where(
-                on_the_row(
-                    and_(
-                        runs.c.state == previous.value,
-                        or_(runs.c.next_attempt_at.is_(None), runs.c.next_attempt_at <= now),
-                    )
-                )
-            )
-            .values(
-                state=RunState.RUNNING.value,
-                attempts=runs.c.attempts + 1,
-                lease_owner=worker,
-                lease_expires_at=lease_until,
-                started_at=case((runs.c.started_at.is_(None), instant(now)), else_=runs.c.started_at),
-                next_attempt_at=None,
-            )
+            .where(on_the_row(and_(runs.c.state == previous.value, _due(now))))
+            .values(**_claimed_values(worker, now, lease_until))
             .returning(*runs.c)
         )
         claimed.update((row["id"], (codec.run_from_row(row), previous)) for row in result.mappings())
@@ -127,8 +218,98 @@ def unique_finishes(finishes: Sequence[Finish]) -> list[Finish]:
 async def finish(
     connection: AsyncConnection, finishes: Sequence[Finish], worker: str, now: datetime
 ) -> dict[str, Run]:
-    """Record the outcomes whose lease ``worker`` still holds: one UPDATE of the runs per final
-    state (a retry's own time each), one executemany for the attempts, one insert of events."""
+    """Record the outcomes whose lease ``worker`` still holds: each run leaves RUNNING for its
+    final state (SUCCESS, RETRYING at its own time, FAILED), its attempt gets the outcome, its
+    history an event, and a run that reached SUCCESS or FAILED the notifier's inbox."""
+    if flavor_of(connection.dialect).writes_in_with:
+        return await _finish_in_one_statement(connection, finishes, worker, now)
+    return await _finish_statement_by_statement(connection, finishes, worker, now)
+
+
+# PostgreSQL: the outcomes as one array per column, joined by primary key (and attempt number)
+# with the runs whose lease ``worker`` holds; the attempts, events and inbox rows are written from
+# what that UPDATE returns, in the same statement. The text never changes: planned once.
+_FINISH_IN_ONE = text(
+    """
+WITH outcome AS (
+  SELECT * FROM unnest(CAST(:run_ids AS varchar[]), CAST(:attempts AS integer[]),
+    CAST(:states AS varchar[]), CAST(:next_attempt_at AS bigint[]), CAST(:outcomes AS varchar[]),
+    CAST(:status_codes AS integer[]), CAST(:exit_codes AS integer[]), CAST(:errors AS text[]),
+    CAST(:outputs AS text[]), CAST(:retry_after_s AS float8[]), CAST(:output_tails AS text[]),
+    CAST(:request_headers AS text[]), CAST(:details AS text[]))
+    AS o(run_id, attempt, state, next_attempt_at, outcome, status_code, exit_code, error, output,
+         retry_after_s, output_tail, request_headers, detail)
+), finished AS (
+  UPDATE runs SET state = o.state, lease_owner = NULL, lease_expires_at = NULL,
+    next_attempt_at = o.next_attempt_at,
+    finished_at = CASE WHEN o.state = 'RETRYING' THEN NULL ELSE CAST(:now AS bigint) END
+  FROM outcome AS o
+  WHERE runs.id = o.run_id AND runs.attempts = o.attempt
+    AND CASE WHEN runs.state = 'RUNNING' AND runs.lease_owner = :worker THEN true ELSE false END
+  RETURNING runs.*
+), attempted AS (
+  UPDATE attempts SET finished_at = CAST(:now AS bigint), outcome = o.outcome,
+    status_code = o.status_code, exit_code = o.exit_code, error = o.error, output = o.output,
+    retry_after_s = o.retry_after_s, output_tail = o.output_tail,
+    request_headers = CAST(o.request_headers AS json)
+  FROM outcome AS o JOIN finished AS f ON f.id = o.run_id
+  WHERE attempts.run_id = o.run_id AND attempts.number = o.attempt
+), evented AS (
+  INSERT INTO run_events (run_id, at, state, previous, attempt, node, detail)
+  SELECT f.id, CAST(:now AS bigint), f.state, 'RUNNING', f.attempts, :worker, o.detail
+  FROM finished AS f JOIN outcome AS o ON o.run_id = f.id
+), noted AS (
+  INSERT INTO notification_inbox (run_id, at)
+  SELECT f.id, CAST(:now AS bigint) FROM finished AS f WHERE f.state IN ('SUCCESS', 'FAILED')
+)
+SELECT * FROM finished
+"""
+).columns(*runs.c)
+
+
+async def _finish_in_one_statement(
+    connection: AsyncConnection, finishes: Sequence[Finish], worker: str, now: datetime
+) -> dict[str, Run]:
+    results = [one.result for one in finishes]
+    states = [_finished_state(one) for one in finishes]
+    params = {
+        "run_ids": [one.run_id for one in finishes],
+        "attempts": [one.attempt for one in finishes],
+        "states": [state.value for state in states],
+        "next_attempt_at": [_retry_micros(one, state) for one, state in zip(finishes, states, strict=True)],
+        "outcomes": [result.outcome.value for result in results],
+        "status_codes": [result.status_code for result in results],
+        "exit_codes": [result.exit_code for result in results],
+        "errors": [result.error for result in results],
+        "outputs": [result.output for result in results],
+        "retry_after_s": [result.retry_after_s for result in results],
+        "output_tails": [result.output_tail for result in results],
+        "request_headers": [_headers_text(result) for result in results],
+        "details": [_outcome_detail(result) for result in results],
+        "now": to_micros(now),
+        "worker": worker,
+    }  # fmt: skip
+    result = await connection.execute(_FINISH_IN_ONE, params)
+    return {row["id"]: codec.run_from_row(row) for row in result.mappings()}
+
+
+def _retry_micros(one: Finish, state: RunState) -> int | None:
+    """When the next attempt is due: set only on a run that goes RETRYING."""
+    if state is not RunState.RETRYING or one.next_attempt_at is None:
+        return None
+    return to_micros(one.next_attempt_at)
+
+
+def _headers_text(result: AttemptResult) -> str | None:
+    headers = codec.headers_to_json(result.request_headers)
+    return None if headers is None else json.dumps(headers)
+
+
+async def _finish_statement_by_statement(
+    connection: AsyncConnection, finishes: Sequence[Finish], worker: str, now: datetime
+) -> dict[str, Run]:
+    """SQLite: one UPDATE of the runs per final state (a retry's own time each), one
+    executemany for the attempts, one insert of events (and inbox rows)."""
     groups: dict[tuple[RunState, datetime | None], list[Finish]] = {}
     for one in finishes:
         state = _finished_state(one)
