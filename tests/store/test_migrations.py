@@ -83,7 +83,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0011"
+        assert await current_revision(engine) == head_revision() == "0012"
     finally:
         await engine.dispose()
 

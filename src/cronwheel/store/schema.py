@@ -186,6 +186,21 @@ runs = Table(
     Index("ix_runs_slot_id", "slot", "id"),
 )
 
+# Each job's latest run (by slot, then id) and that run's state: written by the store's own
+# statements in the transaction of every insert, state change and deletion of runs
+# (store.sql.last_runs; migration 0012), so that ``list_jobs(last_state=...)`` joins one narrow row
+# per job instead of finding each job's latest run. (state, job_id): one state's jobs in id order,
+# as list_jobs pages them. No foreign key on run_id: retention deletes runs first, then corrects.
+job_last_run = Table(
+    "job_last_run",
+    metadata,
+    Column("job_id", ID, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("slot", Instant, nullable=False),
+    Column("run_id", ID, nullable=False),
+    Column("state", STATE, nullable=False),
+    Index("ix_job_last_run_state_job_id", "state", "job_id"),
+)
+
 # A literal, not a bound parameter: SQLite uses a partial index only for literally matching terms.
 RUN_RUNNING = runs.c.state == literal_column(f"'{RunState.RUNNING.value}'")
 Index("ix_runs_lease", runs.c.lease_expires_at, sqlite_where=RUN_RUNNING, postgresql_where=RUN_RUNNING)

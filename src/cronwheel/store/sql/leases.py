@@ -23,7 +23,7 @@ from cronwheel.model import Outcome, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.port import AttemptResult, Finish
 from cronwheel.store.schema import Instant, attempts, runs
-from cronwheel.store.sql import bulk
+from cronwheel.store.sql import bulk, last_runs
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, racing
 from cronwheel.store.sql.where import (
     ACTIVE_VALUES,
@@ -250,6 +250,7 @@ async def fail(tx: Transactions, run_id: str, reason: str, now: datetime) -> Run
         run, previous = changed
         event = bulk.event_values(run_id, now, run.state, previous, run.attempts, None, reason[:DETAIL_MAX])
         await bulk.insert_events(connection, [event])
+        await last_runs.record(connection, [run])
         return run
 
 
