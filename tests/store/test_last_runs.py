@@ -20,13 +20,14 @@ from sqlalchemy import insert, select
 from cronwheel.model import Job, Outcome, Run, RunKind, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import create_engine
+from cronwheel.store.migrate import run_sync_at
 from cronwheel.store.port import AttemptResult, Finish, JobQuery
 from cronwheel.store.schema import job_last_run, jobs, runs
 from cronwheel.store.sql import SqlStore, last_runs, open_store
 from cronwheel.store.sql.where import latest_run_of_job
 
 from .support import LEASE, START, at, firing_of, make_job, make_run
-from .test_migrations import _to, run_sync_at
+from .test_migrations import _to
 
 NOW = at(10_000)  # the workers' clock: after every slot, so that every retry is due
 WORKER = "w1"
