@@ -23,12 +23,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import statistics
 import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -185,14 +186,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--claim", type=int, default=64, help="runs per claim and per finish batch")
     parser.add_argument("--rounds", type=int, default=10, help="timed rounds per variant")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    parser.add_argument("--json", type=Path, default=None, help="also save every batch's time")
     args = parser.parse_args(argv)
     if args.smoke:
         args.jobs, args.batch, args.claim, args.rounds = 200, 50, 16, 1
     print(f"bench_last_run_writes: {args.jobs} jobs, batches of {args.batch} fires and {args.claim} "
           f"claims/finishes, {args.rounds} rounds per variant; {machine()}", flush=True)  # fmt: skip
+    saved: dict[str, Any] = {"machine": machine(), "args": vars(args) | {"json": None}}
     for system in args.systems.split(","):
         found = asyncio.run(measure(system, args.jobs, args.batch, args.claim, args.rounds))
         print("\n".join(report(system, found, args.batch, args.claim)), flush=True)
+        saved[system] = {variant: asdict(timings) for variant, timings in found.items()}
+    if args.json is not None:
+        args.json.write_text(json.dumps(saved, indent=1))
     return 0
 
 
