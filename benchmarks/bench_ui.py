@@ -95,8 +95,9 @@ CROSS JOIN LATERAL (SELECT $1::bigint - g::bigint * 60000000 AS slot,
 """
 # Each job's latest run, as the store's writes keep it in job_last_run (store.sql.last_runs).
 _LAST = """
-INSERT INTO job_last_run (job_id, slot, run_id, state)
-SELECT DISTINCT ON (job_id) job_id, slot, id, state FROM runs ORDER BY job_id, slot DESC, id DESC
+INSERT INTO job_last_run (job_id, team, slot, run_id, state)
+SELECT DISTINCT ON (runs.job_id) runs.job_id, jobs.team, runs.slot, runs.id, runs.state
+FROM runs JOIN jobs ON jobs.id = runs.job_id ORDER BY runs.job_id, runs.slot DESC, runs.id DESC
 """
 _LATE = """
 UPDATE jobs SET next_run_at = $1::bigint

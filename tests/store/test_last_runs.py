@@ -50,6 +50,7 @@ operations = st.tuples(
             "expire",
             "purge",
             "delete_job",
+            "move_team",
         ]
     ),
     st.integers(0, JOBS - 1),
@@ -116,6 +117,11 @@ async def apply(world: World, operation: tuple[str, int, int, int]) -> None:
         await _fire(world, index, states)
     elif name in ("manual", "record_skipped"):
         await _manual(world, index, minutes, RunState.PENDING if name == "manual" else RunState.SKIPPED)
+    elif name == "move_team":  # to the example's other team, and back
+        job = world.job(index)
+        if job.deleted_at is None:
+            team = world.team if job.team != world.team else f"{world.team}-b"
+            world.jobs[index] = await store.update_job(replace(job, team=team), None)
     elif name == "delete_job":
         if world.job(index).deleted_at is None:
             world.jobs[index] = await store.delete_job(world.job(index).id, START)
@@ -135,29 +141,32 @@ async def apply(world: World, operation: tuple[str, int, int, int]) -> None:
         await store.purge_runs([run.id])
 
 
-async def oracle(store: SqlStore, job_ids: list[str]) -> dict[str, tuple[str, str]]:
-    """Each job's latest run and its state, by the correlated query ``job_last_run`` replaces."""
-    statement = select(jobs.c.id, latest_run_of_job(runs.c.id), latest_run_of_job(runs.c.state))
+async def oracle(store: SqlStore, job_ids: list[str]) -> dict[str, tuple[str, str, str]]:
+    """Each job's latest run, its state and the job's team, by the correlated query
+    ``job_last_run`` replaces."""
+    statement = select(jobs.c.id, latest_run_of_job(runs.c.id), latest_run_of_job(runs.c.state), jobs.c.team)
     async with store.engine.connect() as connection:
         result = await connection.execute(statement.where(jobs.c.id.in_(job_ids)))
-        return {job_id: (run_id, state) for job_id, run_id, state in result if run_id is not None}
+        return {job_id: (run_id, state, team) for job_id, run_id, state, team in result if run_id is not None}
 
 
-async def recorded(store: SqlStore, job_ids: list[str]) -> dict[str, tuple[str, str]]:
-    statement = select(job_last_run.c.job_id, job_last_run.c.run_id, job_last_run.c.state)
+async def recorded(store: SqlStore, job_ids: list[str]) -> dict[str, tuple[str, str, str]]:
+    table = job_last_run.c
+    statement = select(table.job_id, table.run_id, table.state, table.team)
     async with store.engine.connect() as connection:
-        result = await connection.execute(statement.where(job_last_run.c.job_id.in_(job_ids)))
-        return {job_id: (run_id, state) for job_id, run_id, state in result}
+        result = await connection.execute(statement.where(table.job_id.in_(job_ids)))
+        return {job_id: (run_id, state, team) for job_id, run_id, state, team in result}
 
 
 async def check(world: World) -> None:
     job_ids = [job.id for job in world.jobs]
     expected = await oracle(world.store, job_ids)
     assert await recorded(world.store, job_ids) == expected
-    for state in RunState:  # the list filter, paged two at a time, on the live jobs of the team
+    for state in RunState:  # the list filter, paged two at a time, on the live jobs of the teams
         listed, cursor = [], None
         while True:
-            query = JobQuery(team=world.team, last_state=state, limit=2, cursor=cursor)
+            teams = (world.team, f"{world.team}-b")
+            query = JobQuery(teams=teams, last_state=state, limit=2, cursor=cursor)
             page = await world.store.list_jobs(query)
             listed += [job.id for job in page.items]
             if (cursor := page.next_cursor) is None:
@@ -251,7 +260,8 @@ async def test_0012_backfills_each_jobs_latest_run_and_downgrades(empty_store_ur
     store = await open_store(empty_store_url)
     try:
         ids = [with_runs.id, without.id]
-        assert await recorded(store, ids) == await oracle(store, ids) == {with_runs.id: ("r-z", "FAILED")}
+        expected = {with_runs.id: ("r-z", "FAILED", "ops")}
+        assert await recorded(store, ids) == await oracle(store, ids) == expected
     finally:
         await store.close()
     await run_sync_at(empty_store_url, _to("0011", down=True))
@@ -270,7 +280,7 @@ async def test_rebuild_writes_every_jobs_row_again(store: SqlStore) -> None:
     async with store.engine.begin() as connection:
         await connection.execute(job_last_run.delete())
         await last_runs.rebuild(connection)
-    assert await recorded(store, [job.id]) == {job.id: (run.id, "PENDING")}
+    assert await recorded(store, [job.id]) == {job.id: (run.id, "PENDING", "ops")}
 
 
 # -- lock order ----------------------------------------------------------------------------------------

@@ -95,7 +95,8 @@ def _matching(query: JobQuery, after: str | None) -> list[ColumnElement[bool]]:
         conditions.append(jobs.c.paused == query.paused)
     conditions += [_labelled(key, value, after) for key, value in query.labels]
     if query.last_state is not None:
-        conditions.append(last_runs.in_state(query.last_state, after))
+        teams = [query.team] if query.team is not None else query.teams
+        conditions.append(last_runs.in_state(query.last_state, teams, after))
     if query.late_before is not None:  # JOB_DUE's terms literally: its index, ix_jobs_due_at
         conditions += [jobs.c.paused == false(), jobs.c.next_run_at < query.late_before]
     if after is not None:
@@ -306,6 +307,8 @@ async def _write_definition(
         raise ConflictError(f"job {job.id} changed concurrently; re-read it")
     await connection.execute(delete(job_labels).where(job_labels.c.job_id == job.id))
     await _write_labels(connection, job.id, job.labels)
+    if job.team != stored.team:
+        await last_runs.move_team(connection, job.id, job.team)
     return stored
 
 

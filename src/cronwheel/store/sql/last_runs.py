@@ -33,7 +33,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, exists, select, text
+from sqlalchemy import ColumnElement, delete, exists, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.model import Run, RunState
@@ -51,22 +51,37 @@ SQLITE_ROWS = 500  # rows per SQLite statement (4 variables each)
 _NEWER = "WHERE (job_last_run.slot, job_last_run.run_id) <= (excluded.slot, excluded.run_id)"
 _SET = "SET slot = excluded.slot, run_id = excluded.run_id, state = excluded.state"
 _RECORD_POSTGRESQL = """
-INSERT INTO job_last_run (job_id, slot, run_id, state)
-SELECT DISTINCT ON (job_id) job_id, slot, run_id, state
+INSERT INTO job_last_run (job_id, team, slot, run_id, state)
+SELECT DISTINCT ON (changed.job_id) changed.job_id, jobs.team, changed.slot, changed.run_id, changed.state
 FROM unnest(CAST(:jobs AS varchar[]), CAST(:slots AS bigint[]), CAST(:runs AS varchar[]),
             CAST(:states AS varchar[])) AS changed(job_id, slot, run_id, state)
-ORDER BY job_id, slot DESC, run_id DESC
+JOIN jobs ON jobs.id = changed.job_id
+ORDER BY changed.job_id, changed.slot DESC, changed.run_id DESC
+ON CONFLICT (job_id) DO UPDATE
+"""
+_RECORD_SQLITE = """
+INSERT INTO job_last_run (job_id, team, slot, run_id, state)
+SELECT changed.column1, jobs.team, changed.column2, changed.column3, changed.column4
+FROM (VALUES {values}) AS changed JOIN jobs ON jobs.id = changed.column1 WHERE true
 ON CONFLICT (job_id) DO UPDATE
 """
 
 
-def in_state(state: RunState, after: str | None) -> ColumnElement[bool]:
-    """The job's latest run is in ``state`` (``after``: the page's cursor, a job id, so that the
-    (state, job_id) index range starts there)."""
+def in_state(state: RunState, teams: Sequence[str] | None, after: str | None) -> ColumnElement[bool]:
+    """The job's latest run is in ``state``. ``teams``: the query's teams (the job's own filter
+    still applies; this one lets the index answer it), ``after``: the page's cursor (a job id), so
+    that the (state, job_id, team) index range starts there."""
     found = [job_last_run.c.job_id == jobs.c.id, job_last_run.c.state == state.value]
+    if teams is not None:
+        found.append(job_last_run.c.team.in_(sorted(set(teams))))
     if after is not None:
         found.append(job_last_run.c.job_id > after)
     return exists().where(*found)
+
+
+async def move_team(connection: AsyncConnection, job_id: str, team: str) -> None:
+    """The job moved to ``team``: its row's copy of the team follows (in the job's write)."""
+    await connection.execute(update(job_last_run).where(job_last_run.c.job_id == job_id).values(team=team))
 
 
 async def record(connection: AsyncConnection, changed: Iterable[Run]) -> None:
@@ -151,5 +166,4 @@ def _record_postgresql() -> Any:
 @functools.lru_cache(maxsize=16)
 def _record_sqlite(count: int) -> str:
     values = ", ".join(["(?, ?, ?, ?)"] * count)
-    insert = f"INSERT INTO job_last_run (job_id, slot, run_id, state) VALUES {values}"  # noqa: S608
-    return f"{insert} ON CONFLICT (job_id) DO UPDATE {_SET} {_NEWER}"
+    return f"{_RECORD_SQLITE.format(values=values)}{_SET} {_NEWER}"
