@@ -2,8 +2,9 @@
 
 ``list_jobs(last_state=...)`` joins this narrow table (:func:`in_state`) instead of finding every
 job's latest run (:func:`~cronwheel.store.sql.where.latest_run_of_job`, a correlated subquery per
-job: 1.2 s over a million jobs). A job's row names its latest run by (slot, id), as that query
-does, and the run's state; a job without runs has no row.
+job: 1.2 s over a million jobs without runs, 8.8 s with one run each; ``docs/performance.md``).
+A job's row names its latest run by (slot, id), as that query does, and the run's state; a job
+without runs has no row.
 
 Who writes it: no trigger, but the store's statements that change runs, each with one call here
 in its own transaction. :func:`record` takes the runs a statement inserted or moved to another
@@ -11,8 +12,10 @@ state (fire, manual runs, SKIPPED slots, claims, outcomes, failures, expired lea
 the newest of them becomes its row if it is at least as new as the run recorded, so a new run
 replaces an older one, a state change of the recorded run updates its state, and a state change
 of an older run changes nothing. :func:`forget` corrects the jobs whose recorded run retention
-deleted. A job's row goes with the job row (``ON DELETE CASCADE``; deleting a job only marks it,
-and lists read live jobs only).
+deleted. The row also holds a copy of the job's team, for the index (a team's filter, which every
+team-scoped token's list has, reads it there): :func:`move_team` follows a job moved to another
+team. A job's row goes with the job row (``ON DELETE CASCADE``; deleting a job only marks it, and
+lists read live jobs only).
 
 Lock order: why this cannot deadlock. Every call is the last write of its transaction on jobs,
 runs or this table: after the cursor UPDATE, the runs' INSERT, the cancel flags (fire), after
@@ -22,9 +25,14 @@ but other rows of this table, and it takes those in one order: one statement per
 whose rows are inserted in job id order (PostgreSQL: ``ORDER BY job_id`` in the statement itself,
 whatever the plan; SQLite has one writer). A cycle of waits would need a transaction that holds a
 row here and waits for a lock elsewhere, or two that take rows here in opposite orders: there is
-neither. (The rejected design of the last session updated ``jobs`` from a trigger on ``runs``, at
-the time of each runs write: claim and finish locked a run, then its job; a fire with
-overlap=replace locked the job, then the runs it cancels.)
+neither. Two writes differ. Retention's :func:`forget` deletes rows, then inserts rows for only
+those jobs, whose keys it alone holds (in practice it finds none: retention keeps every job's
+latest run). A job moved to another team updates its row in the job's edit (or resume), after
+locking the job's row: a fire of that job waits for that lock before it writes anything, and the
+SKIPPED runs a resume then inserts are new rows no other writer holds, so the edit never waits
+for a transaction that waits for it. (The rejected design of the last session updated ``jobs``
+from a trigger on ``runs``, at the time of each runs write: claim and finish locked a run, then
+its job; a fire with overlap=replace locked the job, then the runs it cancels.)
 """
 
 from __future__ import annotations
