@@ -11,7 +11,9 @@ Rounds alternate between the store as it is (**with**: each batch also writes ``
 and the store with :mod:`cronwheel.store.sql.last_runs`' writes replaced by no-ops (**without**:
 the code before the table), ABAB..., in one process on one database, so both see the same table
 sizes and the same machine load. Printed: the median and p90 of each batch's wall time per
-variant, and with - without. Round 0 of each variant is a warm-up and not counted.
+variant, with - without, and the median time the "with" batches spent inside
+``last_runs.record`` (the table's one statement: the added cost itself, less sensitive to the
+machine's load than a difference of two medians). Round 0 of each variant is a warm-up.
 
     .venv/bin/python benchmarks/bench_last_run_writes.py                     # PostgreSQL and SQLite
     .venv/bin/python benchmarks/bench_last_run_writes.py --systems cluster --rounds 20
@@ -53,6 +55,36 @@ class Timings:
     fire: list[float] = field(default_factory=list)  # ms per fire batch
     claim: list[float] = field(default_factory=list)  # ms per claim batch
     finish: list[float] = field(default_factory=list)  # ms per finish batch
+    # ms of each batch inside ``last_runs.record`` (its one statement), "with" rounds only
+    fire_table: list[float] = field(default_factory=list)
+    claim_table: list[float] = field(default_factory=list)
+    finish_table: list[float] = field(default_factory=list)
+
+
+class TableClock:
+    """Times :func:`last_runs.record` (the table's one statement per batch) while installed."""
+
+    def __init__(self) -> None:
+        self.spent_ms = 0.0
+        self._record = last_runs.record
+
+    async def record(self, *args: Any) -> None:
+        began = time.perf_counter()
+        await self._record(*args)
+        self.spent_ms += (time.perf_counter() - began) * 1000
+
+    def take(self) -> float:
+        spent, self.spent_ms = self.spent_ms, 0.0
+        return spent
+
+
+@contextlib.contextmanager
+def timing_table(clock: TableClock) -> Iterator[None]:
+    last_runs.record = clock.record  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        last_runs.record = clock._record
 
 
 @contextlib.contextmanager
@@ -120,19 +152,26 @@ async def timed(action: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
     return (time.perf_counter() - began) * 1000, result
 
 
-async def one_round(store: SqlStore, batch: list[Job], claim: int, into: Timings) -> list[Job]:
+async def one_round(
+    store: SqlStore, batch: list[Job], claim: int, into: Timings, table: TableClock | None
+) -> list[Job]:
+    def note(kind: str, elapsed: float) -> None:
+        getattr(into, kind).append(elapsed)
+        if table is not None:
+            getattr(into, f"{kind}_table").append(table.take())
+
     fired, moved = firings(batch)
     elapsed, result = await timed(lambda: store.fire(fired, START))
-    into.fire.append(elapsed)
+    note("fire", elapsed)
     now = START + timedelta(days=1)
     run_ids = [run.id for run in result.accepted]
     for start in range(0, len(run_ids), claim):
         chunk = run_ids[start : start + claim]
         elapsed, claimed = await timed(lambda c=chunk: store.claim_runs(c, "bench", now, now + MINUTE))  # type: ignore[misc]
-        into.claim.append(elapsed)
+        note("claim", elapsed)
         finishes = [Finish(run.id, run.attempts, AttemptResult(Outcome.SUCCESS)) for run in claimed.values()]
         elapsed, _ = await timed(lambda f=finishes: store.finish_attempts(f, "bench", now))  # type: ignore[misc]
-        into.finish.append(elapsed)
+        note("finish", elapsed)
     return moved
 
 
@@ -148,8 +187,9 @@ async def measure(system: str, count: int, batch: int, claim: int, rounds: int) 
                 offset = (number * batch) % count
                 slice_ = made[offset : offset + batch]
                 timings = Timings() if number < 2 else found[variant]  # round 0 of each: warm-up
-                with contextlib.nullcontext() if variant == "with" else without_table():
-                    made[offset : offset + batch] = await one_round(store, slice_, claim, timings)
+                table = TableClock() if variant == "with" else None
+                with timing_table(table) if table is not None else without_table():
+                    made[offset : offset + batch] = await one_round(store, slice_, claim, timings, table)
         finally:
             await store.close()
     return found
@@ -169,8 +209,10 @@ def report(system: str, found: dict[str, Timings], batch: int, claim: int) -> li
             cells.append(f"{variant} {statistics.median(values):.2f} ({quantile(values, 0.9):.2f})")
         with_, without = (statistics.median(getattr(found[v], kind)) for v in VARIANTS)
         count = len(getattr(found["with"], kind))
+        table = statistics.median(getattr(found["with"], f"{kind}_table"))
         lines.append(f"  {kind} x{size}: {'; '.join(cells)}; +{with_ - without:.2f} ms "
-                     f"({with_ / without:.2f}x), {count} batches each")  # fmt: skip
+                     f"({with_ / without:.2f}x), {count} batches each; in job_last_run's statement "
+                     f"(with): median {table:.2f} ms")  # fmt: skip
     return lines
 
 
