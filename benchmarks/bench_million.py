@@ -255,7 +255,8 @@ async def load_history(url: str, anchor: datetime) -> dict[str, Any]:
                 (run.job_id, teams[run.job_id], to_micros(run.slot), run.id, run.state.value) for run in made
             ]
             await connection.copy_records_to_table("job_last_run", records=last, columns=LAST_COLUMNS)
-        await connection.execute("ANALYZE runs; VACUUM ANALYZE job_last_run")  # as autovacuum would
+        await connection.execute("ANALYZE runs")
+        await connection.execute("VACUUM ANALYZE job_last_run")  # as autovacuum would: a statement alone
     finally:
         await connection.close()
     return {"runs": len(job_ids), "states": states, "load_s": round(time.perf_counter() - began, 1)}
