@@ -58,21 +58,25 @@ SQLITE_ROWS = 500  # rows per SQLite statement (4 variables each)
 # (a state change) or a newer one replaces it; an older one changes nothing.
 _NEWER = "WHERE (job_last_run.slot, job_last_run.run_id) <= (excluded.slot, excluded.run_id)"
 _SET = "SET slot = excluded.slot, run_id = excluded.run_id, state = excluded.state"
-_RECORD_POSTGRESQL = """
+# The team by primary key, row by row (a join let PostgreSQL hash the whole jobs table: 25 ms of a
+# 2,000-row statement at 20,000 jobs).
+_TEAM = "(SELECT jobs.team FROM jobs WHERE jobs.id = changed.{column})"
+_RECORD_POSTGRESQL = f"""
 INSERT INTO job_last_run (job_id, team, slot, run_id, state)
-SELECT DISTINCT ON (changed.job_id) changed.job_id, jobs.team, changed.slot, changed.run_id, changed.state
-FROM unnest(CAST(:jobs AS varchar[]), CAST(:slots AS bigint[]), CAST(:runs AS varchar[]),
-            CAST(:states AS varchar[])) AS changed(job_id, slot, run_id, state)
-JOIN jobs ON jobs.id = changed.job_id
-ORDER BY changed.job_id, changed.slot DESC, changed.run_id DESC
+SELECT job_id, {_TEAM.format(column="job_id")}, slot, run_id, state
+FROM (SELECT DISTINCT ON (job_id) job_id, slot, run_id, state
+      FROM unnest(CAST(:jobs AS varchar[]), CAST(:slots AS bigint[]), CAST(:runs AS varchar[]),
+                  CAST(:states AS varchar[])) AS given(job_id, slot, run_id, state)
+      ORDER BY job_id, slot DESC, run_id DESC) AS changed
+ORDER BY job_id
 ON CONFLICT (job_id) DO UPDATE
-"""
-_RECORD_SQLITE = """
+"""  # noqa: S608 (constants only)
+_RECORD_SQLITE = f"""
 INSERT INTO job_last_run (job_id, team, slot, run_id, state)
-SELECT changed.column1, jobs.team, changed.column2, changed.column3, changed.column4
-FROM (VALUES {values}) AS changed JOIN jobs ON jobs.id = changed.column1 WHERE true
+SELECT changed.column1, {_TEAM.format(column="column1")}, changed.column2, changed.column3, changed.column4
+FROM (VALUES {{values}}) AS changed WHERE true
 ON CONFLICT (job_id) DO UPDATE
-"""
+"""  # noqa: S608 (constants only)
 
 
 def in_state(state: RunState, teams: Sequence[str] | None, after: str | None) -> ColumnElement[bool]:
