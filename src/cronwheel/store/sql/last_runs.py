@@ -2,7 +2,7 @@
 
 ``list_jobs(last_state=...)`` joins this narrow table (:func:`in_state`) instead of finding every
 job's latest run (:func:`~cronwheel.store.sql.where.latest_run_of_job`, a correlated subquery per
-job: 1.2 s over a million jobs without runs, 8.8 s with one run each; ``docs/performance.md``).
+job: 1.2 s over a million jobs without runs, 4.8 s with one run each; ``docs/performance.md``).
 A job's row names its latest run by (slot, id), as that query does, and the run's state; a job
 without runs has no row.
 
