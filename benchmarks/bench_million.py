@@ -56,7 +56,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -65,22 +65,24 @@ from typing import Any
 import asyncpg
 import httpx
 import uvicorn
-from sqlalchemy import JSON
+from sqlalchemy import JSON, Select, Table, select
 
 from benchlib import POSTGRES_ADMIN, REDIS_URL, admin, drop_keys, machine
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.clock import SystemClock
 from cronwheel.coordinator.port import Member, ShardLease
 from cronwheel.identity import Scope
-from cronwheel.model import SHARDS, HttpTarget, Job, new_id
+from cronwheel.model import SHARDS, HttpTarget, Job, Run, RunKind, RunState, new_id
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.planner import first_slot
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store import codec
-from cronwheel.store.schema import Instant, jobs, to_micros
+from cronwheel.store.port import JobQuery
+from cronwheel.store.schema import JOB_LIVE, Instant, jobs, runs, to_micros
 from cronwheel.store.sql import open_store
+from cronwheel.store.sql.where import latest_run_of_job
 from cronwheel.tokens import issue
 
 CHUNK = 50_000  # jobs per COPY
@@ -90,9 +92,9 @@ ZONES = ("UTC", "America/New_York", "Europe/Berlin", "Asia/Tokyo")
 ENVS = (("prod", 6), ("staging", 3), ("dev", 1))
 APPS = 200
 MB = 1024 * 1024
-LAST_STATE = "last_state=FAILED (none)"  # slow: timed 10 times at most
 TEAM_TOKEN = "team legal's token"  # listings filtered to one team in the query (issue #11)
 LABEL_COLUMNS = ["job_id", "key", "value"]
+LAST_COLUMNS = ["job_id", "team", "slot", "run_id", "state"]
 
 
 # -- the workload ----------------------------------------------------------------------------------
@@ -148,12 +150,12 @@ class Cursors:
         return self.known[key]
 
 
-def as_record(row: dict[str, Any]) -> tuple[Any, ...]:
+def as_record(row: dict[str, Any], table: Table = jobs) -> tuple[Any, ...]:
     """A row of ``codec`` as the PostgreSQL columns hold it: Instant -> epoch microseconds, JSON ->
     its text (what SQLAlchemy binds for those types)."""
     values = []
-    for column in jobs.columns:
-        value = row[column.name]
+    for column in table.columns:
+        value = row.get(column.name)  # (a run's row leaves out ``epoch``: NULL)
         if value is not None and isinstance(column.type, Instant):
             value = to_micros(value)
         elif value is not None and isinstance(column.type, JSON):
@@ -214,6 +216,102 @@ async def bulk_load(url: str, count: int, anchor: datetime) -> LoadFigures:
     return LoadFigures(count, labels, round(build_s, 1), round(copy_s, 1), round(total, 1),
                        round(count / total), round(count / copy_s), round(analyze_s, 1),
                        round(size / MB, 1))  # fmt: skip
+
+
+# Each job's one past run (slot an hour before the anchor), so that ``last_state`` filters what a
+# real history holds: most jobs' last run SUCCESS, some FAILED, a few RUNNING, none RETRYING.
+HISTORY = ((RunState.FAILED, 0.02), (RunState.RUNNING, 0.005))
+
+
+def history_run(job_id: str, slot: datetime, rng: random.Random) -> Run:
+    draw, state = rng.random(), RunState.SUCCESS
+    for candidate, share in HISTORY:
+        if draw < share:
+            state = candidate
+            break
+        draw -= share
+    finished = None if state is RunState.RUNNING else slot + timedelta(seconds=2)
+    return Run(id=new_id(), job_id=job_id, kind=RunKind.SCHEDULED, slot=slot, state=state,
+               queue="default", job_version=1, attempts=1, created_at=slot, queued_at=slot,
+               started_at=slot, finished_at=finished)  # fmt: skip
+
+
+async def load_history(url: str, anchor: datetime) -> dict[str, Any]:
+    """One run per job (:func:`history_run`) and each job's ``job_last_run`` row, by COPY (the
+    rows the store's own writes would leave: each job's only run is its latest), then ANALYZE."""
+    rng, slot, began = random.Random(7), anchor - timedelta(hours=1), time.perf_counter()
+    connection = await asyncpg.connect(url)
+    try:
+        teams = dict(await connection.fetch("SELECT id, team FROM jobs ORDER BY id"))
+        job_ids = list(teams)
+        states: dict[str, int] = {}
+        for start in range(0, len(job_ids), CHUNK):
+            made = [history_run(job_id, slot, rng) for job_id in job_ids[start : start + CHUNK]]
+            for run in made:
+                states[run.state.value] = states.get(run.state.value, 0) + 1
+            records = [as_record(codec.run_to_row(run), runs) for run in made]
+            await connection.copy_records_to_table("runs", records=records, columns=runs.columns.keys())
+            last = [
+                (run.job_id, teams[run.job_id], to_micros(run.slot), run.id, run.state.value) for run in made
+            ]
+            await connection.copy_records_to_table("job_last_run", records=last, columns=LAST_COLUMNS)
+        await connection.execute("ANALYZE runs")
+        await connection.execute("VACUUM ANALYZE job_last_run")  # as autovacuum would: a statement alone
+    finally:
+        await connection.close()
+    return {"runs": len(job_ids), "states": states, "load_s": round(time.perf_counter() - began, 1)}
+
+
+# What ``last_state`` ran before ``job_last_run`` (migration 0012): each job's latest run found by
+# a correlated subquery (``where.latest_run_of_job``), timed in this process at the store's level
+# beside today's statement (``store.list_jobs``), on the same database and history.
+CORRELATED = {"FAILED (2%)": ("FAILED", None), "RETRYING (none)": ("RETRYING", None),
+              "FAILED, team=legal": ("FAILED", "legal")}  # fmt: skip
+
+
+def correlated_page(state: str, team: str | None) -> Select[Any]:
+    """The first page of ``last_state=state`` (and ``team``) as the store built it before 0012."""
+    conditions = [JOB_LIVE, latest_run_of_job(runs.c.state) == state]
+    if team is not None:
+        conditions.append(jobs.c.team == team)
+    return select(jobs).where(*conditions).order_by(jobs.c.id).limit(JobQuery().limit + 1)
+
+
+async def time_store_query(count: int, query: Callable[[], Awaitable[int]]) -> dict[str, float]:
+    samples = []
+    for _ in range(count):
+        began = time.perf_counter()
+        await query()
+        samples.append((time.perf_counter() - began) * 1000)
+    ordered = sorted(samples)
+    return {"p50_ms": round(statistics.median(ordered), 1), "max_ms": round(ordered[-1], 1)}
+
+
+async def measure_correlated(url: str, count: int) -> dict[str, Any]:
+    """p50 and max of ``count`` first pages of each :data:`CORRELATED` filter, the correlated
+    query of before against the store's query of today (after one untimed run of each)."""
+    if count < 1:
+        return {}
+    store = await open_store(url)
+    found: dict[str, Any] = {}
+    try:
+        for name, (state, team) in CORRELATED.items():
+
+            async def before(state: str = state, team: str | None = team) -> int:
+                async with store.engine.connect() as connection:
+                    rows = (await connection.execute(correlated_page(state, team))).mappings().all()
+                    return len([codec.job_from_row(row) for row in rows])
+
+            async def today(state: str = state, team: str | None = team) -> int:
+                query = JobQuery(team=team, last_state=RunState(state))
+                return len((await store.list_jobs(query)).items)
+
+            await before(), await today()
+            found[name] = {"before": await time_store_query(count, before),
+                           "today": await time_store_query(count, today)}  # fmt: skip
+    finally:
+        await store.close()
+    return found
 
 
 # -- the scheduler's clock and coordinator -----------------------------------------------------------
@@ -435,7 +533,16 @@ async def api_queries(url: str) -> dict[str, list[str]]:
         "label app=app-new-K (0.01%)": [f"/v1/jobs?label=app%3Dapp-new-{k}" for k in range(10)],
         "paused=true": ["/v1/jobs?paused=true"],
         "name (exact)": [f"/v1/jobs?name={row[1]}" for row in rows],
-        LAST_STATE: ["/v1/jobs?last_state=FAILED"],
+        "last_state=FAILED (2%)": ["/v1/jobs?last_state=FAILED"],
+        "last_state=FAILED, deep page": [f"/v1/jobs?last_state=FAILED&{cursor}" for cursor in deep],
+        "last_state=SUCCESS (97.5%)": ["/v1/jobs?last_state=SUCCESS"],
+        "last_state=SUCCESS, deep page": [f"/v1/jobs?last_state=SUCCESS&{cursor}" for cursor in deep],
+        "last_state=RETRYING (none)": ["/v1/jobs?last_state=RETRYING"],
+        "last_state=FAILED, team": [f"/v1/jobs?last_state=FAILED&team={team}" for team in TEAMS],
+        "last_state=FAILED, label app=app-K": [
+            f"/v1/jobs?last_state=FAILED&label=app%3Dapp-{i}" for i in range(0, APPS, 10)
+        ],
+        "last_state=RUNNING, paused=true": ["/v1/jobs?last_state=RUNNING&paused=true"],
         f"{TEAM_TOKEN}: first page": ["/v1/jobs"],
         f"{TEAM_TOKEN}: deep page": [f"/v1/jobs?{cursor}" for cursor in deep],
     }
@@ -466,9 +573,7 @@ def measure_api(url: str, count: int) -> list[Latency]:
             token = tokens["legal" if kind.startswith(TEAM_TOKEN) else "admin"]
             headers = {"Authorization": f"Bearer {token}"}
             with httpx.Client(base_url=base, timeout=60.0, headers=headers) as client:
-                found.append(
-                    time_requests(client, kind, paths, min(count, 10) if kind == LAST_STATE else count)
-                )
+                found.append(time_requests(client, kind, paths, count))
         return found
 
 
@@ -521,7 +626,14 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     with fresh_database() as url:
         results["load"] = asdict(asyncio.run(bulk_load(url, args.jobs, anchor)))
         print(f"  load: {results['load']}", flush=True)
+        results["history"] = asyncio.run(load_history(url, anchor))
+        print(f"  history: {results['history']}", flush=True)
+        results["correlated"] = asyncio.run(measure_correlated(url, args.baseline))
+        print(f"  the correlated query of before: {results['correlated']}", flush=True)
         common = ["--database", url, "--anchor", anchor.isoformat()]
+        if args.api_only:
+            results["api"] = [asdict(latency) for latency in measure_api(url, args.requests)]
+            return results
         results["memory"] = child_json(["--child", "memory", *common, "--horizon", str(args.horizon)])
         print(f"  memory: {results['memory']}", flush=True)
         prefix = f"bench-million-{uuid.uuid4().hex[:10]}"
@@ -536,20 +648,21 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(results: dict[str, Any]) -> str:
-    load, memory, takeover = results["load"], results["memory"], results["takeover"]
+    load, history = results["load"], results["history"]
     lines = [
         f"load: {load['jobs']} jobs + {load['label_rows']} label rows in {load['total_s']} s "
         f"({load['rows_per_s']} jobs/s end to end; COPY alone {load['copy_rows_per_s']} jobs/s), "
         f"{load['table_mb']} MB",
-        f"memory: {memory['wheel_jobs']} jobs in the wheel (horizon {memory['horizon_s']} s), load "
-        f"{memory['load_s']} s, RSS {memory['rss_before_mb']} -> {memory['rss_after_mb']} MB "
-        f"(+{memory['rss_delta_mb']}), peak {memory['peak_rss_mb']} MB (target <= 1024)",
-        f"takeover: owning {takeover['owned']} shards, {takeover['herd_runs']} runs of one slot queued in "
-        f"{takeover['herd_s']} s; gaining a shard -> its first run queued (target <= 2 s):",
+        f"history: {history['runs']} runs (one per job; last states {history['states']}) in "
+        f"{history['load_s']} s",
     ]
-    for gain in takeover["takeovers"]:
-        lines.append(f"  shard {gain['shard']}: {gain['queued']}/{gain['due']} runs, first "
-                     f"{gain['first_s']} s, last {gain['last_s']} s")  # fmt: skip
+    for name, figures in results["correlated"].items():
+        before, today = figures["before"], figures["today"]
+        lines.append(f"last_state={name}, store level: correlated query (before) p50 {before['p50_ms']} ms "
+                     f"(max {before['max_ms']}), job_last_run (today) p50 {today['p50_ms']} ms "
+                     f"(max {today['max_ms']})")  # fmt: skip
+    if "memory" in results:
+        lines += scheduler_report(results["memory"], results["takeover"])
     lines += ["", "query | requests | items | p50 ms | p99 ms | max ms", "--- | --- | --- | --- | --- | ---"]
     for row in results["api"]:
         lines.append(
@@ -559,6 +672,20 @@ def report(results: dict[str, Any]) -> str:
     start = results["machine"]["loadavg"][0]
     lines.append(f"1-minute load average: {start} at the start, {os.getloadavg()[0]:.2f} at the end")
     return "\n".join(lines)
+
+
+def scheduler_report(memory: dict[str, Any], takeover: dict[str, Any]) -> list[str]:
+    lines = [
+        f"memory: {memory['wheel_jobs']} jobs in the wheel (horizon {memory['horizon_s']} s), load "
+        f"{memory['load_s']} s, RSS {memory['rss_before_mb']} -> {memory['rss_after_mb']} MB "
+        f"(+{memory['rss_delta_mb']}), peak {memory['peak_rss_mb']} MB (target <= 1024)",
+        f"takeover: owning {takeover['owned']} shards, {takeover['herd_runs']} runs of one slot queued in "
+        f"{takeover['herd_s']} s; gaining a shard -> its first run queued (target <= 2 s):",
+    ]
+    for gain in takeover["takeovers"]:
+        lines.append(f"  shard {gain['shard']}: {gain['queued']}/{gain['due']} runs, first "
+                     f"{gain['first_s']} s, last {gain['last_s']} s")  # fmt: skip
+    return lines
 
 
 def child(args: argparse.Namespace) -> None:
@@ -582,6 +709,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--owned", type=int, default=64, help="takeover: shards owned before the gains")
     parser.add_argument("--gains", type=int, default=3, help="takeover: shards gained, one after another")
     parser.add_argument("--requests", type=int, default=200, help="api: timed requests per query")
+    parser.add_argument("--baseline", type=int, default=5, help="requests of the correlated query (0: none)")
+    parser.add_argument("--api-only", action="store_true", help="load, then the API lists (no scheduler)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     for hidden in ("--child", "--database", "--anchor", "--prefix"):
@@ -591,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
         child(args)
         return 0
     if args.smoke:
-        args.jobs, args.owned, args.gains, args.requests = 3000, 16, 1, 10
+        args.jobs, args.owned, args.gains, args.requests, args.baseline = 3000, 16, 1, 10, 2
     print(f"bench_million: {args.jobs} jobs, {machine()}", flush=True)
     results = run_all(args)
     print(report(results))

@@ -93,6 +93,12 @@ CROSS JOIN generate_series(1, $2::int) AS g
 CROSS JOIN LATERAL (SELECT $1::bigint - g::bigint * 60000000 AS slot,
                            abs(hashtext(j.id || ':' || g)) % 500000 AS late) AS s
 """
+# Each job's latest run, as the store's writes keep it in job_last_run (store.sql.last_runs).
+_LAST = """
+INSERT INTO job_last_run (job_id, team, slot, run_id, state)
+SELECT DISTINCT ON (runs.job_id) runs.job_id, jobs.team, runs.slot, runs.id, runs.state
+FROM runs JOIN jobs ON jobs.id = runs.job_id ORDER BY runs.job_id, runs.slot DESC, runs.id DESC
+"""
 _LATE = """
 UPDATE jobs SET next_run_at = $1::bigint
 WHERE NOT paused AND deleted_at IS NULL AND abs(hashtext(id)) % 100 = 0
@@ -105,9 +111,10 @@ async def load_history(url: str, per_job: int, anchor: datetime) -> dict[str, An
     try:
         began = time.perf_counter()
         await connection.execute(_RUNS, to_micros(anchor), per_job)
+        await connection.execute(_LAST)
         runs_s = time.perf_counter() - began
         late = await connection.execute(_LATE, to_micros(anchor - timedelta(minutes=10)))
-        await connection.execute("ANALYZE runs; ANALYZE jobs")
+        await connection.execute("ANALYZE runs; ANALYZE jobs; ANALYZE job_last_run")
         count = await connection.fetchval("SELECT count(*) FROM runs")
     finally:
         await connection.close()

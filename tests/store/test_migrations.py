@@ -84,7 +84,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0012"
+        assert await current_revision(engine) == head_revision() == "0013"
     finally:
         await engine.dispose()
 
@@ -397,15 +397,15 @@ async def test_0011_adds_run_traceparents_and_downgrades_without_them(empty_stor
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
-async def test_0012_leaves_room_on_the_pages_of_runs_and_downgrades_without_it(empty_store_url: str) -> None:
+async def test_0013_leaves_room_on_the_pages_of_runs_and_downgrades_without_it(empty_store_url: str) -> None:
     """PostgreSQL: ``runs`` gets fillfactor 80, and loses it again downgrading; SQLite has no
     such setting, and both directions are no-ops there."""
-    await run_sync_at(empty_store_url, _to("0012"))
+    await run_sync_at(empty_store_url, _to("0013"))
     engine = create_engine(empty_store_url)
     try:
         postgresql = engine.dialect.name == "postgresql"
         assert await _runs_options(engine) == (["fillfactor=80"] if postgresql else [])
-        await run_sync_at(empty_store_url, _to("0011", down=True))
+        await run_sync_at(empty_store_url, _to("0012", down=True))
         assert await _runs_options(engine) == []
     finally:
         await engine.dispose()

@@ -184,8 +184,26 @@ runs = Table(
     Index("ix_runs_job_id_slot", "job_id", "slot"),
     Index("ix_runs_job_id_state_slot", "job_id", "state", "slot"),  # latest of each state (0009)
     Index("ix_runs_slot_id", "slot", "id"),
-    # a fifth of each page free: the queued stamp is a heap-only update (migration 0012)
+    # a fifth of each page free: the queued stamp is a heap-only update (migration 0013)
     postgresql_with={"fillfactor": 80},
+)
+
+# Each job's latest run (by slot, then id) and that run's state: written by the store's own
+# statements in the transaction of every insert, state change and deletion of runs
+# (store.sql.last_runs; migration 0012), so that ``list_jobs(last_state=...)`` joins one narrow row
+# per job instead of finding each job's latest run. Index (state, job_id, team): one state's jobs in
+# id order, as list_jobs pages them, with the job's team (a copy of jobs.team) read from the index
+# itself, so that a team's filter (every team-scoped token's list) needs no visit of other teams'
+# jobs. No foreign key on run_id: retention deletes runs first, then corrects.
+job_last_run = Table(
+    "job_last_run",
+    metadata,
+    Column("job_id", ID, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("team", NAME, nullable=False),
+    Column("slot", Instant, nullable=False),
+    Column("run_id", ID, nullable=False),
+    Column("state", STATE, nullable=False),
+    Index("ix_job_last_run_state_job_id_team", "state", "job_id", "team"),
 )
 
 # A literal, not a bound parameter: SQLite uses a partial index only for literally matching terms.

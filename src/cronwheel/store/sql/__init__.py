@@ -22,6 +22,8 @@ The package, by concern (``SqlStore`` is a facade over them):
 * :mod:`~cronwheel.store.sql.tokens`: API tokens (digests, listing, revocation, last use);
 * :mod:`~cronwheel.store.sql.secrets`: team secrets, sealed (the store never sees them in clear);
 * :mod:`~cronwheel.store.sql.retention`: what retention reads and deletes (old runs, in batches);
+* :mod:`~cronwheel.store.sql.last_runs`: each job's latest run and its state (``last_state``),
+  written by the statements that change runs, as the last write of their transaction;
 * :mod:`~cronwheel.store.sql.audit`: the audit log (appended in the transaction of the change it
   records, where there is one: every job, token and secret write takes an optional ``audit``);
 
@@ -59,7 +61,19 @@ from cronwheel.store.port import (
     StoredSecret,
     TokenQuery,
 )
-from cronwheel.store.sql import audit, firing, jobs, leases, notices, retention, runs, secrets, sweeps, tokens
+from cronwheel.store.sql import (
+    audit,
+    firing,
+    jobs,
+    last_runs,
+    leases,
+    notices,
+    retention,
+    runs,
+    secrets,
+    sweeps,
+    tokens,
+)
 from cronwheel.store.sql.firing import due_jobs_statement
 from cronwheel.store.sql.tx import Transactions
 from cronwheel.tokens import ApiToken
@@ -296,7 +310,9 @@ class SqlStore:
         if not run_ids:
             return {}
         return await self._tx.write_batches(  # id order: one lock order
-            sorted(set(run_ids)), lambda connection, ids: _claim(connection, ids, worker, now, lease_until)
+            sorted(set(run_ids)),
+            lambda connection, ids: _claim(connection, ids, worker, now, lease_until),
+            then=last_runs.record_claimed,
         )
 
     async def heartbeat(self, run_id: str, attempt: int, worker: str, lease_until: datetime) -> Run | None:
@@ -320,6 +336,7 @@ class SqlStore:
         return await self._tx.write_batches(
             leases.unique_finishes(finishes),
             lambda connection, chunk: leases.finish(connection, chunk, worker, now),
+            then=last_runs.record_found,
         )
 
     async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None:

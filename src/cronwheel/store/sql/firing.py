@@ -22,7 +22,7 @@ from cronwheel.store import codec
 from cronwheel.store.driver import upsert
 from cronwheel.store.port import FireResult, Firing
 from cronwheel.store.schema import JOB_DUE, jobs, runs, shard_epochs
-from cronwheel.store.sql import audit, bulk
+from cronwheel.store.sql import audit, bulk, last_runs
 from cronwheel.store.sql.jobs import live_job
 from cronwheel.store.sql.leases import request_cancel
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
@@ -131,6 +131,7 @@ async def fire(
         chosen = [firing for index, firing in enumerate(firings) if index in applied]
         inserted = await bulk.insert_runs(connection, [run for f in chosen for run in f.runs], now, epochs)
         await request_cancel(connection, [run_id for f in chosen for run_id in f.cancel_run_ids])
+        await last_runs.record(connection, inserted)  # the last write: see last_runs on lock order
     return FireResult(
         accepted=[run for run in inserted if run.state is RunState.PENDING],
         skipped=[run for run in inserted if run.state is RunState.SKIPPED],
@@ -216,6 +217,7 @@ async def create_manual_run(
     async with tx.write() as connection:
         await live_job(connection, run.job_id)
         inserted = await bulk.insert_runs(connection, [run], run.created_at or now)
+        await last_runs.record(connection, inserted)
         if inserted:
             after = {"run_id": inserted[0].id, "idempotency_key": run.idempotency_key}
             await audit.write(connection, [None if entry is None else entry.changed(None, after)])

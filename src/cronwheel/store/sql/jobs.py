@@ -24,11 +24,11 @@ from cronwheel.model import Job, Run
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import JobQuery, Page
-from cronwheel.store.schema import JOB_LIVE, job_labels, jobs, runs
-from cronwheel.store.sql import audit, bulk
+from cronwheel.store.schema import JOB_LIVE, job_labels, jobs
+from cronwheel.store.sql import audit, bulk, last_runs
 from cronwheel.store.sql.leases import cancel_active
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, notify_changed
-from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped, latest_run_of_job
+from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped
 from cronwheel.targets import redacted_url
 
 # -- reads -----------------------------------------------------------------------------------------
@@ -100,7 +100,8 @@ def _matching(query: JobQuery, after: str | None) -> list[ColumnElement[bool]]:
         conditions.append(jobs.c.paused == query.paused)
     conditions += [_labelled(key, value, after) for key, value in query.labels]
     if query.last_state is not None:
-        conditions.append(latest_run_of_job(runs.c.state) == query.last_state.value)
+        teams = [query.team] if query.team is not None else query.teams
+        conditions.append(last_runs.in_state(query.last_state, teams, after))
     if query.late_before is not None:  # JOB_DUE's terms literally: its index, ix_jobs_due_at
         conditions += [jobs.c.paused == false(), jobs.c.next_run_at < query.late_before]
     if after is not None:
@@ -264,7 +265,9 @@ async def live_job(connection: AsyncConnection, job_id: str, *, lock: bool = Fal
 async def insert_skipped(connection: AsyncConnection, skipped: Sequence[Run], now: datetime) -> list[Run]:
     """Insert the SKIPPED runs of slots missed while paused that do not exist yet."""
     failpoints.hit("store.before_skipped_runs")
-    return await bulk.insert_runs(connection, skipped, now)
+    inserted = await bulk.insert_runs(connection, skipped, now)
+    await last_runs.record(connection, inserted)
+    return inserted
 
 
 async def _audit(
@@ -309,6 +312,8 @@ async def _write_definition(
         raise ConflictError(f"job {job.id} changed concurrently; re-read it")
     await connection.execute(delete(job_labels).where(job_labels.c.job_id == job.id))
     await _write_labels(connection, job.id, job.labels)
+    if job.team != stored.team:
+        await last_runs.move_team(connection, job.id, job.team)
     return stored
 
 

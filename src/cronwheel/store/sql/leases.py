@@ -38,7 +38,7 @@ from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import AttemptResult, Finish
 from cronwheel.store.schema import Instant, attempts, jobs, runs, to_micros
-from cronwheel.store.sql import bulk
+from cronwheel.store.sql import bulk, last_runs
 from cronwheel.store.sql import jobs as jobs_of
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, racing
 from cronwheel.store.sql.where import (
@@ -431,6 +431,7 @@ async def fail(tx: Transactions, run_id: str, reason: str, now: datetime) -> Run
         run, previous = changed
         event = bulk.event_values(run_id, now, run.state, previous, run.attempts, None, reason[:DETAIL_MAX])
         await bulk.insert_events(connection, [event])
+        await last_runs.record(connection, [run])
         return run
 
 

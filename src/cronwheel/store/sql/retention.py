@@ -22,6 +22,7 @@ from cronwheel.model import RetentionPolicy, RunState
 from cronwheel.retention import HistoryBounds, RunStub
 from cronwheel.store import codec
 from cronwheel.store.schema import attempts, jobs, run_events, runs
+from cronwheel.store.sql import last_runs
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 from cronwheel.store.sql.where import check_limit
 
@@ -101,14 +102,16 @@ async def purge(tx: Transactions, run_ids: Sequence[str]) -> int:
 
 async def _purge_chunk(connection: AsyncConnection, run_ids: list[str]) -> int:
     locked = (
-        select(runs.c.id)
+        select(runs.c.job_id, runs.c.id)
         .where(runs.c.id.in_(run_ids), runs.c.state.in_(TERMINAL_VALUES))
         .with_for_update(skip_locked=True)  # PostgreSQL only: SQLite's writer is alone anyway
     )
-    going = list((await connection.execute(locked)).scalars())
-    if not going:
+    gone = [(row.job_id, row.id) for row in await connection.execute(locked)]
+    if not gone:
         return 0
+    going = [run_id for _, run_id in gone]
     await connection.execute(delete(run_events).where(run_events.c.run_id.in_(going)))
     await connection.execute(delete(attempts).where(attempts.c.run_id.in_(going)))
     result = await connection.execute(delete(runs).where(runs.c.id.in_(going)))
+    await last_runs.forget(connection, gone)  # the last write: see last_runs on lock order
     return int(result.rowcount)

@@ -12,7 +12,7 @@ from cronwheel.model import Outcome, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.port import MAX_LOST_ATTEMPTS
 from cronwheel.store.schema import RUN_RUNNING, attempts, runs
-from cronwheel.store.sql import bulk
+from cronwheel.store.sql import bulk, last_runs
 from cronwheel.store.sql.tx import Transactions
 from cronwheel.store.sql.where import check_limit, instant, require_legal
 
@@ -80,6 +80,7 @@ async def expire_leases(tx: Transactions, now: datetime, limit: int, cutoff: dat
                 bulk.event_values(run.id, now, run.state, RunState.RUNNING, run.attempts, None, detail)
             )
         await bulk.insert_events(connection, events)
+        await last_runs.record(connection, changed)
         return changed
 
 

@@ -103,17 +103,23 @@ class Transactions:
         return found
 
     async def write_batches(
-        self, items: Sequence[T], step: Callable[[AsyncConnection, Sequence[T]], Awaitable[dict[K, V]]]
+        self,
+        items: Sequence[T],
+        step: Callable[[AsyncConnection, Sequence[T]], Awaitable[dict[K, V]]],
+        then: Callable[[AsyncConnection, dict[K, V]], Awaitable[None]] | None = None,
     ) -> dict[K, V]:
         """``step`` over ``items``, :data:`CHUNK` at a time in the caller's order (give id order:
-        the lock order of every batch write of runs), in one write transaction that runs again
-        when it loses a race (:func:`racing`). Returns the union of what the steps returned."""
+        the lock order of every batch write of runs), then ``then`` once with the union of what
+        the steps returned (the transaction's last write), in one write transaction that runs
+        again when it loses a race (:func:`racing`). Returns that union."""
 
         async def write() -> dict[K, V]:
             found: dict[K, V] = {}
             async with self.write() as connection:
                 for chunk in chunks(items, CHUNK):
                     found.update(await step(connection, chunk))
+                if then is not None:
+                    await then(connection, found)
             return found
 
         return await racing(write)

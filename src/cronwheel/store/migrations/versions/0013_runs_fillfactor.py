@@ -1,7 +1,7 @@
 """Room on every page of ``runs`` for its rows' next versions (PostgreSQL's ``fillfactor``).
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-04
 
 A run is inserted, then stamped ``queued_at`` by its scheduler a moment later, then claimed and
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision: str = "0012"
-down_revision: str | None = "0011"
+revision: str = "0013"
+down_revision: str | None = "0012"
 branch_labels: str | None = None
 depends_on: str | None = None
 
