@@ -8,8 +8,8 @@ or Redis. For each batch of :data:`~cronwheel.scheduler.loop.BATCH` jobs:
 
 * ``plan``: the planner's decisions (``Scheduler._plan``);
 * ``store.fire``: the fire transaction, and inside it the bulk statements: the cursor update
-  (``advance_cursors``), the runs' insert (``insert runs``) and their first events
-  (``insert events``);
+  (``advance_cursors``), the runs' insert (``insert runs``), their first events
+  (``insert events``) and each job's latest run (``job_last_run``);
 * ``publish``: the triggers onto the queue;
 * ``mark_queued``: the queued stamp;
 * ``advance``: the wheel moved past the fired slots.
@@ -41,11 +41,11 @@ from benchlib import machine, save_results
 from cronwheel.clock import SystemClock
 from cronwheel.queue import Trigger
 from cronwheel.scheduler.loop import BATCH, Scheduler
-from cronwheel.store.sql import bulk
+from cronwheel.store.sql import bulk, last_runs
 
 T = TypeVar("T")
-STATEMENTS = {"advance_cursors": "advance_cursors", "_insert_returning_ids": "insert runs",
-              "insert_events": "insert events"}  # fmt: skip
+STATEMENTS = ((bulk, "advance_cursors", "advance_cursors"), (bulk, "_insert_returning_ids", "insert runs"),
+              (bulk, "insert_events", "insert events"), (last_runs, "record", "job_last_run"))  # fmt: skip
 
 
 @dataclass
@@ -83,14 +83,14 @@ class Timings:
 @contextlib.contextmanager
 def statements_timed(timings: Timings) -> Iterator[None]:
     """Time the fire transaction's bulk statements (the module's functions, swapped back after)."""
-    saved = {name: getattr(bulk, name) for name in STATEMENTS}
+    saved = [(module, name, getattr(module, name)) for module, name, _ in STATEMENTS]
     try:
-        for name, label in STATEMENTS.items():
-            setattr(bulk, name, timings.wrap(label, saved[name]))
+        for (module, name, label), (_, _, function) in zip(STATEMENTS, saved, strict=True):
+            setattr(module, name, timings.wrap(label, function))
         yield
     finally:
-        for name, function in saved.items():
-            setattr(bulk, name, function)
+        for module, name, function in saved:
+            setattr(module, name, function)
 
 
 async def measure(system: str, jobs: int) -> list[Phase]:
