@@ -84,7 +84,8 @@ async def scheduler_main(url: str, prefix: str, index: int, of: int, until: floa
 
 
 def started(command: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    """A child process; its log (INFO, as a node logs) is discarded, as bench_fire's are."""
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
 
 def cpu_of(processes: list[subprocess.Popen[str]], *, terminate: bool) -> list[float]:
@@ -93,10 +94,11 @@ def cpu_of(processes: list[subprocess.Popen[str]], *, terminate: bool) -> list[f
     if terminate:
         for process in processes:
             process.send_signal(signal.SIGTERM)
-    return [
-        float(json.loads(process.communicate(timeout=180)[0].splitlines()[-1])["cpu_s"])
-        for process in processes
-    ]
+    outputs = [process.communicate(timeout=180)[0] for process in processes]
+    if not all(outputs):
+        codes = [process.returncode for process in processes]
+        raise SystemExit(f"bench_scaleout: a child process printed nothing (exit codes {codes})")
+    return [float(json.loads(output.splitlines()[-1])["cpu_s"]) for output in outputs]
 
 
 async def measure(schedulers: int, workers: int, rate: int, window_s: float) -> Shape:
