@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -203,13 +203,10 @@ class DueJob:
 
     @classmethod
     def of(cls, job: Job | DueJob) -> DueJob:
+        """The slim view of ``job``: its fields of the same names."""
         if isinstance(job, DueJob):
             return job
-        return cls(
-            job.id, job.team, job.version, job.next_run_at, job.schedule, job.timezone, job.dst_gap,
-            job.dst_fold, job.misfire, job.overlap, job.queue, job.start_at, job.end_at, job.paused,
-            job.deleted_at,
-        )  # fmt: skip
+        return cls(*(getattr(job, name) for name in _DUE_FIELDS))
 
     def moved(self, next_run_at: datetime) -> DueJob:
         """The same job with its cursor at ``next_run_at`` (after a firing the store accepted):
@@ -223,6 +220,9 @@ class DueJob:
     @property
     def shard(self) -> int:
         return shard_of(self.id)
+
+
+_DUE_FIELDS = tuple(each.name for each in fields(DueJob))
 
 
 # -- runs ----------------------------------------------------------------------------------------

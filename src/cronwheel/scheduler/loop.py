@@ -68,7 +68,6 @@ class Scheduler:
         new_run_id: Callable[[], str] = new_id,
         stall_s: float = 5.0,
         tracer: Tracer = OFF,
-        writers: int | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -92,7 +91,7 @@ class Scheduler:
         self.stall = timedelta(seconds=stall_s)
         self._progress_at = clock.now()  # the store last answered this scheduler
         self.tracer = tracer  # off: the fire path checks ``enabled`` once per batch, nothing more
-        self.writers = store.write_concurrency if writers is None else writers  # batch writes in flight
+        self.writers = store.write_concurrency  # fire batches written at once
 
     @property
     def jobs(self) -> Mapping[str, DueJob]:
@@ -431,7 +430,7 @@ def _second(moment: datetime) -> int:
 def _due_second(job: DueJob) -> int:
     """The wheel's second of a job: that of its cursor (a job in the wheel always has one)."""
     assert job.next_run_at is not None
-    return int(job.next_run_at.timestamp())
+    return _second(job.next_run_at)
 
 
 def _log_fires(accepted: list[Run], skipped: list[Run], now: datetime) -> None:

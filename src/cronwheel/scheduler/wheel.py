@@ -5,8 +5,8 @@ entry's due second never changes: entries are frozen records, moved by replacing
 entries, a dict of buckets (second -> keys) and a heap of bucket keys: adding, moving and removing
 an entry is O(1) (amortized), draining everything due is proportional to what is due. It is a
 cache of the store's ``next_run_at``: rebuilt from the store at start, on a job change and
-periodically. One entry costs a dict slot and a set slot besides the entry itself (measured with
-a million jobs: ``benchmarks/bench_million.py``, docs/performance.md).
+periodically. One entry costs a dict slot and a set slot besides the entry itself (a synthetic
+wheel of a million jobs, docs/performance.md: 383 bytes a job with its ``DueJob``).
 """
 
 from __future__ import annotations
