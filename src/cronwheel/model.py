@@ -133,7 +133,38 @@ class PythonTarget:
     type: Literal["python"] = "python"
 
 
-Target = HttpTarget | CommandTarget | PythonTarget
+@dataclass(frozen=True, slots=True)
+class RabbitMqTarget:
+    """Publish the payload to a RabbitMQ (AMQP 0-9-1) exchange with publisher confirms."""
+
+    url: str  # amqp://host:5672/vhost or amqps://...; never user info (username/password below)
+    routing_key: str
+    exchange: str = ""  # "": the default exchange (routes to the queue named by routing_key)
+    headers: tuple[tuple[str, Value], ...] = ()
+    username: Value | None = None
+    password: Value | None = None
+    type: Literal["rabbitmq"] = "rabbitmq"
+
+
+KafkaSasl = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaTarget:
+    """Publish the payload to a Kafka topic through an idempotent producer (acks=all)."""
+
+    bootstrap_servers: tuple[str, ...]  # "host:port" each
+    topic: str
+    key: str | None = None  # None: the job id
+    headers: tuple[tuple[str, Value], ...] = ()
+    tls: bool = False
+    sasl_mechanism: KafkaSasl | None = None
+    username: Value | None = None
+    password: Value | None = None
+    type: Literal["kafka"] = "kafka"
+
+
+Target = HttpTarget | CommandTarget | PythonTarget | RabbitMqTarget | KafkaTarget
 
 
 # -- jobs ----------------------------------------------------------------------------------------

@@ -23,20 +23,22 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.limits import Limits
 from cronwheel.model import (
     CommandTarget,
-    HttpTarget,
     Job,
+    KafkaTarget,
     PythonTarget,
+    RabbitMqTarget,
     Run,
     RunKind,
     RunState,
     SkipReason,
+    Target,
     new_id,
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
-from cronwheel.ssrf import parse_networks, url_refusal
+from cronwheel.ssrf import host_refusal, parse_networks, url_refusal
 from cronwheel.store import Store
-from cronwheel.targets import check_target, parse_url, secret_references
+from cronwheel.targets import check_target, kafka_server, parse_amqp_url, parse_url, secret_references
 from cronwheel.tracing import OFF, Tracer, ending
 from cronwheel.tracing import runs as spans
 
@@ -87,8 +89,14 @@ class TargetPolicy:
             served = ", ".join(self.queues)
             raise InvalidInputError(f"no worker serves queue {queue!r} (served: {served}; see --queue)")
 
-    def check(self, target: HttpTarget | CommandTarget | PythonTarget) -> None:
-        if isinstance(target, CommandTarget):
+    def check(self, target: Target) -> None:
+        if isinstance(target, RabbitMqTarget):
+            self._check_host("target.url", parse_amqp_url(target.url).raw_host or "")
+        elif isinstance(target, KafkaTarget):
+            for index, text in enumerate(target.bootstrap_servers):
+                field = f"target.bootstrap_servers[{index}]"
+                self._check_host(field, kafka_server(field, text)[0])
+        elif isinstance(target, CommandTarget):
             if not self.allow_commands:
                 raise InvalidInputError(
                     "command targets are disabled on this server (start it with --allow-commands)"
@@ -99,6 +107,15 @@ class TargetPolicy:
                 raise InvalidInputError(refused)
         else:
             self._check_url(target.url)
+
+    def _check_host(self, field: str, raw_host: str) -> None:
+        """A broker's host, judged exactly as an HTTP URL's host (:meth:`_check_url`)."""
+        refusal = host_refusal(raw_host, parse_networks(self.allowed_networks))
+        if refusal is not None:
+            raise InvalidInputError(
+                f"{field} points to a non-public address: {refusal}; "
+                "an operator must allow its network (--allow-network)"
+            )
 
     def _check_url(self, text: str) -> None:
         """Refuse a URL whose host is a non-public address however it is spelled (the host read

@@ -43,7 +43,16 @@ import re
 from yarl import URL
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import CommandTarget, HttpTarget, PythonTarget, SecretRef, Target, Value
+from cronwheel.model import (
+    CommandTarget,
+    HttpTarget,
+    KafkaTarget,
+    PythonTarget,
+    RabbitMqTarget,
+    SecretRef,
+    Target,
+    Value,
+)
 from cronwheel.ssrf import host_address
 
 MAX_ARG_BYTES = 128 * 1024 - 1
@@ -69,6 +78,10 @@ def check_target(target: Target) -> None:
         check_command(target)
     elif isinstance(target, HttpTarget):
         check_http(target)
+    elif isinstance(target, RabbitMqTarget):
+        check_rabbitmq(target)
+    elif isinstance(target, KafkaTarget):
+        check_kafka(target)
     else:
         check_python(target)
 
@@ -221,6 +234,177 @@ def _dotted(text: str) -> bool:
     return all(part.isidentifier() for part in text.split("."))
 
 
+# -- broker targets (shared by rabbitmq and kafka) -------------------------------------------------
+
+
+def _check_message_headers(target: RabbitMqTarget | KafkaTarget) -> None:
+    """Message header names are tokens (as HTTP header names, so one name works for every
+    target) of at most :data:`MAX_SHORTSTR` bytes; values are text (secret references checked
+    once resolved)."""
+    for name, value in target.headers:
+        if not _TOKEN.fullmatch(name) or len(name) > MAX_SHORTSTR:
+            raise InvalidInputError(
+                f"target.headers has a name that is not a token of at most {MAX_SHORTSTR} characters: "
+                f"{name!r}"
+            )
+        field = f"target.headers[{name!r}]"
+        if isinstance(value, SecretRef):
+            _check_reference(field, value)
+        else:
+            _utf8(field, value)
+
+
+def _check_credentials(target: RabbitMqTarget | KafkaTarget) -> None:
+    for field, value in (("target.username", target.username), ("target.password", target.password)):
+        if isinstance(value, SecretRef):
+            _check_reference(field, value)
+        elif value is not None:
+            _utf8(field, value)
+            if "\0" in value:
+                raise InvalidInputError(f"{field} contains a NUL byte")
+
+
+def _no_user_info(field: str, url: URL) -> None:
+    if url.raw_user is not None or url.raw_password is not None:
+        raise InvalidInputError(
+            f"{field} must not hold credentials (user info): give target.username and "
+            'target.password, as {"secret": NAME} references to team secrets'
+        )
+
+
+def _canonical_host(field: str, raw_host: str) -> None:
+    """A numeric IPv4 host only as a dotted quad (as for HTTP URLs)."""
+    found = host_address(raw_host)
+    if found is not None and not found.canonical:
+        raise InvalidInputError(
+            f"{field} has the IPv4 address {found.address} spelled {found.spelling!r}: "
+            f"write it as {found.address}"
+        )
+
+
+# -- rabbitmq ------------------------------------------------------------------------------------
+
+MAX_SHORTSTR = 255
+"""AMQP 0-9-1 ``shortstr``: exchange names, routing keys, virtual hosts, header names (bytes)."""
+
+AMQP_PORTS = {"amqp": 5672, "amqps": 5671}
+_EXCHANGE = re.compile(r"[A-Za-z0-9_.:\-]*")  # AMQP 0-9-1's exchange-name grammar
+
+
+def check_rabbitmq(target: RabbitMqTarget) -> URL:
+    """Refuse what no AMQP connection could publish; returns the URL as the executor uses it."""
+    url = parse_amqp_url(target.url)
+    _canonical_host("target.url", url.raw_host or "")
+    if not _EXCHANGE.fullmatch(target.exchange) or len(target.exchange) > MAX_SHORTSTR:
+        raise InvalidInputError(
+            f"target.exchange must be at most {MAX_SHORTSTR} of A-Z a-z 0-9 - _ . : "
+            "(empty: the default exchange)"
+        )
+    if len(_utf8("target.routing_key", target.routing_key)) > MAX_SHORTSTR:
+        raise InvalidInputError(f"target.routing_key is longer than {MAX_SHORTSTR} bytes (an AMQP shortstr)")
+    _check_message_headers(target)
+    _check_credentials(target)
+    return url
+
+
+def parse_amqp_url(text: str) -> URL:
+    """``amqp://host[:port][/vhost]`` (``amqps://`` for TLS) as the executor reads it: a host, a
+    port (default 5672, or 5671 with TLS), one path segment naming the virtual host (none:
+    ``/``; a ``/`` inside it written ``%2f``), no user info, query or fragment. Messages never
+    quote the URL."""
+    if _CONTROL.search(text):
+        raise InvalidInputError("target.url contains a control character")
+    _utf8("target.url", text)
+    try:
+        url = URL(text)
+        host = url.host
+        port = url.port
+    except (ValueError, TypeError):
+        raise InvalidInputError("target.url is not a valid URL") from None
+    if url.scheme not in AMQP_PORTS or not host:
+        raise InvalidInputError("target.url must be an absolute amqp:// or amqps:// URL with a host")
+    _no_user_info("target.url", url)
+    if port == 0:
+        raise InvalidInputError("target.url has port 0")
+    if url.raw_query_string or url.raw_fragment:
+        raise InvalidInputError("target.url must have no query or fragment (the target's fields say it all)")
+    if "/" in url.raw_path.removeprefix("/"):
+        raise InvalidInputError(
+            "target.url has more than one path segment: the virtual host is one (write / as %2f)"
+        )
+    if len(amqp_vhost(url).encode()) > MAX_SHORTSTR:
+        raise InvalidInputError(f"target.url's virtual host is longer than {MAX_SHORTSTR} bytes")
+    try:
+        (url.raw_host or "").encode("idna")
+    except UnicodeError:
+        raise InvalidInputError("target.url has a host name that cannot be looked up") from None
+    return url
+
+
+def amqp_vhost(url: URL) -> str:
+    """The virtual host an AMQP URL names (RFC-style AMQP URI: the decoded path without its
+    leading ``/``; none: ``/``)."""
+    vhost = url.path.removeprefix("/")
+    return vhost or "/"
+
+
+def amqp_port(url: URL) -> int:
+    return url.port or AMQP_PORTS[url.scheme]
+
+
+# -- kafka ---------------------------------------------------------------------------------------
+
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+MAX_BOOTSTRAP_SERVERS = 20
+
+
+def check_kafka(target: KafkaTarget) -> list[tuple[str, int]]:
+    """Refuse what no Kafka producer could send; returns the bootstrap (host, port) pairs."""
+    if not target.bootstrap_servers:
+        raise InvalidInputError("target.bootstrap_servers must list at least one host:port")
+    if len(target.bootstrap_servers) > MAX_BOOTSTRAP_SERVERS:
+        raise InvalidInputError(f"target.bootstrap_servers lists more than {MAX_BOOTSTRAP_SERVERS} servers")
+    servers = [kafka_server(f"target.bootstrap_servers[{index}]", text)
+               for index, text in enumerate(target.bootstrap_servers)]  # fmt: skip
+    if not _TOPIC.fullmatch(target.topic) or target.topic in (".", ".."):
+        raise InvalidInputError('target.topic must be 1-249 of A-Z a-z 0-9 . _ - (and not "." or "..")')
+    if target.key is not None:
+        _utf8("target.key", target.key)
+    _check_message_headers(target)
+    _check_credentials(target)
+    credentials = target.username is not None or target.password is not None
+    if target.sasl_mechanism is not None and (target.username is None or target.password is None):
+        raise InvalidInputError(
+            f"target.sasl_mechanism {target.sasl_mechanism} needs target.username and target.password"
+        )
+    if target.sasl_mechanism is None and credentials:
+        raise InvalidInputError(
+            "target.username and target.password need target.sasl_mechanism "
+            "(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"
+        )
+    return servers
+
+
+def kafka_server(field: str, text: str) -> tuple[str, int]:
+    """``host:port`` (an IPv6 host in brackets) as (host, port); the host as the resolver gets
+    it (IDNA, lower case, no brackets)."""
+    if _CONTROL.search(text) or "/" in text or "@" in text or "?" in text or "#" in text:
+        raise InvalidInputError(f"{field} must be host:port")
+    try:
+        url = URL(f"kafka://{text}")
+        host, port = url.raw_host, url.explicit_port
+    except (ValueError, TypeError):
+        raise InvalidInputError(f"{field} must be host:port") from None
+    if not host or port is None or not 0 < port < 65536:
+        raise InvalidInputError(f"{field} must be host:port (a port of 1-65535)")
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        raise InvalidInputError(f"{field} has a host name that cannot be looked up") from None
+    _canonical_host(field, host)
+    return host, port
+
+
 # -- secret references ---------------------------------------------------------------------------
 
 
@@ -249,4 +433,15 @@ def _values(target: Target) -> list[tuple[str, Value]]:
         return [(f"target.headers.{name}", value) for name, value in target.headers]
     if isinstance(target, CommandTarget):
         return [(f"target.env.{name}", value) for name, value in target.env]
+    if isinstance(target, (RabbitMqTarget, KafkaTarget)):
+        return _broker_values(target)
     return []
+
+
+def _broker_values(target: RabbitMqTarget | KafkaTarget) -> list[tuple[str, Value]]:
+    """A broker target's header values, then its username and password (those set)."""
+    found: list[tuple[str, Value]] = [(f"target.headers.{name}", value) for name, value in target.headers]
+    for field, value in (("target.username", target.username), ("target.password", target.password)):
+        if value is not None:
+            found.append((field, value))
+    return found

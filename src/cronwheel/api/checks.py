@@ -26,7 +26,7 @@ from typing import Any
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import HttpTarget, Job, PythonTarget, Target
+from cronwheel.model import HttpTarget, Job, KafkaTarget, PythonTarget, RabbitMqTarget, Target
 from cronwheel.schedule import ScheduleError, load_zone, parse_schedule
 from cronwheel.service import TargetPolicy, no_slot_reason
 from cronwheel.targets import check_target
@@ -183,6 +183,10 @@ def _target_field(target: Target) -> str:
         return "target.url"
     if isinstance(target, PythonTarget):
         return "target.function"
+    if isinstance(target, RabbitMqTarget):
+        return "target.url"
+    if isinstance(target, KafkaTarget):
+        return "target.bootstrap_servers"
     return "target.type"  # a command target: refused as a kind, not for its argv
 
 

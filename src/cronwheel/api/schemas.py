@@ -53,11 +53,13 @@ from cronwheel.model import (
     CommandTarget,
     HttpTarget,
     Job,
+    KafkaTarget,
     MisfireMode,
     MisfirePolicy,
     Outcome,
     Overlap,
     PythonTarget,
+    RabbitMqTarget,
     RetentionPolicy,
     RetryPolicy,
     Run,
@@ -317,7 +319,94 @@ class PythonTargetSpec(_Strict):
         return PythonTarget(function=self.function)
 
 
-TargetSpec = Annotated[HttpTargetSpec | CommandTargetSpec | PythonTargetSpec, Field(discriminator="type")]
+_HEADERS_DOC = (
+    'Message headers; each value plain text, or `{"secret": NAME}`: a secret of the job\'s team. '
+    "cronwheel's own headers (Idempotency-Key, X-Cronwheel-*) win over these."
+)
+_CREDENTIAL_DOC = 'Plain text, or (better) `{"secret": NAME}`: a secret of the job\'s team; null: none.'
+
+
+def _optional_value(value: str | SecretRefSpec | None) -> Value | None:
+    return None if value is None else _value(value)
+
+
+def _optional_value_json(value: Value | None) -> str | dict[str, str] | None:
+    return None if value is None else _value_json(value)
+
+
+class RabbitMqTargetSpec(_Strict):
+    """Publish the payload to a RabbitMQ exchange; an attempt succeeds only when the broker
+    confirmed the message (publisher confirms, mandatory routing)."""
+
+    type: Literal["rabbitmq"]
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] = Field(
+        description="amqp://host[:port][/vhost] (amqps:// for TLS); no user info: credentials go in "
+        "`username` and `password`. Non-public addresses only where an operator allows them."
+    )
+    exchange: Annotated[str, StringConstraints(max_length=255)] = Field(
+        default="",
+        description='The exchange; "" (the default exchange) routes to the queue named by the key.',
+    )
+    routing_key: Annotated[str, StringConstraints(max_length=255)] = Field(
+        description="The routing key (at most 255 bytes)."
+    )
+    headers: Annotated[dict[HeaderName, HeaderValueOrSecret], NO_OTHER_KEYS] = Field(
+        default_factory=dict, max_length=50, description=_HEADERS_DOC
+    )
+    username: HeaderValueOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    password: HeaderValueOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+
+    def to_record(self) -> RabbitMqTarget:
+        return RabbitMqTarget(
+            url=self.url,
+            exchange=self.exchange,
+            routing_key=self.routing_key,
+            headers=tuple((name, _value(value)) for name, value in self.headers.items()),
+            username=_optional_value(self.username),
+            password=_optional_value(self.password),
+        )
+
+
+class KafkaTargetSpec(_Strict):
+    """Publish the payload to a Kafka topic through an idempotent producer (acks=all)."""
+
+    type: Literal["kafka"]
+    bootstrap_servers: list[Annotated[str, StringConstraints(min_length=1, max_length=300)]] = Field(
+        min_length=1, max_length=20, description="host:port of brokers to bootstrap from."
+    )
+    topic: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,249}$")] = Field(
+        description='The topic: 1-249 of A-Z a-z 0-9 . _ - (not "." or "..").'
+    )
+    key: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
+        default=None, description="The record key; null: the job id (so one job's records keep their order)."
+    )
+    headers: Annotated[dict[HeaderName, HeaderValueOrSecret], NO_OTHER_KEYS] = Field(
+        default_factory=dict, max_length=50, description=_HEADERS_DOC
+    )
+    tls: bool = Field(default=False, description="Connect with TLS (the system's trusted CAs).")
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        default=None, description="SASL authentication; needs `username` and `password`."
+    )
+    username: HeaderValueOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    password: HeaderValueOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+
+    def to_record(self) -> KafkaTarget:
+        return KafkaTarget(
+            bootstrap_servers=tuple(self.bootstrap_servers),
+            topic=self.topic,
+            key=self.key,
+            headers=tuple((name, _value(value)) for name, value in self.headers.items()),
+            tls=self.tls,
+            sasl_mechanism=self.sasl_mechanism,
+            username=_optional_value(self.username),
+            password=_optional_value(self.password),
+        )
+
+
+TargetSpec = Annotated[
+    HttpTargetSpec | CommandTargetSpec | PythonTargetSpec | RabbitMqTargetSpec | KafkaTargetSpec,
+    Field(discriminator="type"),
+]
 
 
 def target_from_record(target: Target) -> dict[str, Any]:
@@ -334,6 +423,28 @@ def target_from_record(target: Target) -> dict[str, Any]:
     if isinstance(target, CommandTarget):
         env = {name: _value_json(value) for name, value in target.env}
         return {"type": target.type, "argv": list(target.argv), "env": env, "cwd": target.cwd}
+    if isinstance(target, RabbitMqTarget):
+        return {
+            "type": target.type,
+            "url": target.url,
+            "exchange": target.exchange,
+            "routing_key": target.routing_key,
+            "headers": {name: _value_json(value) for name, value in target.headers},
+            "username": _optional_value_json(target.username),
+            "password": _optional_value_json(target.password),
+        }
+    if isinstance(target, KafkaTarget):
+        return {
+            "type": target.type,
+            "bootstrap_servers": list(target.bootstrap_servers),
+            "topic": target.topic,
+            "key": target.key,
+            "headers": {name: _value_json(value) for name, value in target.headers},
+            "tls": target.tls,
+            "sasl_mechanism": target.sasl_mechanism,
+            "username": _optional_value_json(target.username),
+            "password": _optional_value_json(target.password),
+        }
     return {"type": target.type, "function": target.function}
 
 

@@ -151,7 +151,7 @@ def reencrypt(ctx: Ctx) -> None:
 
 def _adopted_name(job_name: str, field: str) -> str:
     """``nightly.authorization`` for ``target.headers.Authorization`` of job ``nightly``."""
-    key = field.split(".", 2)[2]
+    key = field.split(".", 2)[-1]  # a header's or variable's name; a broker's username or password
     return _NOT_NAME.sub("-", f"{job_name}.{key}".lower())[:100]
 
 
@@ -195,14 +195,19 @@ def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
         )
         raise Conflict(Problem(409, "Conflict", detail=detail))
     target = dict(data["target"])
-    values_key = "headers" if target["type"] == "http" else "env"
-    values = dict(target[values_key])
+    values_key = "env" if target["type"] == "command" else "headers"
+    values = dict(target.get(values_key) or {})
     if not dry_run:
         for field, name in plan.items():
-            key = field.split(".", 2)[2]
-            ctx.client.set_secret(data["team"], name, values[key])
-            values[key] = {"secret": name}
-        target[values_key] = values
+            parts = field.split(".", 2)
+            if len(parts) == 2:  # a broker target's target.username or target.password
+                ctx.client.set_secret(data["team"], name, target[parts[1]])
+                target[parts[1]] = {"secret": name}
+                continue
+            ctx.client.set_secret(data["team"], name, values[parts[2]])
+            values[parts[2]] = {"secret": name}
+        if values_key in target:
+            target[values_key] = values
         ctx.client.update_job(data["id"], {"target": target}, if_version=data["version"])
     report = {"job": f"{data['team']}/{data['name']}", "dry_run": dry_run, "adopted": plan}
     ctx.emit(report, _adopt_text)

@@ -29,11 +29,13 @@ from cronwheel.model import (
     DueJob,
     HttpTarget,
     Job,
+    KafkaTarget,
     MisfireMode,
     MisfirePolicy,
     Outcome,
     Overlap,
     PythonTarget,
+    RabbitMqTarget,
     RetentionPolicy,
     RetryPolicy,
     Run,
@@ -84,6 +86,15 @@ def _value(data: Any) -> Value:
     return SecretRef(str(data["secret"])) if isinstance(data, Mapping) else str(data)
 
 
+def _optional_value_json(value: Value | None) -> Any:
+    """A broker credential: null, plain text, or ``{"secret": name}``."""
+    return None if value is None else values_to_json((("", value),))[0][1]
+
+
+def _optional_value(data: Any) -> Value | None:
+    return None if data is None else _value(data)
+
+
 def target_to_json(target: Target) -> dict[str, Any]:
     if isinstance(target, HttpTarget):
         data: dict[str, Any] = {
@@ -105,6 +116,28 @@ def target_to_json(target: Target) -> dict[str, Any]:
         }
     if isinstance(target, PythonTarget):
         return {"type": "python", "function": target.function}
+    if isinstance(target, RabbitMqTarget):
+        return {
+            "type": "rabbitmq",
+            "url": target.url,
+            "exchange": target.exchange,
+            "routing_key": target.routing_key,
+            "headers": values_to_json(target.headers),
+            "username": _optional_value_json(target.username),
+            "password": _optional_value_json(target.password),
+        }
+    if isinstance(target, KafkaTarget):
+        return {
+            "type": "kafka",
+            "bootstrap_servers": list(target.bootstrap_servers),
+            "topic": target.topic,
+            "key": target.key,
+            "headers": values_to_json(target.headers),
+            "tls": target.tls,
+            "sasl_mechanism": target.sasl_mechanism,
+            "username": _optional_value_json(target.username),
+            "password": _optional_value_json(target.password),
+        }
     raise TypeError(f"unknown target {target!r}")
 
 
@@ -125,6 +158,26 @@ def target_from_json(data: Mapping[str, Any]) -> Target:
         )
     if tag == "python":
         return PythonTarget(function=data["function"])
+    if tag == "rabbitmq":
+        return RabbitMqTarget(
+            url=data["url"],
+            exchange=data["exchange"],
+            routing_key=data["routing_key"],
+            headers=values_from_json(data["headers"]),
+            username=_optional_value(data.get("username")),
+            password=_optional_value(data.get("password")),
+        )
+    if tag == "kafka":
+        return KafkaTarget(
+            bootstrap_servers=tuple(str(server) for server in data["bootstrap_servers"]),
+            topic=data["topic"],
+            key=data.get("key"),
+            headers=values_from_json(data["headers"]),
+            tls=bool(data.get("tls", False)),
+            sasl_mechanism=data.get("sasl_mechanism"),
+            username=_optional_value(data.get("username")),
+            password=_optional_value(data.get("password")),
+        )
     raise ValueError(f"unknown target type {tag!r} in the store")
 
 
