@@ -33,7 +33,7 @@ from typing import Protocol
 
 from cronwheel.clock import monotonic_of
 from cronwheel.errors import PermanentError
-from cronwheel.model import CommandTarget, HttpTarget, SecretRef, Value
+from cronwheel.model import CommandTarget, HttpTarget, KafkaTarget, RabbitMqTarget, SecretRef, Value
 from cronwheel.secrets.crypto import Keyring, Sealed, unseal
 from cronwheel.store.port import AttemptResult, StoredSecret
 
@@ -70,6 +70,27 @@ class Resolved:
     def command(self, target: CommandTarget) -> CommandTarget:
         """``target`` with its environment references replaced by their values."""
         return dataclasses.replace(target, env=self._pairs(target.env))
+
+    def rabbitmq(self, target: RabbitMqTarget) -> RabbitMqTarget:
+        """``target`` with its header and credential references replaced by their values."""
+        return dataclasses.replace(
+            target,
+            headers=self._pairs(target.headers),
+            username=self._one(target.username),
+            password=self._one(target.password),
+        )
+
+    def kafka(self, target: KafkaTarget) -> KafkaTarget:
+        """``target`` with its header and credential references replaced by their values."""
+        return dataclasses.replace(
+            target,
+            headers=self._pairs(target.headers),
+            username=self._one(target.username),
+            password=self._one(target.password),
+        )
+
+    def _one(self, value: Value | None) -> Value | None:
+        return self.values[value.name] if isinstance(value, SecretRef) else value
 
     def _pairs(self, pairs: tuple[tuple[str, Value], ...]) -> tuple[tuple[str, Value], ...]:
         return tuple(

@@ -22,7 +22,9 @@ from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339, storable
 from cronwheel.worker.executors.command import CommandExecutor
 from cronwheel.worker.executors.http import HttpExecutor, address_refusal
+from cronwheel.worker.executors.kafka import KafkaExecutor
 from cronwheel.worker.executors.python import PythonExecutor
+from cronwheel.worker.executors.rabbitmq import RabbitMqExecutor
 
 __all__ = [
     "AttemptContext",
@@ -30,7 +32,9 @@ __all__ = [
     "Executor",
     "Executors",
     "HttpExecutor",
+    "KafkaExecutor",
     "PythonExecutor",
+    "RabbitMqExecutor",
     "WorkerSettings",
     "address_refusal",
     "rfc3339",
@@ -55,6 +59,8 @@ class Executors:
             "http": HttpExecutor(self.settings, clock=clock, secrets=secrets),
             "command": CommandExecutor(self.settings, clock=clock, secrets=secrets),
             "python": PythonExecutor(self.settings, clock=clock),
+            "rabbitmq": RabbitMqExecutor(self.settings, clock=clock, secrets=secrets),
+            "kafka": KafkaExecutor(self.settings, clock=clock, secrets=secrets),
         }
         self._by_kind.update(overrides or {})
 

@@ -1,0 +1,351 @@
+"""Kafka targets: publish the payload to a topic through an idempotent producer.
+
+One attempt is one record sent with ``send_and_wait`` by an aiokafka producer configured by
+:func:`producer_config`: ``enable_idempotence=True`` and ``acks="all"``, so the attempt succeeds
+only when every in-sync replica has the record, and a retry inside the producer never writes it
+twice. The record (:func:`record_of`): the topic, the key (the target's, or the job id, so one
+job's records stay in order on one partition), the payload as JSON (UTF-8; ``null`` when the job
+has none), and headers ``Idempotency-Key`` (the execution id: Kafka records have no message id),
+``X-Cronwheel-Job-Id``, ``X-Cronwheel-Scheduled-At`` (RFC 3339 UTC), ``X-Cronwheel-Attempt``,
+``content-type: application/json``, after the target's own headers (ours win on a name clash).
+
+Outcomes (:func:`outcome_of`): the broker refusing (unknown topic, authorization, SASL, a record
+too large, not enough replicas, a producer id refused) is ``Outcome.FAILURE``; no broker reachable
+is ``Outcome.ERROR``; the attempt's budget or the producer's own request timeout running out is
+``Outcome.TIMEOUT``.
+
+Producers are pooled per (bootstrap servers, TLS, SASL mechanism, credentials)
+(:class:`~cronwheel.worker.executors.brokers.Pool`) and stopped when idle and on
+:meth:`KafkaExecutor.close`. **SSRF guard**: the bootstrap hosts are judged when the job is
+written and before a producer starts; and since a Kafka client connects to whatever brokers the
+cluster's metadata advertises, every connection the producer opens goes through
+:func:`_guarded_create_conn`, which resolves the host, refuses the whole answer when any address
+is refused (:func:`~cronwheel.worker.executors.brokers.guarded_address`) and, without TLS,
+connects to the checked address itself. With TLS the host name is kept for the certificate
+check, so a DNS answer that changes between the check and the connect is not excluded there.
+
+Errors name the topic and the servers, never a credential; resolved secrets are redacted from
+what the attempt keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import json
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiokafka  # type: ignore[import-untyped]
+import aiokafka.client  # type: ignore[import-untyped]
+import aiokafka.errors  # type: ignore[import-untyped]
+
+from cronwheel.clock import Clock, SystemClock, monotonic_of
+from cronwheel.errors import InvalidInputError, TransientError
+from cronwheel.model import KafkaTarget, Outcome, SecretRef
+from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
+from cronwheel.ssrf import IPNetwork, host_refusal, parse_networks
+from cronwheel.store.port import AttemptResult
+from cronwheel.targets import check_kafka
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, rfc3339
+from cronwheel.worker.executors.brokers import (
+    IDLE_S,
+    BlockedBrokerError,
+    Pool,
+    Resolver,
+    guarded_address,
+    system_resolver,
+)
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/json"
+REQUEST_TIMEOUT_MS = 30_000
+
+
+# -- pure parts: the producer's configuration, the record, the outcome of an error ------------------
+
+
+def producer_config(target: KafkaTarget, ssl_context: ssl.SSLContext | None = None) -> dict[str, Any]:
+    """The keyword arguments of ``AIOKafkaProducer`` for ``target`` (resolved: plain credentials)."""
+    sasl = target.sasl_mechanism is not None
+    protocol = {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT"}
+    config: dict[str, Any] = {
+        "bootstrap_servers": list(target.bootstrap_servers),
+        "client_id": "cronwheel",
+        "enable_idempotence": True,
+        "acks": "all",
+        "request_timeout_ms": REQUEST_TIMEOUT_MS,
+        "security_protocol": protocol.get((target.tls, sasl), "SASL_SSL"),
+    }
+    if target.tls:
+        config["ssl_context"] = ssl_context or ssl.create_default_context()
+    if sasl:
+        config["sasl_mechanism"] = target.sasl_mechanism
+        config["sasl_plain_username"] = _text(target.username)
+        config["sasl_plain_password"] = _text(target.password)
+    return config
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    topic: str
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+
+
+def record_of(target: KafkaTarget, ctx: AttemptContext) -> KafkaRecord:
+    """The record one attempt sends (``target`` resolved)."""
+    ours = {
+        "Idempotency-Key": ctx.execution_id,
+        "X-Cronwheel-Job-Id": ctx.job_id,
+        "X-Cronwheel-Scheduled-At": rfc3339(ctx.scheduled_at),
+        "X-Cronwheel-Attempt": str(ctx.attempt),
+        "content-type": CONTENT_TYPE,
+    }
+    folded = {name.lower() for name in ours}
+    headers = [(name, _text(value).encode()) for name, value in target.headers if name.lower() not in folded]
+    headers += [(name, value.encode()) for name, value in ours.items()]
+    return KafkaRecord(
+        topic=target.topic,
+        key=(ctx.job_id if target.key is None else target.key).encode(),
+        value=json.dumps(ctx.payload, separators=(",", ":"), ensure_ascii=False).encode(),
+        headers=tuple(headers),
+    )
+
+
+_FAILURES: tuple[type[BaseException], ...] = (
+    aiokafka.errors.UnknownTopicOrPartitionError,
+    aiokafka.errors.TopicAuthorizationFailedError,
+    aiokafka.errors.ClusterAuthorizationFailedError,
+    aiokafka.errors.TransactionalIdAuthorizationFailed,
+    aiokafka.errors.MessageSizeTooLargeError,
+    aiokafka.errors.RecordListTooLargeError,
+    aiokafka.errors.InvalidTopicError,
+    aiokafka.errors.NotEnoughReplicasError,
+    aiokafka.errors.NotEnoughReplicasAfterAppendError,
+    aiokafka.errors.UnsupportedVersionError,
+    aiokafka.errors.UnsupportedSaslMechanismError,
+    aiokafka.errors.SaslAuthenticationFailedError,
+    aiokafka.errors.AuthenticationFailedError,
+    aiokafka.errors.UnknownError,
+)
+_TIMEOUTS: tuple[type[BaseException], ...] = (
+    TimeoutError,
+    aiokafka.errors.KafkaTimeoutError,
+    aiokafka.errors.RequestTimedOutError,
+)
+
+
+def outcome_of(error: BaseException) -> Outcome:
+    """What an exception of the producer says about the attempt."""
+    if isinstance(error, _TIMEOUTS):
+        return Outcome.TIMEOUT
+    if isinstance(error, BlockedBrokerError):
+        return Outcome.ERROR
+    if isinstance(error, _FAILURES):
+        return Outcome.FAILURE
+    if isinstance(error, aiokafka.errors.KafkaError) and not getattr(error, "retriable", False):
+        return Outcome.FAILURE
+    return Outcome.ERROR  # KafkaConnectionError, NodeNotReadyError, OSError ...
+
+
+def _describe(error: BaseException, where: str, topic: str) -> str:
+    """An error's text for the attempt: the exception's name and its Kafka error text (a broker
+    error code's description, or aiokafka's own sentence, which names hosts and topics only)."""
+    known = (
+        (BlockedBrokerError, str(error)),
+        (aiokafka.errors.KafkaConnectionError, f"cannot reach a broker of {where}"),
+        (aiokafka.errors.UnknownTopicOrPartitionError, f"{where} has no topic {topic!r}"),
+        (aiokafka.errors.SaslAuthenticationFailedError, f"{where} refused the credentials"),
+        (aiokafka.errors.AuthenticationFailedError, f"{where} refused the credentials"),
+    )
+    for kind, text in known:
+        if isinstance(error, kind):
+            return text
+    if isinstance(error, aiokafka.errors.KafkaError):
+        description = getattr(error, "description", "") or ""
+        detail = f" ({description})" if description else ""
+        return f"{where} refused the record for topic {topic!r}: {type(error).__name__}{detail}"
+    if isinstance(error, OSError) and error.strerror:
+        return f"cannot reach {where}: {error.strerror}"
+    return f"publishing to {where} failed: {type(error).__name__}"
+
+
+# -- the guard on every connection the producer opens ----------------------------------------------
+
+
+@dataclass
+class _Guard:
+    allowed: tuple[IPNetwork, ...]
+    resolver: Resolver
+    refused: list[str] = field(default_factory=list)
+
+
+_GUARD: contextvars.ContextVar[_Guard | None] = contextvars.ContextVar("cronwheel_kafka_guard", default=None)
+_UNGUARDED: Callable[..., Awaitable[Any]] = aiokafka.client.create_conn
+
+
+async def _guarded_create_conn(host: str, port: int, **kwargs: Any) -> Any:
+    """aiokafka's ``create_conn``, behind the SSRF guard for producers started by this module
+    (they run in a context holding a :class:`_Guard`; any other aiokafka client is untouched)."""
+    guard = _GUARD.get()
+    if guard is not None:
+        try:
+            address = await guarded_address(host, port, guard.allowed, guard.resolver)
+        except BlockedBrokerError as error:
+            guard.refused.append(str(error))
+            raise
+        if kwargs.get("ssl_context") is None:  # no certificate to check: connect to what was checked
+            host = address
+    return await _UNGUARDED(host, port, **kwargs)
+
+
+aiokafka.client.create_conn = _guarded_create_conn
+
+
+# -- the executor ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Producer:
+    producer: Any  # aiokafka.AIOKafkaProducer, started
+    guard: _Guard
+
+
+async def _stop(entry: _Producer) -> None:
+    try:
+        await entry.producer.stop()
+    except Exception:
+        log.debug("stopping a Kafka producer failed", exc_info=True)
+
+
+class KafkaExecutor:
+    """Publishes Kafka attempts through pooled, guarded, idempotent producers."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        secrets: SecretResolver | None = None,
+        resolver: Resolver | None = None,
+        idle_s: float = IDLE_S,
+        config: Callable[[KafkaTarget], dict[str, Any]] = producer_config,
+    ) -> None:
+        """``config`` makes a producer's configuration (:func:`producer_config`; a test against a
+        broker that grants no producer ids swaps it, see tests/worker/test_kafka_executor.py)."""
+        self._settings = settings or WorkerSettings()
+        self._secrets = secrets or SecretResolver(None, None)
+        self._allowed = parse_networks(self._settings.allowed_networks)
+        self._clock: Clock = clock or SystemClock()
+        self._resolver = resolver or system_resolver
+        self._config = config
+        self.pool: Pool[_Producer] = Pool(_stop, monotonic_of(self._clock), idle_s, "kafka")
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def execute(self, target: KafkaTarget, ctx: AttemptContext) -> AttemptResult:
+        """Resolve the target's secrets, send the record, and keep none of them in the result."""
+        try:
+            resolved = await self._secrets.resolve(ctx.team, _references(target))
+        except SecretUnavailableError as error:
+            return AttemptResult(Outcome.ERROR, error=str(error))
+        except TransientError:
+            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
+        return resolved.redacted(await self._send(resolved.kafka(target), ctx))
+
+    async def _send(self, target: KafkaTarget, ctx: AttemptContext) -> AttemptResult:
+        try:
+            servers = check_kafka(target)
+        except InvalidInputError as error:
+            return AttemptResult(Outcome.ERROR, error=str(error))
+        where = "kafka " + ",".join(target.bootstrap_servers)
+        for host, _ in servers:
+            refusal = host_refusal(host, self._allowed)
+            if refusal is not None:
+                return AttemptResult(
+                    Outcome.ERROR, error=f"refused by the SSRF guard: {refusal} (not in allowed_networks)"
+                )
+        budget = ctx.budget_s(self._clock.now())
+        if budget <= 0:
+            return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
+        record = record_of(target, ctx)
+        key = _pool_key(target)
+        entry: _Producer | None = None
+        try:
+            async with asyncio.timeout(budget):
+                async with self.pool.use(key, lambda: self._start(target, servers)) as entry:
+                    token = _GUARD.set(entry.guard)  # a connection opened on the way is guarded too
+                    try:
+                        metadata = await entry.producer.send_and_wait(
+                            record.topic, record.value, key=record.key, headers=list(record.headers)
+                        )
+                    finally:
+                        _GUARD.reset(token)
+        except (aiokafka.errors.KafkaError, OSError) as error:  # TimeoutError is an OSError
+            refused = entry.guard.refused if entry is not None else []
+            if refused:
+                return AttemptResult(Outcome.ERROR, error=refused[-1])
+            outcome = outcome_of(error)
+            if outcome is Outcome.ERROR and entry is not None:
+                await self.pool.discard(key, entry)
+            text = (
+                f"no acknowledgement from {where} within {budget:g} s"
+                if isinstance(error, TimeoutError)
+                else _describe(error, where, target.topic)
+            )
+            return AttemptResult(outcome, error=text)
+        log.debug(
+            "kafka attempt job=%s run=%s attempt=%d topic=%s acknowledged",
+            ctx.job_id,
+            ctx.execution_id,
+            ctx.attempt,
+            target.topic,
+        )
+        return AttemptResult(
+            Outcome.SUCCESS,
+            output=f"acknowledged by {where}: topic {metadata.topic} "
+            f"partition {metadata.partition} offset {metadata.offset}",
+        )
+
+    async def _start(self, target: KafkaTarget, servers: list[tuple[str, int]]) -> _Producer:
+        """A started producer; its connections (and those of the tasks it starts) are guarded."""
+        guard = _Guard(self._allowed, self._resolver)
+        for host, port in servers:  # the clear reason, before aiokafka turns it into "cannot bootstrap"
+            await guarded_address(host, port, guard.allowed, guard.resolver)
+        token = _GUARD.set(guard)
+        try:
+            producer = aiokafka.AIOKafkaProducer(**self._config(target))
+            try:
+                await producer.start()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await producer.stop()
+                raise
+        finally:
+            _GUARD.reset(token)
+        return _Producer(producer, guard)
+
+
+def _references(target: KafkaTarget) -> list[str]:
+    values = [value for _, value in target.headers] + [target.username, target.password]
+    return [value.name for value in values if isinstance(value, SecretRef)]
+
+
+def _text(value: object) -> str:
+    assert isinstance(value, str), "secret references are resolved before the producer is made"
+    return value
+
+
+def _pool_key(target: KafkaTarget) -> tuple[Any, ...]:
+    """Servers, TLS and SASL, and a digest of the credentials (not the credentials themselves)."""
+    digest = hashlib.sha256(repr((target.username, target.password)).encode()).hexdigest()
+    return (target.bootstrap_servers, target.tls, target.sasl_mechanism, digest)

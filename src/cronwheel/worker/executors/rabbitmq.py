@@ -1,0 +1,279 @@
+"""RabbitMQ targets: publish the payload to an exchange, confirmed by the broker.
+
+One attempt is one ``basic.publish`` on a channel in publisher-confirm mode, with
+``mandatory=True``: the attempt succeeds only when the broker confirmed the message
+(``basic.ack``), which for a persistent message routed to durable queues means the queues have
+it. A ``basic.nack``, a message the broker returned as unroutable (no queue bound for its routing
+key), an exchange that does not exist (the broker closes the channel: the next attempt opens a
+new one) or refused credentials are the target's answer: ``Outcome.FAILURE``. A broker that
+cannot be reached is ``Outcome.ERROR``; the attempt's budget running out is ``Outcome.TIMEOUT``
+(a message may then still have been delivered: the execution id lets a consumer de-duplicate).
+
+The message: the payload as JSON (UTF-8, ``content_type`` ``application/json``, ``null`` when the
+job has none), persistent (``delivery_mode`` 2), ``message_id`` the execution id, and headers
+``Idempotency-Key`` (the execution id), ``X-Cronwheel-Job-Id``, ``X-Cronwheel-Scheduled-At``
+(RFC 3339 UTC) and ``X-Cronwheel-Attempt`` (an integer), which win over the target's own headers.
+
+Connections (and their one publishing channel) are pooled per (URL, credentials)
+(:class:`~cronwheel.worker.executors.brokers.Pool`): opened by the first attempt, shared by the
+concurrent ones (confirms are pipelined), closed when idle and on :meth:`RabbitMqExecutor.close`.
+The host goes through the SSRF guard when the job is written and again at connect time, on the
+resolved addresses (:func:`~cronwheel.worker.executors.brokers.guarded_address`); the connection
+is opened to the checked address (with the host name for TLS's certificate check).
+
+Built on aiormq, the AMQP 0-9-1 client under aio-pika, used directly: publishing needs a
+connection, a channel and ``basic_publish``, which aiormq's API is, and aio-pika's robust
+reconnection and object layer would only stand between the attempt and the broker's answer
+(docs/dependencies.md). Credentials (resolved secrets) are never part of an error, a log line or
+the attempt's output: errors are written here, naming ``scheme://host:port`` only, and every
+resolved value is redacted from what the attempt keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import aiormq
+import aiormq.abc
+from pamqp import commands as spec
+from yarl import URL
+
+from cronwheel.clock import Clock, SystemClock, monotonic_of
+from cronwheel.errors import InvalidInputError, TransientError
+from cronwheel.model import Outcome, RabbitMqTarget, SecretRef
+from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
+from cronwheel.ssrf import host_refusal, parse_networks
+from cronwheel.store.port import AttemptResult
+from cronwheel.targets import amqp_port, amqp_vhost, check_rabbitmq
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, rfc3339
+from cronwheel.worker.executors.brokers import (
+    IDLE_S,
+    BlockedBrokerError,
+    Pool,
+    Resolver,
+    guarded_address,
+    system_resolver,
+)
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/json"
+PERSISTENT = 2
+
+
+@dataclass
+class _Link:
+    """One pooled AMQP connection and its publishing channel (reopened when the broker closed it)."""
+
+    connection: aiormq.abc.AbstractConnection
+    channel: aiormq.abc.AbstractChannel
+    lock: asyncio.Lock
+
+    async def publishing(self) -> aiormq.abc.AbstractChannel:
+        if self.channel.is_closed:
+            async with self.lock:
+                if self.channel.is_closed:
+                    self.channel = await _confirming_channel(self.connection)
+        return self.channel
+
+
+async def _confirming_channel(connection: aiormq.abc.AbstractConnection) -> aiormq.abc.AbstractChannel:
+    return await connection.channel(publisher_confirms=True, on_return_raises=True)
+
+
+async def _close(link: _Link) -> None:
+    await _close_connection(link.connection)
+
+
+async def _close_connection(connection: aiormq.abc.AbstractConnection) -> None:
+    try:
+        await connection.close()
+    except Exception:  # already broken: nothing left to release
+        log.debug("closing an AMQP connection failed", exc_info=True)
+
+
+def message_properties(target: RabbitMqTarget, ctx: AttemptContext) -> spec.Basic.Properties:
+    """The AMQP properties of the attempt's message (``target`` resolved: plain values only)."""
+    headers: dict[str, Any] = {}
+    for name, value in target.headers:
+        assert isinstance(value, str), "secret references are resolved before publishing"
+        headers[name] = value
+    headers["Idempotency-Key"] = ctx.execution_id
+    headers["X-Cronwheel-Job-Id"] = ctx.job_id
+    headers["X-Cronwheel-Scheduled-At"] = rfc3339(ctx.scheduled_at)
+    headers["X-Cronwheel-Attempt"] = ctx.attempt
+    return spec.Basic.Properties(
+        content_type=CONTENT_TYPE,
+        delivery_mode=PERSISTENT,
+        message_id=ctx.execution_id,
+        headers=headers,
+    )
+
+
+def message_body(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class RabbitMqExecutor:
+    """Publishes RabbitMQ attempts over pooled, guarded, confirming connections."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        secrets: SecretResolver | None = None,
+        resolver: Resolver | None = None,
+        idle_s: float = IDLE_S,
+    ) -> None:
+        self._settings = settings or WorkerSettings()
+        self._secrets = secrets or SecretResolver(None, None)
+        self._allowed = parse_networks(self._settings.allowed_networks)
+        self._clock: Clock = clock or SystemClock()
+        self._resolver = resolver or system_resolver
+        self.pool: Pool[_Link] = Pool(_close, monotonic_of(self._clock), idle_s, "amqp")
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def execute(self, target: RabbitMqTarget, ctx: AttemptContext) -> AttemptResult:
+        """Resolve the target's secrets, publish, and keep none of them in the result."""
+        try:
+            resolved = await self._secrets.resolve(ctx.team, _references(target))
+        except SecretUnavailableError as error:
+            return AttemptResult(Outcome.ERROR, error=str(error))
+        except TransientError:
+            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
+        return resolved.redacted(await self._publish(resolved.rabbitmq(target), ctx))
+
+    async def _publish(self, target: RabbitMqTarget, ctx: AttemptContext) -> AttemptResult:
+        try:
+            url = check_rabbitmq(target)
+        except InvalidInputError as error:
+            return AttemptResult(Outcome.ERROR, error=str(error))
+        where = f"{url.scheme}://{url.host}:{amqp_port(url)}"
+        refusal = host_refusal(url.raw_host or "", self._allowed)
+        if refusal is not None:
+            return AttemptResult(
+                Outcome.ERROR, error=f"refused by the SSRF guard: {refusal} (not in allowed_networks)"
+            )
+        budget = ctx.budget_s(self._clock.now())
+        if budget <= 0:
+            return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
+        key = _pool_key(url, target)
+        link: _Link | None = None
+        try:
+            async with asyncio.timeout(budget):
+                async with self.pool.use(key, lambda: self._open(url, target)) as link:
+                    channel = await link.publishing()
+                    confirmation = await channel.basic_publish(
+                        message_body(ctx.payload),
+                        exchange=target.exchange,
+                        routing_key=target.routing_key,
+                        properties=message_properties(target, ctx),
+                        mandatory=True,
+                    )
+        except (aiormq.exceptions.AMQPError, OSError) as error:  # TimeoutError is an OSError
+            result, broken = _failed(error, where, target, budget)
+            if broken:  # a connection that failed, or a publish cut mid-way (its channel's state unknown)
+                await self._drop(key, link)
+            return result
+        if isinstance(confirmation, spec.Basic.Ack):
+            log.debug(
+                "rabbitmq attempt job=%s run=%s attempt=%d %s confirmed",
+                ctx.job_id,
+                ctx.execution_id,
+                ctx.attempt,
+                where,
+            )
+            return AttemptResult(Outcome.SUCCESS, output=f"confirmed by {where}")
+        kind = type(confirmation).__name__ if confirmation is not None else "nothing"
+        return AttemptResult(
+            Outcome.FAILURE, error=f"{where} did not confirm the message (basic.{kind.lower()})"
+        )
+
+    async def _open(self, url: URL, target: RabbitMqTarget) -> _Link:
+        """A new connection to the checked address of the URL's host, with a confirming channel."""
+        host = url.host or ""
+        port = amqp_port(url)
+        address = await guarded_address(host, port, self._allowed, self._resolver)
+        connect_url = URL.build(
+            scheme=url.scheme,
+            user=None if target.username is None else _text(target.username),  # None: guest
+            password=None if target.password is None else _text(target.password),
+            host=address,
+            port=port,
+            path="/" + amqp_vhost(url),
+        )
+        extra: dict[str, Any] = {"server_hostname": host} if url.scheme == "amqps" else {}
+        connection = aiormq.Connection(connect_url, **extra)
+        try:
+            await connection.connect()
+            channel = await _confirming_channel(connection)
+        except BaseException:
+            await _close_connection(connection)
+            raise
+        return _Link(connection, channel, asyncio.Lock())
+
+    async def _drop(self, key: tuple[str, ...], link: _Link | None) -> None:
+        if link is not None:
+            await self.pool.discard(key, link)
+
+
+def _failed(
+    error: BaseException, where: str, target: RabbitMqTarget, budget: float
+) -> tuple[AttemptResult, bool]:
+    """The attempt's result for ``error``, and whether the pooled connection must go."""
+    if isinstance(error, TimeoutError):
+        return AttemptResult(Outcome.TIMEOUT, error=f"no confirmation from {where} within {budget:g} s"), True
+    if isinstance(error, BlockedBrokerError):
+        return AttemptResult(Outcome.ERROR, error=str(error)), False
+    if isinstance(error, aiormq.exceptions.PublishError):
+        frame = getattr(error.message, "delivery", None)
+        reply = f"{getattr(frame, 'reply_code', '')} {getattr(frame, 'reply_text', '') or 'returned'}".strip()
+        text = (
+            f"{where} returned the message as unroutable ({reply}): no queue is bound to "
+            f"exchange {target.exchange!r} for routing key {target.routing_key!r}"
+        )
+        return AttemptResult(Outcome.FAILURE, error=text), False
+    if isinstance(error, aiormq.exceptions.ChannelClosed):  # exchange not found, access refused ...
+        return AttemptResult(Outcome.FAILURE, error=f"{where} refused the publish: {_reply(error)}"), False
+    if isinstance(
+        error, (aiormq.exceptions.AuthenticationError, aiormq.exceptions.ProbableAuthenticationError)
+    ):
+        text = f"{where} refused the credentials (or access to the virtual host)"
+        return AttemptResult(Outcome.FAILURE, error=text), True
+    return AttemptResult(Outcome.ERROR, error=f"cannot publish to {where}: {_os_text(error)}"), True
+
+
+def _references(target: RabbitMqTarget) -> list[str]:
+    values = [value for _, value in target.headers] + [target.username, target.password]
+    return [value.name for value in values if isinstance(value, SecretRef)]
+
+
+def _text(value: object) -> str:
+    assert isinstance(value, str), "secret references are resolved before connecting"
+    return value
+
+
+def _pool_key(url: URL, target: RabbitMqTarget) -> tuple[str, ...]:
+    """Endpoint, virtual host and a digest of the credentials (not the credentials themselves)."""
+    digest = hashlib.sha256(repr((target.username, target.password)).encode()).hexdigest()
+    return (url.scheme, url.host or "", str(amqp_port(url)), amqp_vhost(url), digest)
+
+
+def _reply(error: aiormq.exceptions.AMQPError) -> str:
+    """The broker's reply (``404 NOT_FOUND - no exchange 'x' in vhost '/'``): names, no credentials."""
+    args = [str(arg) for arg in error.args if arg is not None]
+    return " ".join(args) or type(error).__name__
+
+
+def _os_text(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return type(error).__name__
