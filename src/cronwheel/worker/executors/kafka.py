@@ -132,7 +132,7 @@ _FAILURES: tuple[type[BaseException], ...] = (
     aiokafka.errors.NotEnoughReplicasAfterAppendError,
     aiokafka.errors.UnsupportedVersionError,
     aiokafka.errors.UnsupportedSaslMechanismError,
-    aiokafka.errors.SaslAuthenticationFailedError,
+    aiokafka.errors.SaslAuthenticationFailed,
     aiokafka.errors.AuthenticationFailedError,
     aiokafka.errors.UnknownError,
 )
@@ -163,7 +163,7 @@ def _describe(error: BaseException, where: str, topic: str) -> str:
         (BlockedBrokerError, str(error)),
         (aiokafka.errors.KafkaConnectionError, f"cannot reach a broker of {where}"),
         (aiokafka.errors.UnknownTopicOrPartitionError, f"{where} has no topic {topic!r}"),
-        (aiokafka.errors.SaslAuthenticationFailedError, f"{where} refused the credentials"),
+        (aiokafka.errors.SaslAuthenticationFailed, f"{where} refused the credentials"),
         (aiokafka.errors.AuthenticationFailedError, f"{where} refused the credentials"),
     )
     for kind, text in known:
