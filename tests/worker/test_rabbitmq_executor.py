@@ -144,17 +144,22 @@ async def test_an_exchange_that_does_not_exist_fails_and_the_channel_is_reopened
 ) -> None:
     missing = await executor.execute(target_for(broker, exchange=f"{broker.exchange}-missing"), make_ctx())
     assert missing.outcome is Outcome.FAILURE
-    assert missing.error is not None and "NOT_FOUND" in missing.error
+    assert missing.error is not None
+    assert "NOT_FOUND" in missing.error
     delivered = await executor.execute(target_for(broker), make_ctx())  # the same pooled connection
     assert delivered.outcome is Outcome.SUCCESS, delivered.error
     assert len(executor.pool) == 1
     assert await broker.count() == 1
 
 
-async def test_an_unroutable_message_is_returned_and_fails(broker: Broker, executor: RabbitMqExecutor) -> None:
+async def test_an_unroutable_message_is_returned_and_fails(
+    broker: Broker, executor: RabbitMqExecutor
+) -> None:
     result = await executor.execute(target_for(broker, routing_key="nobody-listens"), make_ctx())
     assert result.outcome is Outcome.FAILURE
-    assert result.error is not None and "unroutable" in result.error and "nobody-listens" in result.error
+    assert result.error is not None
+    assert "unroutable" in result.error
+    assert "nobody-listens" in result.error
     assert await broker.count() == 0
 
 
@@ -165,7 +170,8 @@ async def test_an_unreachable_port_is_an_error(executor: RabbitMqExecutor) -> No
         target = RabbitMqTarget(url=f"amqp://127.0.0.1:{port}/", exchange="", routing_key="x")
         result = await executor.execute(target, make_ctx())
     assert result.outcome is Outcome.ERROR
-    assert result.error is not None and f"amqp://127.0.0.1:{port}" in result.error
+    assert result.error is not None
+    assert f"amqp://127.0.0.1:{port}" in result.error
     assert len(executor.pool) == 0
 
 
@@ -174,7 +180,9 @@ async def test_a_private_address_is_refused_unless_allowed(broker: Broker) -> No
     try:
         result = await strict.execute(target_for(broker), make_ctx())
         assert result.outcome is Outcome.ERROR
-        assert result.error is not None and "SSRF guard" in result.error and "loopback" in result.error
+        assert result.error is not None
+        assert "SSRF guard" in result.error
+        assert "loopback" in result.error
 
         async def to_loopback(host: str, port: int) -> list[str]:
             return ["127.0.0.1"]  # a public-looking name whose answer is loopback (DNS rebinding)
@@ -237,7 +245,8 @@ async def test_credentials_from_secrets_never_reach_logs_or_output(
         await executor.close()
     assert secrets.asked[0] == ["mq-user", "mq-password"]
     assert refused.outcome is Outcome.FAILURE
-    assert refused.error is not None and "refused the credentials" in refused.error
+    assert refused.error is not None
+    assert "refused the credentials" in refused.error
     kept = " ".join(filter(None, [ok.output, ok.error, refused.output, refused.error, caplog.text]))
     assert "wrong-Pa55word-xyz" not in kept
     assert "guest:guest" not in kept
