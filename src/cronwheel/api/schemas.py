@@ -53,6 +53,7 @@ from cronwheel.model import (
     CommandTarget,
     HttpTarget,
     Job,
+    KafkaSasl,
     KafkaTarget,
     MisfireMode,
     MisfirePolicy,
@@ -384,7 +385,7 @@ class KafkaTargetSpec(_Strict):
         default_factory=dict, max_length=50, description=_HEADERS_DOC
     )
     tls: bool = Field(default=False, description="Connect with TLS (the system's trusted CAs).")
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+    sasl_mechanism: KafkaSasl | None = Field(
         default=None, description="SASL authentication; needs `username` and `password`."
     )
     username: HeaderValueOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
