@@ -27,7 +27,7 @@ import click
 
 from cronwheel.cli.output import Ctx, api_command, load_documents
 
-_SECRET_PREFIXES = ("target.headers.", "target.env.")
+_SECRET_PREFIXES = ("target.headers.", "target.env.", "target.username", "target.password")
 
 
 class InvalidFile(click.ClickException):
@@ -157,7 +157,9 @@ def _problem_text(detail: Any) -> str:
     whole = (detail.get("ctx") or {}).get("detail")
     if whole:
         return str(whole)
-    where = ".".join(str(part) for part in detail["loc"] if part not in ("http", "command", "python"))
+    where = ".".join(
+        str(part) for part in detail["loc"] if part not in ("http", "command", "python", "rabbitmq", "kafka")
+    )
     return f"{where or 'job'}: {str(detail['msg']).removeprefix('Value error, ')}"
 
 

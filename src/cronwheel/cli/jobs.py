@@ -35,6 +35,14 @@ def _target(target: dict[str, Any]) -> str:
         return f"http {target['method']} {redacted_url(target['url'])}"
     if target["type"] == "command":
         return "command " + shlex.join(target["argv"])
+    if target["type"] == "rabbitmq":
+        from cronwheel.targets import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
+
+        exchange = target["exchange"] or "(default exchange)"
+        return f"rabbitmq {redacted_url(target['url'])} {exchange} key {target['routing_key']}"
+    if target["type"] == "kafka":
+        key = "job id" if target.get("key") is None else target["key"]
+        return f"kafka {','.join(target['bootstrap_servers'])} topic {target['topic']} key {key}"
     return f"python {target['function']}"
 
 
@@ -81,6 +89,9 @@ def _secrets(target: dict[str, Any]) -> str | None:
     ]
     if target.get("signing_secret"):
         found.append(f"signed with {{secret: {target['signing_secret']['secret']}}}")
+    for field in ("username", "password"):  # a broker target's credentials
+        if isinstance(target.get(field), dict):
+            found.append(f"{field}={{secret: {target[field]['secret']}}}")
     return " ".join(found) or None
 
 
@@ -163,6 +174,39 @@ def _spec_options(func: Any) -> Any:
             "--signing-secret", metavar="SECRET", help="Sign webhooks with the team's secret SECRET."
         ),
         click.option("--command", "command", metavar="CMD", help="Target: run this command line."),
+        click.option(
+            "--rabbitmq",
+            "rabbitmq_url",
+            metavar="URL",
+            help="Target: publish to RabbitMQ (amqp://host:5672/vhost).",
+        ),
+        click.option("--exchange", help="RabbitMQ exchange (default: the default exchange)."),
+        click.option("--routing-key", help="RabbitMQ routing key."),
+        click.option(
+            "--kafka",
+            "kafka_servers",
+            metavar="HOST:PORT[,...]",
+            help="Target: publish to Kafka via these brokers.",
+        ),
+        click.option("--topic", help="Kafka topic."),
+        click.option("--key", "kafka_key", help="Kafka record key (default: the job id)."),
+        click.option(
+            "--tls/--no-tls",
+            "kafka_tls",
+            default=None,
+            help="Kafka over TLS (amqps:// says it for RabbitMQ).",
+        ),
+        click.option(
+            "--sasl-mechanism",
+            type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+            help="Kafka SASL.",
+        ),
+        click.option(
+            "--username-secret", metavar="SECRET", help="Broker user name: the team's secret SECRET."
+        ),
+        click.option(
+            "--password-secret", metavar="SECRET", help="Broker password: the team's secret SECRET."
+        ),
         click.option("--python", "function", metavar="MOD:FUNC", help="Target: call this function."),
         click.option("--payload", help="JSON payload."),
         click.option("--label", "labels", multiple=True, metavar="K=V", help="Label (repeat)."),
@@ -204,12 +248,20 @@ def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
 
 
 def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
-    targets = [key for key in ("http_url", "command", "function") if flags.get(key)]
+    targets = [
+        key for key in ("http_url", "command", "function", "rabbitmq_url", "kafka_servers") if flags.get(key)
+    ]
     if len(targets) > 1:
-        raise click.UsageError("give one target: --http, --command or --python")
-    http_only = ("method", "headers", "secret_headers", "signing_secret")
+        raise click.UsageError("give one target: --http, --command, --python, --rabbitmq or --kafka")
+    _check_broker_flags(flags)
+    with_headers = flags.get("http_url") or flags.get("rabbitmq_url") or flags.get("kafka_servers")
+    if any(flags.get(key) for key in ("headers", "secret_headers")) and not with_headers:
+        raise click.UsageError("--header and --secret-header go with --http, --rabbitmq or --kafka")
+    http_only = ("method", "signing_secret")
     if any(flags.get(key) for key in http_only) and not flags.get("http_url"):
-        raise click.UsageError("--method, --header, --secret-header and --signing-secret go with --http")
+        raise click.UsageError("--method and --signing-secret go with --http")
+    if flags.get("rabbitmq_url") or flags.get("kafka_servers"):
+        return _broker_target(flags)
     if flags.get("http_url"):
         target: dict[str, Any] = {"type": "http", "url": flags["http_url"]}
         if flags.get("method"):
@@ -227,6 +279,60 @@ def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
     if flags.get("function"):
         return {"type": "python", "function": flags["function"]}
     return None
+
+
+_RABBITMQ_ONLY = {"exchange": "--exchange", "routing_key": "--routing-key"}
+_KAFKA_ONLY = {
+    "topic": "--topic",
+    "kafka_key": "--key",
+    "kafka_tls": "--tls",
+    "sasl_mechanism": "--sasl-mechanism",
+}
+_BROKER_ONLY = {"username_secret": "--username-secret", "password_secret": "--password-secret"}
+
+
+def _check_broker_flags(flags: dict[str, Any]) -> None:
+    for only, target, name in (
+        (_RABBITMQ_ONLY, "rabbitmq_url", "--rabbitmq"),
+        (_KAFKA_ONLY, "kafka_servers", "--kafka"),
+    ):
+        given = [option for key, option in only.items() if flags.get(key) is not None]
+        if given and not flags.get(target):
+            raise click.UsageError(f"{', '.join(given)} go(es) with {name}")
+    given = [option for key, option in _BROKER_ONLY.items() if flags.get(key)]
+    if given and not (flags.get("rabbitmq_url") or flags.get("kafka_servers")):
+        raise click.UsageError(f"{', '.join(given)} go(es) with --rabbitmq or --kafka")
+
+
+def _broker_target(flags: dict[str, Any]) -> dict[str, Any]:
+    """A rabbitmq or kafka target from the flags; credentials only as references to secrets."""
+    if flags.get("rabbitmq_url"):
+        if not flags.get("routing_key"):
+            raise click.UsageError("--rabbitmq needs --routing-key")
+        target: dict[str, Any] = {
+            "type": "rabbitmq",
+            "url": flags["rabbitmq_url"],
+            "routing_key": flags["routing_key"],
+        }
+        if flags.get("exchange") is not None:
+            target["exchange"] = flags["exchange"]
+    else:
+        if not flags.get("topic"):
+            raise click.UsageError("--kafka needs --topic")
+        servers = [server.strip() for server in flags["kafka_servers"].split(",") if server.strip()]
+        target = {"type": "kafka", "bootstrap_servers": servers, "topic": flags["topic"]}
+        for key, field in (("kafka_key", "key"), ("kafka_tls", "tls"), ("sasl_mechanism", "sasl_mechanism")):
+            if flags.get(key) is not None:
+                target[field] = flags[key]
+    headers: dict[str, Any] = parse_pairs(flags.get("headers") or (), "--header")
+    for key, name in parse_pairs(flags.get("secret_headers") or (), "--secret-header").items():
+        headers[key] = {"secret": name}
+    if headers:
+        target["headers"] = headers
+    for flag, field in (("username_secret", "username"), ("password_secret", "password")):
+        if flags.get(flag):
+            target[field] = {"secret": flags[flag]}
+    return target
 
 
 def _one_spec(path: str) -> dict[str, Any]:
