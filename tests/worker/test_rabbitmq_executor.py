@@ -287,3 +287,32 @@ async def test_concurrent_attempts_share_one_connection(broker: Broker, executor
     assert {result.outcome for result in results} == {Outcome.SUCCESS}
     assert len(executor.pool) == 1
     assert await broker.count() == 20
+
+
+async def test_a_missing_exchange_fails_only_its_own_attempt(
+    broker: Broker, executor: RabbitMqExecutor
+) -> None:
+    """Attempts of other jobs in flight on the same connection are not hurt when the broker closes
+    one attempt's channel."""
+    good = [executor.execute(target_for(broker), make_ctx()) for _ in range(30)]
+    bad = [
+        executor.execute(target_for(broker, exchange=f"{broker.exchange}-gone"), make_ctx()) for _ in range(5)
+    ]
+    results = await asyncio.gather(*good[:15], *bad, *good[15:])
+    outcomes = [result.outcome for result in results]
+    assert outcomes.count(Outcome.SUCCESS) == 30
+    assert outcomes.count(Outcome.FAILURE) == 5
+    assert len(executor.pool) == 1
+    assert await broker.count() == 30
+
+
+async def test_a_connection_closed_under_the_pool_is_replaced(
+    broker: Broker, executor: RabbitMqExecutor
+) -> None:
+    assert (await executor.execute(target_for(broker), make_ctx())).outcome is Outcome.SUCCESS
+    (link,) = [entry.connection for entry in executor.pool._entries.values()]
+    await link.connection.close()  # as a missed heartbeat or a broker restart would
+    result = await executor.execute(target_for(broker), make_ctx())
+    assert result.outcome is Outcome.SUCCESS, result.error
+    (replaced,) = [entry.connection for entry in executor.pool._entries.values()]
+    assert replaced is not link

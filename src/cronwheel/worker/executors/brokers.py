@@ -6,8 +6,8 @@ it was opened with) and shares it between attempts, however many run at once: th
 opens it while the others wait for it (one opener per key). A connection no attempt used for
 :attr:`Pool.idle_s` seconds is closed by :meth:`Pool.sweep`, which a background task runs every
 half of that while the pool holds any (tests call it with a manual clock); :meth:`Pool.close`
-closes all of them (the executor's ``close``). A connection found broken is discarded and the
-next attempt opens a new one.
+closes all of them (the executor's ``close``). A connection found broken (an error, or closed
+under us: ``alive``) is discarded and the next attempt opens a new one.
 
 **Guard.** A broker target's hosts are judged when the job is written exactly as an HTTP URL's
 host (:func:`cronwheel.ssrf.host_refusal`); at connect time :func:`guarded_address` resolves the
@@ -82,8 +82,10 @@ class Pool(Generic[C]):
         monotonic: Monotonic,
         idle_s: float = IDLE_S,
         name: str = "broker",
+        alive: Callable[[C], bool] | None = None,
     ) -> None:
         self._closer = closer
+        self._alive = alive
         self._monotonic = monotonic
         self.idle_s = idle_s
         self._name = name
@@ -108,16 +110,23 @@ class Pool(Generic[C]):
 
     async def _entry(self, key: Hashable, opener: Callable[[], Awaitable[C]]) -> _Entry[C]:
         entry = self._entries.get(key)
-        if entry is not None:
+        if entry is not None and self._usable(entry):
             return entry
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
             entry = self._entries.get(key)
+            if entry is not None and not self._usable(entry):  # closed under us (heartbeat, broker)
+                del self._entries[key]
+                await self._closer(entry.connection)
+                entry = None
             if entry is None:
                 entry = _Entry(await opener(), 0, self._monotonic.monotonic())
                 self._entries[key] = entry
                 self._start_reaper()
         return entry
+
+    def _usable(self, entry: _Entry[C]) -> bool:
+        return self._alive is None or self._alive(entry.connection)
 
     async def discard(self, key: Hashable, connection: C) -> None:
         """Close ``connection`` (found broken) and forget it, unless another one replaced it."""

@@ -219,6 +219,10 @@ class _Producer:
     guard: _Guard
 
 
+def _alive(entry: _Producer) -> bool:
+    return not getattr(entry.producer, "_closed", False)
+
+
 async def _stop(entry: _Producer) -> None:
     try:
         await entry.producer.stop()
@@ -247,7 +251,7 @@ class KafkaExecutor:
         self._clock: Clock = clock or SystemClock()
         self._resolver = resolver or system_resolver
         self._config = config
-        self.pool: Pool[_Producer] = Pool(_stop, monotonic_of(self._clock), idle_s, "kafka")
+        self.pool: Pool[_Producer] = Pool(_stop, monotonic_of(self._clock), idle_s, "kafka", alive=_alive)
 
     async def close(self) -> None:
         await self.pool.close()

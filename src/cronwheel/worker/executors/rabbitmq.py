@@ -14,9 +14,12 @@ job has none), persistent (``delivery_mode`` 2), ``message_id`` the execution id
 ``Idempotency-Key`` (the execution id), ``X-Cronwheel-Job-Id``, ``X-Cronwheel-Scheduled-At``
 (RFC 3339 UTC) and ``X-Cronwheel-Attempt`` (an integer), which win over the target's own headers.
 
-Connections (and their one publishing channel) are pooled per (URL, credentials)
-(:class:`~cronwheel.worker.executors.brokers.Pool`): opened by the first attempt, shared by the
-concurrent ones (confirms are pipelined), closed when idle and on :meth:`RabbitMqExecutor.close`.
+Connections are pooled per (URL, credentials) (:class:`~cronwheel.worker.executors.brokers.Pool`):
+opened by the first attempt, shared by the concurrent ones, closed when idle and on
+:meth:`RabbitMqExecutor.close`. Each attempt publishes on a confirming channel it holds alone
+(idle ones are reused, up to :data:`MAX_IDLE_CHANNELS`): the broker closing a channel (a missing
+exchange) or an attempt cut by its timeout ends that attempt only, not the others in flight on the
+same connection.
 The host goes through the SSRF guard when the job is written and again at connect time, on the
 resolved addresses (:func:`~cronwheel.worker.executors.brokers.guarded_address`); the connection
 is opened to the checked address (with the host name for TLS's certificate check).
@@ -32,10 +35,12 @@ resolved value is redacted from what the attempt keeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiormq
@@ -64,26 +69,60 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/json"
 PERSISTENT = 2
+CLOSE_WAIT_S = 1.0
+
+
+MAX_IDLE_CHANNELS = 64
 
 
 @dataclass
 class _Link:
-    """One pooled AMQP connection and its publishing channel (reopened when the broker closed it)."""
+    """One pooled AMQP connection and its idle confirming channels. An attempt holds a channel of
+    its own while it publishes (they are reused after), so a broker that closes one (a missing
+    exchange) or an attempt cut mid-way fails that attempt only, never another one in flight."""
 
     connection: aiormq.abc.AbstractConnection
-    channel: aiormq.abc.AbstractChannel
-    lock: asyncio.Lock
+    idle: list[aiormq.abc.AbstractChannel] = field(default_factory=list)
 
-    async def publishing(self) -> aiormq.abc.AbstractChannel:
-        if self.channel.is_closed:
-            async with self.lock:
-                if self.channel.is_closed:
-                    self.channel = await _confirming_channel(self.connection)
-        return self.channel
+    @property
+    def alive(self) -> bool:
+        return not self.connection.is_closed
+
+    @contextlib.asynccontextmanager
+    async def channel(self) -> AsyncIterator[aiormq.abc.AbstractChannel]:
+        channel = None
+        while self.idle and channel is None:
+            candidate = self.idle.pop()
+            channel = None if candidate.is_closed else candidate
+        if channel is None:
+            channel = await _confirming_channel(self.connection)
+        reusable = False
+        try:
+            yield channel
+            reusable = True
+        except aiormq.exceptions.PublishError:  # a returned message: the channel is fine
+            reusable = True
+            raise
+        finally:
+            if reusable and not channel.is_closed and len(self.idle) < MAX_IDLE_CHANNELS:
+                self.idle.append(channel)
+            elif not channel.is_closed:  # cut mid-way (timeout, cancelled): its state is unknown
+                await _close_channel(channel)
 
 
 async def _confirming_channel(connection: aiormq.abc.AbstractConnection) -> aiormq.abc.AbstractChannel:
     return await connection.channel(publisher_confirms=True, on_return_raises=True)
+
+
+async def _close_channel(channel: aiormq.abc.AbstractChannel) -> None:
+    try:
+        await asyncio.wait_for(channel.close(), CLOSE_WAIT_S)
+    except Exception:  # the connection may be gone: nothing left to release
+        log.debug("closing an AMQP channel failed", exc_info=True)
+
+
+def _alive(link: _Link) -> bool:
+    return link.alive
 
 
 async def _close(link: _Link) -> None:
@@ -136,7 +175,7 @@ class RabbitMqExecutor:
         self._allowed = parse_networks(self._settings.allowed_networks)
         self._clock: Clock = clock or SystemClock()
         self._resolver = resolver or system_resolver
-        self.pool: Pool[_Link] = Pool(_close, monotonic_of(self._clock), idle_s, "amqp")
+        self.pool: Pool[_Link] = Pool(_close, monotonic_of(self._clock), idle_s, "amqp", alive=_alive)
 
     async def close(self) -> None:
         await self.pool.close()
@@ -169,8 +208,10 @@ class RabbitMqExecutor:
         link: _Link | None = None
         try:
             async with asyncio.timeout(budget):
-                async with self.pool.use(key, lambda: self._open(url, target)) as link:
-                    channel = await link.publishing()
+                async with (
+                    self.pool.use(key, lambda: self._open(url, target)) as link,
+                    link.channel() as channel,
+                ):
                     confirmation = await channel.basic_publish(
                         message_body(ctx.payload),
                         exchange=target.exchange,
@@ -178,9 +219,11 @@ class RabbitMqExecutor:
                         properties=message_properties(target, ctx),
                         mandatory=True,
                     )
-        except (aiormq.exceptions.AMQPError, OSError) as error:  # TimeoutError is an OSError
+        # TimeoutError is an OSError; aiormq says "closed" (a channel or connection closed under
+        # the attempt) with RuntimeError and its subclass ChannelInvalidStateError
+        except (aiormq.exceptions.AMQPError, OSError, RuntimeError) as error:
             result, broken = _failed(error, where, target, budget)
-            if broken:  # a connection that failed, or a publish cut mid-way (its channel's state unknown)
+            if broken:  # the connection failed: the next attempt opens another one
                 await self._drop(key, link)
             return result
         if isinstance(confirmation, spec.Basic.Ack):
@@ -214,11 +257,12 @@ class RabbitMqExecutor:
         connection = aiormq.Connection(connect_url, **extra)
         try:
             await connection.connect()
-            channel = await _confirming_channel(connection)
+            link = _Link(connection)
+            link.idle.append(await _confirming_channel(connection))
         except BaseException:
             await _close_connection(connection)
             raise
-        return _Link(connection, channel, asyncio.Lock())
+        return link
 
     async def _drop(self, key: tuple[str, ...], link: _Link | None) -> None:
         if link is not None:
@@ -229,26 +273,32 @@ def _failed(
     error: BaseException, where: str, target: RabbitMqTarget, budget: float
 ) -> tuple[AttemptResult, bool]:
     """The attempt's result for ``error``, and whether the pooled connection must go."""
-    if isinstance(error, TimeoutError):
-        return AttemptResult(Outcome.TIMEOUT, error=f"no confirmation from {where} within {budget:g} s"), True
-    if isinstance(error, BlockedBrokerError):
-        return AttemptResult(Outcome.ERROR, error=str(error)), False
-    if isinstance(error, aiormq.exceptions.PublishError):
+    outcome, broken = Outcome.ERROR, True
+    if isinstance(error, TimeoutError):  # the attempt's channel is closed; the connection stays
+        outcome, broken = Outcome.TIMEOUT, False
+        text = f"no confirmation from {where} within {budget:g} s"
+    elif isinstance(error, BlockedBrokerError):
+        text, broken = str(error), False
+    elif isinstance(error, aiormq.exceptions.PublishError):
         frame = getattr(error.message, "delivery", None)
         reply = f"{getattr(frame, 'reply_code', '')} {getattr(frame, 'reply_text', '') or 'returned'}".strip()
+        outcome, broken = Outcome.FAILURE, False
         text = (
             f"{where} returned the message as unroutable ({reply}): no queue is bound to "
             f"exchange {target.exchange!r} for routing key {target.routing_key!r}"
         )
-        return AttemptResult(Outcome.FAILURE, error=text), False
-    if isinstance(error, aiormq.exceptions.ChannelClosed):  # exchange not found, access refused ...
-        return AttemptResult(Outcome.FAILURE, error=f"{where} refused the publish: {_reply(error)}"), False
-    if isinstance(
+    elif isinstance(error, aiormq.exceptions.ChannelClosed):  # exchange not found, access refused ...
+        outcome, broken = Outcome.FAILURE, False
+        text = f"{where} refused the publish: {_reply(error)}"
+    elif isinstance(
         error, (aiormq.exceptions.AuthenticationError, aiormq.exceptions.ProbableAuthenticationError)
     ):
-        text = f"{where} refused the credentials (or access to the virtual host)"
-        return AttemptResult(Outcome.FAILURE, error=text), True
-    return AttemptResult(Outcome.ERROR, error=f"cannot publish to {where}: {_os_text(error)}"), True
+        outcome, text = Outcome.FAILURE, f"{where} refused the credentials (or access to the virtual host)"
+    elif isinstance(error, RuntimeError):
+        text = f"the connection to {where} closed during the attempt"
+    else:
+        text = f"cannot publish to {where}: {_os_text(error)}"
+    return AttemptResult(outcome, error=text), broken
 
 
 def _references(target: RabbitMqTarget) -> list[str]:
