@@ -25,8 +25,17 @@ exception inside the worker.
   sent as UTF-8, so they are accepted.
 * **python** (``importlib``): ``package.module:function``, a dotted module path and one function
   name (not a ``__dunder__``). Which functions may run is :mod:`cronwheel.python_targets`.
-* **secret references** (:class:`~cronwheel.model.SecretRef`, in a header or environment value and
-  as an HTTP target's ``signing_secret``): a secret name (:data:`SECRET_NAME`). What the secret
+* **rabbitmq** (aiormq, AMQP 0-9-1): ``amqp://host[:port][/vhost]`` or ``amqps://`` with a host,
+  no user info (credentials go in ``username``/``password``, as secret references), no query or
+  fragment (aiormq would read options such as ``no_verify_ssl`` there), the virtual host one path
+  segment; an exchange name of AMQP's grammar; exchange, routing key and virtual host at most
+  :data:`MAX_SHORTSTR` bytes (AMQP ``shortstr``).
+* **kafka** (aiokafka): 1-:data:`MAX_BOOTSTRAP_SERVERS` ``host:port`` servers; a topic name Kafka
+  takes (``[A-Za-z0-9._-]{1,249}``, not ``.`` or ``..``); SASL with both credentials, credentials
+  only with SASL.
+* **broker headers** (both): names are tokens of at most 255 characters, values UTF-8 text.
+* **secret references** (:class:`~cronwheel.model.SecretRef`, in a header or environment value,
+  as an HTTP target's ``signing_secret``, as a broker's ``username``/``password``): a secret name (:data:`SECRET_NAME`). What the secret
   holds is checked where it is known, when the worker has resolved it: the resolved target goes
   through the same checks before the attempt is made.
 

@@ -1,11 +1,13 @@
-"""Executors: perform one attempt of a run against its target (HTTP, command, Python function).
+"""Executors: perform one attempt of a run against its target (HTTP, command, Python function,
+RabbitMQ, Kafka).
 
 :class:`Executors` is what a worker holds: one executor per target type, dispatched by
 ``target.type``, closed together. Each executor turns everything its target does into an
 :class:`~cronwheel.store.port.AttemptResult`, whose texts are then made storable
 (:func:`~cronwheel.worker.executors.base.storable`); a bug inside an executor is logged and
 reported as ``Outcome.ERROR`` rather than crashing the worker's loop. ``secrets`` resolves the
-team secrets that HTTP headers, command environments and webhook signatures refer to (without
+team secrets that HTTP headers, command environments, webhook signatures and broker headers and
+credentials refer to (without
 one, a target that refers to a secret fails its attempts, saying so).
 """
 
