@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from cronwheel.api.fields import reserved_kind
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import Job, KafkaTarget, RabbitMqTarget, SecretRef, Target
 from cronwheel.service import TargetPolicy
@@ -207,3 +208,11 @@ async def test_a_missing_secret_is_refused(client: httpx.AsyncClient) -> None:
     )
     assert response.status_code == 422, response.text
     assert "target.password refers to secret 'nope'" in response.text
+
+
+def test_a_broker_in_an_allowed_network_is_reserved_as_network() -> None:
+    policy = TargetPolicy(allowed_networks=("10.0.0.0/8",))
+    assert reserved_kind(RabbitMqTarget("amqp://10.1.2.3/", "k"), policy) == "network"
+    assert reserved_kind(KafkaTarget(("k.example.com:9092", "10.1.2.3:9092"), "t"), policy) == "network"
+    assert reserved_kind(KafkaTarget(("k.example.com:9092",), "t"), policy) is None
+    assert reserved_kind(RabbitMqTarget("amqp://192.168.1.1/", "k"), policy) is None  # refused: a 422
