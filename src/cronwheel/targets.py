@@ -35,9 +35,9 @@ exception inside the worker.
   only with SASL.
 * **broker headers** (both): names are tokens of at most 255 characters, values UTF-8 text.
 * **secret references** (:class:`~cronwheel.model.SecretRef`, in a header or environment value,
-  as an HTTP target's ``signing_secret``, as a broker's ``username``/``password``): a secret name (:data:`SECRET_NAME`). What the secret
-  holds is checked where it is known, when the worker has resolved it: the resolved target goes
-  through the same checks before the attempt is made.
+  as an HTTP target's ``signing_secret``, as a broker's ``username``/``password``): a secret name
+  (:data:`SECRET_NAME`). What the secret holds is checked where it is known, when the worker has
+  resolved it: the resolved target goes through the same checks before the attempt is made.
 
 Every check raises :class:`~cronwheel.errors.InvalidInputError` whose message names the field
 (``target.argv[1] contains a NUL byte``) and never quotes a value: header and environment values

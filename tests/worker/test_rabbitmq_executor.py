@@ -316,3 +316,12 @@ async def test_a_connection_closed_under_the_pool_is_replaced(
     assert result.outcome is Outcome.SUCCESS, result.error
     (replaced,) = [entry.connection for entry in executor.pool._entries.values()]
     assert replaced is not link
+
+
+async def test_an_unknown_virtual_host_fails(broker: Broker, executor: RabbitMqExecutor) -> None:
+    result = await executor.execute(target_for(broker, url="amqp://127.0.0.1:5672/no-such-vhost"), make_ctx())
+    assert result.outcome is Outcome.FAILURE
+    assert result.error == (
+        "amqp://127.0.0.1:5672 refused the virtual host (it does not exist, or the user may not use it)"
+    )
+    assert len(executor.pool) == 0

@@ -121,6 +121,10 @@ async def _close_channel(channel: aiormq.abc.AbstractChannel) -> None:
         log.debug("closing an AMQP channel failed", exc_info=True)
 
 
+class _VhostRefusedError(aiormq.exceptions.AMQPError):
+    """The broker refused to open the URL's virtual host for these credentials."""
+
+
 def _alive(link: _Link) -> bool:
     return link.alive
 
@@ -256,7 +260,12 @@ class RabbitMqExecutor:
         extra: dict[str, Any] = {"server_hostname": host} if url.scheme == "amqps" else {}
         connection = aiormq.Connection(connect_url, **extra)
         try:
-            await connection.connect()
+            try:
+                await connection.connect()
+            except (aiormq.exceptions.InvalidFrameError, aiormq.exceptions.ConnectionNotAllowed):
+                # the broker answered connection.open with connection.close: a virtual host that
+                # does not exist or that the user may not use (aiormq reports an unexpected frame)
+                raise _VhostRefusedError() from None
             link = _Link(connection)
             link.idle.append(await _confirming_channel(connection))
         except BaseException:
@@ -294,6 +303,11 @@ def _failed(
         error, (aiormq.exceptions.AuthenticationError, aiormq.exceptions.ProbableAuthenticationError)
     ):
         outcome, text = Outcome.FAILURE, f"{where} refused the credentials (or access to the virtual host)"
+    elif isinstance(error, _VhostRefusedError):
+        outcome, text = (
+            Outcome.FAILURE,
+            f"{where} refused the virtual host (it does not exist, or the user may not use it)",
+        )
     elif isinstance(error, RuntimeError):
         text = f"the connection to {where} closed during the attempt"
     else:
