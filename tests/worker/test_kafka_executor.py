@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.resources
+import logging
 import os
 import shutil
 import socket
@@ -383,3 +384,10 @@ async def test_idle_producers_are_stopped_and_closing_stops_the_rest(tansu: Tans
         await executors.close()
     assert second._closed
     assert len(executor.pool) == 0
+
+
+def test_aiokafkas_authenticated_line_does_not_name_the_user(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    logging.getLogger("aiokafka.conn").info("Authenticated as %s via %s", "svc-from-a-secret", "PLAIN")
+    assert "Authenticated as [redacted] via PLAIN" in caplog.text
+    assert "svc-from-a-secret" not in caplog.text

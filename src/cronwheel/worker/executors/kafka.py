@@ -210,6 +210,23 @@ async def _guarded_create_conn(host: str, port: int, **kwargs: Any) -> Any:
 aiokafka.client.create_conn = _guarded_create_conn
 
 
+class _NoUserName(logging.Filter):
+    """aiokafka logs "Authenticated as USER via MECHANISM" at INFO; the user name may be a
+    resolved secret (guarantee 9): the record keeps the mechanism only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.msg == "Authenticated as %s via %s"
+            and isinstance(record.args, tuple)
+            and len(record.args) == 2
+        ):
+            record.args = ("[redacted]", record.args[1])
+        return True
+
+
+logging.getLogger("aiokafka.conn").addFilter(_NoUserName())
+
+
 # -- the executor ------------------------------------------------------------------------------------
 
 

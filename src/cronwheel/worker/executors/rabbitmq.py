@@ -121,6 +121,14 @@ async def _close_channel(channel: aiormq.abc.AbstractChannel) -> None:
         log.debug("closing an AMQP channel failed", exc_info=True)
 
 
+class _Connection(aiormq.Connection):
+    """aiormq's connection, named without user info: aiormq logs and raises with the connection's
+    ``str``, which shows the URL's user (a resolved secret) with only the password masked."""
+
+    def __str__(self) -> str:
+        return str(self.url.with_user(None))
+
+
 class _VhostRefusedError(aiormq.exceptions.AMQPError):
     """The broker refused to open the URL's virtual host for these credentials."""
 
@@ -258,7 +266,7 @@ class RabbitMqExecutor:
             path="/" + amqp_vhost(url),
         )
         extra: dict[str, Any] = {"server_hostname": host} if url.scheme == "amqps" else {}
-        connection = aiormq.Connection(connect_url, **extra)
+        connection = _Connection(connect_url, **extra)
         try:
             try:
                 await connection.connect()
