@@ -332,6 +332,7 @@ async def test_an_advertised_broker_in_a_refused_network_is_not_contacted(tmp_pa
     executor = KafkaExecutor(WorkerSettings(allowed_networks=("127.0.0.1/32",)), config=without_idempotence)
     try:
         result = await executor.execute(KafkaTarget((broker.server,), "reports"), make_ctx(timeout_s=5))
+        assert len(executor.pool) == 0  # that producer is gone: the next attempt starts afresh
     finally:
         await executor.close()
         _stop(broker)

@@ -313,11 +313,11 @@ class KafkaExecutor:
                         _GUARD.reset(token)
         except (aiokafka.errors.KafkaError, OSError) as error:  # TimeoutError is an OSError
             refused = entry.guard.refused if entry is not None else []
-            if refused:
-                return AttemptResult(Outcome.ERROR, error=refused[-1])
-            outcome = outcome_of(error)
-            if outcome is Outcome.ERROR and entry is not None:
+            outcome = Outcome.ERROR if refused else outcome_of(error)
+            if outcome is Outcome.ERROR and entry is not None:  # a new producer (and guard) next time
                 await self.pool.discard(key, entry)
+            if refused:  # the guard refused a broker the metadata advertised
+                return AttemptResult(outcome, error=refused[-1])
             text = (
                 f"no acknowledgement from {where} within {budget:g} s"
                 if isinstance(error, TimeoutError)
@@ -347,9 +347,11 @@ class KafkaExecutor:
             producer = aiokafka.AIOKafkaProducer(**self._config(target))
             try:
                 await producer.start()
-            except BaseException:
+            except BaseException as error:
                 with contextlib.suppress(Exception):
                     await producer.stop()
+                if guard.refused and isinstance(error, Exception):  # say why, not "cannot bootstrap"
+                    raise BlockedBrokerError(guard.refused[-1]) from error
                 raise
         finally:
             _GUARD.reset(token)
