@@ -331,7 +331,7 @@ async def test_an_advertised_broker_in_a_refused_network_is_not_contacted(tmp_pa
     broker = _start_tansu(tmp_path, advertised="127.0.0.2")  # metadata sends clients to 127.0.0.2
     executor = KafkaExecutor(WorkerSettings(allowed_networks=("127.0.0.1/32",)), config=without_idempotence)
     try:
-        result = await executor.execute(KafkaTarget((broker.server,), "reports"), make_ctx(timeout_s=5))
+        result = await executor.execute(KafkaTarget((broker.server,), "reports"), make_ctx(timeout_s=2))
         assert len(executor.pool) == 0  # that producer is gone: the next attempt starts afresh
     finally:
         await executor.close()
