@@ -4,7 +4,7 @@ stubs of ``cronwheel.v1`` (as a client in another language would)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,10 +46,10 @@ def auth(token: str) -> tuple[tuple[str, str], ...]:
 
 @dataclass
 class Stubs:
-    jobs: jobs_pb2_grpc.JobServiceStub
-    runs: runs_pb2_grpc.RunServiceStub
-    tokens: tokens_pb2_grpc.TokenServiceStub
-    secrets: secrets_pb2_grpc.SecretServiceStub
+    jobs: jobs_pb2_grpc.JobServiceAsyncStub
+    runs: runs_pb2_grpc.RunServiceAsyncStub
+    tokens: tokens_pb2_grpc.TokenServiceAsyncStub
+    secrets: secrets_pb2_grpc.SecretServiceAsyncStub
 
 
 def keyring() -> Keyring:
@@ -83,8 +83,8 @@ async def channel(env: Env) -> AsyncIterator[grpc.aio.Channel]:
 
 
 @pytest.fixture
-def stubs(channel: grpc.aio.Channel) -> Iterator[Stubs]:
-    yield Stubs(
+def stubs(channel: grpc.aio.Channel) -> Stubs:
+    return Stubs(
         jobs_pb2_grpc.JobServiceStub(channel),
         runs_pb2_grpc.RunServiceStub(channel),
         tokens_pb2_grpc.TokenServiceStub(channel),

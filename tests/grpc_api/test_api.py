@@ -49,10 +49,13 @@ def violations(error: grpc.aio.AioRpcError) -> dict[str, str]:
 async def test_a_job_lifecycle_with_the_generated_stubs(env: Env, stubs: Stubs) -> None:
     token = auth(env.admin_token)
     created = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=token)
-    assert created.id and created.version == 1 and created.team == "data"
+    assert created.id
+    assert created.version == 1
+    assert created.team == "data"
     assert created.target.WhichOneof("kind") == "http"
     assert created.target.http.headers["X-Token"].struct_value.fields["secret"].string_value == "hook-token"
-    assert created.timeout_s == 60.0 and created.retry.max_attempts == 1  # REST's defaults
+    assert created.timeout_s == 60.0
+    assert created.retry.max_attempts == 1
     assert created.next_run_at == "2026-03-03T02:00:00Z"
     for name in ("second", "third"):
         await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec(name)), metadata=token)
@@ -77,14 +80,17 @@ async def test_a_job_lifecycle_with_the_generated_stubs(env: Env, stubs: Stubs) 
         ),
         metadata=token,
     )
-    assert patched.schedule == "30 4 * * *" and patched.retry.max_attempts == 3
+    assert patched.schedule == "30 4 * * *"
+    assert patched.retry.max_attempts == 3
     assert patched.retry.max_delay_s == 300.0  # merged field by field, as REST's PATCH
-    assert patched.labels == {"tier": "gold"} and patched.version == 2
+    assert patched.labels == {"tier": "gold"}
+    assert patched.version == 2
 
     paused = await stubs.jobs.PauseJob(
         jobs_pb2.PauseJobRequest(job_id=created.id, note="maintenance", expected_version=2), metadata=token
     )
-    assert paused.paused and paused.pause_note == "maintenance"
+    assert paused.paused
+    assert paused.pause_note == "maintenance"
     resumed = await stubs.jobs.ResumeJob(jobs_pb2.ResumeJobRequest(job_id=created.id), metadata=token)
     assert not resumed.paused
 
@@ -93,15 +99,19 @@ async def test_a_job_lifecycle_with_the_generated_stubs(env: Env, stubs: Stubs) 
     )
     once = await stubs.jobs.TriggerJob(trigger, metadata=token)
     again = await stubs.jobs.TriggerJob(trigger, metadata=token)
-    assert once.created and not again.created
-    assert once.run.id == again.run.id and once.run.idempotency_key == "deploy-42"
-    assert once.run.payload.string_value == "now" and once.run.kind == "manual"
+    assert once.created
+    assert not again.created
+    assert once.run.id == again.run.id
+    assert once.run.idempotency_key == "deploy-42"
+    assert once.run.payload.string_value == "now"
+    assert once.run.kind == "manual"
     assert len(env.queue.published) == 1  # one trigger queued, not two
 
     runs = await stubs.runs.ListJobRuns(runs_pb2.ListJobRunsRequest(job_id=created.id), metadata=token)
     assert [run.id for run in runs.items] == [once.run.id]
     detail = await stubs.runs.GetRun(runs_pb2.GetRunRequest(run_id=once.run.id), metadata=token)
-    assert detail.job_name == "nightly" and [event.state for event in detail.events][:1] == ["PENDING"]
+    assert detail.job_name == "nightly"
+    assert [event.state for event in detail.events][:1] == ["PENDING"]
     every = await stubs.runs.ListRuns(runs_pb2.ListRunsRequest(state=["PENDING"]), metadata=token)
     assert once.run.id in [run.id for run in every.items]
 
@@ -145,7 +155,6 @@ async def test_invalid_input_names_each_field_and_writes_nothing(env: Env, stubs
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     fields = violations(refused.value)
     assert {"schedule", "timeout_s", "target.url"} <= fields.keys(), fields
-    assert "10.0.0.1" not in refused.value.details() or "target.url" in fields
     listed = await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(env.admin_token))
     assert list(listed.items) == []
 
@@ -196,14 +205,16 @@ async def test_schedule_preview_and_secrets(env: Env, stubs: Stubs, channel: grp
         ),
         metadata=token,
     )
-    assert list(preview.fires[i].utc for i in range(2)) == ["2026-03-03T09:00:00Z", "2026-03-04T09:00:00Z"]
+    assert [preview.fires[i].utc for i in range(2)] == ["2026-03-03T09:00:00Z", "2026-03-04T09:00:00Z"]
     set_ = await stubs.secrets.SetSecret(
         secrets_pb2.SetSecretRequest(team="data", name="db-password", value="pa55word"), metadata=token
     )
-    assert set_.created and set_.secret.key_id == "k1"
+    assert set_.created
+    assert set_.secret.key_id == "k1"
     listed = await stubs.secrets.ListSecrets(secrets_pb2.ListSecretsRequest(team="data"), metadata=token)
     assert [s.name for s in listed.items] == ["db-password", "hook-token"]
-    assert "pa55word" not in str(listed) and "pa55word" not in str(set_)
+    assert "pa55word" not in str(listed)
+    assert "pa55word" not in str(set_)
     with pytest.raises(grpc.aio.AioRpcError) as bad_name:
         await stubs.secrets.SetSecret(
             secrets_pb2.SetSecretRequest(team="data", name="no/slash", value="x"), metadata=token
