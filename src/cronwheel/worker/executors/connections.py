@@ -214,17 +214,17 @@ class ConnectionPool(Generic[C]):
             await self.sweep()
 
     async def close(self) -> None:
-        """Close every connection, and any being opened."""
+        """Close every connection, and stop opening any."""
         reaper, self._reaper = self._reaper, None
         if reaper is not None:
             reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
         opening = list(self._opening.values())
+        for task in opening:  # no attempt waits for them any more
+            task.cancel()
         if opening:
-            await asyncio.wait(opening, timeout=CONNECT_TIMEOUT_S)
-            for task in opening:
-                task.cancel()
+            await asyncio.wait(opening, timeout=CLOSE_TIMEOUT_S)
         entries, self._entries = list(self._entries.values()), {}
         for entry in entries:
             await self._close_quietly(entry.connection)
