@@ -7,6 +7,7 @@ Unreachable shared brokers skip the tests locally and fail them under
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import socket
@@ -131,7 +132,9 @@ def private_mosquitto(tmp: Path, user: str, password: str) -> Iterator[int]:
     subprocess.run([_program("mosquitto_passwd"), "-b", str(passwords), user, password], check=True)
     config = tmp / "mosquitto.conf"
     config.write_text(
-        f"listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {passwords}\npersistence false\n"
+        # run as ourselves: as root, mosquitto would become user mosquitto, who cannot read tmp
+        f"user {getpass.getuser()}\nlistener {port} 127.0.0.1\nallow_anonymous false\n"
+        f"password_file {passwords}\npersistence false\n"
     )
     with _running([_program("mosquitto"), "-c", str(config)], port) as started:
         yield started

@@ -174,7 +174,9 @@ async def test_a_silent_server_is_a_timeout_within_the_budget(executor: NatsExec
     try:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        result = await executor.execute(NatsTarget(f"nats://127.0.0.1:{port}", "a.b"), make_ctx(timeout_s=0.3))
+        result = await executor.execute(
+            NatsTarget(f"nats://127.0.0.1:{port}", "a.b"), make_ctx(timeout_s=0.3)
+        )
         assert loop.time() - started < 2
     finally:
         server.close()
@@ -298,7 +300,9 @@ async def test_other_credentials_get_another_connection(executor: NatsExecutor) 
     url = require_nats()
     await executor.execute(NatsTarget(url, "a.b"), make_ctx())
     await executor.execute(NatsTarget(url, "a.b", headers=(("X", "1"),)), make_ctx())  # same connection
-    await executor.execute(NatsTarget(url, "a.b", user="x", password="y"), make_ctx())  # the server has no auth
+    await executor.execute(
+        NatsTarget(url, "a.b", user="x", password="y"), make_ctx()
+    )  # the server has no auth
     assert executor.pool.opened == 2
 
 
@@ -322,4 +326,3 @@ async def test_closing_the_executors_closes_the_connections() -> None:
     await executors.close()
     assert entry.connection.client.is_closed
     assert len(nats_executor.pool) == 0
-
