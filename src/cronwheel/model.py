@@ -147,13 +147,16 @@ class NatsTarget:
     type: Literal["nats"] = "nats"
 
 
+MqttQos = Literal[1, 2]  # 1: at least once to the broker (PUBACK); 2: exactly once (PUBCOMP)
+
+
 @dataclass(frozen=True, slots=True)
 class MqttTarget:
     """Publish the payload to an MQTT topic (MQTT 5; QoS 1 or 2)."""
 
     url: str  # mqtt://host:1883, mqtts://host:8883
     topic: str
-    qos: int = 1
+    qos: MqttQos = 1
     retain: bool = False
     username: Value | None = None
     password: Value | None = None

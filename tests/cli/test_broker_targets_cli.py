@@ -4,6 +4,7 @@ the shapes sent, credentials only as secret references, refusals naming the fiel
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -71,12 +72,14 @@ def test_defaults_and_misplaced_flags(server: Server) -> None:
         "--mqtt", "mqtt://mqtt.example.com", "--topic", "a/b", "--jetstream",
     )  # fmt: skip
     assert wrong.exit_code == 2
-    assert "--jetstream" in wrong.stderr and "--nats" in wrong.stderr
+    assert "--jetstream" in wrong.stderr
+    assert "--nats" in wrong.stderr
     two = server.run(
         "jobs", "create", "--team", "plant", "--name", "t", "--schedule", "0 * * * *",
         "--mqtt", "mqtt://m.example.com", "--nats", "nats://n.example.com", "--topic", "a",
     )  # fmt: skip
-    assert two.exit_code == 2 and "give one target" in two.stderr
+    assert two.exit_code == 2
+    assert "give one target" in two.stderr
 
 
 def test_refusals_name_the_field(server: Server) -> None:
@@ -106,7 +109,7 @@ def test_refusals_name_the_field(server: Server) -> None:
 
 def test_apply_broker_targets(server: Server, tmp_path: Path) -> None:
     set_secret(server, "ops/nats-password", "pw-1")
-    jobs = [
+    jobs: list[dict[str, Any]] = [
         {
             "name": "to-nats",
             "schedule": "0 3 * * *",

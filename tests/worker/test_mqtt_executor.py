@@ -11,18 +11,19 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import pytest
 
+from broker_support import LOOPBACK, NOW, SECRET, make_ctx, private_mosquitto, require_mqtt
 from cronwheel.clock import ManualClock
-from cronwheel.model import MqttTarget, Outcome, SecretRef
+from cronwheel.model import MqttQos, MqttTarget, Outcome, SecretRef
 from cronwheel.secrets.crypto import Keyring, new_key, seal
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import StoredSecret
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.executors.mqtt import MqttExecutor
-from worker.brokers import LOOPBACK, NOW, SECRET, make_ctx, private_mosquitto, require_mqtt
 
 KEYS = Keyring([new_key("k1")])
 
@@ -78,7 +79,9 @@ async def publish_and_receive(executor: MqttExecutor, target: MqttTarget) -> tup
 
 
 @pytest.mark.parametrize("qos", [1, 2])
-async def test_a_subscriber_gets_the_payload_and_the_execution_id(executor: MqttExecutor, qos: int) -> None:
+async def test_a_subscriber_gets_the_payload_and_the_execution_id(
+    executor: MqttExecutor, qos: MqttQos
+) -> None:
     target = MqttTarget(require_mqtt(), topic(), qos=qos)
     result, message = await publish_and_receive(executor, target)
     assert getattr(result, "outcome", None) is Outcome.SUCCESS, result
@@ -87,9 +90,10 @@ async def test_a_subscriber_gets_the_payload_and_the_execution_id(executor: Mqtt
         "qos": qos,
         "ack": "PUBACK" if qos == 1 else "PUBCOMP",
     }
-    assert isinstance(message.payload, bytes) and json.loads(message.payload) == {"hello": "world", "n": 1}
+    assert isinstance(message.payload, bytes)
+    assert json.loads(message.payload) == {"hello": "world", "n": 1}
     assert message.qos == qos
-    props = message.properties
+    props: Any = message.properties
     assert props is not None
     assert props.ContentType == "application/json"
     assert props.PayloadFormatIndicator == 1
@@ -106,7 +110,8 @@ async def test_a_retained_message_reaches_a_later_subscriber(executor: MqttExecu
     assert (await executor.execute(target, make_ctx())).outcome is Outcome.SUCCESS
     try:
         message = await first_message(target.topic)  # subscribes after the publish
-        assert message.retain and json.loads(message.payload) == {"hello": "world", "n": 1}  # type: ignore[arg-type]
+        assert message.retain
+        assert json.loads(message.payload) == {"hello": "world", "n": 1}
     finally:  # clear the retained message
         async with aiomqtt.Client("127.0.0.1", port_of(require_mqtt())) as cleaner:
             await cleaner.publish(target.topic, b"", qos=1, retain=True)
@@ -119,7 +124,8 @@ async def test_an_unreachable_port_is_an_error(executor: MqttExecutor) -> None:
     await server.wait_closed()
     result = await executor.execute(MqttTarget(f"mqtt://127.0.0.1:{port}", "a/b"), make_ctx())
     assert result.outcome is Outcome.ERROR
-    assert f"mqtt://127.0.0.1:{port}" in (result.error or "") and "refused" in (result.error or "").lower()
+    assert f"mqtt://127.0.0.1:{port}" in (result.error or "")
+    assert "refused" in (result.error or "").lower()
 
 
 async def test_a_silent_broker_is_a_timeout_within_the_budget(executor: MqttExecutor) -> None:
@@ -149,7 +155,8 @@ async def test_loopback_is_refused_unless_allowed() -> None:
     finally:
         await executor.close()
     assert result.outcome is Outcome.ERROR
-    assert "refused by the SSRF guard" in (result.error or "") and "loopback" in (result.error or "")
+    assert "refused by the SSRF guard" in (result.error or "")
+    assert "loopback" in (result.error or "")
 
 
 async def test_a_name_is_judged_on_the_address_it_resolves_to() -> None:
@@ -199,7 +206,8 @@ async def test_a_password_from_a_secret_connects_and_never_shows(
     assert "refused the connection" in (refused.error or "")
     assert anonymous.outcome is Outcome.FAILURE, anonymous
     everything = repr([ok, refused, anonymous]) + caplog.text
-    assert SECRET not in everything and SECRET[::-1] not in everything
+    assert SECRET not in everything
+    assert SECRET[::-1] not in everything
 
 
 async def test_one_connection_is_shared_then_closed_when_idle_and_reopened() -> None:
@@ -214,7 +222,8 @@ async def test_one_connection_is_shared_then_closed_when_idle_and_reopened() -> 
         first = entry.connection
         clock.advance(30)
         assert await executor.pool.sweep() == 1
-        assert not first.alive and len(executor.pool) == 0
+        assert not first.alive
+        assert len(executor.pool) == 0
         assert (await executor.execute(target, make_ctx())).outcome is Outcome.SUCCESS
         assert executor.pool.opened == 2
     finally:

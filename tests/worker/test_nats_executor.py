@@ -18,6 +18,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
+from broker_support import LOOPBACK, NOW, SECRET, make_ctx, private_nats, require_nats
 from cronwheel.clock import ManualClock
 from cronwheel.model import NatsTarget, Outcome, SecretRef
 from cronwheel.secrets.crypto import Keyring, new_key, seal
@@ -25,7 +26,6 @@ from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import StoredSecret
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.executors.nats import NatsExecutor
-from worker.brokers import LOOPBACK, NOW, SECRET, make_ctx, private_nats, require_nats
 
 KEYS = Keyring([new_key("k1")])
 
@@ -140,7 +140,8 @@ async def test_jetstream_keeps_one_message_per_run(
     info = await client.jetstream().stream_info(name)
     assert info.state.messages == 2  # the run's once, the other run's once
     stored = await client.jetstream().get_msg(name, 1)
-    assert stored.headers is not None and stored.headers["Nats-Msg-Id"] == "0193f2a4-run-0001"
+    assert stored.headers is not None
+    assert stored.headers["Nats-Msg-Id"] == "0193f2a4-run-0001"
     assert stored.headers["X-Cronwheel-Attempt"] == "1"
 
 
@@ -201,7 +202,8 @@ async def test_loopback_is_refused_unless_allowed() -> None:
     finally:
         await executor.close()
     assert result.outcome is Outcome.ERROR
-    assert "refused by the SSRF guard" in (result.error or "") and "loopback" in (result.error or "")
+    assert "refused by the SSRF guard" in (result.error or "")
+    assert "loopback" in (result.error or "")
 
 
 async def test_a_name_is_judged_on_the_address_it_resolves_to(client: NatsClient) -> None:
@@ -261,7 +263,8 @@ async def test_a_token_from_a_secret_connects_and_never_shows(caplog: pytest.Log
     assert "refused the credentials" in (refused.error or "")
     assert missing.outcome is Outcome.FAILURE  # no token at all: refused too
     everything = repr([ok, refused, missing]) + caplog.text
-    assert SECRET not in everything and SECRET[::-1] not in everything
+    assert SECRET not in everything
+    assert SECRET[::-1] not in everything
 
 
 async def test_a_missing_secret_fails_the_attempt_saying_which(executor: NatsExecutor) -> None:
@@ -281,14 +284,16 @@ async def test_one_connection_is_shared_then_closed_when_idle_and_reopened(clien
     try:
         results = await asyncio.gather(*(executor.execute(target, make_ctx(attempt=n)) for n in range(1, 21)))
         assert {result.outcome for result in results} == {Outcome.SUCCESS}
-        assert executor.pool.opened == 1 and len(executor.pool) == 1
+        assert executor.pool.opened == 1
+        assert len(executor.pool) == 1
         [entry] = executor.pool._entries.values()
         first = entry.connection.client
         clock.advance(29)
         assert await executor.pool.sweep() == 0
         clock.advance(1)
         assert await executor.pool.sweep() == 1
-        assert first.is_closed and len(executor.pool) == 0
+        assert first.is_closed
+        assert len(executor.pool) == 0
         again = await executor.execute(target, make_ctx())
         assert again.outcome is Outcome.SUCCESS
         assert executor.pool.opened == 2

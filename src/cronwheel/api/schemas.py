@@ -55,6 +55,7 @@ from cronwheel.model import (
     Job,
     MisfireMode,
     MisfirePolicy,
+    MqttQos,
     MqttTarget,
     NatsTarget,
     Outcome,
@@ -384,7 +385,7 @@ class MqttTargetSpec(_Strict):
     topic: Annotated[str, StringConstraints(min_length=1, max_length=65535)] = Field(
         description="The topic name to publish to: at most 65535 bytes of UTF-8, no NUL, no wildcards + or #."
     )
-    qos: Literal[1, 2] = Field(
+    qos: MqttQos = Field(
         default=1,
         description="1: success on the broker's PUBACK; 2: on its PUBCOMP (exactly once to the broker).",
     )

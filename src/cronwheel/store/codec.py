@@ -31,6 +31,7 @@ from cronwheel.model import (
     Job,
     MisfireMode,
     MisfirePolicy,
+    MqttQos,
     MqttTarget,
     NatsTarget,
     Outcome,
@@ -93,6 +94,14 @@ def _optional_value(value: Value | None) -> Any:
 
 def _optional_from_json(data: Any) -> Value | None:
     return None if data is None else _value(data)
+
+
+def _qos(data: Any) -> MqttQos:
+    if data == 1:
+        return 1
+    if data == 2:
+        return 2
+    raise ValueError(f"unknown MQTT QoS {data!r} in the store")
 
 
 def target_to_json(target: Target) -> dict[str, Any]:
@@ -171,7 +180,7 @@ def target_from_json(data: Mapping[str, Any]) -> Target:
         return MqttTarget(
             url=data["url"],
             topic=data["topic"],
-            qos=int(data["qos"]),
+            qos=_qos(data["qos"]),
             retain=bool(data["retain"]),
             username=_optional_from_json(data.get("username")),
             password=_optional_from_json(data.get("password")),
