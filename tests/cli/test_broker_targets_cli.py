@@ -3,6 +3,7 @@ the shapes sent, credentials only as secret references, refusals naming the fiel
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,32 @@ def test_apply_broker_targets(server: Server, tmp_path: Path) -> None:
     changed = server.run("apply", "-f", str(path))
     assert changed.exit_code == 0, changed.stderr
     assert server.json("jobs", "get", "ops/to-mqtt")["target"]["qos"] == 2
+
+
+def test_adopt_moves_plain_broker_credentials_into_secrets(server: Server) -> None:
+    spec = {
+        "team": "data",
+        "name": "pub",
+        "schedule": "0 * * * *",
+        "target": {
+            "type": "nats",
+            "url": "nats://nats.example.com",
+            "subject": "a",
+            "headers": {"X-Key": "k-plain-2"},
+            "user": "svc",
+            "password": "pw-plain-1",
+        },
+    }
+    created = server.run("jobs", "create", "-f", "-", input=json.dumps(spec))
+    assert created.exit_code == 0, created.stderr
+    assert server.json("jobs", "get", "data/pub")["plain_values"] == [
+        "target.headers.X-Key",
+        "target.password",
+    ]
+    adopted = server.run("secrets", "adopt", "data/pub")
+    assert adopted.exit_code == 0, adopted.stderr
+    after = server.json("jobs", "get", "data/pub")
+    assert after["plain_values"] == []
+    assert after["target"]["password"] == {"secret": "pub.password"}
+    assert after["target"]["headers"] == {"X-Key": {"secret": "pub.x-key"}}
+    assert after["target"]["user"] == "svc"
