@@ -133,7 +133,37 @@ class PythonTarget:
     type: Literal["python"] = "python"
 
 
-Target = HttpTarget | CommandTarget | PythonTarget
+@dataclass(frozen=True, slots=True)
+class NatsTarget:
+    """Publish the payload to a NATS subject (through JetStream when ``jetstream``)."""
+
+    url: str  # nats://host:4222, tls://host:4222
+    subject: str
+    jetstream: bool = False
+    headers: tuple[tuple[str, Value], ...] = ()
+    user: Value | None = None
+    password: Value | None = None
+    token: Value | None = None
+    type: Literal["nats"] = "nats"
+
+
+MqttQos = Literal[1, 2]  # 1: at least once to the broker (PUBACK); 2: exactly once (PUBCOMP)
+
+
+@dataclass(frozen=True, slots=True)
+class MqttTarget:
+    """Publish the payload to an MQTT topic (MQTT 5; QoS 1 or 2)."""
+
+    url: str  # mqtt://host:1883, mqtts://host:8883
+    topic: str
+    qos: MqttQos = 1
+    retain: bool = False
+    username: Value | None = None
+    password: Value | None = None
+    type: Literal["mqtt"] = "mqtt"
+
+
+Target = HttpTarget | CommandTarget | PythonTarget | NatsTarget | MqttTarget
 
 
 # -- jobs ----------------------------------------------------------------------------------------

@@ -23,20 +23,29 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.limits import Limits
 from cronwheel.model import (
     CommandTarget,
-    HttpTarget,
     Job,
+    MqttTarget,
+    NatsTarget,
     PythonTarget,
     Run,
     RunKind,
     RunState,
     SkipReason,
+    Target,
     new_id,
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
 from cronwheel.ssrf import parse_networks, url_refusal
 from cronwheel.store import Store
-from cronwheel.targets import check_target, parse_url, secret_references
+from cronwheel.targets import (
+    MQTT_SCHEMES,
+    NATS_SCHEMES,
+    check_target,
+    parse_broker_url,
+    parse_url,
+    secret_references,
+)
 from cronwheel.tracing import OFF, Tracer, ending
 from cronwheel.tracing import runs as spans
 
@@ -87,7 +96,7 @@ class TargetPolicy:
             served = ", ".join(self.queues)
             raise InvalidInputError(f"no worker serves queue {queue!r} (served: {served}; see --queue)")
 
-    def check(self, target: HttpTarget | CommandTarget | PythonTarget) -> None:
+    def check(self, target: Target) -> None:
         if isinstance(target, CommandTarget):
             if not self.allow_commands:
                 raise InvalidInputError(
@@ -97,8 +106,21 @@ class TargetPolicy:
             refused = python_targets.refusal(target.function, self.python_allow)
             if refused is not None:
                 raise InvalidInputError(refused)
+        elif isinstance(target, NatsTarget):
+            self._check_broker(target.url, NATS_SCHEMES)
+        elif isinstance(target, MqttTarget):
+            self._check_broker(target.url, MQTT_SCHEMES)
         else:
             self._check_url(target.url)
+
+    def _check_broker(self, text: str, schemes: dict[str, int]) -> None:
+        """A broker target's host, judged exactly as an HTTP target's (see :meth:`_check_url`)."""
+        refusal = url_refusal(parse_broker_url(text, schemes), parse_networks(self.allowed_networks))
+        if refusal is not None:
+            raise InvalidInputError(
+                f"target.url points to a non-public address: {refusal}; "
+                "an operator must allow its network (--allow-network)"
+            )
 
     def _check_url(self, text: str) -> None:
         """Refuse a URL whose host is a non-public address however it is spelled (the host read

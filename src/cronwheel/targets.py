@@ -25,6 +25,13 @@ exception inside the worker.
   sent as UTF-8, so they are accepted.
 * **python** (``importlib``): ``package.module:function``, a dotted module path and one function
   name (not a ``__dunder__``). Which functions may run is :mod:`cronwheel.python_targets`.
+* **nats** and **mqtt** (nats-py, aiomqtt): a broker URL ``nats://`` or ``tls://`` (NATS),
+  ``mqtt://`` or ``mqtts://`` (MQTT) with a host (as for HTTP) and nothing after the port, and never
+  user info (credentials go in the target's ``user``/``username``, ``password`` and ``token``
+  fields, as secret references); a NATS subject to publish to (``.``-separated tokens, none empty,
+  no whitespace and no wildcard ``*`` or ``>``), NATS header names that are tokens and values
+  without control characters; an MQTT topic name to publish to (1 to 65535 bytes of UTF-8, no NUL
+  and no wildcard ``+`` or ``#``), QoS 1 or 2.
 * **secret references** (:class:`~cronwheel.model.SecretRef`, in a header or environment value and
   as an HTTP target's ``signing_secret``): a secret name (:data:`SECRET_NAME`). What the secret
   holds is checked where it is known, when the worker has resolved it: the resolved target goes
@@ -43,7 +50,16 @@ import re
 from yarl import URL
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import CommandTarget, HttpTarget, PythonTarget, SecretRef, Target, Value
+from cronwheel.model import (
+    CommandTarget,
+    HttpTarget,
+    MqttTarget,
+    NatsTarget,
+    PythonTarget,
+    SecretRef,
+    Target,
+    Value,
+)
 from cronwheel.ssrf import host_address
 
 MAX_ARG_BYTES = 128 * 1024 - 1
@@ -69,6 +85,10 @@ def check_target(target: Target) -> None:
         check_command(target)
     elif isinstance(target, HttpTarget):
         check_http(target)
+    elif isinstance(target, NatsTarget):
+        check_nats(target)
+    elif isinstance(target, MqttTarget):
+        check_mqtt(target)
     else:
         check_python(target)
 
@@ -202,6 +222,129 @@ def redacted_url(text: str) -> str:
     return masked
 
 
+# -- brokers (nats, mqtt) ------------------------------------------------------------------------
+
+NATS_SCHEMES = {"nats": 4222, "tls": 4222}  # scheme -> default port
+MQTT_SCHEMES = {"mqtt": 1883, "mqtts": 8883}
+MAX_NATS_SUBJECT = 1024  # characters: a subject is a routing key, not a message
+MAX_MQTT_TOPIC_BYTES = 65535  # a UTF-8 string of MQTT is prefixed by its 16-bit length
+_NATS_SUBJECT_BAD = re.compile(r"[\s*>\x00-\x1f\x7f]")
+
+
+def parse_broker_url(text: str, schemes: dict[str, int]) -> URL:
+    """``target.url`` of a broker target as the executor connects to it: one of ``schemes``, a
+    host, an optional port, nothing else. User info is refused (credentials belong in the
+    target's credential fields, as secret references). Messages never quote the URL."""
+    wanted = " or ".join(f"{scheme}://host:port" for scheme in schemes)
+    if _CONTROL.search(text):
+        raise InvalidInputError("target.url contains a control character")
+    _utf8("target.url", text)
+    try:
+        url = URL(text)
+        host = url.host
+        url.port  # noqa: B018 - a port out of range raises here
+    except (ValueError, TypeError):
+        raise InvalidInputError(f"target.url is not a valid URL (want {wanted})") from None
+    if url.scheme not in schemes or not host:
+        raise InvalidInputError(f"target.url must be {wanted}")
+    if url.raw_user is not None or url.raw_password is not None:
+        raise InvalidInputError(
+            "target.url must not hold credentials (user info): put them in the target's credential "
+            'fields, as secret references ({"secret": NAME})'
+        )
+    if url.raw_path not in ("", "/") or url.raw_query_string or url.raw_fragment:
+        raise InvalidInputError(f"target.url must be {wanted}, with nothing after the port")
+    try:
+        (url.raw_host or "").encode("idna")
+    except UnicodeError:
+        raise InvalidInputError(
+            "target.url has a host name that cannot be looked up "
+            "(an empty label, or one longer than 63 characters)"
+        ) from None
+    found = host_address(url.raw_host or "")
+    if found is not None and not found.canonical:
+        raise InvalidInputError(
+            f"target.url has the IPv4 address {found.address} spelled {found.spelling!r}: "
+            f"write it as {found.address}"
+        )
+    return url
+
+
+def broker_port(url: URL, schemes: dict[str, int]) -> int:
+    """The port a broker URL names, or its scheme's default."""
+    return url.explicit_port or schemes[url.scheme]
+
+
+def check_nats(target: NatsTarget) -> URL:
+    """Refuse what nats-py cannot publish; returns the URL."""
+    url = parse_broker_url(target.url, NATS_SCHEMES)
+    subject = target.subject
+    if not subject or len(subject) > MAX_NATS_SUBJECT:
+        raise InvalidInputError(f"target.subject must be 1 to {MAX_NATS_SUBJECT} characters")
+    _utf8("target.subject", subject)
+    if _NATS_SUBJECT_BAD.search(subject):
+        raise InvalidInputError(
+            "target.subject must not contain whitespace, control characters or the wildcards * and > "
+            "(a message is published to one subject)"
+        )
+    if any(not token for token in subject.split(".")):
+        raise InvalidInputError("target.subject has an empty token (a leading, trailing or double '.')")
+    for name, value in target.headers:
+        _check_header("target.headers", name, value)
+    _check_credential("target.user", target.user)
+    _check_credential("target.password", target.password)
+    _check_credential("target.token", target.token)
+    if target.password is not None and target.user is None:
+        raise InvalidInputError("target.password needs target.user")
+    if target.token is not None and (target.user is not None or target.password is not None):
+        raise InvalidInputError("give target.token or target.user and target.password, not both")
+    return url
+
+
+def check_mqtt(target: MqttTarget) -> URL:
+    """Refuse what aiomqtt cannot publish; returns the URL."""
+    url = parse_broker_url(target.url, MQTT_SCHEMES)
+    topic = target.topic
+    size = len(_utf8("target.topic", topic))
+    if not 0 < size <= MAX_MQTT_TOPIC_BYTES:
+        raise InvalidInputError(f"target.topic must be 1 to {MAX_MQTT_TOPIC_BYTES} bytes of UTF-8")
+    if "\0" in topic:
+        raise InvalidInputError("target.topic contains a NUL byte")
+    if "+" in topic or "#" in topic:
+        raise InvalidInputError(
+            "target.topic must not contain the wildcards + and # (a message is published to one topic)"
+        )
+    if target.qos not in (1, 2) or isinstance(target.qos, bool):
+        raise InvalidInputError("target.qos must be 1 or 2")
+    _check_credential("target.username", target.username)
+    _check_credential("target.password", target.password)
+    if target.password is not None and target.username is None:
+        raise InvalidInputError("target.password needs target.username")
+    return url
+
+
+def _check_header(field: str, name: str, value: Value) -> None:
+    if not _TOKEN.fullmatch(name):
+        raise InvalidInputError(f"{field} has a name that is not a header token: {name!r}")
+    if isinstance(value, SecretRef):  # checked once resolved, by the worker
+        _check_reference(f"{field}[{name!r}]", value)
+        return
+    if _HEADER_CONTROL.search(value):
+        raise InvalidInputError(f"{field}[{name!r}] contains a control character")
+    _utf8(f"{field}[{name!r}]", value)
+
+
+def _check_credential(field: str, value: Value | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, SecretRef):
+        _check_reference(field, value)
+        return
+    if "\0" in value or _CONTROL.search(value):
+        raise InvalidInputError(f"{field} contains a control character")
+    _utf8(field, value)
+
+
 # -- python --------------------------------------------------------------------------------------
 
 
@@ -239,9 +382,14 @@ def secret_references(target: Target) -> list[tuple[str, SecretRef]]:
 
 
 def plain_values(target: Target) -> list[str]:
-    """The header and environment values of ``target`` held in clear in the job (not secret
-    references), by field: what ``cronwheel secrets adopt`` moves into secrets."""
-    return [field for field, value in _values(target) if isinstance(value, str)]
+    """The header, environment and credential values of ``target`` held in clear in the job (not
+    secret references), by field: what ``cronwheel secrets adopt`` moves into secrets. A broker's
+    user name is an identity rather than a credential: it is not listed."""
+    return [
+        field
+        for field, value in _values(target)
+        if isinstance(value, str) and field not in ("target.user", "target.username")
+    ]
 
 
 def _values(target: Target) -> list[tuple[str, Value]]:
@@ -249,4 +397,15 @@ def _values(target: Target) -> list[tuple[str, Value]]:
         return [(f"target.headers.{name}", value) for name, value in target.headers]
     if isinstance(target, CommandTarget):
         return [(f"target.env.{name}", value) for name, value in target.env]
+    if isinstance(target, NatsTarget):
+        found = [(f"target.headers.{name}", value) for name, value in target.headers]
+        return found + _credentials(
+            ("user", target.user), ("password", target.password), ("token", target.token)
+        )
+    if isinstance(target, MqttTarget):
+        return _credentials(("username", target.username), ("password", target.password))
     return []
+
+
+def _credentials(*fields: tuple[str, Value | None]) -> list[tuple[str, Value]]:
+    return [(f"target.{name}", value) for name, value in fields if value is not None]

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from cronwheel.api.output import OutputKept
 from cronwheel.api.schemas import JobCreate, JobOut, JobPatch, JobSpec, MisfireSpec, RetrySpec, spec_fields
 from cronwheel.identity import Scope
-from cronwheel.model import MisfireMode, Outcome, Overlap, RetentionPolicy, RunKind, RunState, Target
+from cronwheel.model import MisfireMode, MqttQos, Outcome, Overlap, RetentionPolicy, RunKind, RunState, Target
 from cronwheel.notifications.rules import Condition
 from cronwheel.schedule import DstFold, DstGap, FireKind
 from cronwheel.tokens import TokenState
@@ -92,6 +92,7 @@ MODEL_CHOICES = [
         Scope,
         TokenState,
         Condition,
+        MqttQos,
     )
 ]
 API_CHOICES = [
@@ -125,7 +126,7 @@ async def test_target_types_are_the_models(client: httpx.AsyncClient) -> None:
     spec = (await client.get("/openapi.json")).json()
     mapping = spec["components"]["schemas"]["JobCreate"]["properties"]["target"]["discriminator"]["mapping"]
     model_tags = {target.__dataclass_fields__["type"].default for target in get_args(Target)}
-    assert set(mapping) == model_tags == {"http", "command", "python"}
+    assert set(mapping) == model_tags == {"http", "command", "python", "nats", "mqtt"}
 
 
 def test_patch_has_exactly_the_spec_fields_with_the_same_constraints_and_docs() -> None:

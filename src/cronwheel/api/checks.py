@@ -26,7 +26,7 @@ from typing import Any
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import HttpTarget, Job, PythonTarget, Target
+from cronwheel.model import HttpTarget, Job, MqttTarget, NatsTarget, PythonTarget, Target
 from cronwheel.schedule import ScheduleError, load_zone, parse_schedule
 from cronwheel.service import TargetPolicy, no_slot_reason
 from cronwheel.targets import check_target
@@ -179,7 +179,7 @@ def policy_problems(
 
 
 def _target_field(target: Target) -> str:
-    if isinstance(target, HttpTarget):
+    if isinstance(target, HttpTarget | NatsTarget | MqttTarget):
         return "target.url"
     if isinstance(target, PythonTarget):
         return "target.function"

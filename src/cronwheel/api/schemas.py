@@ -55,6 +55,9 @@ from cronwheel.model import (
     Job,
     MisfireMode,
     MisfirePolicy,
+    MqttQos,
+    MqttTarget,
+    NatsTarget,
     Outcome,
     Overlap,
     PythonTarget,
@@ -317,7 +320,102 @@ class PythonTargetSpec(_Strict):
         return PythonTarget(function=self.function)
 
 
-TargetSpec = Annotated[HttpTargetSpec | CommandTargetSpec | PythonTargetSpec, Field(discriminator="type")]
+CREDENTIAL_PATTERN = r"^[^\x00-\x1f\x7f]*$"  # what cronwheel.targets accepts in a credential
+CredentialOrSecret = Annotated[
+    Annotated[str, StringConstraints(min_length=1, max_length=1024), Documented(pattern=CREDENTIAL_PATTERN)]
+    | SecretRefSpec,
+    _text_or_secret("text of 1 to 1024 characters"),
+]
+NATS_URL_PATTERN = r"^ *([Nn][Aa][Tt][Ss]|[Tt][Ll][Ss])://[^\x00-\x1f\x7f]+$"
+MQTT_URL_PATTERN = r"^ *[Mm][Qq][Tt][Tt][Ss]?://[^\x00-\x1f\x7f]+$"
+_CREDENTIAL_DOC = (
+    'Plain text or `{"secret": NAME}` (a secret of the job\'s team, resolved by the worker); null: none.'
+)
+
+
+class NatsTargetSpec(_Strict):
+    """Publish the payload (JSON) to a NATS subject; through JetStream when asked."""
+
+    type: Literal["nats"]
+    url: Annotated[
+        str, StringConstraints(min_length=1, max_length=2048), Documented(pattern=NATS_URL_PATTERN)
+    ] = Field(
+        description="nats://host:port (tls://host:port for TLS), without credentials; non-public "
+        "addresses only where an operator allows them."
+    )
+    subject: Annotated[str, StringConstraints(min_length=1, max_length=1024)] = Field(
+        description="The subject to publish to: dot-separated tokens, no whitespace, no wildcards * or >."
+    )
+    jetstream: bool = Field(
+        default=False,
+        description="Publish through JetStream and succeed on its PubAck (a stream must capture the "
+        "subject); `Nats-Msg-Id` is the execution id, so the stream's duplicate window drops a retry's copy.",
+    )
+    headers: Annotated[dict[HeaderName, HeaderValueOrSecret], NO_OTHER_KEYS] = Field(
+        default_factory=dict,
+        max_length=50,
+        description='Message headers; each value plain text, or `{"secret": NAME}`.',
+    )
+    user: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    password: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    token: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+
+    def to_record(self) -> NatsTarget:
+        return NatsTarget(
+            url=self.url,
+            subject=self.subject,
+            jetstream=self.jetstream,
+            headers=tuple((name, _value(value)) for name, value in self.headers.items()),
+            user=_optional(self.user),
+            password=_optional(self.password),
+            token=_optional(self.token),
+        )
+
+
+class MqttTargetSpec(_Strict):
+    """Publish the payload (JSON) to an MQTT topic, MQTT 5, QoS 1 or 2."""
+
+    type: Literal["mqtt"]
+    url: Annotated[
+        str, StringConstraints(min_length=1, max_length=2048), Documented(pattern=MQTT_URL_PATTERN)
+    ] = Field(
+        description="mqtt://host:port (mqtts://host:port for TLS), without credentials; non-public "
+        "addresses only where an operator allows them."
+    )
+    topic: Annotated[str, StringConstraints(min_length=1, max_length=65535)] = Field(
+        description="The topic name to publish to: at most 65535 bytes of UTF-8, no NUL, no wildcards + or #."
+    )
+    qos: MqttQos = Field(
+        default=1,
+        description="1: success on the broker's PUBACK; 2: on its PUBCOMP (exactly once to the broker).",
+    )
+    retain: bool = Field(default=False, description="The broker keeps the message for later subscribers.")
+    username: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    password: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+
+    def to_record(self) -> MqttTarget:
+        return MqttTarget(
+            url=self.url,
+            topic=self.topic,
+            qos=self.qos,
+            retain=self.retain,
+            username=_optional(self.username),
+            password=_optional(self.password),
+        )
+
+
+def _optional(value: str | SecretRefSpec | None) -> Value | None:
+    return None if value is None else _value(value)
+
+
+def _optional_json(value: Value | None) -> str | dict[str, str] | None:
+    return None if value is None else _value_json(value)
+
+
+TargetSpec = Annotated[
+    HttpTargetSpec | CommandTargetSpec | PythonTargetSpec | NatsTargetSpec | MqttTargetSpec,
+    Field(discriminator="type"),
+]
 
 
 def target_from_record(target: Target) -> dict[str, Any]:
@@ -334,6 +432,27 @@ def target_from_record(target: Target) -> dict[str, Any]:
     if isinstance(target, CommandTarget):
         env = {name: _value_json(value) for name, value in target.env}
         return {"type": target.type, "argv": list(target.argv), "env": env, "cwd": target.cwd}
+    if isinstance(target, NatsTarget):
+        return {
+            "type": target.type,
+            "url": target.url,
+            "subject": target.subject,
+            "jetstream": target.jetstream,
+            "headers": {name: _value_json(value) for name, value in target.headers},
+            "user": _optional_json(target.user),
+            "password": _optional_json(target.password),
+            "token": _optional_json(target.token),
+        }
+    if isinstance(target, MqttTarget):
+        return {
+            "type": target.type,
+            "url": target.url,
+            "topic": target.topic,
+            "qos": target.qos,
+            "retain": target.retain,
+            "username": _optional_json(target.username),
+            "password": _optional_json(target.password),
+        }
     return {"type": target.type, "function": target.function}
 
 

@@ -35,6 +35,12 @@ def _target(target: dict[str, Any]) -> str:
         return f"http {target['method']} {redacted_url(target['url'])}"
     if target["type"] == "command":
         return "command " + shlex.join(target["argv"])
+    if target["type"] == "nats":
+        via = " (jetstream)" if target.get("jetstream") else ""
+        return f"nats {target['url']} subject {target['subject']}{via}"
+    if target["type"] == "mqtt":
+        retain = ", retain" if target.get("retain") else ""
+        return f"mqtt {target['url']} topic {target['topic']} (qos {target['qos']}{retain})"
     return f"python {target['function']}"
 
 
@@ -79,6 +85,9 @@ def _secrets(target: dict[str, Any]) -> str | None:
     found = [
         f"{key}={{secret: {value['secret']}}}" for key, value in values.items() if isinstance(value, dict)
     ]
+    for key in ("user", "username", "password", "token"):  # broker credentials
+        if isinstance(target.get(key), dict):
+            found.append(f"{key}={{secret: {target[key]['secret']}}}")
     if target.get("signing_secret"):
         found.append(f"signed with {{secret: {target['signing_secret']['secret']}}}")
     return " ".join(found) or None
@@ -164,6 +173,33 @@ def _spec_options(func: Any) -> Any:
         ),
         click.option("--command", "command", metavar="CMD", help="Target: run this command line."),
         click.option("--python", "function", metavar="MOD:FUNC", help="Target: call this function."),
+        click.option(
+            "--nats", "nats_url", metavar="URL", help="Target: publish to NATS (nats:// or tls://)."
+        ),
+        click.option("--subject", help="NATS subject to publish to (with --nats)."),
+        click.option(
+            "--jetstream", is_flag=True, default=None, help="Publish through JetStream (with --nats)."
+        ),
+        click.option(
+            "--mqtt", "mqtt_url", metavar="URL", help="Target: publish to MQTT (mqtt:// or mqtts://)."
+        ),
+        click.option("--topic", help="MQTT topic to publish to (with --mqtt)."),
+        click.option("--qos", type=click.Choice(["1", "2"]), help="MQTT QoS (with --mqtt; default 1)."),
+        click.option(
+            "--retain", is_flag=True, default=None, help="The broker keeps the message (with --mqtt)."
+        ),
+        click.option("--broker-user", metavar="NAME", help="Broker user name (with --nats or --mqtt)."),
+        click.option(
+            "--broker-user-secret", metavar="SECRET", help="Broker user name: the team's secret SECRET."
+        ),
+        click.option(
+            "--broker-password-secret", metavar="SECRET", help="Broker password: the team's secret SECRET."
+        ),
+        click.option(
+            "--broker-token-secret",
+            metavar="SECRET",
+            help="NATS token: the team's secret SECRET (with --nats).",
+        ),
         click.option("--payload", help="JSON payload."),
         click.option("--label", "labels", multiple=True, metavar="K=V", help="Label (repeat)."),
         click.option("--queue", help="Worker queue."),
@@ -204,9 +240,12 @@ def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
 
 
 def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
-    targets = [key for key in ("http_url", "command", "function") if flags.get(key)]
+    targets = [key for key in ("http_url", "command", "function", "nats_url", "mqtt_url") if flags.get(key)]
     if len(targets) > 1:
-        raise click.UsageError("give one target: --http, --command or --python")
+        raise click.UsageError("give one target: --http, --command, --python, --nats or --mqtt")
+    broker = _broker_target(flags)
+    if broker is not None:
+        return broker
     http_only = ("method", "headers", "secret_headers", "signing_secret")
     if any(flags.get(key) for key in http_only) and not flags.get("http_url"):
         raise click.UsageError("--method, --header, --secret-header and --signing-secret go with --http")
@@ -227,6 +266,48 @@ def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
     if flags.get("function"):
         return {"type": "python", "function": flags["function"]}
     return None
+
+
+_NATS_ONLY = ("subject", "jetstream", "broker_token_secret")
+_MQTT_ONLY = ("topic", "qos", "retain")
+_BROKER = ("broker_user", "broker_user_secret", "broker_password_secret")
+
+
+def _broker_target(flags: dict[str, Any]) -> dict[str, Any] | None:
+    """A nats or mqtt target from its flags; credentials only as secret references (a plain
+    user name is not a credential)."""
+    nats, mqtt = flags.get("nats_url"), flags.get("mqtt_url")
+    if any(flags.get(key) is not None for key in _NATS_ONLY) and not nats:
+        raise click.UsageError("--subject, --jetstream and --broker-token-secret go with --nats")
+    if any(flags.get(key) is not None for key in _MQTT_ONLY) and not mqtt:
+        raise click.UsageError("--topic, --qos and --retain go with --mqtt")
+    if any(flags.get(key) for key in _BROKER) and not (nats or mqtt):
+        raise click.UsageError(
+            "--broker-user, --broker-user-secret and --broker-password-secret go with --nats or --mqtt"
+        )
+    if flags.get("broker_user") and flags.get("broker_user_secret"):
+        raise click.UsageError("give --broker-user or --broker-user-secret, not both")
+    if not (nats or mqtt):
+        return None
+    user_key = "user" if nats else "username"
+    target: dict[str, Any] = (
+        {"type": "nats", "url": nats, "subject": flags.get("subject")}
+        if nats
+        else {"type": "mqtt", "url": mqtt, "topic": flags.get("topic")}
+    )
+    if nats and flags.get("jetstream"):
+        target["jetstream"] = True
+    if mqtt and flags.get("qos"):
+        target["qos"] = int(flags["qos"])
+    if mqtt and flags.get("retain"):
+        target["retain"] = True
+    if flags.get("broker_user"):
+        target[user_key] = flags["broker_user"]
+    for flag, key in (("broker_user_secret", user_key), ("broker_password_secret", "password"),
+                      ("broker_token_secret", "token")):  # fmt: skip
+        if flags.get(flag):
+            target[key] = {"secret": flags[flag]}
+    return target
 
 
 def _one_spec(path: str) -> dict[str, Any]:
@@ -250,6 +331,12 @@ def create(ctx: Ctx, path: str | None, **flags: Any) -> None:
     Examples:
       cronwheel jobs create --team data --name nightly --schedule "0 3 * * *" \\
           --tz Europe/Berlin --http https://hooks.example.com/nightly
+      cronwheel jobs create --team data --name export --schedule "0 * * * *" \\
+          --nats nats://nats.example.com:4222 --subject exports.hourly --jetstream \\
+          --broker-token-secret nats-token
+      cronwheel jobs create --team plant --name report --schedule "*/5 * * * *" \\
+          --mqtt mqtts://mqtt.example.com:8883 --topic plant/3/reports --qos 2 \\
+          --broker-user reporter --broker-password-secret mqtt-password
       cronwheel jobs create -f nightly.yaml
     """
     spec = _one_spec(path) if path else {}

@@ -151,7 +151,7 @@ def reencrypt(ctx: Ctx) -> None:
 
 def _adopted_name(job_name: str, field: str) -> str:
     """``nightly.authorization`` for ``target.headers.Authorization`` of job ``nightly``."""
-    key = field.split(".", 2)[2]
+    key = field.split(".", 2)[-1]  # target.headers.KEY, target.env.KEY, target.password
     return _NOT_NAME.sub("-", f"{job_name}.{key}".lower())[:100]
 
 
@@ -195,17 +195,24 @@ def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
         )
         raise Conflict(Problem(409, "Conflict", detail=detail))
     target = dict(data["target"])
-    values_key = "headers" if target["type"] == "http" else "env"
-    values = dict(target[values_key])
     if not dry_run:
         for field, name in plan.items():
-            key = field.split(".", 2)[2]
-            ctx.client.set_secret(data["team"], name, values[key])
-            values[key] = {"secret": name}
-        target[values_key] = values
+            holder, key = _place(target, field)
+            ctx.client.set_secret(data["team"], name, holder[key])
+            holder[key] = {"secret": name}
         ctx.client.update_job(data["id"], {"target": target}, if_version=data["version"])
     report = {"job": f"{data['team']}/{data['name']}", "dry_run": dry_run, "adopted": plan}
     ctx.emit(report, _adopt_text)
+
+
+def _place(target: dict[str, Any], field: str) -> tuple[dict[str, Any], str]:
+    """Where ``field`` (``target.headers.KEY``, ``target.env.KEY`` or ``target.password``) is in
+    ``target``: its mapping (copied, so ``target`` alone changes) and key."""
+    parts = field.split(".", 2)
+    if len(parts) == 2:
+        return target, parts[1]
+    target[parts[1]] = dict(target[parts[1]])
+    return target[parts[1]], parts[2]
 
 
 def _adopt_text(data: dict[str, Any]) -> str:

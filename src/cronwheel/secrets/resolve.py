@@ -33,7 +33,7 @@ from typing import Protocol
 
 from cronwheel.clock import monotonic_of
 from cronwheel.errors import PermanentError
-from cronwheel.model import CommandTarget, HttpTarget, SecretRef, Value
+from cronwheel.model import CommandTarget, HttpTarget, MqttTarget, NatsTarget, SecretRef, Value
 from cronwheel.secrets.crypto import Keyring, Sealed, unseal
 from cronwheel.store.port import AttemptResult, StoredSecret
 
@@ -70,6 +70,25 @@ class Resolved:
     def command(self, target: CommandTarget) -> CommandTarget:
         """``target`` with its environment references replaced by their values."""
         return dataclasses.replace(target, env=self._pairs(target.env))
+
+    def nats(self, target: NatsTarget) -> NatsTarget:
+        """``target`` with its header and credential references replaced by their values."""
+        return dataclasses.replace(
+            target,
+            headers=self._pairs(target.headers),
+            user=self._one(target.user),
+            password=self._one(target.password),
+            token=self._one(target.token),
+        )
+
+    def mqtt(self, target: MqttTarget) -> MqttTarget:
+        """``target`` with its credential references replaced by their values."""
+        return dataclasses.replace(
+            target, username=self._one(target.username), password=self._one(target.password)
+        )
+
+    def _one(self, value: Value | None) -> Value | None:
+        return self.values[value.name] if isinstance(value, SecretRef) else value
 
     def _pairs(self, pairs: tuple[tuple[str, Value], ...]) -> tuple[tuple[str, Value], ...]:
         return tuple(

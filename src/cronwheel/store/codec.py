@@ -31,6 +31,9 @@ from cronwheel.model import (
     Job,
     MisfireMode,
     MisfirePolicy,
+    MqttQos,
+    MqttTarget,
+    NatsTarget,
     Outcome,
     Overlap,
     PythonTarget,
@@ -84,6 +87,23 @@ def _value(data: Any) -> Value:
     return SecretRef(str(data["secret"])) if isinstance(data, Mapping) else str(data)
 
 
+def _optional_value(value: Value | None) -> Any:
+    """A credential field: null, plain text, or ``{"secret": name}``."""
+    return None if value is None else value if isinstance(value, str) else {"secret": value.name}
+
+
+def _optional_from_json(data: Any) -> Value | None:
+    return None if data is None else _value(data)
+
+
+def _qos(data: Any) -> MqttQos:
+    if data == 1:
+        return 1
+    if data == 2:
+        return 2
+    raise ValueError(f"unknown MQTT QoS {data!r} in the store")
+
+
 def target_to_json(target: Target) -> dict[str, Any]:
     if isinstance(target, HttpTarget):
         data: dict[str, Any] = {
@@ -105,6 +125,27 @@ def target_to_json(target: Target) -> dict[str, Any]:
         }
     if isinstance(target, PythonTarget):
         return {"type": "python", "function": target.function}
+    if isinstance(target, NatsTarget):
+        return {
+            "type": "nats",
+            "url": target.url,
+            "subject": target.subject,
+            "jetstream": target.jetstream,
+            "headers": values_to_json(target.headers),
+            "user": _optional_value(target.user),
+            "password": _optional_value(target.password),
+            "token": _optional_value(target.token),
+        }
+    if isinstance(target, MqttTarget):
+        return {
+            "type": "mqtt",
+            "url": target.url,
+            "topic": target.topic,
+            "qos": target.qos,
+            "retain": target.retain,
+            "username": _optional_value(target.username),
+            "password": _optional_value(target.password),
+        }
     raise TypeError(f"unknown target {target!r}")
 
 
@@ -125,6 +166,25 @@ def target_from_json(data: Mapping[str, Any]) -> Target:
         )
     if tag == "python":
         return PythonTarget(function=data["function"])
+    if tag == "nats":
+        return NatsTarget(
+            url=data["url"],
+            subject=data["subject"],
+            jetstream=bool(data["jetstream"]),
+            headers=values_from_json(data["headers"]),
+            user=_optional_from_json(data.get("user")),
+            password=_optional_from_json(data.get("password")),
+            token=_optional_from_json(data.get("token")),
+        )
+    if tag == "mqtt":
+        return MqttTarget(
+            url=data["url"],
+            topic=data["topic"],
+            qos=_qos(data["qos"]),
+            retain=bool(data["retain"]),
+            username=_optional_from_json(data.get("username")),
+            password=_optional_from_json(data.get("password")),
+        )
     raise ValueError(f"unknown target type {tag!r} in the store")
 
 

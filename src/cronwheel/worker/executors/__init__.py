@@ -1,4 +1,5 @@
-"""Executors: perform one attempt of a run against its target (HTTP, command, Python function).
+"""Executors: perform one attempt of a run against its target (HTTP, command, Python function,
+a NATS subject, an MQTT topic).
 
 :class:`Executors` is what a worker holds: one executor per target type, dispatched by
 ``target.type``, closed together. Each executor turns everything its target does into an
@@ -22,6 +23,8 @@ from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339, storable
 from cronwheel.worker.executors.command import CommandExecutor
 from cronwheel.worker.executors.http import HttpExecutor, address_refusal
+from cronwheel.worker.executors.mqtt import MqttExecutor
+from cronwheel.worker.executors.nats import NatsExecutor
 from cronwheel.worker.executors.python import PythonExecutor
 
 __all__ = [
@@ -30,6 +33,8 @@ __all__ = [
     "Executor",
     "Executors",
     "HttpExecutor",
+    "MqttExecutor",
+    "NatsExecutor",
     "PythonExecutor",
     "WorkerSettings",
     "address_refusal",
@@ -55,6 +60,8 @@ class Executors:
             "http": HttpExecutor(self.settings, clock=clock, secrets=secrets),
             "command": CommandExecutor(self.settings, clock=clock, secrets=secrets),
             "python": PythonExecutor(self.settings, clock=clock),
+            "nats": NatsExecutor(self.settings, clock=clock, secrets=secrets),
+            "mqtt": MqttExecutor(self.settings, clock=clock, secrets=secrets),
         }
         self._by_kind.update(overrides or {})
 
