@@ -23,20 +23,21 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.limits import Limits
 from cronwheel.model import (
     CommandTarget,
-    HttpTarget,
+    GrpcTarget,
     Job,
     PythonTarget,
     Run,
     RunKind,
     RunState,
     SkipReason,
+    Target,
     new_id,
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
 from cronwheel.ssrf import parse_networks, url_refusal
 from cronwheel.store import Store
-from cronwheel.targets import check_target, parse_url, secret_references
+from cronwheel.targets import check_target, grpc_address, parse_url, secret_references
 from cronwheel.tracing import OFF, Tracer, ending
 from cronwheel.tracing import runs as spans
 
@@ -87,7 +88,7 @@ class TargetPolicy:
             served = ", ".join(self.queues)
             raise InvalidInputError(f"no worker serves queue {queue!r} (served: {served}; see --queue)")
 
-    def check(self, target: HttpTarget | CommandTarget | PythonTarget) -> None:
+    def check(self, target: Target) -> None:
         if isinstance(target, CommandTarget):
             if not self.allow_commands:
                 raise InvalidInputError(
@@ -97,6 +98,8 @@ class TargetPolicy:
             refused = python_targets.refusal(target.function, self.python_allow)
             if refused is not None:
                 raise InvalidInputError(refused)
+        elif isinstance(target, GrpcTarget):
+            self._check_grpc_address(target.address)
         else:
             self._check_url(target.url)
 
@@ -109,6 +112,15 @@ class TargetPolicy:
         if refusal is not None:
             raise InvalidInputError(
                 f"target.url points to a non-public address: {refusal}; "
+                "an operator must allow its network (--allow-network)"
+            )
+
+    def _check_grpc_address(self, text: str) -> None:
+        """The same guard as :meth:`_check_url`, on a gRPC target's ``host:port``."""
+        refusal = url_refusal(grpc_address(text), parse_networks(self.allowed_networks))
+        if refusal is not None:
+            raise InvalidInputError(
+                f"target.address points to a non-public address: {refusal}; "
                 "an operator must allow its network (--allow-network)"
             )
 

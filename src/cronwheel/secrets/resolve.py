@@ -33,7 +33,7 @@ from typing import Protocol
 
 from cronwheel.clock import monotonic_of
 from cronwheel.errors import PermanentError
-from cronwheel.model import CommandTarget, HttpTarget, SecretRef, Value
+from cronwheel.model import CommandTarget, GrpcTarget, HttpTarget, SecretRef, Value
 from cronwheel.secrets.crypto import Keyring, Sealed, unseal
 from cronwheel.store.port import AttemptResult, StoredSecret
 
@@ -70,6 +70,10 @@ class Resolved:
     def command(self, target: CommandTarget) -> CommandTarget:
         """``target`` with its environment references replaced by their values."""
         return dataclasses.replace(target, env=self._pairs(target.env))
+
+    def grpc(self, target: GrpcTarget) -> GrpcTarget:
+        """``target`` with its metadata references replaced by their values."""
+        return dataclasses.replace(target, metadata=self._pairs(target.metadata))
 
     def _pairs(self, pairs: tuple[tuple[str, Value], ...]) -> tuple[tuple[str, Value], ...]:
         return tuple(

@@ -1,4 +1,4 @@
-"""Executors: perform one attempt of a run against its target (HTTP, command, Python function).
+"""Executors: perform one attempt of a run against its target (HTTP, command, Python function, gRPC method).
 
 :class:`Executors` is what a worker holds: one executor per target type, dispatched by
 ``target.type``, closed together. Each executor turns everything its target does into an
@@ -21,6 +21,7 @@ from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339, storable
 from cronwheel.worker.executors.command import CommandExecutor
+from cronwheel.worker.executors.grpc import GrpcExecutor
 from cronwheel.worker.executors.http import HttpExecutor, address_refusal
 from cronwheel.worker.executors.python import PythonExecutor
 
@@ -29,6 +30,7 @@ __all__ = [
     "CommandExecutor",
     "Executor",
     "Executors",
+    "GrpcExecutor",
     "HttpExecutor",
     "PythonExecutor",
     "WorkerSettings",
@@ -55,6 +57,7 @@ class Executors:
             "http": HttpExecutor(self.settings, clock=clock, secrets=secrets),
             "command": CommandExecutor(self.settings, clock=clock, secrets=secrets),
             "python": PythonExecutor(self.settings, clock=clock),
+            "grpc": GrpcExecutor(self.settings, clock=clock, secrets=secrets),
         }
         self._by_kind.update(overrides or {})
 
