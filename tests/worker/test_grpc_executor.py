@@ -264,6 +264,18 @@ async def test_a_payload_that_does_not_convert_with_cached_descriptors_asks_agai
     assert reflections(server) == 2
 
 
+async def test_unimplemented_drops_the_cached_descriptors_and_other_statuses_keep_them(
+    server: EchoServer, executor: GrpcExecutor
+) -> None:
+    target = GrpcTarget(server.address, SAY)
+    for name in ("ada", "status:INTERNAL", "status:NOT_FOUND", "ada"):
+        await executor.execute(target, make_ctx(payload={"name": name}))
+    assert reflections(server) == 1
+    await executor.execute(target, make_ctx(payload={"name": "status:UNIMPLEMENTED"}))
+    assert (await executor.execute(target, make_ctx())).outcome is Outcome.SUCCESS
+    assert reflections(server) == 2  # the method may have moved: asked again
+
+
 async def test_the_descriptor_cache_is_bounded(server: EchoServer, clock: ManualClock) -> None:
     executor = GrpcExecutor(replace(LOOPBACK, grpc_descriptor_entries=1), clock=clock)
     other = await EchoServer().start()

@@ -107,7 +107,7 @@ STATUS_OUTCOMES: dict[grpc.StatusCode, tuple[Outcome, bool]] = {
 """A status other than OK as (outcome, final): final means no retry can succeed."""
 
 _EOF: Any = getattr(grpc.aio, "EOF")  # noqa: B009 - what read() returns at the end (not in grpc-stubs)
-_STALE_DESCRIPTORS = frozenset({_S.UNIMPLEMENTED, _S.INTERNAL})  # the method moved, or its types changed
+MAX_DETAILS = 1000  # characters of a status message kept in the attempt's error
 
 
 class _RefusedError(Exception):
@@ -302,7 +302,7 @@ class GrpcExecutor:
             try:
                 response = await call(request, timeout=_remaining(end), metadata=_metadata(target, ctx))
             except grpc.aio.AioRpcError as error:
-                if error.code() in _STALE_DESCRIPTORS:
+                if _stale(error.code(), error.details()):
                     self._forget(target)
                 return _status_result(error.code(), error.details())
             return self._success(response)
@@ -414,9 +414,19 @@ def _metadata(target: GrpcTarget, ctx: AttemptContext) -> tuple[tuple[str, str],
     return (*((name, str(value)) for name, value in theirs), *ours.items())
 
 
+def _stale(code: grpc.StatusCode, details: str | None) -> bool:
+    """Whether a status says the cached descriptors may be out of date: the method is gone, or a
+    message did not decode on one side ("Exception deserializing ...")."""
+    return code is _S.UNIMPLEMENTED or (code is _S.INTERNAL and "deserializ" in (details or "").lower())
+
+
 def _status_result(code: grpc.StatusCode, details: str | None) -> AttemptResult:
     outcome, final = STATUS_OUTCOMES.get(code, (Outcome.FAILURE, False))
-    return AttemptResult(outcome, error=f"grpc status {code.name}: {details or ''}".rstrip(": "), final=final)
+    text = details or ""
+    if len(text) > MAX_DETAILS:
+        text = text[:MAX_DETAILS] + "..."
+    error = f"grpc status {code.name}: {text}" if text else f"grpc status {code.name}"
+    return AttemptResult(outcome, error=error, final=final)
 
 
 def _request(method: _Method, payload: Any) -> tuple[Message | None, str | None]:
