@@ -88,3 +88,17 @@ def test_apply_takes_the_json_and_yaml_shape(server: Server, tmp_path: Path) -> 
     refused = server.run("apply", "-f", str(path))
     assert refused.exit_code != 0
     assert "target.address must be host:port" in refused.stderr
+
+
+def test_secrets_adopt_moves_plain_metadata_into_secrets(server: Server) -> None:
+    server.run(
+        "jobs", "create", "--team", "data", "--name", "orders", "--schedule", "0 3 * * *",
+        "--grpc", ADDRESS, "--grpc-method", "a.B/C", "--metadata", "authorization=Bearer t0ken-value",
+    )  # fmt: skip
+    result = server.run("secrets", "adopt", "data/orders")
+    assert result.exit_code == 0, result.stderr
+    assert "moved target.metadata.authorization -> secret data/orders.authorization" in result.stdout
+    job = server.json("jobs", "get", "data/orders")
+    assert job["target"]["metadata"] == {"authorization": {"secret": "orders.authorization"}}
+    assert job["plain_values"] == []
+    assert "t0ken-value" not in result.stdout

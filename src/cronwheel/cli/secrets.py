@@ -172,7 +172,7 @@ def _exists(client: Client, team: str, name: str) -> bool:
 @click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
 @api_command
 def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
-    """Move a job's plain header or env values into team secrets (JOB: id or TEAM/NAME).
+    """Move a job's plain header, env or metadata values into team secrets (JOB: id or TEAM/NAME).
 
     Each value becomes the secret JOBNAME.KEY (lower case) of the job's team, and the job refers
     to it; the job is changed only if it is still at the version read. A secret of that name
@@ -195,14 +195,13 @@ def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
         )
         raise Conflict(Problem(409, "Conflict", detail=detail))
     target = dict(data["target"])
-    values_key = "headers" if target["type"] == "http" else "env"
-    values = dict(target[values_key])
     if not dry_run:
         for field, name in plan.items():
-            key = field.split(".", 2)[2]
+            _, values_key, key = field.split(".", 2)  # target.headers.X, target.env.X, target.metadata.x
+            values = dict(target[values_key])
             ctx.client.set_secret(data["team"], name, values[key])
             values[key] = {"secret": name}
-        target[values_key] = values
+            target[values_key] = values
         ctx.client.update_job(data["id"], {"target": target}, if_version=data["version"])
     report = {"job": f"{data['team']}/{data['name']}", "dry_run": dry_run, "adopted": plan}
     ctx.emit(report, _adopt_text)
