@@ -163,7 +163,20 @@ class MqttTarget:
     type: Literal["mqtt"] = "mqtt"
 
 
-Target = HttpTarget | CommandTarget | PythonTarget | NatsTarget | MqttTarget
+@dataclass(frozen=True, slots=True)
+class GrpcTarget:
+    """A unary gRPC method: the payload (JSON) becomes its request message, through the
+    target's server reflection or the job's own ``descriptor_set``."""
+
+    address: str  # "host:port", an IPv6 address in brackets ("[2001:db8::1]:443")
+    method: str  # "package.Service/Method"
+    tls: bool = False
+    metadata: tuple[tuple[str, Value], ...] = ()  # lower-case gRPC metadata keys
+    descriptor_set: str | None = None  # base64 of a serialized google.protobuf.FileDescriptorSet
+    type: Literal["grpc"] = "grpc"
+
+
+Target = HttpTarget | CommandTarget | PythonTarget | GrpcTarget | NatsTarget | MqttTarget
 
 
 # -- jobs ----------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.limits import Limits
 from cronwheel.model import (
     CommandTarget,
+    GrpcTarget,
     Job,
     MqttTarget,
     NatsTarget,
@@ -42,6 +43,7 @@ from cronwheel.targets import (
     MQTT_SCHEMES,
     NATS_SCHEMES,
     check_target,
+    grpc_address,
     parse_broker_url,
     parse_url,
     secret_references,
@@ -106,6 +108,8 @@ class TargetPolicy:
             refused = python_targets.refusal(target.function, self.python_allow)
             if refused is not None:
                 raise InvalidInputError(refused)
+        elif isinstance(target, GrpcTarget):
+            self._check_grpc_address(target.address)
         elif isinstance(target, NatsTarget):
             self._check_broker(target.url, NATS_SCHEMES)
         elif isinstance(target, MqttTarget):
@@ -131,6 +135,15 @@ class TargetPolicy:
         if refusal is not None:
             raise InvalidInputError(
                 f"target.url points to a non-public address: {refusal}; "
+                "an operator must allow its network (--allow-network)"
+            )
+
+    def _check_grpc_address(self, text: str) -> None:
+        """The same guard as :meth:`_check_url`, on a gRPC target's ``host:port``."""
+        refusal = url_refusal(grpc_address(text), parse_networks(self.allowed_networks))
+        if refusal is not None:
+            raise InvalidInputError(
+                f"target.address points to a non-public address: {refusal}; "
                 "an operator must allow its network (--allow-network)"
             )
 

@@ -23,6 +23,12 @@ exception inside the worker.
   refuses (all but horizontal tab); not both user info in the URL and an ``Authorization``
   header (aiohttp sends the user info as one and refuses the pair). Non-ASCII header values are
   sent as UTF-8, so they are accepted.
+* **grpc** (grpcio, protobuf): an ``address`` ``host:port`` (a port 1-65535; a numeric IPv4 host
+  only as a dotted quad, as for HTTP; an IPv6 host in brackets; no user info: credentials go in
+  ``metadata`` as secret references); a ``method`` ``package.Service/Method``; ``metadata`` keys
+  that gRPC takes as text keys (lower-case ``0-9 a-z _ . -``, not ``grpc-`` reserved ones, not
+  ``-bin`` binary ones) with printable ASCII values; a ``descriptor_set`` that is base64 of a
+  serialized ``google.protobuf.FileDescriptorSet`` defining the method (:func:`method_descriptor`).
 * **python** (``importlib``): ``package.module:function``, a dotted module path and one function
   name (not a ``__dunder__``). Which functions may run is :mod:`cronwheel.python_targets`.
 * **nats** and **mqtt** (nats-py, aiomqtt): a broker URL ``nats://`` or ``tls://`` (NATS),
@@ -44,14 +50,18 @@ may be secrets.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
+from typing import TYPE_CHECKING, Any
 
 from yarl import URL
 
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import (
     CommandTarget,
+    GrpcTarget,
     HttpTarget,
     MqttTarget,
     NatsTarget,
@@ -61,6 +71,9 @@ from cronwheel.model import (
     Value,
 )
 from cronwheel.ssrf import host_address
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor import MethodDescriptor
 
 MAX_ARG_BYTES = 128 * 1024 - 1
 """One argument or ``NAME=value``, in bytes: Linux refuses a longer one (``MAX_ARG_STRLEN`` is 32
@@ -85,6 +98,8 @@ def check_target(target: Target) -> None:
         check_command(target)
     elif isinstance(target, HttpTarget):
         check_http(target)
+    elif isinstance(target, GrpcTarget):
+        check_grpc(target)
     elif isinstance(target, NatsTarget):
         check_nats(target)
     elif isinstance(target, MqttTarget):
@@ -254,20 +269,156 @@ def parse_broker_url(text: str, schemes: dict[str, int]) -> URL:
         )
     if url.raw_path not in ("", "/") or url.raw_query_string or url.raw_fragment:
         raise InvalidInputError(f"target.url must be {wanted}, with nothing after the port")
+    return _checked_host(url, "target.url")
+
+
+# -- grpc ----------------------------------------------------------------------------------------
+
+GRPC_METHOD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)/([A-Za-z_][A-Za-z0-9_]*)")
+"""``package.Service/Method``: the service's full name (the package may be empty), one method."""
+GRPC_METADATA_KEY = re.compile(r"[0-9a-z_.-]{1,200}")  # gRPC's text keys (lower-case ASCII)
+_GRPC_VALUE = re.compile(r"[\x20-\x7e]*")  # gRPC's ASCII values: printable, no control characters
+MAX_DESCRIPTOR_SET_CHARS = 256 * 1024
+"""Base64 characters of a job's ``descriptor_set`` (it is stored with the job and read by every
+attempt); a service's own .proto files with their imports are a few KiB."""
+
+
+def check_grpc(target: GrpcTarget) -> URL:
+    """Refuse what no gRPC attempt could make; returns the address as a URL (``grpc://host:port``)
+    whose ``raw_host`` the SSRF guard judges as it judges an HTTP URL's."""
+    url = grpc_address(target.address)
+    if not GRPC_METHOD.fullmatch(target.method):
+        raise InvalidInputError("target.method must be 'package.Service/Method' (the service's full name)")
+    for name, value in target.metadata:
+        check_metadata_key(name)
+        field = f"target.metadata[{name!r}]"
+        if isinstance(value, SecretRef):  # checked once resolved, by the worker
+            _check_reference(field, value)
+        elif not _GRPC_VALUE.fullmatch(value):
+            raise InvalidInputError(f"{field} must be printable ASCII (gRPC text metadata)")
+    if target.descriptor_set is not None:
+        method_descriptor(target.descriptor_set, target.method)
+    return url
+
+
+def grpc_address(text: str) -> URL:
+    """``host:port`` as ``grpc://host:port``, or why it is not one (never quoting it)."""
+    if _CONTROL.search(text) or any(char in text for char in "/?#\\ "):
+        raise InvalidInputError(
+            "target.address must be host:port (no scheme, path, spaces or control characters)"
+        )
+    if "@" in text:
+        raise InvalidInputError(
+            "target.address must not hold credentials (user info); send them in target.metadata "
+            'with a secret reference ({"secret": NAME})'
+        )
+    _utf8("target.address", text)
+    try:
+        url = URL(f"grpc://{text}")
+        host, port = url.host, url.explicit_port
+    except (ValueError, TypeError):
+        raise InvalidInputError("target.address is not host:port (IPv6 goes in brackets)") from None
+    if not host or port is None or not 0 < port < 65536:
+        raise InvalidInputError("target.address must be host:port with a port 1-65535")
+    return _checked_host(url, "target.address")
+
+
+def _checked_host(url: URL, field: str) -> URL:
+    """``url`` once its host can be looked up and an IPv4 address in it is spelled as a dotted
+    quad (what the resolver and the connecting client will read); messages name ``field``."""
     try:
         (url.raw_host or "").encode("idna")
     except UnicodeError:
         raise InvalidInputError(
-            "target.url has a host name that cannot be looked up "
+            f"{field} has a host name that cannot be looked up "
             "(an empty label, or one longer than 63 characters)"
         ) from None
     found = host_address(url.raw_host or "")
     if found is not None and not found.canonical:
         raise InvalidInputError(
-            f"target.url has the IPv4 address {found.address} spelled {found.spelling!r}: "
+            f"{field} has the IPv4 address {found.address} spelled {found.spelling!r}: "
             f"write it as {found.address}"
         )
     return url
+
+
+def check_metadata_key(name: str) -> None:
+    if not GRPC_METADATA_KEY.fullmatch(name):
+        raise InvalidInputError(
+            f"target.metadata has a key that is not a gRPC metadata key (lower-case 0-9 a-z _ . -): {name!r}"
+        )
+    if name.startswith("grpc-"):
+        raise InvalidInputError(f"target.metadata[{name!r}]: keys starting with 'grpc-' are reserved to gRPC")
+    if name.endswith("-bin"):
+        raise InvalidInputError(
+            f"target.metadata[{name!r}]: binary ('-bin') metadata is not supported; values are text"
+        )
+
+
+def method_descriptor(descriptor_set: str, method: str) -> MethodDescriptor:
+    """The descriptor of ``method`` (``package.Service/Method``) in ``descriptor_set`` (base64 of
+    a serialized ``FileDescriptorSet``), or why there is none (InvalidInputError naming
+    ``target.descriptor_set``). Imports the set leaves out that protobuf itself ships (the
+    well-known types) are taken from protobuf."""
+    from google.protobuf import descriptor_pb2  # noqa: PLC0415 - protobuf only for gRPC targets
+
+    if len(descriptor_set) > MAX_DESCRIPTOR_SET_CHARS:
+        raise InvalidInputError(
+            f"target.descriptor_set is {len(descriptor_set)} characters; at most {MAX_DESCRIPTOR_SET_CHARS}"
+        )
+    try:
+        data = base64.b64decode(descriptor_set, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInputError("target.descriptor_set is not base64") from None
+    files = descriptor_pb2.FileDescriptorSet()
+    try:
+        files.ParseFromString(data)
+    except Exception:  # protobuf's DecodeError, or a RuntimeWarning-free failure of the C parser
+        raise InvalidInputError("target.descriptor_set is not a serialized FileDescriptorSet") from None
+    return find_method(list(files.file), method, "target.descriptor_set")
+
+
+def find_method(files: list[Any], method: str, where: str) -> MethodDescriptor:
+    """``method`` in a pool built from ``files`` (``FileDescriptorProto`` records), or
+    InvalidInputError saying what ``where`` lacks."""
+    from google.protobuf import descriptor_database, descriptor_pool  # noqa: PLC0415
+
+    database = descriptor_database.DescriptorDatabase()
+    names = {file.name for file in files}
+    todo = list(files)
+    while todo:
+        file = todo.pop()
+        for dependency in file.dependency:  # the well-known types, when the set leaves them out
+            if dependency not in names:
+                names.add(dependency)
+                todo.append(_builtin_file(dependency, where))
+        try:
+            database.Add(file)
+        except Exception as error:  # two different files of one name
+            raise InvalidInputError(f"{where} is inconsistent: {error}") from None
+    service, _, name = method.partition("/")
+    pool = descriptor_pool.DescriptorPool(database)
+    try:
+        found = pool.FindServiceByName(service).methods_by_name.get(name)
+    except KeyError:
+        raise InvalidInputError(f"{where} does not define the service {service}") from None
+    except (TypeError, ValueError) as error:  # a file that does not build (a missing type ...)
+        raise InvalidInputError(f"{where} does not build: {error}") from None
+    if found is None:
+        raise InvalidInputError(f"{where} does not define the method {method}")
+    return found
+
+
+def _builtin_file(name: str, where: str) -> Any:
+    from google.protobuf import descriptor_pb2, descriptor_pool  # noqa: PLC0415
+
+    try:
+        builtin = descriptor_pool.Default().FindFileByName(name)
+    except KeyError:
+        raise InvalidInputError(f"{where} imports {name}, which it does not include") from None
+    proto = descriptor_pb2.FileDescriptorProto()
+    builtin.CopyToProto(proto)
+    return proto
 
 
 def broker_port(url: URL, schemes: dict[str, int]) -> int:
@@ -397,6 +548,8 @@ def _values(target: Target) -> list[tuple[str, Value]]:
         return [(f"target.headers.{name}", value) for name, value in target.headers]
     if isinstance(target, CommandTarget):
         return [(f"target.env.{name}", value) for name, value in target.env]
+    if isinstance(target, GrpcTarget):
+        return [(f"target.metadata.{name}", value) for name, value in target.metadata]
     if isinstance(target, NatsTarget):
         found = [(f"target.headers.{name}", value) for name, value in target.headers]
         return found + _credentials(

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import HttpTarget, Job, MqttTarget, NatsTarget, PythonTarget, Target
+from cronwheel.model import GrpcTarget, HttpTarget, Job, MqttTarget, NatsTarget, PythonTarget, Target
 from cronwheel.schedule import ScheduleError, load_zone, parse_schedule
 from cronwheel.service import TargetPolicy, no_slot_reason
 from cronwheel.targets import check_target
@@ -183,6 +183,8 @@ def _target_field(target: Target) -> str:
         return "target.url"
     if isinstance(target, PythonTarget):
         return "target.function"
+    if isinstance(target, GrpcTarget):
+        return "target.address"
     return "target.type"  # a command target: refused as a kind, not for its argv
 
 

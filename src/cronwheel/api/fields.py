@@ -20,7 +20,16 @@ from dataclasses import replace
 from cronwheel.api.services import ApiServices
 from cronwheel.errors import ForbiddenError, InvalidInputError
 from cronwheel.identity import Caller, Scope
-from cronwheel.model import CommandTarget, HttpTarget, Job, MqttTarget, NatsTarget, PythonTarget, Target
+from cronwheel.model import (
+    CommandTarget,
+    GrpcTarget,
+    HttpTarget,
+    Job,
+    MqttTarget,
+    NatsTarget,
+    PythonTarget,
+    Target,
+)
 from cronwheel.service import TargetPolicy
 
 
@@ -60,7 +69,7 @@ def reserved_kind(target: Target, policy: TargetPolicy) -> str | None:
         return "command"
     if isinstance(target, PythonTarget):
         return "python"
-    if isinstance(target, HttpTarget | NatsTarget | MqttTarget) and policy.allowed_networks:
+    if isinstance(target, HttpTarget | GrpcTarget | NatsTarget | MqttTarget) and policy.allowed_networks:
         try:
             replace(policy, allowed_networks=()).check(target)
         except InvalidInputError:

@@ -51,6 +51,7 @@ from cronwheel.lateness import is_late
 from cronwheel.model import (
     Attempt,
     CommandTarget,
+    GrpcTarget,
     HttpTarget,
     Job,
     MisfireMode,
@@ -75,7 +76,7 @@ from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, ScheduleError, d
 from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
 from cronwheel.store.port import RunSample
-from cronwheel.targets import plain_values
+from cronwheel.targets import MAX_DESCRIPTOR_SET_CHARS, plain_values
 from cronwheel.tracing import trace_id
 
 # -- building blocks ---------------------------------------------------------------------------
@@ -320,6 +321,50 @@ class PythonTargetSpec(_Strict):
         return PythonTarget(function=self.function)
 
 
+GRPC_METHOD_PATTERN = r"^[A-Za-z0-9_.]+/[A-Za-z0-9_]+$"  # cronwheel.targets.GRPC_METHOD says the rest
+GrpcMethodText = Annotated[str, StringConstraints(max_length=500), Documented(pattern=GRPC_METHOD_PATTERN)]
+DescriptorSetText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_DESCRIPTOR_SET_CHARS)]
+GrpcMetadataKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-z_.-]{1,200}$")]
+GrpcMetadataValueOrSecret = Annotated[
+    Annotated[str, StringConstraints(max_length=8192, pattern=r"^[\x20-\x7e]*$")] | SecretRefSpec,
+    _text_or_secret("printable ASCII of at most 8192 characters"),
+]
+
+
+class GrpcTargetSpec(_Strict):
+    """Call a unary gRPC method; the payload (a JSON object) becomes its request message."""
+
+    type: Literal["grpc"]
+    address: Annotated[str, StringConstraints(min_length=3, max_length=300)] = Field(
+        description="`host:port` (an IPv6 address in brackets: `[2001:db8::1]:443`); non-public "
+        "addresses only where an operator allows them."
+    )
+    method: GrpcMethodText = Field(
+        description="`package.Service/Method`: the service's full name and a unary method."
+    )
+    tls: bool = Field(default=False, description="Connect with TLS (the system's trusted roots).")
+    metadata: Annotated[dict[GrpcMetadataKey, GrpcMetadataValueOrSecret], NO_OTHER_KEYS] = Field(
+        default_factory=dict,
+        max_length=50,
+        description="Request metadata: lower-case keys (not `grpc-*`, not `*-bin`), each value printable "
+        'ASCII, or `{"secret": NAME}`: a secret of the job\'s team.',
+    )
+    descriptor_set: DescriptorSetText | None = Field(
+        default=None,
+        description="Base64 of a serialized `google.protobuf.FileDescriptorSet` defining the method "
+        "(`protoc --include_imports --descriptor_set_out`); null: the target's server reflection.",
+    )
+
+    def to_record(self) -> GrpcTarget:
+        return GrpcTarget(
+            address=self.address,
+            method=self.method,
+            tls=self.tls,
+            metadata=tuple((name, _value(value)) for name, value in self.metadata.items()),
+            descriptor_set=self.descriptor_set,
+        )
+
+
 CREDENTIAL_PATTERN = r"^[^\x00-\x1f\x7f]*$"  # what cronwheel.targets accepts in a credential
 CredentialOrSecret = Annotated[
     Annotated[str, StringConstraints(min_length=1, max_length=1024), Documented(pattern=CREDENTIAL_PATTERN)]
@@ -413,7 +458,7 @@ def _optional_json(value: Value | None) -> str | dict[str, str] | None:
 
 
 TargetSpec = Annotated[
-    HttpTargetSpec | CommandTargetSpec | PythonTargetSpec | NatsTargetSpec | MqttTargetSpec,
+    HttpTargetSpec | CommandTargetSpec | PythonTargetSpec | GrpcTargetSpec | NatsTargetSpec | MqttTargetSpec,
     Field(discriminator="type"),
 ]
 
@@ -432,6 +477,15 @@ def target_from_record(target: Target) -> dict[str, Any]:
     if isinstance(target, CommandTarget):
         env = {name: _value_json(value) for name, value in target.env}
         return {"type": target.type, "argv": list(target.argv), "env": env, "cwd": target.cwd}
+    if isinstance(target, GrpcTarget):
+        return {
+            "type": target.type,
+            "address": target.address,
+            "method": target.method,
+            "tls": target.tls,
+            "metadata": {name: _value_json(value) for name, value in target.metadata},
+            "descriptor_set": target.descriptor_set,
+        }
     if isinstance(target, NatsTarget):
         return {
             "type": target.type,

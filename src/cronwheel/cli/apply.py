@@ -27,7 +27,7 @@ import click
 
 from cronwheel.cli.output import Ctx, api_command, load_documents
 
-_SECRET_PREFIXES = ("target.headers.", "target.env.")
+_SECRET_PREFIXES = ("target.headers.", "target.env.", "target.metadata.")
 
 
 class InvalidFile(click.ClickException):

@@ -41,6 +41,8 @@ def _target(target: dict[str, Any]) -> str:
     if target["type"] == "mqtt":
         retain = ", retain" if target.get("retain") else ""
         return f"mqtt {target['url']} topic {target['topic']} (qos {target['qos']}{retain})"
+    if target["type"] == "grpc":
+        return f"grpc{'s' if target['tls'] else ''} {target['address']} {target['method']}"
     return f"python {target['function']}"
 
 
@@ -81,7 +83,7 @@ def _retry(retry: dict[str, Any]) -> str:
 
 def _secrets(target: dict[str, Any]) -> str | None:
     """The target's references to team secrets: ``Authorization={secret: billing-api-key}``."""
-    values = target.get("headers") or target.get("env") or {}
+    values = target.get("headers") or target.get("env") or target.get("metadata") or {}
     found = [
         f"{key}={{secret: {value['secret']}}}" for key, value in values.items() if isinstance(value, dict)
     ]
@@ -152,6 +154,47 @@ def jobs() -> None:
     """Create, list, edit, pause, resume and trigger jobs (over the REST API)."""
 
 
+_GRPC_OPTIONS = [
+    click.option("--grpc", "grpc_address", metavar="HOST:PORT", help="Target: call a gRPC method here."),
+    click.option("--grpc-method", metavar="PKG.SVC/METHOD", help="The gRPC method (with --grpc)."),
+    click.option("--grpc-tls", is_flag=True, default=None, help="Call the gRPC method over TLS."),
+    click.option("--metadata", "metadata", multiple=True, metavar="K=V", help="gRPC metadata (repeat)."),
+    click.option(
+        "--secret-metadata",
+        "secret_metadata",
+        multiple=True,
+        metavar="K=SECRET",
+        help="gRPC metadata whose value is the team's secret SECRET (repeat).",
+    ),
+]
+
+
+def _grpc_target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
+    """The gRPC target the flags give (``--grpc`` and its companions), or None."""
+    grpc_only = ("grpc_method", "grpc_tls", "metadata", "secret_metadata")
+    if not flags.get("grpc_address"):
+        if any(flags.get(key) for key in grpc_only):
+            raise click.UsageError(
+                "--grpc-method, --grpc-tls, --metadata and --secret-metadata go with --grpc"
+            )
+        return None
+    if not flags.get("grpc_method"):
+        raise click.UsageError("--grpc needs --grpc-method PKG.SVC/METHOD")
+    target: dict[str, Any] = {
+        "type": "grpc",
+        "address": flags["grpc_address"],
+        "method": flags["grpc_method"],
+    }
+    if flags.get("grpc_tls"):
+        target["tls"] = True
+    metadata: dict[str, Any] = parse_pairs(flags.get("metadata") or (), "--metadata")
+    for key, name in parse_pairs(flags.get("secret_metadata") or (), "--secret-metadata").items():
+        metadata[key] = {"secret": name}
+    if metadata:
+        target["metadata"] = metadata
+    return target
+
+
 def _spec_options(func: Any) -> Any:
     options = [
         click.option("--team", help="Owning team."),
@@ -200,6 +243,7 @@ def _spec_options(func: Any) -> Any:
             metavar="SECRET",
             help="NATS token: the team's secret SECRET (with --nats).",
         ),
+        *_GRPC_OPTIONS,
         click.option("--payload", help="JSON payload."),
         click.option("--label", "labels", multiple=True, metavar="K=V", help="Label (repeat)."),
         click.option("--queue", help="Worker queue."),
@@ -240,15 +284,19 @@ def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
 
 
 def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
-    targets = [key for key in ("http_url", "command", "function", "nats_url", "mqtt_url") if flags.get(key)]
+    flagged = ("http_url", "command", "function", "grpc_address", "nats_url", "mqtt_url")
+    targets = [key for key in flagged if flags.get(key)]
     if len(targets) > 1:
-        raise click.UsageError("give one target: --http, --command, --python, --nats or --mqtt")
+        raise click.UsageError("give one target: --http, --command, --python, --grpc, --nats or --mqtt")
     broker = _broker_target(flags)
     if broker is not None:
         return broker
     http_only = ("method", "headers", "secret_headers", "signing_secret")
     if any(flags.get(key) for key in http_only) and not flags.get("http_url"):
         raise click.UsageError("--method, --header, --secret-header and --signing-secret go with --http")
+    grpc = _grpc_target_from_flags(flags)
+    if grpc is not None:
+        return grpc
     if flags.get("http_url"):
         target: dict[str, Any] = {"type": "http", "url": flags["http_url"]}
         if flags.get("method"):

@@ -172,7 +172,7 @@ def _exists(client: Client, team: str, name: str) -> bool:
 @click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
 @api_command
 def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
-    """Move a job's plain header or env values into team secrets (JOB: id or TEAM/NAME).
+    """Move a job's plain header, env or metadata values into team secrets (JOB: id or TEAM/NAME).
 
     Each value becomes the secret JOBNAME.KEY (lower case) of the job's team, and the job refers
     to it; the job is changed only if it is still at the version read. A secret of that name

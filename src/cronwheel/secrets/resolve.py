@@ -33,7 +33,7 @@ from typing import Protocol
 
 from cronwheel.clock import monotonic_of
 from cronwheel.errors import PermanentError
-from cronwheel.model import CommandTarget, HttpTarget, MqttTarget, NatsTarget, SecretRef, Value
+from cronwheel.model import CommandTarget, GrpcTarget, HttpTarget, MqttTarget, NatsTarget, SecretRef, Value
 from cronwheel.secrets.crypto import Keyring, Sealed, unseal
 from cronwheel.store.port import AttemptResult, StoredSecret
 
@@ -70,6 +70,10 @@ class Resolved:
     def command(self, target: CommandTarget) -> CommandTarget:
         """``target`` with its environment references replaced by their values."""
         return dataclasses.replace(target, env=self._pairs(target.env))
+
+    def grpc(self, target: GrpcTarget) -> GrpcTarget:
+        """``target`` with its metadata references replaced by their values."""
+        return dataclasses.replace(target, metadata=self._pairs(target.metadata))
 
     def nats(self, target: NatsTarget) -> NatsTarget:
         """``target`` with its header and credential references replaced by their values."""

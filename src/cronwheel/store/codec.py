@@ -27,6 +27,7 @@ from cronwheel.model import (
     Attempt,
     CommandTarget,
     DueJob,
+    GrpcTarget,
     HttpTarget,
     Job,
     MisfireMode,
@@ -125,6 +126,15 @@ def target_to_json(target: Target) -> dict[str, Any]:
         }
     if isinstance(target, PythonTarget):
         return {"type": "python", "function": target.function}
+    if isinstance(target, GrpcTarget):
+        return {
+            "type": "grpc",
+            "address": target.address,
+            "method": target.method,
+            "tls": target.tls,
+            "metadata": values_to_json(target.metadata),
+            "descriptor_set": target.descriptor_set,
+        }
     if isinstance(target, NatsTarget):
         return {
             "type": "nats",
@@ -166,6 +176,14 @@ def target_from_json(data: Mapping[str, Any]) -> Target:
         )
     if tag == "python":
         return PythonTarget(function=data["function"])
+    if tag == "grpc":
+        return GrpcTarget(
+            address=data["address"],
+            method=data["method"],
+            tls=bool(data["tls"]),
+            metadata=values_from_json(data["metadata"]),
+            descriptor_set=data.get("descriptor_set"),
+        )
     if tag == "nats":
         return NatsTarget(
             url=data["url"],

@@ -1,5 +1,5 @@
 """Executors: perform one attempt of a run against its target (HTTP, command, Python function,
-a NATS subject, an MQTT topic).
+a gRPC method, a NATS subject, an MQTT topic).
 
 :class:`Executors` is what a worker holds: one executor per target type, dispatched by
 ``target.type``, closed together. Each executor turns everything its target does into an
@@ -22,6 +22,7 @@ from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339, storable
 from cronwheel.worker.executors.command import CommandExecutor
+from cronwheel.worker.executors.grpc import GrpcExecutor
 from cronwheel.worker.executors.http import HttpExecutor, address_refusal
 from cronwheel.worker.executors.mqtt import MqttExecutor
 from cronwheel.worker.executors.nats import NatsExecutor
@@ -32,6 +33,7 @@ __all__ = [
     "CommandExecutor",
     "Executor",
     "Executors",
+    "GrpcExecutor",
     "HttpExecutor",
     "MqttExecutor",
     "NatsExecutor",
@@ -60,6 +62,7 @@ class Executors:
             "http": HttpExecutor(self.settings, clock=clock, secrets=secrets),
             "command": CommandExecutor(self.settings, clock=clock, secrets=secrets),
             "python": PythonExecutor(self.settings, clock=clock),
+            "grpc": GrpcExecutor(self.settings, clock=clock, secrets=secrets),
             "nats": NatsExecutor(self.settings, clock=clock, secrets=secrets),
             "mqtt": MqttExecutor(self.settings, clock=clock, secrets=secrets),
         }
