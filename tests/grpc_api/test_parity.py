@@ -1,0 +1,188 @@
+"""What the gRPC API shares with REST (issue #14: "mirroring the REST API one to one"): the
+per-caller rate limit (one budget over both, RESOURCE_EXHAUSTED with the RetryInfo of REST's
+Retry-After), the audit entries of refused calls, and jobs addressed as ``team/name``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from api.conftest import issue_token
+from cronwheel.identity import Scope
+from cronwheel.limits import Limits
+from cronwheel.store import JobQuery
+from cronwheel.v1 import jobs_pb2, runs_pb2
+from grpc_api.conftest import Env, Stubs, auth
+from grpc_api.test_api import spec
+
+D = TypeVar("D", bound=Message)
+
+
+def limit(env: Env, rate_per_s: float, rate_burst: int) -> None:
+    """The operator's rate limit, where both APIs read it (the job service's limits)."""
+    env.services.job_service.limits = dataclasses.replace(
+        Limits(), rate_per_s=rate_per_s, rate_burst=rate_burst
+    )
+
+
+def detail(error: grpc.aio.AioRpcError, kind: type[D]) -> D:
+    """The ``google.rpc`` detail of type ``kind`` that ``error`` carries."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    assert status is not None
+    for packed in status.details:
+        if packed.Is(kind.DESCRIPTOR):
+            found = kind()
+            packed.Unpack(found)
+            return found
+    raise AssertionError(f"no {kind.DESCRIPTOR.full_name} in {status}")
+
+
+async def refusal(call: Any) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call
+    return refused.value
+
+
+# -- the rate limit ------------------------------------------------------------------------------
+
+
+async def test_the_call_past_the_burst_is_resource_exhausted_with_retry_info_and_writes_nothing(
+    env: Env, stubs: Stubs
+) -> None:
+    limit(env, rate_per_s=0.5, rate_burst=3)
+    token = auth(env.admin_token)
+    for _ in range(3):
+        await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=token)
+
+    refused = await refusal(stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=token))
+    assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert detail(refused, error_details_pb2.RetryInfo).retry_delay.seconds == 2  # a token at 0.5/s
+    assert "0.5 a second (bursts of 3)" in (refused.details() or "")
+    assert (await env.store.list_jobs(JobQuery())).items == []
+    assert env.queue.published == []
+
+    env.clock.advance(2)  # the bucket refills on the injected clock
+    created = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=token)
+    assert created.name == "nightly"
+
+
+async def test_rest_and_grpc_calls_of_one_caller_share_one_budget(env: Env, stubs: Stubs) -> None:
+    limit(env, rate_per_s=0.5, rate_burst=4)
+    token = auth(env.admin_token)
+    async with env.rest(env.admin_token) as http:
+        for _ in range(2):
+            await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=token)
+            assert (await http.get("/v1/jobs")).status_code == 200
+        over_rest = await http.get("/v1/jobs")
+        over_grpc = await refusal(stubs.runs.ListRuns(runs_pb2.ListRunsRequest(), metadata=token))
+        assert over_rest.status_code == 429
+        assert over_grpc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        retry_after = int(over_rest.headers["Retry-After"])
+        assert detail(over_grpc, error_details_pb2.RetryInfo).retry_delay.seconds == retry_after == 2
+
+        env.clock.advance(2)  # one token: gRPC takes it, and REST finds the bucket empty
+        await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=token)
+        assert (await http.get("/v1/jobs")).status_code == 429
+
+        other = await issue_token(env.store, Scope.ADMIN, name="another-caller")  # a budget of its own
+        await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(other))
+
+
+async def test_failed_authentications_over_grpc_spend_the_address_bucket_rest_checks(
+    env: Env, stubs: Stubs
+) -> None:
+    limit(env, rate_per_s=0.5, rate_burst=2)
+    for _ in range(2):
+        failed = await refusal(stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth("cw_nope_bad")))
+        assert failed.code() == grpc.StatusCode.UNAUTHENTICATED
+
+    # The address is now refused before authentication, even with a valid token, over both APIs.
+    valid = await refusal(stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(env.admin_token)))
+    assert valid.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "failed authentication" in (valid.details() or "")
+    assert detail(valid, error_details_pb2.RetryInfo).retry_delay.seconds == 2
+    async with env.rest(env.admin_token) as http:
+        assert (await http.get("/v1/jobs")).status_code == 429
+
+
+# -- the audit log of refusals -------------------------------------------------------------------
+
+SAME = (
+    "actor_kind",
+    "actor_id",
+    "actor_name",
+    "client",
+    "team",
+    "target_kind",
+    "outcome",
+    "status",
+    "detail",
+)
+
+
+async def refusal_entries(env: Env) -> dict[str, dict[str, Any]]:
+    """The newest audit entry of each refusal action (read over REST, as an admin would)."""
+    async with env.rest(env.admin_token) as http:
+        response = await http.get("/v1/audit", params={"action": "auth", "limit": 1000})
+    assert response.status_code == 200, response.text
+    newest: dict[str, dict[str, Any]] = {}
+    for entry in response.json()["items"]:  # newest first
+        newest.setdefault(entry["action"], entry)
+    return newest
+
+
+async def test_refused_calls_leave_the_audit_entries_rest_leaves(env: Env, stubs: Stubs) -> None:
+    job = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=auth(env.admin_token))
+    prober = await issue_token(env.store, Scope.ADMIN, team="other", name="prober")
+    reader = await issue_token(env.store, Scope.READ, team="data", name="reader")
+
+    bad = await refusal(stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth("cw_nope_bad")))
+    wall = await refusal(stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id=job.id), metadata=auth(prober)))
+    missing = await refusal(
+        stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id="no-such-job"), metadata=auth(prober))
+    )
+    denied = await refusal(
+        stubs.jobs.DeleteJob(jobs_pb2.DeleteJobRequest(job_id=job.id), metadata=auth(reader))
+    )
+    assert bad.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert wall.code() == missing.code() == grpc.StatusCode.NOT_FOUND
+    assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
+    over_grpc = await refusal_entries(env)
+    assert set(over_grpc) == {"auth.unauthenticated", "auth.hidden", "auth.forbidden"}  # no wall: no entry
+    assert over_grpc["auth.unauthenticated"]["target_id"] == "gRPC /cronwheel.v1.JobService/ListJobs"
+    assert over_grpc["auth.hidden"]["target_id"] == "gRPC /cronwheel.v1.JobService/GetJob"
+    assert over_grpc["auth.forbidden"]["target_id"] == "gRPC /cronwheel.v1.JobService/DeleteJob"
+
+    env.clock.advance(61)  # past the sampler's window: the same refusals over REST are recorded too
+    async with env.rest("cw_nope_bad") as anonymous, env.rest(prober) as other, env.rest(reader) as read_only:
+        assert (await anonymous.get("/v1/jobs")).status_code == 401
+        assert (await other.get(f"/v1/jobs/{job.id}")).status_code == 404
+        assert (await read_only.delete(f"/v1/jobs/{job.id}")).status_code == 403
+    over_rest = await refusal_entries(env)
+    assert over_rest["auth.hidden"]["target_id"] == f"GET /v1/jobs/{job.id}"
+    for action, entry in over_rest.items():
+        assert entry["id"] != over_grpc[action]["id"]
+        assert {k: entry[k] for k in SAME} == {k: over_grpc[action][k] for k in SAME}, action
+    assert over_grpc["auth.forbidden"]["team"] == "data"
+    assert over_grpc["auth.hidden"]["actor_name"] == "prober"
+    assert over_grpc["auth.unauthenticated"]["client"] == "127.0.0.1"
+
+
+async def test_a_flood_of_refused_calls_is_coalesced_like_rest(env: Env, stubs: Stubs) -> None:
+    for _ in range(3):
+        await refusal(stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth("cw_nope_bad")))
+    async with env.rest("cw_nope_bad") as anonymous:  # the same address: the same kind of refusal
+        assert (await anonymous.get("/v1/jobs")).status_code == 401
+    env.clock.advance(61)
+    await refusal(stubs.runs.ListRuns(runs_pb2.ListRunsRequest(), metadata=auth("cw_nope_bad")))
+    async with env.rest(env.admin_token) as http:
+        response = await http.get("/v1/audit", params={"action": "auth.unauthenticated"})
+    entries = response.json()["items"]
+    assert len(entries) == 2
+    assert entries[0]["detail"].endswith("and 3 alike since the last one recorded")
