@@ -19,7 +19,7 @@ from cronwheel.limits import Limits
 from cronwheel.store import JobQuery
 from cronwheel.v1 import jobs_pb2, runs_pb2
 from grpc_api.conftest import Env, Stubs, auth
-from grpc_api.test_api import spec
+from grpc_api.test_api import spec, violations
 
 D = TypeVar("D", bound=Message)
 
@@ -186,3 +186,64 @@ async def test_a_flood_of_refused_calls_is_coalesced_like_rest(env: Env, stubs: 
     entries = response.json()["items"]
     assert len(entries) == 2
     assert entries[0]["detail"].endswith("and 3 alike since the last one recorded")
+
+
+# -- addressing a job as team/name ---------------------------------------------------------------
+
+
+async def test_a_job_is_addressed_by_team_and_name_as_over_rest(env: Env, stubs: Stubs) -> None:
+    token = auth(env.admin_token)
+    job = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=token)
+    assert env.services.secrets is not None
+    await env.services.secrets.set("other", "hook-token", "s3cret")
+    await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec(team="other")), metadata=token)
+
+    got = await stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id="data/nightly"), metadata=token)
+    assert (got.id, got.team) == (job.id, "data")  # not other/nightly, the same name in another team
+    paused = await stubs.jobs.PauseJob(
+        jobs_pb2.PauseJobRequest(job_id="data/nightly", note="maintenance"), metadata=token
+    )
+    assert (paused.id, paused.paused, paused.pause_note) == (job.id, True, "maintenance")
+    resumed = await stubs.jobs.ResumeJob(jobs_pb2.ResumeJobRequest(job_id="data/nightly"), metadata=token)
+    assert (resumed.id, resumed.paused) == (job.id, False)
+    triggered = await stubs.jobs.TriggerJob(jobs_pb2.TriggerJobRequest(job_id="data/nightly"), metadata=token)
+    assert triggered.run.job_id == job.id
+    runs = await stubs.runs.ListJobRuns(runs_pb2.ListJobRunsRequest(job_id="data/nightly"), metadata=token)
+    assert [run.id for run in runs.items] == [triggered.run.id]
+    async with env.rest(env.admin_token) as http:  # what REST answers at the name's path
+        over_rest = (await http.get("/v1/teams/data/jobs/nightly")).json()
+    assert over_rest["id"] == got.id
+    assert (
+        over_rest["version"]
+        == (await stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id=job.id), metadata=token)).version
+    )
+
+    await stubs.jobs.DeleteJob(jobs_pb2.DeleteJobRequest(job_id="data/nightly"), metadata=token)
+    gone = await refusal(stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id="data/nightly"), metadata=token))
+    assert gone.code() == grpc.StatusCode.NOT_FOUND  # a deleted job is reached by its id only
+    kept = await stubs.runs.ListJobRuns(runs_pb2.ListJobRunsRequest(job_id=job.id), metadata=token)
+    assert [run.id for run in kept.items] == [triggered.run.id]
+
+
+async def test_another_teams_name_is_hidden_and_a_malformed_address_names_the_field(
+    env: Env, stubs: Stubs
+) -> None:
+    await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=auth(env.admin_token))
+    prober = await issue_token(env.store, Scope.ADMIN, team="other", name="prober")
+    hidden = await refusal(
+        stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id="data/nightly"), metadata=auth(prober))
+    )
+    missing = await refusal(
+        stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id="other/nightly"), metadata=auth(prober))
+    )
+    assert hidden.code() == missing.code() == grpc.StatusCode.NOT_FOUND
+    assert hidden.details() == "team 'data' has no job named 'nightly'"  # as if it did not exist
+    assert (await refusal_entries(env))["auth.hidden"]["target_id"] == "gRPC /cronwheel.v1.JobService/GetJob"
+
+    for address in ("data/", "/nightly", "data/night/ly", "data/night ly"):
+        bad = await refusal(
+            stubs.jobs.PauseJob(jobs_pb2.PauseJobRequest(job_id=address), metadata=auth(env.admin_token))
+        )
+        assert bad.code() == grpc.StatusCode.INVALID_ARGUMENT, address
+        assert set(violations(bad)) == {"job_id"}
+    assert not (await env.store.find_job("data", "nightly")).paused  # type: ignore[union-attr]
