@@ -5,15 +5,18 @@ Retry-After), the audit entries of refused calls, and jobs addressed as ``team/n
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import grpc
 import pytest
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+from pydantic import BaseModel, Field
 
 from api.conftest import issue_token
+from cronwheel.api.app import create_app
+from cronwheel.grpc_api import servicers
 from cronwheel.identity import Scope
 from cronwheel.limits import Limits
 from cronwheel.store import JobQuery
@@ -247,3 +250,82 @@ async def test_another_teams_name_is_hidden_and_a_malformed_address_names_the_fi
         assert bad.code() == grpc.StatusCode.INVALID_ARGUMENT, address
         assert set(violations(bad)) == {"job_id"}
     assert not (await env.store.find_job("data", "nightly")).paused  # type: ignore[union-attr]
+
+
+# -- one definition of the list methods' query constraints ---------------------------------------
+
+KEYWORDS = ("type", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "enum")
+LISTS: tuple[tuple[type[BaseModel], str, frozenset[str]], ...] = (
+    (servicers._JobListing, "/v1/jobs", frozenset()),
+    (servicers._RunListing, "/v1/runs", frozenset()),
+    (servicers._RunListing, "/v1/jobs/{job_id}/runs", frozenset({"job_id"})),  # ListJobRuns: a path
+    (servicers._TokenListing, "/v1/tokens", frozenset()),
+    (servicers._Listing, "/v1/teams/{team}/secrets", frozenset()),
+)
+
+
+def constraints(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """What a JSON schema constrains (its keywords, those of its items, of what a $ref names, of
+    an ``anyOf``'s non-null branches), with a default other than none: titles and descriptions
+    left out."""
+    if "$ref" in schema:
+        schema = {
+            **defs[schema["$ref"].rsplit("/", 1)[1]],
+            **{k: v for k, v in schema.items() if k != "$ref"},
+        }
+    found = {key: schema[key] for key in (*KEYWORDS, "default") if key in schema}
+    for branch in schema.get("anyOf", ()):
+        if branch.get("type") != "null":
+            found.update(constraints(branch, defs))
+    if "items" in schema:
+        found["items"] = constraints(schema["items"], defs)
+    if found.get("default", 0) in (None, []):  # no filter, said either way
+        del found["default"]
+    return found
+
+
+def rest_parameters(openapi: dict[str, Any], path: str) -> dict[str, dict[str, Any]]:
+    defs = openapi["components"]["schemas"]
+    parameters = openapi["paths"][path]["get"]["parameters"]
+    return {p["name"]: constraints(p["schema"], defs) for p in parameters if p["in"] == "query"}
+
+
+def grpc_fields(model: type[BaseModel]) -> dict[str, dict[str, Any]]:
+    schema = model.model_json_schema()
+    return {name: constraints(field, schema.get("$defs", {})) for name, field in schema["properties"].items()}
+
+
+async def test_the_list_methods_take_the_query_constraints_rest_declares(env: Env) -> None:
+    openapi = create_app(env.services).openapi()
+    for model, path, in_path in LISTS:
+        rest, grpc_side = rest_parameters(openapi, path), grpc_fields(model)
+        assert set(grpc_side) - in_path == set(rest), path  # the same names
+        for name in rest:
+            assert grpc_side[name] == rest[name], (path, name)
+    assert rest_parameters(openapi, "/v1/jobs")["limit"] == {
+        "type": "integer", "minimum": 1, "maximum": 1000, "default": 100,
+    }  # fmt: skip
+    assert rest_parameters(openapi, "/v1/jobs")["label"]["maxItems"] == 64
+
+    class Drifted(servicers._Listing):  # a copy that drifted is told apart
+        limit: Annotated[int, Field(ge=1, le=500)] = 100
+
+    assert grpc_fields(Drifted)["limit"] != rest_parameters(openapi, "/v1/runs")["limit"]
+
+
+async def test_list_requests_out_of_bounds_are_refused_naming_the_field(env: Env, stubs: Stubs) -> None:
+    token = auth(env.admin_token)
+    for request, field in (
+        (jobs_pb2.ListJobsRequest(limit=1001), "limit"),
+        (jobs_pb2.ListJobsRequest(limit=0), "limit"),
+        (jobs_pb2.ListJobsRequest(cursor="not a cursor!"), "cursor"),
+        (jobs_pb2.ListJobsRequest(label=[f"k{n}=v" for n in range(65)]), "label"),
+        (jobs_pb2.ListJobsRequest(label=["novalue"]), "label"),
+    ):
+        refused = await refusal(stubs.jobs.ListJobs(request, metadata=token))
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert set(violations(refused)) == {field}, request
+    async with env.rest(env.admin_token) as http:  # REST refuses the same, naming the same field
+        answer = await http.get("/v1/jobs", params={"label": [f"k{n}=v" for n in range(65)]})
+    assert answer.status_code == 422
+    assert {error["field"] for error in answer.json()["errors"]} == {"label"}

@@ -1,11 +1,12 @@
 """The ``cronwheel.v1`` services: each method translates, nothing more.
 
-A method opens a :class:`~cronwheel.grpc_api.calls.Call` (authentication, errors), turns its
+A method opens a :class:`~cronwheel.grpc_api.calls.Call` (rate limit, authentication, the audit of
+refusals, errors), resolves a job address (an id, or ``team/name``, as REST's two paths), turns its
 request into the REST API's pydantic model (:mod:`cronwheel.grpc_api.convert`), calls the one
 function of :mod:`cronwheel.api.operations` (or of :mod:`cronwheel.api.tokens`,
 :mod:`cronwheel.api.secrets`) that REST's route calls, and turns the model it returns into the
-answer. The query parameters of list methods are checked by :class:`_Listing` models with REST's
-constraints (the names REST's query parameters have).
+answer. The query parameters of list methods are checked by :class:`_Listing` models of the types
+REST declares its query parameters with (:mod:`cronwheel.api.queries`, under the same names).
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ from cronwheel.api import operations
 from cronwheel.api import secrets as secret_ops
 from cronwheel.api import tokens as token_ops
 from cronwheel.api.addressing import job_id_by_name
-from cronwheel.api.operations import MAX_LABELS, Include
 from cronwheel.api.problems import ProblemError, field_error
+from cronwheel.api.queries import (
+    DEFAULT_LIMIT,
+    CursorText,
+    Includes,
+    LabelFilters,
+    PageLimit,
+    Short,
+    States,
+)
 from cronwheel.api.schemas import (
     NAME_PATTERN,
     JobCreate,
@@ -56,34 +65,29 @@ from cronwheel.v1 import (
     tokens_pb2_grpc,
 )
 
-CursorText = Annotated[str, StringConstraints(max_length=1000, pattern=r"^[A-Za-z0-9_-]+={0,2}$")]
-Limit = Annotated[int, Field(ge=1, le=1000)]
-Short = Annotated[str, StringConstraints(max_length=100)]
-LabelFilter = Annotated[str, StringConstraints(max_length=301, pattern=r"^[^=]+=")]
-
 
 class _Listing(BaseModel):
     """The paging parameters of every list (REST's ``limit`` and ``cursor`` query parameters)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    limit: Limit = 100
+    limit: PageLimit = DEFAULT_LIMIT
     cursor: CursorText | None = None
 
 
 class _JobListing(_Listing):
     team: Short | None = None
     name: Short | None = None
-    label: list[LabelFilter] = Field(default_factory=list, max_length=MAX_LABELS)
+    label: LabelFilters = Field(default_factory=list)
     paused: bool | None = None
     last_state: RunStateName | None = None
     late: bool = False
-    include: list[Include] = Field(default_factory=list, max_length=1)
+    include: Includes = Field(default_factory=list)
 
 
 class _RunListing(_Listing):
     job_id: Short | None = None
-    state: list[RunStateName] = Field(default_factory=list, max_length=len(RunState))
+    state: States = Field(default_factory=list)
 
 
 class _TokenListing(_Listing):
