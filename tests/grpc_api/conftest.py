@@ -1,6 +1,7 @@
 """A gRPC API server on 127.0.0.1 (an ephemeral port) over a real SqlStore (a tmp SQLite file),
 a manual clock and the API tests' recording queue, and clients that use only the generated
-stubs of ``cronwheel.v1`` (as a client in another language would)."""
+stubs of ``cronwheel.v1`` (as a client in another language would). ``Env.rest()`` is a REST
+client of the same services (the app built from them), for what REST and gRPC share."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 
 from api.conftest import START, issue_token
 from api.doubles import RecordingQueue
-from cronwheel.api.app import AccessPolicy, ApiServices
+from cronwheel.api.app import AccessPolicy, ApiServices, create_app
 from cronwheel.clock import ManualClock
 from cronwheel.grpc_api import GrpcServer, grpc_server
 from cronwheel.identity import Scope
@@ -31,6 +33,7 @@ class Env:
     queue: RecordingQueue
     server: GrpcServer
     admin_token: str
+    services: ApiServices
 
     @property
     def target(self) -> str:
@@ -38,6 +41,12 @@ class Env:
 
     def channel(self) -> grpc.aio.Channel:
         return grpc.aio.insecure_channel(self.target)
+
+    def rest(self, token: str | None = None) -> httpx.AsyncClient:
+        """A REST client (as from 127.0.0.1) of an app built from the gRPC server's services."""
+        transport = httpx.ASGITransport(app=create_app(self.services), client=("127.0.0.1", 40000))
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        return httpx.AsyncClient(transport=transport, base_url="http://localhost", headers=headers)
 
 
 def auth(token: str) -> tuple[tuple[str, str], ...]:
@@ -70,7 +79,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     try:
         admin = await issue_token(store, Scope.ADMIN, name="test-admin")
         await secrets.set("data", "hook-token", "s3cret")  # what the jobs of spec() refer to
-        yield Env(store, clock, queue, server, admin)
+        yield Env(store, clock, queue, server, admin, services)
     finally:
         await server.server.stop(None)
         await store.close()

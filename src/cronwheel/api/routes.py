@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel, StringConstraints
+from pydantic import BaseModel
 
 from cronwheel import metrics_live
 from cronwheel.api import operations
@@ -20,8 +20,17 @@ from cronwheel.api.addressing import job_route
 from cronwheel.api.auditing import ActorDep
 from cronwheel.api.auth import CallerDep, authenticate, require_every_team
 from cronwheel.api.openapi import PROBLEM_DOC
-from cronwheel.api.operations import LABEL_HELP, MAX_LABELS, RECENT_RUNS, Include
+from cronwheel.api.operations import LABEL_HELP, RECENT_RUNS
 from cronwheel.api.problems import ProblemError, field_error
+from cronwheel.api.queries import (
+    DEFAULT_LIMIT,
+    CursorText,
+    Includes,
+    LabelFilters,
+    PageLimit,
+    Short,
+    States,
+)
 from cronwheel.api.schemas import (
     Documented,
     JobCreate,
@@ -62,10 +71,9 @@ IfMatch = Annotated[
     Annotated[str, Documented(pattern=f"^{ETAG.pattern}$")] | None,
     Header(description='Make the write conditional on the job\'s version: the ETag of a read, like "3".'),
 ]
-# What list pages return in next_cursor: base64url (checked here; which ones it made, by the store).
-Cursor = Annotated[str | None, Query(max_length=1000, pattern=r"^[A-Za-z0-9_-]+={0,2}$")]
-# key=value (_labels checks it); a key (100) = a value (200)
-LabelFilter = Annotated[str, Documented(pattern=r"^[^=]+="), StringConstraints(max_length=301)]
+# The list endpoints' query parameters: their constraints are cronwheel.api.queries' (gRPC's too).
+Cursor = Annotated[CursorText | None, Query()]
+Limit = Annotated[PageLimit, Query()]
 
 _PROBLEM_DOC = PROBLEM_DOC
 
@@ -158,19 +166,18 @@ async def validate_job(body: JobCreate, services: Services, caller: CallerDep) -
 async def list_jobs(
     services: Services,
     caller: CallerDep,
-    team: Annotated[str | None, Query(max_length=100)] = None,
-    name: Annotated[str | None, Query(max_length=100)] = None,
-    label: Annotated[list[LabelFilter], Query(max_length=MAX_LABELS, description=LABEL_HELP)] = [],  # noqa: B006
+    team: Annotated[Short | None, Query()] = None,
+    name: Annotated[Short | None, Query()] = None,
+    label: Annotated[LabelFilters, Query(description=LABEL_HELP)] = [],  # noqa: B006
     paused: bool | None = None,
     last_state: Annotated[RunStateName | None, Query(description="State of the job's latest run")] = None,
     late: Annotated[
         bool, Query(description="Only late jobs: not paused, a slot more than 60 s past not fired yet")
     ] = False,
     include: Annotated[
-        list[Include],
-        Query(max_length=1, description=f"recent: each job's {RECENT_RUNS} newest runs (for sparklines)"),
+        Includes, Query(description=f"recent: each job's {RECENT_RUNS} newest runs (for sparklines)")
     ] = [],  # noqa: B006
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> JobPage:
     """List the live jobs of the token's teams, oldest first, a page at a time (follow
@@ -353,8 +360,8 @@ async def list_job_runs(
     job_id: str,
     services: Services,
     caller: CallerDep,
-    state: Annotated[list[RunStateName], Query(max_length=len(RunState))] = [],  # noqa: B006
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    state: Annotated[States, Query()] = [],  # noqa: B006
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> RunPage:
     """The job's runs, newest first (also those of a deleted job)."""
@@ -369,9 +376,9 @@ async def list_job_runs(
 async def list_runs(
     services: Services,
     caller: CallerDep,
-    job_id: Annotated[str | None, Query(max_length=100)] = None,
-    state: Annotated[list[RunStateName], Query(max_length=len(RunState))] = [],  # noqa: B006
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    job_id: Annotated[Short | None, Query()] = None,
+    state: Annotated[States, Query()] = [],  # noqa: B006
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> RunPage:
     """Runs of every job of the token's teams (or of one job), newest first."""

@@ -18,7 +18,7 @@ from collections.abc import Awaitable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -27,7 +27,8 @@ from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.operations import paged
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.routes import Cursor
+from cronwheel.api.queries import DEFAULT_LIMIT
+from cronwheel.api.routes import Cursor, Limit
 from cronwheel.api.schemas import NAME_PATTERN
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import Actor
@@ -140,7 +141,7 @@ async def list_secrets(
     team: Team,
     caller: CallerDep,
     secrets: Secrets,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> SecretPage:
     """The team's secrets by name (names, key ids and times: never a value)."""

@@ -26,7 +26,8 @@ from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.operations import paged
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.routes import Cursor
+from cronwheel.api.queries import DEFAULT_LIMIT, Short
+from cronwheel.api.routes import Cursor, Limit
 from cronwheel.api.schemas import Instant, Name
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import Actor, AuditAction
@@ -201,9 +202,9 @@ _BAD_CURSOR: dict[int | str, dict[str, Any]] = {422: {"description": "Bad cursor
 async def list_tokens(
     services: Services,
     caller: CallerDep,
-    team: Annotated[str | None, Query(max_length=100)] = None,
+    team: Annotated[Short | None, Query()] = None,
     include_revoked: bool = False,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> TokenPage:
     """The tokens this admin manages, oldest first (revoked ones with ``include_revoked``)."""

@@ -24,6 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from cronwheel.api.services import ApiServices
 from cronwheel.errors import PermanentError
 from cronwheel.grpc_api import servicers
+from cronwheel.grpc_api.calls import MethodNames
 from cronwheel.tls import ServerTls
 from cronwheel.v1 import (
     cluster_pb2,
@@ -80,7 +81,10 @@ async def grpc_server(
 ) -> GrpcServer:
     """A started server of ``services`` on ``host``:``port`` (0: any free port)."""
     limit = services.limits.max_body_bytes
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(
+        interceptors=[MethodNames()],
+        options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)],
+    )
     jobs_pb2_grpc.add_JobServiceServicer_to_server(servicers.JobServicer(services), server)
     runs_pb2_grpc.add_RunServiceServicer_to_server(servicers.RunServicer(services), server)
     schedules_pb2_grpc.add_ScheduleServiceServicer_to_server(servicers.ScheduleServicer(services), server)

@@ -1,15 +1,17 @@
 """The ``cronwheel.v1`` services: each method translates, nothing more.
 
-A method opens a :class:`~cronwheel.grpc_api.calls.Call` (authentication, errors), turns its
+A method opens a :class:`~cronwheel.grpc_api.calls.Call` (rate limit, authentication, the audit of
+refusals, errors), resolves a job address (an id, or ``team/name``, as REST's two paths), turns its
 request into the REST API's pydantic model (:mod:`cronwheel.grpc_api.convert`), calls the one
 function of :mod:`cronwheel.api.operations` (or of :mod:`cronwheel.api.tokens`,
 :mod:`cronwheel.api.secrets`) that REST's route calls, and turns the model it returns into the
-answer. The query parameters of list methods are checked by :class:`_Listing` models with REST's
-constraints (the names REST's query parameters have).
+answer. The query parameters of list methods are checked by :class:`_Listing` models of the types
+REST declares its query parameters with (:mod:`cronwheel.api.queries`, under the same names).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from google.protobuf import empty_pb2, struct_pb2
@@ -18,8 +20,19 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from cronwheel.api import operations
 from cronwheel.api import secrets as secret_ops
 from cronwheel.api import tokens as token_ops
-from cronwheel.api.operations import MAX_LABELS, Include
+from cronwheel.api.addressing import job_id_by_name
+from cronwheel.api.problems import ProblemError, field_error
+from cronwheel.api.queries import (
+    DEFAULT_LIMIT,
+    CursorText,
+    Includes,
+    LabelFilters,
+    PageLimit,
+    Short,
+    States,
+)
 from cronwheel.api.schemas import (
+    NAME_PATTERN,
     JobCreate,
     JobPatch,
     JobUpdate,
@@ -52,39 +65,50 @@ from cronwheel.v1 import (
     tokens_pb2_grpc,
 )
 
-CursorText = Annotated[str, StringConstraints(max_length=1000, pattern=r"^[A-Za-z0-9_-]+={0,2}$")]
-Limit = Annotated[int, Field(ge=1, le=1000)]
-Short = Annotated[str, StringConstraints(max_length=100)]
-LabelFilter = Annotated[str, StringConstraints(max_length=301, pattern=r"^[^=]+=")]
-
 
 class _Listing(BaseModel):
     """The paging parameters of every list (REST's ``limit`` and ``cursor`` query parameters)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    limit: Limit = 100
+    limit: PageLimit = DEFAULT_LIMIT
     cursor: CursorText | None = None
 
 
 class _JobListing(_Listing):
     team: Short | None = None
     name: Short | None = None
-    label: list[LabelFilter] = Field(default_factory=list, max_length=MAX_LABELS)
+    label: LabelFilters = Field(default_factory=list)
     paused: bool | None = None
     last_state: RunStateName | None = None
     late: bool = False
-    include: list[Include] = Field(default_factory=list, max_length=1)
+    include: Includes = Field(default_factory=list)
 
 
 class _RunListing(_Listing):
     job_id: Short | None = None
-    state: list[RunStateName] = Field(default_factory=list, max_length=len(RunState))
+    state: States = Field(default_factory=list)
 
 
 class _TokenListing(_Listing):
     team: Short | None = None
     include_revoked: bool = False
+
+
+async def _job_id(services: ApiServices, call: Call, address: str) -> str:
+    """The id of the job ``address`` names: its id, or ``team/name`` (its team's live job of that
+    name), resolved by the function REST's ``/v1/teams/{team}/jobs/{name}`` routes use (a team
+    the caller is not of answers as a name no job has). Ids never hold a ``/``."""
+    if "/" not in address:
+        return address
+    team, _, name = address.partition("/")
+    if not (re.fullmatch(NAME_PATTERN, team) and re.fullmatch(NAME_PATTERN, name)):
+        message = "a job id, or team/name (letters, digits, '.', '_', '-'; at most 100 each)"
+        raise ProblemError(
+            422, "validation", "Invalid request", f"job_id: {message}",
+            errors=[field_error("job_id", message, code="invalid_address")],
+        )  # fmt: skip
+    return await job_id_by_name(team, name, services, call.caller)
 
 
 def _state(name: str | None) -> RunState | None:
@@ -103,6 +127,9 @@ class _Servicer:
     def call(self, context: Any) -> Call:
         return Call(self.services, context)
 
+    async def job_id(self, call: Call, address: str) -> str:
+        return await _job_id(self.services, call, address)
+
 
 class JobServicer(_Servicer, jobs_pb2_grpc.JobServiceServicer):
     def _spec(self, model: type[JobCreate] | type[JobUpdate], spec: jobs_pb2.JobSpec) -> Any:
@@ -119,7 +146,9 @@ class JobServicer(_Servicer, jobs_pb2_grpc.JobServiceServicer):
         async with self.call(context) as call:
             if request.HasField("job_id"):
                 edit = self._spec(JobUpdate, request.job)
-                checked = await operations.validate_job_edit(self.services, call.caller, request.job_id, edit)
+                checked = await operations.validate_job_edit(
+                    self.services, call.caller, await self.job_id(call, request.job_id), edit
+                )
             else:
                 new = self._spec(JobCreate, request.job)
                 checked = await operations.validate_job(self.services, call.caller, new)
@@ -137,47 +166,51 @@ class JobServicer(_Servicer, jobs_pb2_grpc.JobServiceServicer):
 
     async def GetJob(self, request: jobs_pb2.GetJobRequest, context: Any) -> jobs_pb2.Job:
         async with self.call(context) as call:
-            job = await operations.get_job(self.services, call.caller, request.job_id)
+            job_id = await self.job_id(call, request.job_id)
+            job = await operations.get_job(self.services, call.caller, job_id)
             return message(job, jobs_pb2.Job())
 
     async def ReplaceJob(self, request: jobs_pb2.ReplaceJobRequest, context: Any) -> jobs_pb2.Job:
         async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
             body = self._spec(JobUpdate, request.job)
             job = await operations.replace_job(
-                self.services, call.caller, call.actor, request.job_id, body, _expected(request)
+                self.services, call.caller, call.actor, job_id, body, _expected(request)
             )
             return message(job, jobs_pb2.Job())
 
     async def PatchJob(self, request: jobs_pb2.PatchJobRequest, context: Any) -> jobs_pb2.Job:
         async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
             operations.bind_checks(self.services)
             body = validated(JobPatch, patch_body(request.job, request.update_mask))
             job = await operations.patch_job(
-                self.services, call.caller, call.actor, request.job_id, body, _expected(request)
+                self.services, call.caller, call.actor, job_id, body, _expected(request)
             )
             return message(job, jobs_pb2.Job())
 
     async def DeleteJob(self, request: jobs_pb2.DeleteJobRequest, context: Any) -> empty_pb2.Empty:
         async with self.call(context) as call:
-            await operations.delete_job(
-                self.services, call.caller, call.actor, request.job_id, _expected(request)
-            )
+            job_id = await self.job_id(call, request.job_id)
+            await operations.delete_job(self.services, call.caller, call.actor, job_id, _expected(request))
             return empty_pb2.Empty()
 
     async def PauseJob(self, request: jobs_pb2.PauseJobRequest, context: Any) -> jobs_pb2.Job:
         async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
             note = validated(PauseIn, {"note": request.note} if request.HasField("note") else {}).note
             job = await operations.pause_job(
-                self.services, call.caller, call.actor, request.job_id, note, _expected(request)
+                self.services, call.caller, call.actor, job_id, note, _expected(request)
             )
             return message(job, jobs_pb2.Job())
 
     async def ResumeJob(self, request: jobs_pb2.ResumeJobRequest, context: Any) -> jobs_pb2.Job:
         async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
             given = {"missed": request.missed} if request.HasField("missed") else {}
             missed = validated(ResumeIn, given).missed
             job = await operations.resume_job(
-                self.services, call.caller, call.actor, request.job_id, missed, _expected(request)
+                self.services, call.caller, call.actor, job_id, missed, _expected(request)
             )
             return message(job, jobs_pb2.Job())
 
@@ -185,12 +218,13 @@ class JobServicer(_Servicer, jobs_pb2_grpc.JobServiceServicer):
         self, request: jobs_pb2.TriggerJobRequest, context: Any
     ) -> jobs_pb2.TriggerJobResponse:
         async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
             given = to_dict(request)
             has_payload = request.HasField("payload")
             body = validated(TriggerIn, {"payload": given.get("payload")})
             key = validated(_Idempotency, given)
             run, created = await operations.trigger_job(
-                self.services, call.caller, call.actor, request.job_id, body.payload, has_payload,
+                self.services, call.caller, call.actor, job_id, body.payload, has_payload,
                 key.idempotency_key, traceparent=key.traceparent, tracestate=key.tracestate,
             )  # fmt: skip
             return message(
@@ -233,12 +267,18 @@ class RunServicer(_Servicer, runs_pb2_grpc.RunServiceServicer):
 
     async def ListJobRuns(self, request: runs_pb2.ListJobRunsRequest, context: Any) -> runs_pb2.RunPage:
         async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
             given = to_dict(request)
             given.pop("job_id", None)
             query = validated(_RunListing, given)
             states = tuple(RunState(state) for state in query.state)
             page = await operations.list_job_runs(
-                self.services, call.caller, request.job_id, states, query.limit, query.cursor
+                self.services,
+                call.caller,
+                job_id,
+                states,
+                query.limit,
+                query.cursor,
             )
             return message(page, runs_pb2.RunPage())
 

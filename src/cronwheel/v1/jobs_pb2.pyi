@@ -710,7 +710,7 @@ class ValidateJobRequest(_message.Message):
     JOB_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
-    """set: as ReplaceJob of this job would; unset: as CreateJob"""
+    """Set (an id, or "team/name"): as ReplaceJob of this job would; unset: as CreateJob."""
     @_builtins.property
     def job(self) -> Global___JobSpec: ...
     def __init__(
@@ -810,6 +810,7 @@ class GetJobRequest(_message.Message):
 
     JOB_ID_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """The job: its id, or "team/name" (its team's live job of that name), as REST's two paths."""
     def __init__(
         self,
         *,
@@ -831,6 +832,7 @@ class ReplaceJobRequest(_message.Message):
     JOB_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """The job: its id, or "team/name" (its team's live job of that name), as REST's two paths."""
     expected_version: _builtins.int
     """REST's If-Match: FAILED_PRECONDITION when it moved"""
     @_builtins.property
@@ -861,6 +863,7 @@ class PatchJobRequest(_message.Message):
     UPDATE_MASK_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """The job: its id, or "team/name" (its team's live job of that name), as REST's two paths."""
     expected_version: _builtins.int
     @_builtins.property
     def job(self) -> Global___JobSpec:
@@ -897,6 +900,7 @@ class DeleteJobRequest(_message.Message):
     JOB_ID_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """The job: its id, or "team/name" (its team's live job of that name), as REST's two paths."""
     expected_version: _builtins.int
     def __init__(
         self,
@@ -922,6 +926,7 @@ class PauseJobRequest(_message.Message):
     NOTE_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """The job: its id, or "team/name" (its team's live job of that name), as REST's two paths."""
     note: _builtins.str
     expected_version: _builtins.int
     def __init__(
@@ -954,6 +959,7 @@ class ResumeJobRequest(_message.Message):
     MISSED_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """The job: its id, or "team/name" (its team's live job of that name), as REST's two paths."""
     missed: _builtins.str
     """skip (default), misfire"""
     expected_version: _builtins.int
@@ -989,6 +995,7 @@ class TriggerJobRequest(_message.Message):
     TRACEPARENT_FIELD_NUMBER: _builtins.int
     TRACESTATE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """The job: its id, or "team/name" (its team's live job of that name), as REST's two paths."""
     idempotency_key: _builtins.str
     traceparent: _builtins.str
     tracestate: _builtins.str

@@ -467,6 +467,7 @@ class ListRunsRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """a job id (a filter, as REST's ?job_id=)"""
     limit: _builtins.int
     cursor: _builtins.str
     @_builtins.property
@@ -507,6 +508,7 @@ class ListJobRunsRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """The job: its id, or "team/name" (its team's live job of that name), as REST's two paths."""
     limit: _builtins.int
     cursor: _builtins.str
     @_builtins.property
