@@ -147,8 +147,8 @@ async def hear(word: str) -> None:
 class Child:
     """A child process of this script, spoken to over its stdin/stdout with tagged lines."""
 
-    def __init__(self, *args: str, profile: Path | None = None) -> None:
-        command = [sys.executable, __file__, *args]
+    def __init__(self, *args: str, profile: Path | None = None, script: str = __file__) -> None:
+        command = [sys.executable, script, *args]
         if profile is not None:
             command = [PY_SPY, "record", "-r", "200", "-f", "raw", "-o", str(profile), "--", *command]
         self.errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in result()

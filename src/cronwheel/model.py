@@ -134,6 +134,49 @@ class PythonTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class NatsTarget:
+    """Publish the payload to a NATS subject (through JetStream when ``jetstream``)."""
+
+    url: str  # nats://host:4222, tls://host:4222
+    subject: str
+    jetstream: bool = False
+    headers: tuple[tuple[str, Value], ...] = ()
+    user: Value | None = None
+    password: Value | None = None
+    token: Value | None = None
+    type: Literal["nats"] = "nats"
+
+
+MqttQos = Literal[1, 2]  # 1: at least once to the broker (PUBACK); 2: exactly once (PUBCOMP)
+
+
+@dataclass(frozen=True, slots=True)
+class MqttTarget:
+    """Publish the payload to an MQTT topic (MQTT 5; QoS 1 or 2)."""
+
+    url: str  # mqtt://host:1883, mqtts://host:8883
+    topic: str
+    qos: MqttQos = 1
+    retain: bool = False
+    username: Value | None = None
+    password: Value | None = None
+    type: Literal["mqtt"] = "mqtt"
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcTarget:
+    """A unary gRPC method: the payload (JSON) becomes its request message, through the
+    target's server reflection or the job's own ``descriptor_set``."""
+
+    address: str  # "host:port", an IPv6 address in brackets ("[2001:db8::1]:443")
+    method: str  # "package.Service/Method"
+    tls: bool = False
+    metadata: tuple[tuple[str, Value], ...] = ()  # lower-case gRPC metadata keys
+    descriptor_set: str | None = None  # base64 of a serialized google.protobuf.FileDescriptorSet
+    type: Literal["grpc"] = "grpc"
+
+
+@dataclass(frozen=True, slots=True)
 class RabbitMqTarget:
     """Publish the payload to a RabbitMQ (AMQP 0-9-1) exchange with publisher confirms."""
 
@@ -164,7 +207,16 @@ class KafkaTarget:
     type: Literal["kafka"] = "kafka"
 
 
-Target = HttpTarget | CommandTarget | PythonTarget | RabbitMqTarget | KafkaTarget
+Target = (
+    HttpTarget
+    | CommandTarget
+    | PythonTarget
+    | GrpcTarget
+    | NatsTarget
+    | MqttTarget
+    | RabbitMqTarget
+    | KafkaTarget
+)
 
 
 # -- jobs ----------------------------------------------------------------------------------------

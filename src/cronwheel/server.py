@@ -50,6 +50,7 @@ from cronwheel.clock import AnchoredClock, Clock, SystemClock
 from cronwheel.cluster import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
+from cronwheel.grpc_api import serve_grpc
 from cronwheel.limits import Limits
 from cronwheel.model import RetentionPolicy
 from cronwheel.notifications import notifier as notifications
@@ -112,6 +113,7 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8080  # the API's (nodes with the api role serve /metrics there too)
     metrics_port: int = 0  # /metrics and /healthz of a node without the api role; 0: any free port
+    grpc_port: int | None = None  # the gRPC API beside REST on nodes with the api role; None: off
     database_url: str = "sqlite:///cronwheel.db"
     coordinator_url: str | None = None  # etcd://host:port[,...]; None: this process owns every shard
     queue_url: str | None = None  # redis://host:port; None: in-process queue
@@ -142,6 +144,12 @@ class ServerSettings:
         if not (self.tls_cert and self.tls_key):
             return None
         return ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca).context()
+
+    def grpc_tls(self) -> ServerTls | None:
+        """The certificate the gRPC API serves with: the HTTP endpoint's (None: plaintext)."""
+        if not (self.tls_cert and self.tls_key):
+            return None
+        return ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca)
 
     smtp_url: str | None = field(default=None, repr=False)  # CRONWHEEL_SMTP_URL: email notifications' relay
     retention_days: int = 30  # the default retention of jobs without their own (0: no age limit)
@@ -518,6 +526,8 @@ class _Roles:
             authenticators=self._oidc(),
         )
         app = create_app(services)
+        if settings.grpc_port is not None:
+            self._grpc(services, announce)
         url = public_url(settings.host, self.backends.listening, self.backends.tls)
         lines = (
             f"cronwheel serving on {url} (node {settings.node})",
@@ -537,6 +547,20 @@ class _Roles:
                 announce(line)
 
         self._http(config, started, "api")
+
+    def _grpc(self, services: ApiServices, announce: Callable[[str], None]) -> None:
+        """The gRPC API (cronwheel.grpc_api) on ``--grpc-port``, supervised like the HTTP one: it
+        ends with the node, and a failure stops the node."""
+        settings = self.settings
+        assert settings.grpc_port is not None
+        tls = settings.grpc_tls()
+
+        def started(port: int) -> None:
+            scheme = "TLS" if tls is not None else "plaintext"
+            announce(f"gRPC API on {settings.host}:{port} ({scheme}; cronwheel.v1, health, reflection)")
+
+        serving = serve_grpc(services, settings.host, settings.grpc_port, self.stop, tls, started)
+        self._task(serving, "grpc")
 
     def _oidc(self) -> tuple[OidcAuthenticator, ...]:
         """The identity provider's authenticator when the operator named one (its keys are

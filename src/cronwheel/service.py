@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+from yarl import URL
+
 from cronwheel import metrics, python_targets
 from cronwheel.audit import Actor, AuditAction, AuditEntry
 from cronwheel.clock import Clock
@@ -23,8 +25,11 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.limits import Limits
 from cronwheel.model import (
     CommandTarget,
+    GrpcTarget,
     Job,
     KafkaTarget,
+    MqttTarget,
+    NatsTarget,
     PythonTarget,
     RabbitMqTarget,
     Run,
@@ -36,9 +41,19 @@ from cronwheel.model import (
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
-from cronwheel.ssrf import host_refusal, parse_networks, url_refusal
+from cronwheel.ssrf import parse_networks, url_refusal
 from cronwheel.store import Store
-from cronwheel.targets import check_target, kafka_server, parse_amqp_url, parse_url, secret_references
+from cronwheel.targets import (
+    MQTT_SCHEMES,
+    NATS_SCHEMES,
+    check_target,
+    grpc_address,
+    kafka_server,
+    parse_amqp_url,
+    parse_broker_url,
+    parse_url,
+    secret_references,
+)
 from cronwheel.tracing import OFF, Tracer, ending
 from cronwheel.tracing import runs as spans
 
@@ -91,11 +106,11 @@ class TargetPolicy:
 
     def check(self, target: Target) -> None:
         if isinstance(target, RabbitMqTarget):
-            self._check_host("target.url", parse_amqp_url(target.url).raw_host or "")
+            self._check_address("target.url", parse_amqp_url(target.url))
         elif isinstance(target, KafkaTarget):
             for index, text in enumerate(target.bootstrap_servers):
                 field = f"target.bootstrap_servers[{index}]"
-                self._check_host(field, kafka_server(field, text)[0])
+                self._check_address(field, kafka_server(field, text))
         elif isinstance(target, CommandTarget):
             if not self.allow_commands:
                 raise InvalidInputError(
@@ -105,15 +120,31 @@ class TargetPolicy:
             refused = python_targets.refusal(target.function, self.python_allow)
             if refused is not None:
                 raise InvalidInputError(refused)
+        elif isinstance(target, GrpcTarget):
+            self._check_grpc_address(target.address)
+        elif isinstance(target, NatsTarget):
+            self._check_broker(target.url, NATS_SCHEMES)
+        elif isinstance(target, MqttTarget):
+            self._check_broker(target.url, MQTT_SCHEMES)
         else:
             self._check_url(target.url)
 
-    def _check_host(self, field: str, raw_host: str) -> None:
-        """A broker's host, judged exactly as an HTTP URL's host (:meth:`_check_url`)."""
-        refusal = host_refusal(raw_host, parse_networks(self.allowed_networks))
+    def _check_address(self, field: str, url: URL) -> None:
+        """A RabbitMQ URL's or Kafka server's host, judged exactly as an HTTP URL's (see
+        :meth:`_check_url`); the message names ``field``."""
+        refusal = url_refusal(url, parse_networks(self.allowed_networks))
         if refusal is not None:
             raise InvalidInputError(
                 f"{field} points to a non-public address: {refusal}; "
+                "an operator must allow its network (--allow-network)"
+            )
+
+    def _check_broker(self, text: str, schemes: dict[str, int]) -> None:
+        """A broker target's host, judged exactly as an HTTP target's (see :meth:`_check_url`)."""
+        refusal = url_refusal(parse_broker_url(text, schemes), parse_networks(self.allowed_networks))
+        if refusal is not None:
+            raise InvalidInputError(
+                f"target.url points to a non-public address: {refusal}; "
                 "an operator must allow its network (--allow-network)"
             )
 
@@ -126,6 +157,15 @@ class TargetPolicy:
         if refusal is not None:
             raise InvalidInputError(
                 f"target.url points to a non-public address: {refusal}; "
+                "an operator must allow its network (--allow-network)"
+            )
+
+    def _check_grpc_address(self, text: str) -> None:
+        """The same guard as :meth:`_check_url`, on a gRPC target's ``host:port``."""
+        refusal = url_refusal(grpc_address(text), parse_networks(self.allowed_networks))
+        if refusal is not None:
+            raise InvalidInputError(
+                f"target.address points to a non-public address: {refusal}; "
                 "an operator must allow its network (--allow-network)"
             )
 

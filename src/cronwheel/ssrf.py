@@ -248,16 +248,3 @@ def endpoint(url: URL) -> str:
     info, path and query may hold secrets)."""
     host = url.host or ""
     return f"{url.scheme}://{f'[{host}]' if ':' in host else host}:{url.port}"
-
-
-def host_refusal(raw_host: str, allowed: Sequence[IPNetwork] = ()) -> str | None:
-    """Why a broker target must not connect to ``raw_host`` (as yarl's ``raw_host``: IDNA, lower
-    case, no brackets), judged without DNS exactly as :func:`url_refusal` judges a URL's host;
-    None when only the resolver can tell (the executors check its answers at connect time)."""
-    found = host_address(raw_host)
-    if found is None:
-        return None
-    address = str(found.address)
-    where = address if found.spelling == address else f"{found.spelling} is {address}"
-    reason = address_refusal(found.address, allowed)
-    return None if reason is None else f"{where}, {reason}"

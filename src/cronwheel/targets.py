@@ -23,8 +23,21 @@ exception inside the worker.
   refuses (all but horizontal tab); not both user info in the URL and an ``Authorization``
   header (aiohttp sends the user info as one and refuses the pair). Non-ASCII header values are
   sent as UTF-8, so they are accepted.
+* **grpc** (grpcio, protobuf): an ``address`` ``host:port`` (a port 1-65535; a numeric IPv4 host
+  only as a dotted quad, as for HTTP; an IPv6 host in brackets; no user info: credentials go in
+  ``metadata`` as secret references); a ``method`` ``package.Service/Method``; ``metadata`` keys
+  that gRPC takes as text keys (lower-case ``0-9 a-z _ . -``, not ``grpc-`` reserved ones, not
+  ``-bin`` binary ones) with printable ASCII values; a ``descriptor_set`` that is base64 of a
+  serialized ``google.protobuf.FileDescriptorSet`` defining the method (:func:`method_descriptor`).
 * **python** (``importlib``): ``package.module:function``, a dotted module path and one function
   name (not a ``__dunder__``). Which functions may run is :mod:`cronwheel.python_targets`.
+* **nats** and **mqtt** (nats-py, aiomqtt): a broker URL ``nats://`` or ``tls://`` (NATS),
+  ``mqtt://`` or ``mqtts://`` (MQTT) with a host (as for HTTP) and nothing after the port, and never
+  user info (credentials go in the target's ``user``/``username``, ``password`` and ``token``
+  fields, as secret references); a NATS subject to publish to (``.``-separated tokens, none empty,
+  no whitespace and no wildcard ``*`` or ``>``), NATS header names that are tokens and values
+  without control characters; an MQTT topic name to publish to (1 to 65535 bytes of UTF-8, no NUL
+  and no wildcard ``+`` or ``#``), QoS 1 or 2.
 * **rabbitmq** (aiormq, AMQP 0-9-1): ``amqp://host[:port][/vhost]`` or ``amqps://`` with a host,
   no user info (credentials go in ``username``/``password``, as secret references), no query or
   fragment (aiormq would read options such as ``no_verify_ssl`` there), the virtual host one path
@@ -35,7 +48,7 @@ exception inside the worker.
   only with SASL.
 * **broker headers** (both): names are tokens of at most 255 characters, values UTF-8 text.
 * **secret references** (:class:`~cronwheel.model.SecretRef`, in a header or environment value,
-  as an HTTP target's ``signing_secret``, as a broker's ``username``/``password``): a secret name
+  as an HTTP target's ``signing_secret``, as a broker's credentials): a secret name
   (:data:`SECRET_NAME`). What the secret holds is checked where it is known, when the worker has
   resolved it: the resolved target goes through the same checks before the attempt is made.
 
@@ -46,16 +59,22 @@ may be secrets.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
+from typing import TYPE_CHECKING, Any
 
 from yarl import URL
 
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import (
     CommandTarget,
+    GrpcTarget,
     HttpTarget,
     KafkaTarget,
+    MqttTarget,
+    NatsTarget,
     PythonTarget,
     RabbitMqTarget,
     SecretRef,
@@ -63,6 +82,9 @@ from cronwheel.model import (
     Value,
 )
 from cronwheel.ssrf import host_address
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor import MethodDescriptor
 
 MAX_ARG_BYTES = 128 * 1024 - 1
 """One argument or ``NAME=value``, in bytes: Linux refuses a longer one (``MAX_ARG_STRLEN`` is 32
@@ -87,6 +109,12 @@ def check_target(target: Target) -> None:
         check_command(target)
     elif isinstance(target, HttpTarget):
         check_http(target)
+    elif isinstance(target, GrpcTarget):
+        check_grpc(target)
+    elif isinstance(target, NatsTarget):
+        check_nats(target)
+    elif isinstance(target, MqttTarget):
+        check_mqtt(target)
     elif isinstance(target, RabbitMqTarget):
         check_rabbitmq(target)
     elif isinstance(target, KafkaTarget):
@@ -224,6 +252,265 @@ def redacted_url(text: str) -> str:
     return masked
 
 
+# -- brokers (nats, mqtt) ------------------------------------------------------------------------
+
+NATS_SCHEMES = {"nats": 4222, "tls": 4222}  # scheme -> default port
+MQTT_SCHEMES = {"mqtt": 1883, "mqtts": 8883}
+MAX_NATS_SUBJECT = 1024  # characters: a subject is a routing key, not a message
+MAX_MQTT_TOPIC_BYTES = 65535  # a UTF-8 string of MQTT is prefixed by its 16-bit length
+_NATS_SUBJECT_BAD = re.compile(r"[\s*>\x00-\x1f\x7f]")
+
+
+def parse_broker_url(text: str, schemes: dict[str, int]) -> URL:
+    """``target.url`` of a broker target as the executor connects to it: one of ``schemes``, a
+    host, an optional port, nothing else. User info is refused (credentials belong in the
+    target's credential fields, as secret references). Messages never quote the URL."""
+    wanted = " or ".join(f"{scheme}://host:port" for scheme in schemes)
+    if _CONTROL.search(text):
+        raise InvalidInputError("target.url contains a control character")
+    _utf8("target.url", text)
+    try:
+        url = URL(text)
+        host = url.host
+        url.port  # noqa: B018 - a port out of range raises here
+    except (ValueError, TypeError):
+        raise InvalidInputError(f"target.url is not a valid URL (want {wanted})") from None
+    if url.scheme not in schemes or not host:
+        raise InvalidInputError(f"target.url must be {wanted}")
+    if url.raw_user is not None or url.raw_password is not None:
+        raise InvalidInputError(
+            "target.url must not hold credentials (user info): put them in the target's credential "
+            'fields, as secret references ({"secret": NAME})'
+        )
+    if url.raw_path not in ("", "/") or url.raw_query_string or url.raw_fragment:
+        raise InvalidInputError(f"target.url must be {wanted}, with nothing after the port")
+    return _checked_host(url, "target.url")
+
+
+# -- grpc ----------------------------------------------------------------------------------------
+
+GRPC_METHOD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)/([A-Za-z_][A-Za-z0-9_]*)")
+"""``package.Service/Method``: the service's full name (the package may be empty), one method."""
+GRPC_METADATA_KEY = re.compile(r"[0-9a-z_.-]{1,200}")  # gRPC's text keys (lower-case ASCII)
+_GRPC_VALUE = re.compile(r"[\x20-\x7e]*")  # gRPC's ASCII values: printable, no control characters
+MAX_DESCRIPTOR_SET_CHARS = 256 * 1024
+"""Base64 characters of a job's ``descriptor_set`` (it is stored with the job and read by every
+attempt); a service's own .proto files with their imports are a few KiB."""
+
+
+def check_grpc(target: GrpcTarget) -> URL:
+    """Refuse what no gRPC attempt could make; returns the address as a URL (``grpc://host:port``)
+    whose ``raw_host`` the SSRF guard judges as it judges an HTTP URL's."""
+    url = grpc_address(target.address)
+    if not GRPC_METHOD.fullmatch(target.method):
+        raise InvalidInputError("target.method must be 'package.Service/Method' (the service's full name)")
+    for name, value in target.metadata:
+        check_metadata_key(name)
+        field = f"target.metadata[{name!r}]"
+        if isinstance(value, SecretRef):  # checked once resolved, by the worker
+            _check_reference(field, value)
+        elif not _GRPC_VALUE.fullmatch(value):
+            raise InvalidInputError(f"{field} must be printable ASCII (gRPC text metadata)")
+    if target.descriptor_set is not None:
+        method_descriptor(target.descriptor_set, target.method)
+    return url
+
+
+def grpc_address(text: str) -> URL:
+    """``host:port`` as ``grpc://host:port``, or why it is not one (never quoting it)."""
+    if _CONTROL.search(text) or any(char in text for char in "/?#\\ "):
+        raise InvalidInputError(
+            "target.address must be host:port (no scheme, path, spaces or control characters)"
+        )
+    if "@" in text:
+        raise InvalidInputError(
+            "target.address must not hold credentials (user info); send them in target.metadata "
+            'with a secret reference ({"secret": NAME})'
+        )
+    _utf8("target.address", text)
+    try:
+        url = URL(f"grpc://{text}")
+        host, port = url.host, url.explicit_port
+    except (ValueError, TypeError):
+        raise InvalidInputError("target.address is not host:port (IPv6 goes in brackets)") from None
+    if not host or port is None or not 0 < port < 65536:
+        raise InvalidInputError("target.address must be host:port with a port 1-65535")
+    return _checked_host(url, "target.address")
+
+
+def _checked_host(url: URL, field: str) -> URL:
+    """``url`` once its host can be looked up and an IPv4 address in it is spelled as a dotted
+    quad (what the resolver and the connecting client will read); messages name ``field``."""
+    try:
+        (url.raw_host or "").encode("idna")
+    except UnicodeError:
+        raise InvalidInputError(
+            f"{field} has a host name that cannot be looked up "
+            "(an empty label, or one longer than 63 characters)"
+        ) from None
+    found = host_address(url.raw_host or "")
+    if found is not None and not found.canonical:
+        raise InvalidInputError(
+            f"{field} has the IPv4 address {found.address} spelled {found.spelling!r}: "
+            f"write it as {found.address}"
+        )
+    return url
+
+
+def check_metadata_key(name: str) -> None:
+    if not GRPC_METADATA_KEY.fullmatch(name):
+        raise InvalidInputError(
+            f"target.metadata has a key that is not a gRPC metadata key (lower-case 0-9 a-z _ . -): {name!r}"
+        )
+    if name.startswith("grpc-"):
+        raise InvalidInputError(f"target.metadata[{name!r}]: keys starting with 'grpc-' are reserved to gRPC")
+    if name.endswith("-bin"):
+        raise InvalidInputError(
+            f"target.metadata[{name!r}]: binary ('-bin') metadata is not supported; values are text"
+        )
+
+
+def method_descriptor(descriptor_set: str, method: str) -> MethodDescriptor:
+    """The descriptor of ``method`` (``package.Service/Method``) in ``descriptor_set`` (base64 of
+    a serialized ``FileDescriptorSet``), or why there is none (InvalidInputError naming
+    ``target.descriptor_set``). Imports the set leaves out that protobuf itself ships (the
+    well-known types) are taken from protobuf."""
+    from google.protobuf import descriptor_pb2  # noqa: PLC0415 - protobuf only for gRPC targets
+
+    if len(descriptor_set) > MAX_DESCRIPTOR_SET_CHARS:
+        raise InvalidInputError(
+            f"target.descriptor_set is {len(descriptor_set)} characters; at most {MAX_DESCRIPTOR_SET_CHARS}"
+        )
+    try:
+        data = base64.b64decode(descriptor_set, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInputError("target.descriptor_set is not base64") from None
+    files = descriptor_pb2.FileDescriptorSet()
+    try:
+        files.ParseFromString(data)
+    except Exception:  # protobuf's DecodeError, or a RuntimeWarning-free failure of the C parser
+        raise InvalidInputError("target.descriptor_set is not a serialized FileDescriptorSet") from None
+    return find_method(list(files.file), method, "target.descriptor_set")
+
+
+def find_method(files: list[Any], method: str, where: str) -> MethodDescriptor:
+    """``method`` in a pool built from ``files`` (``FileDescriptorProto`` records), or
+    InvalidInputError saying what ``where`` lacks."""
+    from google.protobuf import descriptor_database, descriptor_pool  # noqa: PLC0415
+
+    database = descriptor_database.DescriptorDatabase()
+    names = {file.name for file in files}
+    todo = list(files)
+    while todo:
+        file = todo.pop()
+        for dependency in file.dependency:  # the well-known types, when the set leaves them out
+            if dependency not in names:
+                names.add(dependency)
+                todo.append(_builtin_file(dependency, where))
+        try:
+            database.Add(file)
+        except Exception as error:  # two different files of one name
+            raise InvalidInputError(f"{where} is inconsistent: {error}") from None
+    service, _, name = method.partition("/")
+    pool = descriptor_pool.DescriptorPool(database)
+    try:
+        found = pool.FindServiceByName(service).methods_by_name.get(name)
+    except KeyError:
+        raise InvalidInputError(f"{where} does not define the service {service}") from None
+    except (TypeError, ValueError) as error:  # a file that does not build (a missing type ...)
+        raise InvalidInputError(f"{where} does not build: {error}") from None
+    if found is None:
+        raise InvalidInputError(f"{where} does not define the method {method}")
+    return found
+
+
+def _builtin_file(name: str, where: str) -> Any:
+    from google.protobuf import descriptor_pb2, descriptor_pool  # noqa: PLC0415
+
+    try:
+        builtin = descriptor_pool.Default().FindFileByName(name)
+    except KeyError:
+        raise InvalidInputError(f"{where} imports {name}, which it does not include") from None
+    proto = descriptor_pb2.FileDescriptorProto()
+    builtin.CopyToProto(proto)
+    return proto
+
+
+def broker_port(url: URL, schemes: dict[str, int]) -> int:
+    """The port a broker URL names, or its scheme's default."""
+    return url.explicit_port or schemes[url.scheme]
+
+
+def check_nats(target: NatsTarget) -> URL:
+    """Refuse what nats-py cannot publish; returns the URL."""
+    url = parse_broker_url(target.url, NATS_SCHEMES)
+    subject = target.subject
+    if not subject or len(subject) > MAX_NATS_SUBJECT:
+        raise InvalidInputError(f"target.subject must be 1 to {MAX_NATS_SUBJECT} characters")
+    _utf8("target.subject", subject)
+    if _NATS_SUBJECT_BAD.search(subject):
+        raise InvalidInputError(
+            "target.subject must not contain whitespace, control characters or the wildcards * and > "
+            "(a message is published to one subject)"
+        )
+    if any(not token for token in subject.split(".")):
+        raise InvalidInputError("target.subject has an empty token (a leading, trailing or double '.')")
+    for name, value in target.headers:
+        _check_header("target.headers", name, value)
+    _check_credential("target.user", target.user)
+    _check_credential("target.password", target.password)
+    _check_credential("target.token", target.token)
+    if target.password is not None and target.user is None:
+        raise InvalidInputError("target.password needs target.user")
+    if target.token is not None and (target.user is not None or target.password is not None):
+        raise InvalidInputError("give target.token or target.user and target.password, not both")
+    return url
+
+
+def check_mqtt(target: MqttTarget) -> URL:
+    """Refuse what aiomqtt cannot publish; returns the URL."""
+    url = parse_broker_url(target.url, MQTT_SCHEMES)
+    topic = target.topic
+    size = len(_utf8("target.topic", topic))
+    if not 0 < size <= MAX_MQTT_TOPIC_BYTES:
+        raise InvalidInputError(f"target.topic must be 1 to {MAX_MQTT_TOPIC_BYTES} bytes of UTF-8")
+    if "\0" in topic:
+        raise InvalidInputError("target.topic contains a NUL byte")
+    if "+" in topic or "#" in topic:
+        raise InvalidInputError(
+            "target.topic must not contain the wildcards + and # (a message is published to one topic)"
+        )
+    if target.qos not in (1, 2) or isinstance(target.qos, bool):
+        raise InvalidInputError("target.qos must be 1 or 2")
+    _check_credential("target.username", target.username)
+    _check_credential("target.password", target.password)
+    if target.password is not None and target.username is None:
+        raise InvalidInputError("target.password needs target.username")
+    return url
+
+
+def _check_header(field: str, name: str, value: Value) -> None:
+    if not _TOKEN.fullmatch(name):
+        raise InvalidInputError(f"{field} has a name that is not a header token: {name!r}")
+    if isinstance(value, SecretRef):  # checked once resolved, by the worker
+        _check_reference(f"{field}[{name!r}]", value)
+        return
+    if _HEADER_CONTROL.search(value):
+        raise InvalidInputError(f"{field}[{name!r}] contains a control character")
+    _utf8(f"{field}[{name!r}]", value)
+
+
+def _check_credential(field: str, value: Value | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, SecretRef):
+        _check_reference(field, value)
+        return
+    if "\0" in value or _CONTROL.search(value):
+        raise InvalidInputError(f"{field} contains a control character")
+    _utf8(field, value)
+
+
 # -- python --------------------------------------------------------------------------------------
 
 
@@ -243,67 +530,18 @@ def _dotted(text: str) -> bool:
     return all(part.isidentifier() for part in text.split("."))
 
 
-# -- broker targets (shared by rabbitmq and kafka) -------------------------------------------------
-
-
-def _check_message_headers(target: RabbitMqTarget | KafkaTarget) -> None:
-    """Message header names are tokens (as HTTP header names, so one name works for every
-    target) of at most :data:`MAX_SHORTSTR` bytes; values are text (secret references checked
-    once resolved)."""
-    for name, value in target.headers:
-        if not _TOKEN.fullmatch(name) or len(name) > MAX_SHORTSTR:
-            raise InvalidInputError(
-                f"target.headers has a name that is not a token of at most {MAX_SHORTSTR} characters: "
-                f"{name!r}"
-            )
-        field = f"target.headers[{name!r}]"
-        if isinstance(value, SecretRef):
-            _check_reference(field, value)
-        else:
-            _utf8(field, value)
-
-
-def _check_credentials(target: RabbitMqTarget | KafkaTarget) -> None:
-    for field, value in (("target.username", target.username), ("target.password", target.password)):
-        if isinstance(value, SecretRef):
-            _check_reference(field, value)
-        elif value is not None:
-            _utf8(field, value)
-            if "\0" in value:
-                raise InvalidInputError(f"{field} contains a NUL byte")
-
-
-def _no_user_info(field: str, url: URL) -> None:
-    if url.raw_user is not None or url.raw_password is not None:
-        raise InvalidInputError(
-            f"{field} must not hold credentials (user info): give target.username and "
-            'target.password, as {"secret": NAME} references to team secrets'
-        )
-
-
-def _canonical_host(field: str, raw_host: str) -> None:
-    """A numeric IPv4 host only as a dotted quad (as for HTTP URLs)."""
-    found = host_address(raw_host)
-    if found is not None and not found.canonical:
-        raise InvalidInputError(
-            f"{field} has the IPv4 address {found.address} spelled {found.spelling!r}: "
-            f"write it as {found.address}"
-        )
-
-
-# -- rabbitmq ------------------------------------------------------------------------------------
+# -- rabbitmq and kafka ----------------------------------------------------------------------------
 
 MAX_SHORTSTR = 255
 """AMQP 0-9-1 ``shortstr``: exchange names, routing keys, virtual hosts, header names (bytes)."""
 
-AMQP_PORTS = {"amqp": 5672, "amqps": 5671}
+AMQP_SCHEMES = {"amqp": 5672, "amqps": 5671}  # scheme -> default port
 _EXCHANGE = re.compile(r"[A-Za-z0-9_.:\-]*")  # AMQP 0-9-1's exchange-name grammar
 
 
 def check_rabbitmq(target: RabbitMqTarget) -> URL:
     """Refuse what no AMQP connection could publish; returns the URL as the executor uses it."""
     url = parse_amqp_url(target.url)
-    _canonical_host("target.url", url.raw_host or "")
     if not _EXCHANGE.fullmatch(target.exchange) or len(target.exchange) > MAX_SHORTSTR:
         raise InvalidInputError(
             f"target.exchange must be at most {MAX_SHORTSTR} of A-Z a-z 0-9 - _ . : "
@@ -311,16 +549,15 @@ def check_rabbitmq(target: RabbitMqTarget) -> URL:
         )
     if len(_utf8("target.routing_key", target.routing_key)) > MAX_SHORTSTR:
         raise InvalidInputError(f"target.routing_key is longer than {MAX_SHORTSTR} bytes (an AMQP shortstr)")
-    _check_message_headers(target)
-    _check_credentials(target)
+    _check_broker_headers_and_credentials(target)
     return url
 
 
 def parse_amqp_url(text: str) -> URL:
     """``amqp://host[:port][/vhost]`` (``amqps://`` for TLS) as the executor reads it: a host, a
     port (default 5672, or 5671 with TLS), one path segment naming the virtual host (none:
-    ``/``; a ``/`` inside it written ``%2f``), no user info, query or fragment. Messages never
-    quote the URL."""
+    ``/``; a ``/`` inside it written ``%2f``), no user info, query or fragment (aiormq would read
+    options such as ``no_verify_ssl`` there). Messages never quote the URL."""
     if _CONTROL.search(text):
         raise InvalidInputError("target.url contains a control character")
     _utf8("target.url", text)
@@ -330,9 +567,13 @@ def parse_amqp_url(text: str) -> URL:
         port = url.port
     except (ValueError, TypeError):
         raise InvalidInputError("target.url is not a valid URL") from None
-    if url.scheme not in AMQP_PORTS or not host:
+    if url.scheme not in AMQP_SCHEMES or not host:
         raise InvalidInputError("target.url must be an absolute amqp:// or amqps:// URL with a host")
-    _no_user_info("target.url", url)
+    if url.raw_user is not None or url.raw_password is not None:
+        raise InvalidInputError(
+            "target.url must not hold credentials (user info): put them in target.username and "
+            'target.password, as secret references ({"secret": NAME})'
+        )
     if port == 0:
         raise InvalidInputError("target.url has port 0")
     if url.raw_query_string or url.raw_fragment:
@@ -343,44 +584,34 @@ def parse_amqp_url(text: str) -> URL:
         )
     if len(amqp_vhost(url).encode()) > MAX_SHORTSTR:
         raise InvalidInputError(f"target.url's virtual host is longer than {MAX_SHORTSTR} bytes")
-    try:
-        (url.raw_host or "").encode("idna")
-    except UnicodeError:
-        raise InvalidInputError("target.url has a host name that cannot be looked up") from None
-    return url
+    return _checked_host(url, "target.url")
 
 
 def amqp_vhost(url: URL) -> str:
-    """The virtual host an AMQP URL names (RFC-style AMQP URI: the decoded path without its
-    leading ``/``; none: ``/``)."""
+    """The virtual host an AMQP URL names (the decoded path without its leading ``/``; none:
+    ``/``)."""
     vhost = url.path.removeprefix("/")
     return vhost or "/"
 
 
-def amqp_port(url: URL) -> int:
-    return url.port or AMQP_PORTS[url.scheme]
-
-
-# -- kafka ---------------------------------------------------------------------------------------
-
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # what Kafka takes as a topic name (not "." or "..")
 MAX_BOOTSTRAP_SERVERS = 20
 
 
-def check_kafka(target: KafkaTarget) -> list[tuple[str, int]]:
-    """Refuse what no Kafka producer could send; returns the bootstrap (host, port) pairs."""
+def check_kafka(target: KafkaTarget) -> list[URL]:
+    """Refuse what no Kafka producer could send; returns the bootstrap servers as
+    ``kafka://host:port`` URLs (their ``raw_host`` is what the SSRF guard judges)."""
     if not target.bootstrap_servers:
         raise InvalidInputError("target.bootstrap_servers must list at least one host:port")
     if len(target.bootstrap_servers) > MAX_BOOTSTRAP_SERVERS:
         raise InvalidInputError(f"target.bootstrap_servers lists more than {MAX_BOOTSTRAP_SERVERS} servers")
     servers = [kafka_server(f"target.bootstrap_servers[{index}]", text)
                for index, text in enumerate(target.bootstrap_servers)]  # fmt: skip
-    if not _TOPIC.fullmatch(target.topic) or target.topic in (".", ".."):
+    if not TOPIC.fullmatch(target.topic) or target.topic in (".", ".."):
         raise InvalidInputError('target.topic must be 1-249 of A-Z a-z 0-9 . _ - (and not "." or "..")')
     if target.key is not None:
         _utf8("target.key", target.key)
-    _check_message_headers(target)
-    _check_credentials(target)
+    _check_broker_headers_and_credentials(target)
     credentials = target.username is not None or target.password is not None
     if target.sasl_mechanism is not None and (target.username is None or target.password is None):
         raise InvalidInputError(
@@ -394,11 +625,11 @@ def check_kafka(target: KafkaTarget) -> list[tuple[str, int]]:
     return servers
 
 
-def kafka_server(field: str, text: str) -> tuple[str, int]:
-    """``host:port`` (an IPv6 host in brackets) as (host, port); the host as the resolver gets
-    it (IDNA, lower case, no brackets)."""
-    if _CONTROL.search(text) or "/" in text or "@" in text or "?" in text or "#" in text:
+def kafka_server(field: str, text: str) -> URL:
+    """``host:port`` (an IPv6 host in brackets) as ``kafka://host:port``, or why it is not one."""
+    if _CONTROL.search(text) or any(char in text for char in "/?#@\\ "):
         raise InvalidInputError(f"{field} must be host:port")
+    _utf8(field, text)
     try:
         url = URL(f"kafka://{text}")
         host, port = url.raw_host, url.explicit_port
@@ -406,12 +637,18 @@ def kafka_server(field: str, text: str) -> tuple[str, int]:
         raise InvalidInputError(f"{field} must be host:port") from None
     if not host or port is None or not 0 < port < 65536:
         raise InvalidInputError(f"{field} must be host:port (a port of 1-65535)")
-    try:
-        host.encode("idna")
-    except UnicodeError:
-        raise InvalidInputError(f"{field} has a host name that cannot be looked up") from None
-    _canonical_host(field, host)
-    return host, port
+    return _checked_host(url, field)
+
+
+def _check_broker_headers_and_credentials(target: RabbitMqTarget | KafkaTarget) -> None:
+    """Header names are tokens (as HTTP's) of at most :data:`MAX_SHORTSTR` characters (an AMQP
+    table key), values as HTTP header values; credentials as the other brokers'."""
+    for name, value in target.headers:
+        _check_header("target.headers", name, value)
+        if len(name) > MAX_SHORTSTR:
+            raise InvalidInputError(f"target.headers has a name longer than {MAX_SHORTSTR} characters")
+    _check_credential("target.username", target.username)
+    _check_credential("target.password", target.password)
 
 
 # -- secret references ---------------------------------------------------------------------------
@@ -432,9 +669,14 @@ def secret_references(target: Target) -> list[tuple[str, SecretRef]]:
 
 
 def plain_values(target: Target) -> list[str]:
-    """The header and environment values of ``target`` held in clear in the job (not secret
-    references), by field: what ``cronwheel secrets adopt`` moves into secrets."""
-    return [field for field, value in _values(target) if isinstance(value, str)]
+    """The header, environment and credential values of ``target`` held in clear in the job (not
+    secret references), by field: what ``cronwheel secrets adopt`` moves into secrets. A broker's
+    user name is an identity rather than a credential: it is not listed."""
+    return [
+        field
+        for field, value in _values(target)
+        if isinstance(value, str) and field not in ("target.user", "target.username")
+    ]
 
 
 def _values(target: Target) -> list[tuple[str, Value]]:
@@ -442,15 +684,24 @@ def _values(target: Target) -> list[tuple[str, Value]]:
         return [(f"target.headers.{name}", value) for name, value in target.headers]
     if isinstance(target, CommandTarget):
         return [(f"target.env.{name}", value) for name, value in target.env]
-    if isinstance(target, (RabbitMqTarget, KafkaTarget)):
+    if isinstance(target, GrpcTarget):
+        return [(f"target.metadata.{name}", value) for name, value in target.metadata]
+    if isinstance(target, NatsTarget | MqttTarget | RabbitMqTarget | KafkaTarget):
         return _broker_values(target)
     return []
 
 
-def _broker_values(target: RabbitMqTarget | KafkaTarget) -> list[tuple[str, Value]]:
-    """A broker target's header values, then its username and password (those set)."""
-    found: list[tuple[str, Value]] = [(f"target.headers.{name}", value) for name, value in target.headers]
-    for field, value in (("target.username", target.username), ("target.password", target.password)):
-        if value is not None:
-            found.append((field, value))
-    return found
+def _broker_values(target: NatsTarget | MqttTarget | RabbitMqTarget | KafkaTarget) -> list[tuple[str, Value]]:
+    """A broker target's header values, then its credentials (those set)."""
+    if isinstance(target, NatsTarget):
+        found = [(f"target.headers.{name}", value) for name, value in target.headers]
+        return found + _credentials(
+            ("user", target.user), ("password", target.password), ("token", target.token)
+        )
+    headers = () if isinstance(target, MqttTarget) else target.headers
+    found = [(f"target.headers.{name}", value) for name, value in headers]
+    return found + _credentials(("username", target.username), ("password", target.password))
+
+
+def _credentials(*fields: tuple[str, Value | None]) -> list[tuple[str, Value]]:
+    return [(f"target.{name}", value) for name, value in fields if value is not None]

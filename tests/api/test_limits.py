@@ -16,7 +16,8 @@ import pytest
 from fastapi import Request
 
 from cronwheel.api.auth import current_caller
-from cronwheel.api.limits import MAX_REPEATED, BodyLimit, RateLimiter
+from cronwheel.api.limits import MAX_REPEATED, BodyLimit
+from cronwheel.api.rate import RateLimiter
 from cronwheel.clock import ManualClock
 from cronwheel.errors import RateLimitedError, UnauthenticatedError
 from cronwheel.identity import TRUSTED, Caller, CallerKind, Scope

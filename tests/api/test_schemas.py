@@ -20,6 +20,7 @@ from cronwheel.identity import Scope
 from cronwheel.model import (
     KafkaSasl,
     MisfireMode,
+    MqttQos,
     Outcome,
     Overlap,
     RetentionPolicy,
@@ -101,6 +102,7 @@ MODEL_CHOICES = [
         Scope,
         TokenState,
         Condition,
+        MqttQos,
         KafkaSasl,
     )
 ]
@@ -135,7 +137,11 @@ async def test_target_types_are_the_models(client: httpx.AsyncClient) -> None:
     spec = (await client.get("/openapi.json")).json()
     mapping = spec["components"]["schemas"]["JobCreate"]["properties"]["target"]["discriminator"]["mapping"]
     model_tags = {target.__dataclass_fields__["type"].default for target in get_args(Target)}
-    assert set(mapping) == model_tags == {"http", "command", "python", "rabbitmq", "kafka"}
+    assert (
+        set(mapping)
+        == model_tags
+        == {"http", "command", "python", "grpc", "nats", "mqtt", "rabbitmq", "kafka"}
+    )
 
 
 def test_patch_has_exactly_the_spec_fields_with_the_same_constraints_and_docs() -> None:

@@ -130,7 +130,7 @@ def run(profile: Profile, seed: int, workdir: Path, log: Callable[[str], None] =
                 cluster.start_scheduler(f"sched-{index}", faketime=faketime)
             for index in (1, 2):
                 cluster.start_worker(f"worker-{index}")
-            workload = Workload(api.url, witness.url, append_file, rng, cluster.token)
+            workload = Workload(api.url, witness.url, append_file, rng, cluster.token, witness.grpc_address)
             workload.create(profile.mix)
             took = time.monotonic() - started
             log(f"chaos: cluster up and {len(workload.jobs)} jobs created in {took:.1f} s")

@@ -3,6 +3,14 @@
 * :class:`Witness`: the HTTP sink cronwheel's webhooks hit. It records every request, to any path,
   as a :class:`Delivery` the moment it arrives, then answers as the behaviour set for the path's
   longest matching prefix tells (default :class:`Ok`).
+* the gRPC witness beside it (same process, same loop, same records and behaviours): the unary
+  method :data:`GRPC_METHOD` (request ``google.protobuf.Struct``: any JSON object payload; reply
+  ``google.protobuf.Empty``), with server reflection, at ``Witness.grpc_address``. Its calls are
+  recorded under the path :data:`GRPC_PATH`, whose behaviour answers them (``Ok``: OK; ``Error``:
+  INTERNAL; ``Throttle``: RESOURCE_EXHAUSTED; ``Slow``, ``Hang`` as for HTTP), ``answered`` being
+  the HTTP status the behaviour stands for. The ids come from the metadata
+  ``cronwheel.worker.executors.grpc`` sends (``idempotency-key``, ``x-cronwheel-job-id``,
+  ``x-cronwheel-scheduled-at``, ``x-cronwheel-attempt``).
 * :func:`read_command_lines`: the lines ``chaos_append.py`` (the command target) appends, parsed.
 
 Headers read (those ``cronwheel.worker.executors.http`` sends on every attempt): the execution id
@@ -26,8 +34,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import grpc
+import grpc.aio
 import httpx
 from aiohttp import web
+from google.protobuf import descriptor_pb2, descriptor_pool, empty_pb2, message_factory, struct_pb2
+from grpc_reflection.v1alpha import reflection
 
 HOST = "127.0.0.1"
 EXECUTION_ID_HEADER = "Idempotency-Key"
@@ -37,6 +49,9 @@ SCHEDULED_AT_HEADER = "X-Cronwheel-Scheduled-At"
 ATTEMPT_HEADER = "X-Cronwheel-Attempt"
 NO_SLOT = datetime(1970, 1, 1, tzinfo=UTC)  # a request without a readable slot header
 APPEND_SCRIPT = Path(__file__).with_name("chaos_append.py")
+GRPC_SERVICE = "cwchaos.Witness"
+GRPC_METHOD = f"{GRPC_SERVICE}/Deliver"
+GRPC_PATH = "/grpc"  # what gRPC deliveries are recorded (and their behaviour looked up) under
 
 
 # -- the HTTP witness --------------------------------------------------------------------------------
@@ -126,6 +141,8 @@ class Witness:
         self._records: list[Delivery] = []
         self._rules: tuple[tuple[str, Behaviour], ...] = ()  # longest prefix first
         self._runner: web.AppRunner | None = None
+        self.grpc_address = ""  # 127.0.0.1:<port> of the gRPC witness
+        self._grpc: grpc.aio.Server | None = None
 
     async def start(self, extra_routes: list[web.RouteDef] | None = None) -> None:
         app = web.Application()
@@ -136,8 +153,13 @@ class Witness:
         await web.TCPSite(runner, HOST, 0, backlog=1024).start()
         self._runner = runner
         self.url = f"http://{HOST}:{runner.addresses[0][1]}"
+        self._grpc, port = await _start_grpc(self._deliver)
+        self.grpc_address = f"{HOST}:{port}"
 
     async def close(self) -> None:
+        if self._grpc is not None:
+            await self._grpc.stop(0.5)
+            self._grpc = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -192,15 +214,42 @@ class Witness:
             arrived,
             request.path,
         )
+        records, index = self._record(delivery)
+        response = await _answer(self.behaviour_for(request.path))  # cancelled if the client leaves
+        self._answered(records, index, delivery, response.status)
+        return response
+
+    async def _deliver(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        """The gRPC witness's one method: recorded as the HTTP handler records, then answered."""
+        arrived = time.time()
+        metadata = {key: str(value) for key, value in context.invocation_metadata() or ()}
+        delivery = Delivery(
+            metadata.get(EXECUTION_ID_HEADER.lower(), ""),
+            metadata.get(JOB_ID_HEADER.lower(), ""),
+            parse_slot(metadata.get(SCHEDULED_AT_HEADER.lower())),
+            _parse_int(metadata.get(ATTEMPT_HEADER.lower())),
+            arrived,
+            GRPC_PATH,
+        )
+        records, index = self._record(delivery)
+        behaviour = self.behaviour_for(GRPC_PATH)
+        status = await _grpc_status(behaviour)  # cancelled if the client leaves
+        self._answered(records, index, delivery, status)
+        if status == 429:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "throttled")
+        if status >= 300:
+            await context.abort(grpc.StatusCode.INTERNAL, f"error {status}")
+        return empty_pb2.Empty()
+
+    def _record(self, delivery: Delivery) -> tuple[list[Delivery], int]:
         with self._lock:
             records = self._records
-            index = len(records)
             records.append(delivery)
-        response = await _answer(self.behaviour_for(request.path))  # cancelled if the client leaves
-        answered = replace(delivery, answered=response.status)
+            return records, len(records) - 1
+
+    def _answered(self, records: list[Delivery], index: int, delivery: Delivery, status: int) -> None:
         with self._lock:
-            records[index] = answered
-        return response
+            records[index] = replace(delivery, answered=status)
 
 
 async def _answer(behaviour: Behaviour) -> web.Response:
@@ -218,6 +267,65 @@ async def _answer(behaviour: Behaviour) -> web.Response:
         case Hang():
             await asyncio.get_running_loop().create_future()  # until the handler is cancelled
     raise AssertionError(f"unknown behaviour {behaviour!r}")
+
+
+async def _grpc_status(behaviour: Behaviour) -> int:
+    """The HTTP status ``behaviour`` stands for, after its wait (``Hang``: never)."""
+    match behaviour:
+        case Ok():
+            return 200
+        case Slow(seconds, status):
+            await asyncio.sleep(seconds)
+            return status
+        case Error(status):
+            return status
+        case Throttle():
+            return 429
+        case Hang():
+            await asyncio.get_running_loop().create_future()
+    raise AssertionError(f"unknown behaviour {behaviour!r}")
+
+
+def _witness_pool() -> descriptor_pool.DescriptorPool:
+    """``cwchaos/witness.proto``: ``service Witness { rpc Deliver(Struct) returns (Empty); }``."""
+    pool = descriptor_pool.DescriptorPool()
+    for module in (struct_pb2, empty_pb2):
+        proto = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(proto)
+        pool.Add(proto)
+    file = descriptor_pb2.FileDescriptorProto(
+        name="cwchaos/witness.proto",
+        package="cwchaos",
+        syntax="proto3",
+        dependency=["google/protobuf/struct.proto", "google/protobuf/empty.proto"],
+    )
+    service = file.service.add(name="Witness")
+    service.method.add(
+        name="Deliver", input_type=".google.protobuf.Struct", output_type=".google.protobuf.Empty"
+    )
+    pool.Add(file)
+    return pool
+
+
+async def _start_grpc(deliver: Any) -> tuple[grpc.aio.Server, int]:
+    pool = _witness_pool()
+    request: Any = message_factory.GetMessageClass(pool.FindMessageTypeByName("google.protobuf.Struct"))
+    server = grpc.aio.server(maximum_concurrent_rpcs=None)
+    handler = grpc.unary_unary_rpc_method_handler(
+        deliver, request_deserializer=request.FromString, response_serializer=_serialize
+    )
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler(GRPC_SERVICE, {"Deliver": handler})]
+    )
+    reflection.enable_server_reflection([GRPC_SERVICE, reflection.SERVICE_NAME], server, pool=pool)
+    port = server.add_insecure_port(f"{HOST}:0")
+    await server.start()
+    return server, port
+
+
+def _serialize(message: Any) -> bytes:
+    data: bytes = message.SerializeToString()
+    return data
 
 
 # -- the command target's lines ----------------------------------------------------------------------
@@ -329,6 +437,7 @@ class WitnessProcess:
             self._process.kill()
             raise AssertionError(f"the witness process did not start: {line!r} (log {log})")
         self.url = line
+        self.grpc_address = (self._process.stdout.readline() or "").strip()  # the gRPC witness
         self._control = httpx.Client(base_url=f"{line}{CONTROL}", timeout=30)
 
     def behave(self, prefix: str, behaviour: Behaviour) -> None:
@@ -377,6 +486,7 @@ async def _serve() -> None:
     witness = Witness()
     await witness.start(extra_routes=_control_routes(witness))
     print(witness.url, flush=True)
+    print(witness.grpc_address, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

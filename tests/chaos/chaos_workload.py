@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from chaos_witness import GRPC_METHOD
 
 HERE = Path(__file__).resolve().parent
 
@@ -50,7 +51,7 @@ class ManualRecord:
 class JobRecord:
     job_id: str
     name: str
-    group: str  # steady, slow, command, long-command, failing, flaky, herd, editable
+    group: str  # steady, slow, command, long-command, failing, flaky, herd, editable, grpc
     misfire: str
     grace_s: float
     overlap: str
@@ -76,16 +77,24 @@ class Mix:
     flaky: int = 6
     herd: int = 400  # jobs due in one and the same second (a nemesis step)
     editable: int = 8
+    grpc: int = 8  # steady jobs whose target is the gRPC witness (when the workload has one)
 
 
 class Workload:
     """Creates the jobs, then performs (and records) API edits while faults run."""
 
     def __init__(
-        self, api_url: str, witness_url: str, append_file: Path, rng: random.Random, token: str
+        self,
+        api_url: str,
+        witness_url: str,
+        append_file: Path,
+        rng: random.Random,
+        token: str,
+        grpc_address: str = "",
     ) -> None:
         self.api = httpx.Client(base_url=api_url, timeout=30, headers={"Authorization": f"Bearer {token}"})
         self.witness_url = witness_url
+        self.grpc_address = grpc_address  # the gRPC witness's host:port ("": no gRPC jobs)
         self.append_file = append_file
         self.rng = rng
         self.jobs: dict[str, JobRecord] = {}
@@ -117,6 +126,11 @@ class Workload:
             self._job("flaky", index, f"{index % 3}/3 * * * * *", self._http("/flaky"), retry=flaky_retry)
         for index in range(mix.editable):
             self._job("editable", index, f"{index % 2}/2 * * * * *", self._http("/edit"))
+        for index in range(mix.grpc if self.grpc_address else 0):
+            policy = ("catch_up", "run_once", "skip")[index % 3]
+            target = {"type": "grpc", "address": self.grpc_address, "method": GRPC_METHOD}
+            payload = {"group": "grpc", "index": index}
+            self._job("grpc", index, f"{index % 4}/4 * * * * *", target, misfire=policy, payload=payload)
 
     def _http(self, path: str) -> dict[str, Any]:
         return {"type": "http", "url": f"{self.witness_url}{path}"}
@@ -144,6 +158,7 @@ class Workload:
         retry: dict[str, Any] | None = None,
         failing: bool = False,
         client: httpx.Client | None = None,
+        payload: Any = None,
     ) -> JobRecord:
         grace = 300.0
         body: dict[str, Any] = {
@@ -158,6 +173,8 @@ class Workload:
         }
         if retry is not None:
             body["retry"] = retry
+        if payload is not None:
+            body["payload"] = payload
         requested = time.time()
         response = (client or self.api).post("/v1/jobs", json=body)
         acknowledged = time.time()

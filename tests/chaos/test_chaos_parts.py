@@ -22,6 +22,8 @@ import pytest
 from chaos_backplane import Backplane, ProxyHandle
 from chaos_proxy import HOST
 from chaos_witness import (
+    GRPC_METHOD,
+    GRPC_PATH,
     Error,
     Hang,
     Ok,
@@ -33,8 +35,9 @@ from chaos_witness import (
     read_command_lines,
 )
 
-from cronwheel.model import HttpTarget, Outcome
+from cronwheel.model import GrpcTarget, HttpTarget, Outcome
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
+from cronwheel.worker.executors.grpc import GrpcExecutor
 from cronwheel.worker.executors.http import HttpExecutor
 
 POSTGRES_URL = os.environ.get("CRONWHEEL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -354,6 +357,51 @@ async def test_witness_records_a_real_cronwheel_attempt(witness: Witness) -> Non
     assert delivery.answered == 200
     assert witness.count() == witness.count("/hooks") == 1
     assert witness.count("/other") == 0
+
+
+async def test_the_grpc_witness_records_real_cronwheel_attempts_as_the_http_one_does(
+    witness: Witness,
+) -> None:
+    """The chaos workload's gRPC jobs: the same records (ids from the metadata), under GRPC_PATH,
+    answered by its behaviour: Error is a retryable INTERNAL, Throttle a RESOURCE_EXHAUSTED."""
+    executor = GrpcExecutor(WorkerSettings(allowed_networks=("127.0.0.0/8",)))
+    slot = datetime(2025, 3, 30, 1, 0, 30, tzinfo=UTC)
+    ctx = AttemptContext(
+        execution_id=str(uuid.uuid4()), job_id="job-8", job_name="n", team="t",
+        scheduled_at=slot, attempt=2, timeout_s=5, payload={"group": "grpc", "index": 3},
+    )  # fmt: skip
+    target = GrpcTarget(witness.grpc_address, GRPC_METHOD)
+    before = time.time()
+    try:
+        ok = await executor.execute(target, ctx)  # the method found through the witness's reflection
+        witness.behave(GRPC_PATH, Error(500))
+        failed = await executor.execute(target, ctx)
+        witness.behave(GRPC_PATH, Throttle(1))
+        throttled = await executor.execute(target, ctx)
+    finally:
+        await executor.close()
+    assert ok.outcome is Outcome.SUCCESS, ok.error
+    assert (failed.outcome, failed.final, failed.error) == (
+        Outcome.FAILURE,
+        False,
+        "grpc status INTERNAL: error 500",
+    )
+    assert (throttled.outcome, throttled.final) == (Outcome.FAILURE, False)
+    deliveries = witness.deliveries()
+    assert [(d.path, d.answered) for d in deliveries] == [
+        (GRPC_PATH, 200),
+        (GRPC_PATH, 500),
+        (GRPC_PATH, 429),
+    ]
+    first = deliveries[0]
+    assert (first.execution_id, first.job_id, first.slot, first.attempt) == (
+        ctx.execution_id,
+        "job-8",
+        slot,
+        2,
+    )
+    assert before <= first.arrived <= time.time()
+    assert witness.count(GRPC_PATH) == 3
 
 
 async def test_witness_answers_each_behaviour_by_longest_prefix(witness: Witness) -> None:

@@ -1,8 +1,9 @@
-"""``cronwheel jobs create --rabbitmq/--kafka`` and ``cronwheel apply -f`` with broker targets,
-against a live API server."""
+"""``jobs create --nats/--mqtt`` and ``apply -f`` with broker targets, against a live API server:
+the shapes sent, credentials only as secret references, refusals naming the field."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,159 +11,165 @@ import yaml
 
 from .conftest import Server
 
-BASE = ("jobs", "create", "--team", "data", "--schedule", "0 3 * * *")
-
 
 def set_secret(server: Server, ref: str, value: str) -> None:
     result = server.run("secrets", "set", ref, input=value + "\n")
     assert result.exit_code == 0, result.stderr
 
 
-def test_create_a_rabbitmq_job_with_secret_credentials(server: Server) -> None:
-    set_secret(server, "data/mq-user", "svc-cron")
-    set_secret(server, "data/mq-password", "Pa55-word-xyz")
+def test_create_a_nats_target_with_a_token_secret(server: Server) -> None:
+    set_secret(server, "data/nats-token", "tok-123456")
     result = server.run(
-        *BASE, "--name", "mq", "--rabbitmq", "amqps://mq.example.com/billing", "--exchange", "amq.topic",
-        "--routing-key", "reports.nightly", "--header", "X-Env=prod",
-        "--username-secret", "mq-user", "--password-secret", "mq-password",
+        "jobs", "create", "--team", "data", "--name", "export", "--schedule", "0 * * * *",
+        "--nats", "nats://nats.example.com:4222", "--subject", "exports.hourly", "--jetstream",
+        "--broker-token-secret", "nats-token",
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr
-    assert "rabbitmq amqps://mq.example.com/billing amq.topic key reports.nightly" in result.stdout
-    assert "username={secret: mq-user} password={secret: mq-password}" in result.stdout
-    job = server.json("jobs", "get", "data/mq")
+    assert "nats nats://nats.example.com:4222 subject exports.hourly (jetstream)" in result.stdout
+    assert "token={secret: nats-token}" in result.stdout
+    job = server.json("jobs", "get", "data/export")
     assert job["target"] == {
-        "type": "rabbitmq",
-        "url": "amqps://mq.example.com/billing",
-        "exchange": "amq.topic",
-        "routing_key": "reports.nightly",
-        "headers": {"X-Env": "prod"},
-        "username": {"secret": "mq-user"},
-        "password": {"secret": "mq-password"},
+        "type": "nats",
+        "url": "nats://nats.example.com:4222",
+        "subject": "exports.hourly",
+        "jetstream": True,
+        "headers": {},
+        "user": None,
+        "password": None,
+        "token": {"secret": "nats-token"},
     }
-    assert "Pa55-word-xyz" not in result.stdout
+    assert job["plain_values"] == []
+    assert "tok-123456" not in result.stdout
 
 
-def test_create_a_kafka_job(server: Server) -> None:
+def test_create_an_mqtt_target_with_a_password_secret(server: Server) -> None:
+    set_secret(server, "plant/mqtt-password", "pw-abcdef")
     job = server.json(
-        *BASE, "--name", "k", "--kafka", "k1.example.com:9092, k2.example.com:9092", "--topic", "reports",
-        "--key", "tenant-7", "--tls",
+        "jobs", "create", "--team", "plant", "--name", "report", "--schedule", "*/5 * * * *",
+        "--mqtt", "mqtts://mqtt.example.com:8883", "--topic", "plant/3/reports", "--qos", "2", "--retain",
+        "--broker-user", "reporter", "--broker-password-secret", "mqtt-password",
     )  # fmt: skip
     assert job["target"] == {
-        "type": "kafka",
-        "bootstrap_servers": ["k1.example.com:9092", "k2.example.com:9092"],
-        "topic": "reports",
-        "key": "tenant-7",
-        "headers": {},
-        "tls": True,
-        "sasl_mechanism": None,
-        "username": None,
-        "password": None,
+        "type": "mqtt",
+        "url": "mqtts://mqtt.example.com:8883",
+        "topic": "plant/3/reports",
+        "qos": 2,
+        "retain": True,
+        "username": "reporter",
+        "password": {"secret": "mqtt-password"},
     }
-    shown = server.run("jobs", "get", "data/k").stdout
-    assert "kafka k1.example.com:9092,k2.example.com:9092 topic reports key tenant-7" in shown
+    view = server.run("jobs", "get", "plant/report")
+    assert "mqtt mqtts://mqtt.example.com:8883 topic plant/3/reports (qos 2, retain)" in view.stdout
 
 
-def test_flag_mistakes_are_usage_errors(server: Server) -> None:
-    cases: list[tuple[tuple[str, ...], str]] = [
-        (("--rabbitmq", "amqp://mq.example.com/"), "--rabbitmq needs --routing-key"),
-        (("--kafka", "k:9092"), "--kafka needs --topic"),
-        (("--http", "https://hooks.example.com/", "--topic", "t"), "--topic go(es) with --kafka"),
-        (("--kafka", "k:9092", "--topic", "t", "--exchange", "x"), "--exchange go(es) with --rabbitmq"),
-        (("--http", "https://h.example.com/", "--password-secret", "p"), "--password-secret go(es) with"),
-        (("--kafka", "k:9092", "--topic", "t", "--rabbitmq", "amqp://h/"), "give one target"),
+def test_defaults_and_misplaced_flags(server: Server) -> None:
+    job = server.json(
+        "jobs", "create", "--team", "plant", "--name", "r", "--schedule", "0 * * * *",
+        "--mqtt", "mqtt://mqtt.example.com", "--topic", "a/b",
+    )  # fmt: skip
+    assert (job["target"]["qos"], job["target"]["retain"], job["target"]["password"]) == (1, False, None)
+    wrong = server.run(
+        "jobs", "create", "--team", "plant", "--name", "s", "--schedule", "0 * * * *",
+        "--mqtt", "mqtt://mqtt.example.com", "--topic", "a/b", "--jetstream",
+    )  # fmt: skip
+    assert wrong.exit_code == 2
+    assert "--jetstream" in wrong.stderr
+    assert "--nats" in wrong.stderr
+    two = server.run(
+        "jobs", "create", "--team", "plant", "--name", "t", "--schedule", "0 * * * *",
+        "--mqtt", "mqtt://m.example.com", "--nats", "nats://n.example.com", "--topic", "a",
+    )  # fmt: skip
+    assert two.exit_code == 2
+    assert "give one target" in two.stderr
+
+
+def test_refusals_name_the_field(server: Server) -> None:
+    base = ["jobs", "create", "--team", "data", "--name", "bad", "--schedule", "0 * * * *"]
+    cases = {
+        ("--nats", "nats://u:secret-pw@nats.example.com", "--subject", "a.b"): "target.url",
+        ("--nats", "nats://nats.example.com", "--subject", "orders.*"): "target.subject",
+        ("--nats", "http://nats.example.com", "--subject", "a"): "target.url",
+        ("--mqtt", "mqtt://mqtt.example.com", "--topic", "plant/+/reports"): "target.topic",
+        ("--mqtt", "mqtt://10.1.2.3", "--topic", "a"): "target.url",
         (
-            ("--kafka", "k:9092", "--topic", "t", "--method", "GET"),
-            "--method and --signing-secret go with --http",
-        ),
-    ]
-    for flags, message in cases:
-        result = server.run(*BASE, "--name", "x", *flags)
-        assert result.exit_code == 2, (flags, result.stdout)
-        assert message in result.stderr, (flags, result.stderr)
+            "--nats",
+            "nats://nats.example.com",
+            "--subject",
+            "a",
+            "--broker-token-secret",
+            "nope",
+        ): "target.token",
+    }
+    for flags, field in cases.items():
+        result = server.run(*base, *flags)
+        assert result.exit_code != 0, flags
+        assert field in result.stderr, (flags, result.stderr)
+        assert "secret-pw" not in result.stderr + result.stdout
+    assert server.json("jobs", "list", "--team", "data")["items"] == []
 
 
-def test_the_server_refuses_a_url_with_credentials(server: Server) -> None:
-    result = server.run(
-        *BASE, "--name", "x", "--rabbitmq", "amqp://guest:s3cr3t@mq.example.com/", "--routing-key", "k"
-    )
-    assert result.exit_code == 2
-    assert "target.url must not hold credentials (user info)" in result.stderr
-    assert "s3cr3t" not in result.stderr
-
-
-def test_apply_broker_jobs_then_change_nothing(server: Server, tmp_path: Path) -> None:
-    set_secret(server, "data/kafka-password", "K-pass-123")
+def test_apply_broker_targets(server: Server, tmp_path: Path) -> None:
+    set_secret(server, "ops/nats-password", "pw-1")
     jobs: list[dict[str, Any]] = [
         {
-            "name": "mq",
+            "name": "to-nats",
             "schedule": "0 3 * * *",
-            "target": {"type": "rabbitmq", "url": "amqp://mq.example.com:5672/", "routing_key": "reports"},
+            "target": {
+                "type": "nats",
+                "url": "tls://nats.example.com:4222",
+                "subject": "ops.nightly",
+                "headers": {"X-Env": "prod"},
+                "user": "svc",
+                "password": {"secret": "nats-password"},
+            },
         },
         {
-            "name": "k",
+            "name": "to-mqtt",
             "schedule": "0 4 * * *",
-            "target": {
-                "type": "kafka",
-                "bootstrap_servers": ["k1.example.com:9092"],
-                "topic": "reports",
-                "sasl_mechanism": "SCRAM-SHA-256",
-                "username": "svc",
-                "password": {"secret": "kafka-password"},
-            },
+            "target": {"type": "mqtt", "url": "mqtt://mqtt.example.com:1883", "topic": "ops/nightly"},
         },
     ]
     path = tmp_path / "jobs.yaml"
-    path.write_text(yaml.safe_dump({"team": "data", "jobs": jobs}, sort_keys=False))
+    path.write_text(yaml.safe_dump({"team": "ops", "jobs": jobs}, sort_keys=False))
     first = server.run("apply", "-f", str(path))
     assert first.exit_code == 0, first.stderr
-    assert "+ create data/mq" in first.stdout
-    assert "+ create data/k" in first.stdout
     again = server.run("apply", "-f", str(path))
-    assert again.exit_code == 0, again.stderr
-    assert "create" not in again.stdout
-    assert "update" not in again.stdout
-    jobs[1]["target"]["username"] = "svc-2"
-    jobs[0]["target"]["routing_key"] = "reports.v2"
-    path.write_text(yaml.safe_dump({"team": "data", "jobs": jobs}, sort_keys=False))
-    plan = server.run("apply", "-f", str(path), "--dry-run")
-    assert plan.exit_code == 0, plan.stderr
-    assert "target.routing_key: 'reports' -> 'reports.v2'" in plan.stdout
-    assert "target.username: (hidden) -> (hidden)" in plan.stdout  # a plain credential is not shown
-    assert "svc-2" not in plan.stdout
+    assert again.stdout.startswith("No changes"), again.stdout
+    listed = {job["name"]: job for job in server.json("jobs", "list", "--team", "ops")["items"]}
+    assert listed["to-nats"]["target"]["password"] == {"secret": "nats-password"}
+    assert listed["to-nats"]["target"]["jetstream"] is False
+    assert listed["to-mqtt"]["target"]["qos"] == 1
+    jobs[1]["target"]["qos"] = 2
+    path.write_text(yaml.safe_dump({"team": "ops", "jobs": jobs}, sort_keys=False))
+    changed = server.run("apply", "-f", str(path))
+    assert changed.exit_code == 0, changed.stderr
+    assert server.json("jobs", "get", "ops/to-mqtt")["target"]["qos"] == 2
 
 
-def test_apply_refuses_a_bad_broker_job_naming_the_field(server: Server, tmp_path: Path) -> None:
-    path = tmp_path / "jobs.yaml"
-    bad = {"type": "kafka", "bootstrap_servers": ["k:9092"], "topic": "has space"}
-    path.write_text(
-        yaml.safe_dump({"team": "data", "jobs": [{"name": "k", "schedule": "0 3 * * *", "target": bad}]})
-    )
-    result = server.run("apply", "-f", str(path))
-    assert result.exit_code == 2
-    assert "target.topic:" in result.stderr
-    assert "nothing applied" in result.stderr
-
-
-def test_adopt_moves_plain_broker_credentials_into_secrets(server: Server, tmp_path: Path) -> None:
-    target = {
-        "type": "kafka",
-        "bootstrap_servers": ["k1.example.com:9092"],
-        "topic": "reports",
-        "sasl_mechanism": "PLAIN",
-        "username": "svc",
-        "password": "Plain-Pa55",
+def test_adopt_moves_plain_broker_credentials_into_secrets(server: Server) -> None:
+    spec = {
+        "team": "data",
+        "name": "pub",
+        "schedule": "0 * * * *",
+        "target": {
+            "type": "nats",
+            "url": "nats://nats.example.com",
+            "subject": "a",
+            "headers": {"X-Key": "k-plain-2"},
+            "user": "svc",
+            "password": "pw-plain-1",
+        },
     }
-    path = tmp_path / "k.yaml"
-    path.write_text(yaml.safe_dump({"team": "data", "name": "k", "schedule": "0 3 * * *", "target": target}))
-    created = server.json("jobs", "create", "-f", str(path))
-    assert created["plain_values"] == ["target.username", "target.password"]
-    moved = server.run("secrets", "adopt", "data/k")
-    assert moved.exit_code == 0, moved.stderr
-    assert "moved target.password -> secret data/k.password" in moved.stdout
-    job = server.json("jobs", "get", "data/k")
-    assert (job["target"]["username"], job["target"]["password"]) == (
-        {"secret": "k.username"},
-        {"secret": "k.password"},
-    )
-    assert job["plain_values"] == []
-    assert "headers" not in job["target"] or job["target"]["headers"] == {}
+    created = server.run("jobs", "create", "-f", "-", input=json.dumps(spec))
+    assert created.exit_code == 0, created.stderr
+    assert server.json("jobs", "get", "data/pub")["plain_values"] == [
+        "target.headers.X-Key",
+        "target.password",
+    ]
+    adopted = server.run("secrets", "adopt", "data/pub")
+    assert adopted.exit_code == 0, adopted.stderr
+    after = server.json("jobs", "get", "data/pub")
+    assert after["plain_values"] == []
+    assert after["target"]["password"] == {"secret": "pub.password"}
+    assert after["target"]["headers"] == {"X-Key": {"secret": "pub.x-key"}}
+    assert after["target"]["user"] == "svc"

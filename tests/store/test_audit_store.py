@@ -21,7 +21,7 @@ from cronwheel.queue.memory import MemoryQueue
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.port import StoredSecret
 from cronwheel.store.sql import SqlStore
-from cronwheel.tokens import issue
+from cronwheel.tokens import PREFIX, issue
 
 from .support import START, at, make_job, make_run
 
@@ -222,7 +222,7 @@ async def test_token_and_secret_writes_record_no_credential(store: SqlStore, clo
     logged = json.dumps([(e.before, e.after, e.detail) for e in await everything(store)])
     assert record.digest not in logged
     assert token_text not in logged
-    assert token_text.split("_")[-1] not in logged
+    assert token_text.removeprefix(PREFIX).partition("_")[2] not in logged  # the secret part, whole
 
 
 async def test_concurrent_edits_record_a_chain_of_before_and_after(store: SqlStore) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import CommandTarget, HttpTarget, PythonTarget, Target
+from cronwheel.model import CommandTarget, HttpTarget, MqttTarget, NatsTarget, PythonTarget, SecretRef, Target
 from cronwheel.store import codec
 from cronwheel.store.schema import EPOCH, from_micros, to_micros
 
@@ -43,6 +43,12 @@ def test_naive_instants_are_refused() -> None:
         HttpTarget("https://x", "GET", (("A", "1"), ("A", "2")), (200,)),
         CommandTarget(("a", "b"), (("K", "V"),), None),
         PythonTarget("m:f"),
+        NatsTarget(
+            "nats://n:4222", "a.b", True, (("X", "1"), ("Y", SecretRef("s"))), "u", SecretRef("p"), None
+        ),
+        NatsTarget("tls://n", "a", token=SecretRef("t")),
+        MqttTarget("mqtts://m:8883", "a/b", 2, True, "u", SecretRef("p")),
+        MqttTarget("mqtt://m", "a/b"),
     ],
 )
 def test_targets_round_trip(target: Target) -> None:

@@ -34,13 +34,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cronwheel.clock import ManualClock
-from cronwheel.model import CommandTarget, HttpTarget, Outcome, PythonTarget
+from cronwheel.model import CommandTarget, GrpcTarget, HttpTarget, Outcome, PythonTarget
 from cronwheel.service import check_payload
 from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors import AttemptContext, WorkerSettings
 from cronwheel.worker.executors.command import CommandExecutor
+from cronwheel.worker.executors.grpc import GrpcExecutor
 from cronwheel.worker.executors.http import HttpExecutor
 from cronwheel.worker.executors.python import PythonExecutor
+from grpc_echo import SAY, WATCH, EchoServer, descriptor_set
 
 HERE = __name__
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -212,6 +214,65 @@ def test_http_executor_answers_every_input(caplog: pytest.LogCaptureFixture) -> 
         finally:
             run_in(runner, executor.close)
             run_in(runner, server.cleanup)
+    no_tracebacks(caplog)
+
+
+# -- grpc -------------------------------------------------------------------------------------------
+
+
+def grpc_targets(port: int) -> st.SearchStrategy[GrpcTarget]:
+    addresses = mostly(
+        st.sampled_from([f"127.0.0.1:{port}", f"echo.test:{port}", f"[::ffff:127.0.0.1]:{port}"]),
+        st.sampled_from(["name.fail:1", "10.0.0.1:1", "[::1]:1", "a..b:1", "h:99999", "h", "u@h:1", "[::1"])
+        | hostile_text.map(lambda text: f"{text}:{port}"),
+    )
+    methods = mostly(st.sampled_from([SAY, WATCH, "cwtest.Echo/Nope", "no.Such/Svc"]), hostile_text)
+    keys = mostly(st.sampled_from(["x-team", "idempotency-key", "authorization"]), hostile_text)
+    sets = mostly(st.sampled_from([None, None, descriptor_set()]), hostile_text)
+    return st.builds(
+        GrpcTarget,
+        address=addresses,
+        method=methods,
+        tls=st.booleans(),
+        metadata=st.lists(st.tuples(keys, any_text), max_size=3).map(tuple),
+        descriptor_set=sets,
+    )
+
+
+async def _to_loopback(host: str, port: int) -> list[str]:
+    if host.endswith(".fail"):
+        raise OSError("no such name")
+    return ["127.0.0.1"]
+
+
+def test_grpc_executor_answers_every_input(caplog: pytest.LogCaptureFixture) -> None:
+    """Any target and context: an outcome, never an exception (payloads that are not a request of
+    ``cwtest.Req`` included, and the echo server's own answers: statuses, sleeps)."""
+    with asyncio.Runner() as runner:
+        server = run_in(runner, EchoServer().start)
+        settings_ = WorkerSettings(allowed_networks=("127.0.0.0/8",), output_limit=16)
+        executor = GrpcExecutor(settings_, clock=ManualClock(NOW), resolve=_to_loopback)
+        echo_payloads = st.sampled_from(
+            [{"name": "status:INTERNAL"}, {"name": "sleep:0.5"}, {"name": "ok", "count": 2**40}]
+        )
+
+        @tuned(150)
+        @given(target=grpc_targets(server.port), ctx=contexts, steer=st.none() | echo_payloads)
+        @example(
+            target=GrpcTarget(f"127.0.0.1:{server.port}", SAY),
+            ctx=replace(CTX, timeout_s=math.inf),
+            steer=None,
+        )
+        @example(target=GrpcTarget(f"127.0.0.1:{server.port}", SAY, tls=True), ctx=CTX, steer=None)
+        def attempt(target: GrpcTarget, ctx: AttemptContext, steer: dict[str, Any] | None) -> None:
+            ctx = ctx if steer is None else replace(ctx, payload=steer)
+            check(run_in(runner, lambda: executor.execute(target, ctx)))
+
+        try:
+            attempt()
+        finally:
+            run_in(runner, executor.close)
+            run_in(runner, server.stop)
     no_tracebacks(caplog)
 
 

@@ -124,7 +124,7 @@ async def test_the_queue_receives_the_payload_with_the_execution_id(
     assert headers["Idempotency-Key"] == ctx.execution_id
     assert headers["X-Cronwheel-Job-Id"] == "job-42"
     assert headers["X-Cronwheel-Scheduled-At"] == "2025-01-02T03:04:05Z"
-    assert headers["X-Cronwheel-Attempt"] == 2  # ours win over the target's
+    assert headers["X-Cronwheel-Attempt"] == "2"  # ours win over the target's
     assert headers["X-Team-Header"] == "blue"
 
 
@@ -210,11 +210,12 @@ async def test_the_timeout_is_the_attempts_budget(broker: Broker) -> None:
 
     executor = RabbitMqExecutor(LOOPBACK, resolver=slow)
     try:
-        result = await executor.execute(target_for(broker), make_ctx(timeout_s=0.2))
+        target = target_for(broker, url="amqp://broker.example.com:5672/")  # a name: it is resolved
+        result = await executor.execute(target, make_ctx(timeout_s=0.2))
     finally:
         await executor.close()
     assert result.outcome is Outcome.TIMEOUT
-    assert result.error == "no confirmation from amqp://127.0.0.1:5672 within 0.2 s"
+    assert result.error == "no confirmation from amqp://broker.example.com:5672 within 0.2 s"
 
 
 class _Secrets:

@@ -35,3 +35,10 @@ def test_should_retry() -> None:
     assert not should_retry(POLICY, 1, Outcome.SUCCESS)
     assert not should_retry(POLICY, 1, Outcome.CANCELLED)
     assert not should_retry(RetryPolicy(), 1, Outcome.ERROR)  # default: one attempt
+
+
+def test_a_final_attempt_is_never_retried() -> None:
+    """The target said no retry can succeed (a gRPC INVALID_ARGUMENT ...): attempts left or not."""
+    assert should_retry(POLICY, 1, Outcome.FAILURE, final=False)
+    assert not should_retry(POLICY, 1, Outcome.FAILURE, final=True)
+    assert not should_retry(POLICY, 1, Outcome.ERROR, final=True)

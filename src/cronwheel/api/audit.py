@@ -19,7 +19,8 @@ from pydantic import BaseModel, Field
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.routes import Cursor
+from cronwheel.api.queries import DEFAULT_LIMIT
+from cronwheel.api.routes import Cursor, Limit
 from cronwheel.api.schemas import Instant
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import AuditEntry, AuditQuery
@@ -101,7 +102,7 @@ async def list_audit(
     target: Annotated[str | None, Query(max_length=300, description="A target's id or name.")] = None,
     since: Annotated[Instant | None, Query(description="Entries at or after this instant.")] = None,
     until: Annotated[Instant | None, Query(description="Entries before this instant.")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> AuditPage:
     """The audit entries this admin may read, newest first (follow ``next_cursor``)."""

@@ -5,14 +5,17 @@
   the store transaction of the change.
 * :func:`refused`: called by the problem handlers of 401, 403 and of a 404 at another team's wall
   (:class:`~cronwheel.errors.HiddenError`), it appends an entry of the refusal in a transaction
-  of its own, never failing the answer.
+  of its own, never failing the answer. The gRPC API calls :func:`record_refusal`, which
+  :func:`refused` calls, for the same refusals (UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND at
+  a wall): the same entries, the request named ``gRPC /cronwheel.v1.<Service>/<Method>``.
 
 A flood of refusals must not become a flood of writes. The failed-authentication bucket of each
 client address (:mod:`cronwheel.api.limits`) already answers 429, before authentication and
 unrecorded, once an address has spent its burst; on top of it :class:`RefusalSampler` records at
 most one entry per (refusal, address, caller, request) per :data:`WINDOW` (the next one says how
 many alike it stands for) and at most :data:`BUDGET` refusal entries per window in each api
-process, whatever the number of addresses. What is not written is counted
+process, whatever the number of addresses, REST and gRPC together (the services' one sampler,
+:mod:`cronwheel.api.sampling`). What is not written is counted
 (``cronwheel_audit_refusals_coalesced_total``).
 
 The client address is the ASGI ``client`` the HTTP server reports: uvicorn takes it from
@@ -24,30 +27,19 @@ log.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from typing import Annotated
 
 from fastapi import Depends, Request
-from prometheus_client import Counter
 
-from cronwheel import metrics
 from cronwheel.api.auth import CallerDep
+from cronwheel.api.sampling import BUDGET, WINDOW, RefusalSampler
 from cronwheel.api.services import ApiServices
 from cronwheel.audit import Actor, AuditAction
-from cronwheel.clock import Monotonic, monotonic_of
 from cronwheel.identity import Caller
 
 log = logging.getLogger("cronwheel.api")
 
-WINDOW = 60.0  # seconds: one entry per kind of refusal per window
-BUDGET = 120  # refusal entries per window per api process, in all
-MAX_KEYS = 10_000  # kinds of refusal remembered (the least recently recorded forgotten first)
-
-COALESCED = Counter(
-    "cronwheel_audit_refusals_coalesced_total",
-    "Refused requests (401, 403, 404 at a team's wall) not written to the audit log one by one.",
-    registry=metrics.REGISTRY,
-)
+__all__ = ["BUDGET", "WINDOW", "ActorDep", "RefusalSampler", "record_refusal", "refused"]
 
 
 def client_address(request: Request) -> str | None:
@@ -61,48 +53,6 @@ async def current_actor(request: Request, caller: CallerDep) -> Actor:
 
 
 ActorDep = Annotated[Actor, Depends(current_actor)]
-
-
-class RefusalSampler:
-    """Which refusals are written (see the module docstring), on monotonic time."""
-
-    def __init__(
-        self, clock: Monotonic, window: float = WINDOW, budget: int = BUDGET, max_keys: int = MAX_KEYS
-    ) -> None:
-        self.clock = clock
-        self.window = window
-        self.budget = budget
-        self.max_keys = max_keys
-        self._last: OrderedDict[tuple[str, ...], list[float]] = OrderedDict()  # key -> [at, alike since]
-        self._window_start = clock.monotonic()
-        self._used = 0
-
-    def admit(self, key: tuple[str, ...]) -> int | None:
-        """None: do not write this one (it is counted); else write it, standing for the returned
-        number of refusals alike that were not written since the last one of ``key``."""
-        now = self.clock.monotonic()
-        if now - self._window_start >= self.window:
-            self._window_start, self._used = now, 0
-        last = self._last.get(key)
-        if (last is not None and now - last[0] < self.window) or self._used >= self.budget:
-            if last is not None:
-                last[1] += 1
-            COALESCED.inc()
-            return None
-        alike = 0 if last is None else int(last[1])
-        self._last.pop(key, None)
-        self._last[key] = [now, 0]
-        self._used += 1
-        while len(self._last) > self.max_keys:
-            self._last.popitem(last=False)
-        return alike
-
-
-def _sampler(request: Request, services: ApiServices) -> RefusalSampler:
-    sampler = getattr(request.app.state, "audit_refusals", None)
-    if not isinstance(sampler, RefusalSampler):
-        sampler = request.app.state.audit_refusals = RefusalSampler(monotonic_of(services.clock))
-    return sampler
 
 
 _ACTIONS = {
@@ -123,18 +73,27 @@ def _team(caller: Caller | None, status: int) -> str | None:
 
 
 async def refused(request: Request, status: int, detail: str) -> None:
-    """Append the audit entry of a refused request (401, 403, 404 at a wall), if sampled in. A
-    store that fails is logged, and the refusal answered all the same."""
+    """Append the audit entry of a refused REST request (401, 403, 404 at a wall), if sampled in."""
     services = request.app.state.services
     if not isinstance(services, ApiServices):
         return
     caller = getattr(request.state, "caller", None)
     caller = caller if isinstance(caller, Caller) else None
-    address = client_address(request)
+    what = f"{request.method} {request.url.path}"
+    await record_refusal(services, caller, client_address(request), what, status, detail)
+
+
+async def record_refusal(
+    services: ApiServices, caller: Caller | None, address: str | None, what: str, status: int, detail: str
+) -> None:
+    """Append the audit entry of a refused request (REST's ``GET /v1/jobs/...``, gRPC's
+    ``gRPC /cronwheel.v1.JobService/GetJob``): ``status`` 401 (``caller`` None), 403 or 404 at a
+    wall, if the services' sampler lets it in. A store that fails is logged, and the refusal
+    answered all the same."""
     actor = Actor.anonymous(address) if caller is None else Actor.of(caller, address)
-    what = f"{request.method} {request.url.path}"[:300]
+    what = what[:300]
     key = (str(status), address or "", actor.id or "") + (() if status == 401 else (what,))
-    alike = _sampler(request, services).admit(key)
+    alike = services.refusals.admit(key)
     if alike is None:
         return
     note = f"; and {alike} alike since the last one recorded" if alike else ""
@@ -150,4 +109,4 @@ async def refused(request: Request, status: int, detail: str) -> None:
     try:
         await services.store.append_audit([entry])
     except Exception:
-        log.warning("audit entry of a refused %s %s not written", request.method, request.url.path)
+        log.warning("action=audit_refusal_unwritten status=%d request=%s", status, what)

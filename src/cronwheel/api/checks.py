@@ -26,7 +26,17 @@ from typing import Any
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import HttpTarget, Job, KafkaTarget, PythonTarget, RabbitMqTarget, Target
+from cronwheel.model import (
+    GrpcTarget,
+    HttpTarget,
+    Job,
+    KafkaTarget,
+    MqttTarget,
+    NatsTarget,
+    PythonTarget,
+    RabbitMqTarget,
+    Target,
+)
 from cronwheel.schedule import ScheduleError, load_zone, parse_schedule
 from cronwheel.service import TargetPolicy, no_slot_reason
 from cronwheel.targets import check_target
@@ -179,12 +189,12 @@ def policy_problems(
 
 
 def _target_field(target: Target) -> str:
-    if isinstance(target, HttpTarget):
+    if isinstance(target, HttpTarget | NatsTarget | MqttTarget | RabbitMqTarget):
         return "target.url"
     if isinstance(target, PythonTarget):
         return "target.function"
-    if isinstance(target, RabbitMqTarget):
-        return "target.url"
+    if isinstance(target, GrpcTarget):
+        return "target.address"
     if isinstance(target, KafkaTarget):
         return "target.bootstrap_servers"
     return "target.type"  # a command target: refused as a kind, not for its argv

@@ -20,7 +20,18 @@ from dataclasses import replace
 from cronwheel.api.services import ApiServices
 from cronwheel.errors import ForbiddenError, InvalidInputError
 from cronwheel.identity import Caller, Scope
-from cronwheel.model import CommandTarget, HttpTarget, Job, KafkaTarget, PythonTarget, RabbitMqTarget, Target
+from cronwheel.model import (
+    CommandTarget,
+    GrpcTarget,
+    HttpTarget,
+    Job,
+    KafkaTarget,
+    MqttTarget,
+    NatsTarget,
+    PythonTarget,
+    RabbitMqTarget,
+    Target,
+)
 from cronwheel.service import TargetPolicy
 
 
@@ -60,7 +71,8 @@ def reserved_kind(target: Target, policy: TargetPolicy) -> str | None:
         return "command"
     if isinstance(target, PythonTarget):
         return "python"
-    if isinstance(target, (HttpTarget, RabbitMqTarget, KafkaTarget)) and policy.allowed_networks:
+    networked = HttpTarget | GrpcTarget | NatsTarget | MqttTarget | RabbitMqTarget | KafkaTarget
+    if isinstance(target, networked) and policy.allowed_networks:
         try:
             replace(policy, allowed_networks=()).check(target)
         except InvalidInputError:

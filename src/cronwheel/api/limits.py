@@ -14,11 +14,13 @@ sets it, and comes before anything is written:
   parsed as JSON before validation refused it.
 * :func:`rate_limit` (a dependency of every ``/v1`` route): a token bucket per caller (its token
   id or OIDC subject; the client address of the trusted caller of an app without authentication):
-  429 with ``Retry-After``. The buckets live in this process: a cluster of N api processes behind
-  a load balancer lets a caller make N times the rate, which is acceptable, since the limit is
-  there to keep one caller from taking a process's whole capacity, and each process keeps its
-  own. The probes and ``/metrics`` are not limited: they are cheap, and a probe refused for
-  somebody else's traffic would restart a healthy node.
+  429 with ``Retry-After``. The buckets (:mod:`cronwheel.api.rate`) are shared with the gRPC API,
+  which answers the same refusal as RESOURCE_EXHAUSTED: one budget per caller over both. The
+  buckets live in this process: a cluster of N api processes behind a load balancer lets a
+  caller make N times the rate, which is acceptable, since the limit is there to keep one caller
+  from taking a process's whole capacity, and each process keeps its own. The probes and
+  ``/metrics`` are not limited: they are cheap, and a probe refused for somebody else's traffic
+  would restart a healthy node.
 * :class:`FailedAuthentications` (ASGI): requests answered 401 take from a bucket of their client
   address, and an address whose bucket is empty is answered 429 before authentication runs.
 * :func:`bounded_query`: a query parameter repeated more than :data:`MAX_REPEATED` times
@@ -27,9 +29,7 @@ sets it, and comes before anything is written:
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -41,21 +41,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC, RETRY_AFTER
 from cronwheel.api.problems import ProblemError, field_error, problem_response, rate_limited
+from cronwheel.api.rate import caller_key, failures_key, refusal
 from cronwheel.api.services import ApiServices
-from cronwheel.clock import Monotonic, monotonic_of
-from cronwheel.errors import RateLimitedError
-from cronwheel.identity import CallerKind
 from cronwheel.limits import Limits
 
 MAX_REPEATED = 64
 """Values of one repeated query parameter: a job has at most 64 labels, so a filter of more
 labels matches nothing, and there are six run states. Far below what the store can run (SQLite
 refused 1,000 ``label`` filters with "Expression tree is too large")."""
-
-MAX_BUCKETS = 50_000
-"""Callers (or addresses) whose buckets are kept; past it, the full ones are forgotten first (a
-full bucket is what a new caller gets anyway), then the least recently used."""
-
 
 HEAD_ROOM = 64 * 1024
 """What the HTTP server may buffer of a request head beyond ``max_header_bytes``: the request
@@ -70,16 +63,20 @@ def head_buffer_bytes(limits: Limits) -> int:
     return limits.max_header_bytes + HEAD_ROOM
 
 
-def limits_of(scope: Scope) -> Limits:
+def services_of(scope: Scope) -> ApiServices:
     services = scope["app"].state.services
     assert isinstance(services, ApiServices)
-    return services.limits
+    return services
+
+
+def limits_of(scope: Scope) -> Limits:
+    return services_of(scope).limits
 
 
 def install(app: FastAPI) -> None:
     """Add the request limits to ``app``: the middlewares (outside every other one, in this order:
-    headers, failed authentications, body) and the rate limiter's buckets."""
-    app.state.rate_limiter = RateLimiter(monotonic_of(app.state.services.clock))
+    headers, failed authentications, body). The rate limiter's buckets are the services' own
+    (``ApiServices.rate_limiter``), which the gRPC API takes from as well."""
     app.add_exception_handler(BodyTooLarge, body_too_large)
     app.add_middleware(BodyLimit)
     app.add_middleware(FailedAuthentications)
@@ -208,92 +205,6 @@ async def _refuse_body(scope: Scope, receive: Receive, send: Send, error: BodyTo
 # -- rate ------------------------------------------------------------------------------------------
 
 
-_ROUNDING = 1e-9  # of a token: 0.2 s at 10/s is 2 tokens, though a float difference says 1.9999999998
-
-
-@dataclass(frozen=True, slots=True)
-class Bucket:
-    """A caller's token bucket: ``tokens`` left at monotonic time ``at``."""
-
-    tokens: float
-    at: float
-
-
-def take(bucket: Bucket | None, now: float, rate_per_s: float, burst: int) -> tuple[Bucket, float]:
-    """One request at ``now`` against ``bucket`` (None: a caller not seen yet, whose bucket is
-    full): the bucket after it, and 0 when the request is admitted, else the seconds until it
-    would be. The bucket refills at ``rate_per_s`` up to ``burst``; a refused request takes
-    nothing, so a caller that keeps knocking is not kept out longer for it."""
-    tokens = tokens_at(bucket, now, rate_per_s, burst)
-    if tokens >= 1.0 - _ROUNDING:
-        return Bucket(max(0.0, tokens - 1.0), now), 0.0
-    return Bucket(tokens, now), (1.0 - tokens) / rate_per_s
-
-
-def tokens_at(bucket: Bucket | None, now: float, rate_per_s: float, burst: int) -> float:
-    """The tokens ``bucket`` holds at ``now``: refilled since its last request, up to ``burst``."""
-    if bucket is None:
-        return float(burst)
-    return min(float(burst), bucket.tokens + max(0.0, now - bucket.at) * rate_per_s)
-
-
-class RateLimiter:
-    """The buckets of one API process, by key (:func:`rate_key`), on ``clock``'s monotonic time."""
-
-    def __init__(self, clock: Monotonic, max_buckets: int = MAX_BUCKETS) -> None:
-        self.clock = clock
-        self.max_buckets = max_buckets
-        self._buckets: dict[str, Bucket] = {}
-
-    def admit(self, key: str, limits: Limits, what: str = "requests from this caller") -> None:
-        """Count one request of ``key``; :class:`RateLimitedError` when its bucket is empty."""
-        wait = self._take(key, limits)
-        if wait > 0:
-            raise refusal(wait, limits, what)
-
-    def charge(self, key: str, limits: Limits) -> None:
-        """Count a request of ``key`` that was answered anyway (a failed authentication)."""
-        self._take(key, limits)
-
-    def waiting(self, key: str, limits: Limits) -> float:
-        """Seconds until ``key`` may make a request (0: now); counts nothing."""
-        if limits.rate_per_s <= 0:
-            return 0.0
-        tokens = tokens_at(
-            self._buckets.get(key), self.clock.monotonic(), limits.rate_per_s, limits.rate_burst
-        )
-        return 0.0 if tokens >= 1.0 - _ROUNDING else (1.0 - tokens) / limits.rate_per_s
-
-    def _take(self, key: str, limits: Limits) -> float:
-        if limits.rate_per_s <= 0:
-            return 0.0
-        now = self.clock.monotonic()
-        bucket, wait = take(self._buckets.pop(key, None), now, limits.rate_per_s, limits.rate_burst)
-        self._buckets[key] = bucket  # re-inserted: the dict's order is least recently used first
-        if len(self._buckets) > self.max_buckets:
-            self._forget(now, limits)
-        return wait
-
-    def _forget(self, now: float, limits: Limits) -> None:
-        for key, bucket in list(self._buckets.items()):
-            if tokens_at(bucket, now, limits.rate_per_s, limits.rate_burst) >= limits.rate_burst - _ROUNDING:
-                del self._buckets[key]
-        while len(self._buckets) > self.max_buckets:
-            del self._buckets[next(iter(self._buckets))]
-
-
-def refusal(wait_s: float, limits: Limits, what: str) -> RateLimitedError:
-    return RateLimitedError(max(1, math.ceil(wait_s)), limits.rate_per_s, limits.rate_burst, what)
-
-
-def rate_key(caller_id: str | None, request: Request) -> str:
-    """Whose bucket a request takes from: its caller's, or its client address's when it has no
-    identity of its own (the trusted caller of an app without authentication)."""
-    if caller_id is not None:
-        return f"caller:{caller_id}"
-    return f"address:{_address(request.scope)}"
-
-
 def _address(scope: Scope) -> str:
     client = scope.get("client")
     return str(client[0]) if client else "unknown"
@@ -301,10 +212,8 @@ def _address(scope: Scope) -> str:
 
 async def rate_limit(request: Request, caller: CallerDep) -> None:
     """Admit the request against its caller's bucket (429 when it is empty)."""
-    limiter = request.app.state.rate_limiter
-    assert isinstance(limiter, RateLimiter)
-    key = rate_key(None if caller.kind is CallerKind.TRUSTED else f"{caller.kind}:{caller.id}", request)
-    limiter.admit(key, limits_of(request.scope))
+    services = services_of(request.scope)
+    services.rate_limiter.admit(caller_key(caller, _address(request.scope)), services.limits)
 
 
 class FailedAuthentications:
@@ -320,9 +229,8 @@ class FailedAuthentications:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limits, limiter = limits_of(scope), scope["app"].state.rate_limiter
-        assert isinstance(limiter, RateLimiter)
-        key = f"failures:{_address(scope)}"
+        limits, limiter = limits_of(scope), services_of(scope).rate_limiter
+        key = failures_key(_address(scope))
         wait = limiter.waiting(key, limits)
         if wait > 0 and not scope["path"].endswith(_PROBES):
             error = refusal(wait, limits, "requests that failed authentication from this address")

@@ -1,28 +1,36 @@
-"""The API's routes: thin. Validate (pydantic, at this boundary only), convert to records, call
-the :class:`~cronwheel.service.JobService` or read the store, convert back. Errors are raised and
-turned into problem details by :mod:`cronwheel.api.problems`.
+"""The API's routes: thin. Validate (pydantic, at this boundary only), read HTTP's own inputs
+(headers, query), call :mod:`cronwheel.api.operations` (where every decision lives, shared with
+the gRPC API), and answer with the model it returns. Errors are raised and turned into problem
+details by :mod:`cronwheel.api.problems`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel, StringConstraints
+from pydantic import BaseModel
 
 from cronwheel import metrics_live
-from cronwheel.api import checks
+from cronwheel.api import operations
 from cronwheel.api.addressing import job_route
 from cronwheel.api.auditing import ActorDep
 from cronwheel.api.auth import CallerDep, authenticate, require_every_team
-from cronwheel.api.fields import check_settable
 from cronwheel.api.openapi import PROBLEM_DOC
-from cronwheel.api.problems import ProblemError, VersionConflictError, field_error
-from cronwheel.api.problems import schedule_field_errors as _schedule_errors
+from cronwheel.api.operations import LABEL_HELP, RECENT_RUNS
+from cronwheel.api.problems import ProblemError, field_error
+from cronwheel.api.queries import (
+    DEFAULT_LIMIT,
+    CursorText,
+    Includes,
+    LabelFilters,
+    PageLimit,
+    Short,
+    States,
+)
 from cronwheel.api.schemas import (
     Documented,
     JobCreate,
@@ -40,15 +48,10 @@ from cronwheel.api.schemas import (
     RunPage,
     RunStateName,
     TriggerIn,
-    job_update_from_json,
 )
 from cronwheel.api.services import ApiServices, get_services
-from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
-from cronwheel.identity import Caller, Scope
-from cronwheel.lateness import late_before
-from cronwheel.model import Job, Run, RunState
-from cronwheel.schedule import ScheduleError
-from cronwheel.store import JobQuery, RunQuery
+from cronwheel.identity import Scope
+from cronwheel.model import RunState
 
 T = TypeVar("T")
 Services = Annotated[ApiServices, Depends(get_services)]
@@ -57,7 +60,7 @@ Services = Annotated[ApiServices, Depends(get_services)]
 async def bind_checks(services: Services) -> None:
     """The server's policy and clock, for the checks that run while a job body is validated
     (async: it must run in the request's task, see cronwheel.api.checks)."""
-    checks.bind(services.job_service.policy, services.clock.now())
+    operations.bind_checks(services)
 
 
 CHECKED = [Depends(bind_checks)]  # on the routes that validate a job body
@@ -68,10 +71,9 @@ IfMatch = Annotated[
     Annotated[str, Documented(pattern=f"^{ETAG.pattern}$")] | None,
     Header(description='Make the write conditional on the job\'s version: the ETag of a read, like "3".'),
 ]
-# What list pages return in next_cursor: base64url (checked here; which ones it made, by the store).
-Cursor = Annotated[str | None, Query(max_length=1000, pattern=r"^[A-Za-z0-9_-]+={0,2}$")]
-# key=value (_labels checks it); a key (100) = a value (200)
-LabelFilter = Annotated[str, Documented(pattern=r"^[^=]+="), StringConstraints(max_length=301)]
+# The list endpoints' query parameters: their constraints are cronwheel.api.queries' (gRPC's too).
+Cursor = Annotated[CursorText | None, Query()]
+Limit = Annotated[PageLimit, Query()]
 
 _PROBLEM_DOC = PROBLEM_DOC
 
@@ -117,84 +119,7 @@ def parse_if_match(value: str | None) -> int | None:
     return None if value == "*" else int(value.removeprefix("W/").strip('"'))
 
 
-async def _summary(services: ApiServices, job: Job) -> JobOut:
-    last = await services.store.last_runs([job.id])
-    return JobOut.from_record(job, last.get(job.id), now=services.clock.now())
-
-
-async def job_for(services: ApiServices, caller: Caller, job_id: str, scope: Scope) -> Job:
-    """The live job ``job_id`` if ``caller`` may ``scope`` it: another team's job is absent
-    (404, as a missing one), a missing scope on one's own team's job a 403."""
-    job = await services.store.get_job(job_id)
-    caller.require(scope, job.team, what=f"job {job_id}")
-    return job
-
-
-async def _check_version(services: ApiServices, caller: Caller, job_id: str, expected: int | None) -> Job:
-    """The job a write acts on (``write`` scope, the caller's team), at the ``If-Match`` version."""
-    job = await job_for(services, caller, job_id, Scope.WRITE)
-    if expected is not None and job.version != expected:
-        raise VersionConflictError(f"job {job_id} is at version {job.version}, not {expected} (If-Match)")
-    return job
-
-
-async def _conditional(services: ApiServices, job_id: str, expected: int | None, write: Awaitable[T]) -> T:
-    """Run ``write``; a conflict while a version was expected is a 412 when the version moved."""
-    try:
-        return await write
-    except ConflictError as error:
-        if expected is None or isinstance(error, VersionConflictError):
-            raise
-        current = await services.store.get_job(job_id)
-        if current.version != expected:
-            raise VersionConflictError(
-                f"job {job_id} is at version {current.version}, not {expected} (If-Match)"
-            ) from None
-        raise
-
-
-async def _paged(read: Awaitable[T]) -> T:
-    """A page read whose only input the store can refuse is the cursor."""
-    try:
-        return await read
-    except InvalidInputError as error:
-        raise ProblemError(
-            422, "validation", "Invalid request", str(error),
-            errors=[field_error("cursor", "not a cursor this API returned", "query", code="invalid_cursor")],
-        ) from None  # fmt: skip
-
-
-def _teams(caller: Caller) -> tuple[str, ...] | None:
-    """The teams a listing is restricted to (in the store query): the caller's; None: every team."""
-    return None if caller.teams is None else tuple(sorted(caller.teams))
-
-
-# A query string must not multiply the work of one request past what any answer needs (1,000
-# label filters made SQLite give up with "Expression tree is too large", answered as a 503): no job
-# has more than MAX_LABELS labels, so more filters could match nothing, and a state filter lists
-# each state at most once.
-MAX_LABELS = 64  # what JobFields.labels allows a job
-LABEL_HELP = f"key=value; repeat to require several (at most {MAX_LABELS}, as many as a job has)"
-
-
-def _labels(values: list[str]) -> tuple[tuple[str, str], ...]:
-    pairs: list[tuple[str, str]] = []
-    for value in values:
-        key, sep, label = value.partition("=")
-        if not sep or not key:
-            raise ProblemError(
-                422, "validation", "Invalid request", f"label filter must be key=value, not {value!r}",
-                errors=[field_error("label", "must be key=value", "query", code="string_pattern_mismatch")],
-            )  # fmt: skip
-        pairs.append((key, label))
-    return tuple(pairs)
-
-
-async def _runs_out(services: ApiServices, runs: Sequence[Run]) -> list[RunOut]:
-    """``runs`` as answered, each with its job's team and name: one read of their jobs for the
-    whole page, not one per run. A deleted job is not read back, so its runs show null."""
-    jobs = await services.store.get_jobs(sorted({run.job_id for run in runs})) if runs else {}
-    return [RunOut.from_record(run, jobs.get(run.job_id)) for run in runs]
+job_for = operations.job_for  # the notification routes' (cronwheel.api.notifications)
 
 
 # -- jobs ----------------------------------------------------------------------------------------
@@ -211,13 +136,8 @@ async def _runs_out(services: ApiServices, runs: Sequence[Run]) -> list[RunOut]:
 async def create_job(body: JobCreate, services: Services, caller: CallerDep, actor: ActorDep) -> JSONResponse:
     """Register a job. Its first slot is computed at once (``next_run_at``); a job that would
     never fire is refused."""
-    caller.require(Scope.WRITE)
-    record = body.to_record()
-    check_settable(caller, record, None, services)
-    job = await services.job_service.create(record, actor)
-    return _job_response(
-        JobOut.from_record(job, now=services.clock.now()), 201, {"Location": f"/v1/jobs/{job.id}"}
-    )
+    job = await operations.create_job(services, caller, actor, body)
+    return _job_response(job, 201, {"Location": f"/v1/jobs/{job.id}"})
 
 
 # Validation answers what create and replace would, writing nothing: the same scope, the same
@@ -239,70 +159,39 @@ async def validate_job(body: JobCreate, services: Services, caller: CallerDep) -
     definition as it would be stored, its first slot, the schedule in words and its next fire
     times, or the 422 create would answer. ``H`` hashes the empty seed here (a new job's id is
     not known before it is created)."""
-    caller.require(Scope.WRITE)
-    record = body.to_record()
-    check_settable(caller, record, None, services)
-    checked = await services.job_service.check_new(record)
-    return JobValidation.from_record(checked, services.clock.now())
-
-
-RECENT_RUNS = 20  # runs per job that include=recent answers (a sparkline's points)
-Include = Literal["recent"]
+    return await operations.validate_job(services, caller, body)
 
 
 @router.get("/jobs", response_model=JobPage, tags=["jobs"], responses=_problems(401, 403, 422))
 async def list_jobs(
     services: Services,
     caller: CallerDep,
-    team: Annotated[str | None, Query(max_length=100)] = None,
-    name: Annotated[str | None, Query(max_length=100)] = None,
-    label: Annotated[list[LabelFilter], Query(max_length=MAX_LABELS, description=LABEL_HELP)] = [],  # noqa: B006
+    team: Annotated[Short | None, Query()] = None,
+    name: Annotated[Short | None, Query()] = None,
+    label: Annotated[LabelFilters, Query(description=LABEL_HELP)] = [],  # noqa: B006
     paused: bool | None = None,
     last_state: Annotated[RunStateName | None, Query(description="State of the job's latest run")] = None,
     late: Annotated[
         bool, Query(description="Only late jobs: not paused, a slot more than 60 s past not fired yet")
     ] = False,
     include: Annotated[
-        list[Include],
-        Query(max_length=1, description=f"recent: each job's {RECENT_RUNS} newest runs (for sparklines)"),
+        Includes, Query(description=f"recent: each job's {RECENT_RUNS} newest runs (for sparklines)")
     ] = [],  # noqa: B006
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> JobPage:
     """List the live jobs of the token's teams, oldest first, a page at a time (follow
     ``next_cursor``)."""
-    caller.require(Scope.READ)
-    now = services.clock.now()
-    query = JobQuery(
-        team=team,
-        teams=_teams(caller),
-        name=name,
-        labels=_labels(label),
-        paused=paused,
-        last_state=None if last_state is None else RunState(last_state),
-        late_before=late_before(now) if late else None,
-        limit=limit,
-        cursor=cursor,
-    )
-    page = await _paged(services.store.list_jobs(query))
-    ids = [job.id for job in page.items]
-    last = await services.store.last_runs(ids) if ids else {}
-    recent = await services.store.recent_runs(ids, RECENT_RUNS) if ids and "recent" in include else None
-    return JobPage(
-        items=[
-            JobOut.from_record(
-                job, last.get(job.id), now=now, recent=None if recent is None else recent.get(job.id, [])
-            )
-            for job in page.items
-        ],
-        next_cursor=page.next_cursor,
-    )
+    return await operations.list_jobs(
+        services, caller, team=team, name=name, labels=label, paused=paused,
+        last_state=None if last_state is None else RunState(last_state), late=late,
+        include=include, limit=limit, cursor=cursor,
+    )  # fmt: skip
 
 
 @job_route(router, "GET", response_model=JobOut, tags=["jobs"], responses=_problems(401, 403, 404))
 async def get_job(job_id: str, services: Services, caller: CallerDep) -> JSONResponse:
-    job = await job_for(services, caller, job_id, Scope.READ)
-    return _job_response(await _summary(services, job))
+    return _job_response(await operations.get_job(services, caller, job_id))
 
 
 @job_route(
@@ -324,11 +213,7 @@ async def replace_job(
     """Replace the job's definition (omitted fields go back to their defaults). Pause state and
     history are kept; the cursor restarts from now when the timing changed."""
     expected = parse_if_match(if_match)
-    stored = await _check_version(services, caller, job_id, expected)
-    record = body.to_record(job_id)
-    check_settable(caller, record, stored, services)
-    job = await _conditional(services, job_id, expected, services.job_service.update(record, expected, actor))
-    return _job_response(await _summary(services, job))
+    return _job_response(await operations.replace_job(services, caller, actor, job_id, body, expected))
 
 
 @job_route(
@@ -349,21 +234,7 @@ async def patch_job(
 ) -> JSONResponse:
     """Change only the fields given (``retry`` and ``misfire`` merge field by field)."""
     expected = parse_if_match(if_match)
-    for _ in range(3):
-        current = await _check_version(services, caller, job_id, expected)
-        update = job_update_from_json(body.apply_to(current))  # ValidationError: 422 by field
-        record = update.to_record(job_id)
-        check_settable(caller, record, current, services)
-        version = current.version if expected is None else expected
-        try:
-            write = services.job_service.update(record, version, actor)
-            job = await _conditional(services, job_id, version, write)
-        except VersionConflictError:
-            if expected is not None:
-                raise
-            continue  # someone else edited it between our read and write: merge again
-        return _job_response(await _summary(services, job))
-    raise ConflictError(f"job {job_id} kept changing during the patch; try again")
+    return _job_response(await operations.patch_job(services, caller, actor, job_id, body, expected))
 
 
 @job_route(
@@ -380,11 +251,7 @@ async def validate_job_edit(
 ) -> JobValidation:
     """Check a whole new definition of the job as ``PUT`` would, writing nothing (see
     ``POST /v1/jobs:validate``)."""
-    stored = await job_for(services, caller, job_id, Scope.WRITE)
-    record = body.to_record(job_id)
-    check_settable(caller, record, stored, services)
-    checked = await services.job_service.check_edit(record)
-    return JobValidation.from_record(checked, services.clock.now())
+    return await operations.validate_job_edit(services, caller, job_id, body)
 
 
 @job_route(router, "DELETE", status_code=204, tags=["jobs"], responses=_problems(400, 401, 403, 404, 412))
@@ -392,8 +259,7 @@ async def delete_job(
     job_id: str, services: Services, caller: CallerDep, actor: ActorDep, if_match: IfMatch = None
 ) -> Response:
     """Delete the job (its runs stay readable; pending ones are not started)."""
-    job = await _check_version(services, caller, job_id, parse_if_match(if_match))
-    await services.job_service.delete(job_id, actor, job.team)
+    await operations.delete_job(services, caller, actor, job_id, parse_if_match(if_match))
     return Response(status_code=204)
 
 
@@ -414,13 +280,9 @@ async def pause_job(
     if_match: IfMatch = None,
 ) -> JSONResponse:
     """Stop firing the job; slots that pass meanwhile are dealt with on resume."""
-    expected = parse_if_match(if_match)
-    await _check_version(services, caller, job_id, expected)
     note = None if body is None else body.note
-    job = await _conditional(
-        services, job_id, expected, services.job_service.pause(job_id, note, expected, actor)
-    )
-    return _job_response(await _summary(services, job))
+    job = await operations.pause_job(services, caller, actor, job_id, note, parse_if_match(if_match))
+    return _job_response(job)
 
 
 @job_route(
@@ -440,13 +302,9 @@ async def resume_job(
     if_match: IfMatch = None,
 ) -> JSONResponse:
     """Fire the job again. ``missed``: what happens to the slots that passed while paused."""
-    expected = parse_if_match(if_match)
-    await _check_version(services, caller, job_id, expected)
     missed = "skip" if body is None else body.missed
-    job = await _conditional(
-        services, job_id, expected, services.job_service.resume(job_id, missed, expected, actor)
-    )
-    return _job_response(await _summary(services, job))
+    job = await operations.resume_job(services, caller, actor, job_id, missed, parse_if_match(if_match))
+    return _job_response(job)
 
 
 TRACEPARENT_HELP = (
@@ -482,15 +340,14 @@ async def trigger_job(
 ) -> JSONResponse:
     """Run the job now, once. With ``Idempotency-Key``, retries of this request return the run
     the first one created."""
-    await job_for(services, caller, job_id, Scope.TRIGGER)
     has_payload = body is not None and "payload" in body.model_fields_set
     payload = None if body is None else body.payload
-    run, created = await services.job_service.trigger(
-        job_id, payload, has_payload, idempotency_key, actor, traceparent=traceparent, tracestate=tracestate
-    )
-    run = await services.store.get_run(run.id)  # as queued (the service marks it after publishing)
+    run, created = await operations.trigger_job(
+        services, caller, actor, job_id, payload, has_payload, idempotency_key,
+        traceparent=traceparent, tracestate=tracestate,
+    )  # fmt: skip
     return JSONResponse(
-        (await _runs_out(services, [run]))[0].model_dump(mode="json"),
+        run.model_dump(mode="json"),
         status_code=201 if created else 200,
         headers={"Location": f"/v1/runs/{run.id}"},
     )
@@ -503,21 +360,13 @@ async def list_job_runs(
     job_id: str,
     services: Services,
     caller: CallerDep,
-    state: Annotated[list[RunStateName], Query(max_length=len(RunState))] = [],  # noqa: B006
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    state: Annotated[States, Query()] = [],  # noqa: B006
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> RunPage:
     """The job's runs, newest first (also those of a deleted job)."""
-    team = await services.store.job_team(job_id)  # a deleted job's too: its runs stay readable
-    if team is None:
-        raise NotFoundError(f"job {job_id} not found")  # 404 only for a job that never existed
-    caller.require(Scope.READ, team, what=f"job {job_id}")
-    page = await _paged(
-        services.store.list_runs(
-            RunQuery(job_id=job_id, states=tuple(RunState(s) for s in state), limit=limit, cursor=cursor)
-        )
-    )
-    return RunPage(items=await _runs_out(services, page.items), next_cursor=page.next_cursor)
+    states = tuple(RunState(s) for s in state)
+    return await operations.list_job_runs(services, caller, job_id, states, limit, cursor)
 
 
 # -- runs ----------------------------------------------------------------------------------------
@@ -527,31 +376,20 @@ async def list_job_runs(
 async def list_runs(
     services: Services,
     caller: CallerDep,
-    job_id: Annotated[str | None, Query(max_length=100)] = None,
-    state: Annotated[list[RunStateName], Query(max_length=len(RunState))] = [],  # noqa: B006
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    job_id: Annotated[Short | None, Query()] = None,
+    state: Annotated[States, Query()] = [],  # noqa: B006
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> RunPage:
     """Runs of every job of the token's teams (or of one job), newest first."""
-    caller.require(Scope.READ)
     states = tuple(RunState(s) for s in state)
-    page = await _paged(
-        services.store.list_runs(
-            RunQuery(job_id=job_id, teams=_teams(caller), states=states, limit=limit, cursor=cursor)
-        )
-    )
-    return RunPage(items=await _runs_out(services, page.items), next_cursor=page.next_cursor)
+    return await operations.list_runs(services, caller, job_id, states, limit, cursor)
 
 
 @router.get("/runs/{run_id}", response_model=RunDetailOut, tags=["runs"], responses=_problems(401, 403, 404))
 async def get_run(run_id: str, services: Services, caller: CallerDep) -> RunDetailOut:
     """One run with its attempts and its state history."""
-    run, team = await services.store.get_run_with_team(run_id)
-    caller.require(Scope.READ, team, what=f"run {run_id}")
-    attempts = await services.store.list_attempts(run_id)
-    events = await services.store.list_events(run_id)
-    jobs = await services.store.get_jobs([run.job_id])
-    return RunDetailOut.from_records(run, jobs.get(run.job_id), attempts, events)
+    return await operations.get_run(services, caller, run_id)
 
 
 # -- schedules -----------------------------------------------------------------------------------
@@ -566,17 +404,7 @@ async def get_run(run_id: str, services: Services, caller: CallerDep) -> RunDeta
 async def preview_schedule(body: PreviewIn, services: Services, caller: CallerDep) -> PreviewOut:
     """The next fire times of an expression in a zone, with DST effects and warnings (the same
     JSON as ``cronwheel schedule preview -o json``)."""
-    caller.require(Scope.READ)
-    try:
-        return PreviewOut.build(body, services.clock.now())
-    except ScheduleError as error:
-        raise ProblemError(
-            422,
-            "invalid-schedule",
-            "Invalid schedule",
-            str(error),
-            errors=_schedule_errors(error, "expression"),
-        ) from None
+    return operations.preview_schedule(services, caller, body)
 
 
 # -- system --------------------------------------------------------------------------------------
@@ -634,7 +462,4 @@ async def cluster_status(services: Services, caller: CallerDep) -> dict[str, Any
     """Nodes with roles and last heartbeat, the leader, shard ownership with epochs, queue depth
     and lag per queue, and how many runs are PENDING, RUNNING and RETRYING (an admin token of
     every team: this is the whole cluster's)."""
-    require_every_team(caller, Scope.ADMIN, "cluster status")
-    if services.cluster is None:
-        raise ProblemError(404, "not-found", "Not found", "cluster status is not served by this process")
-    return await services.cluster.snapshot()
+    return await operations.cluster_status(services, caller)

@@ -51,12 +51,16 @@ from cronwheel.lateness import is_late
 from cronwheel.model import (
     Attempt,
     CommandTarget,
+    GrpcTarget,
     HttpTarget,
     Job,
     KafkaSasl,
     KafkaTarget,
     MisfireMode,
     MisfirePolicy,
+    MqttQos,
+    MqttTarget,
+    NatsTarget,
     Outcome,
     Overlap,
     PythonTarget,
@@ -75,7 +79,7 @@ from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, ScheduleError, d
 from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.service import MAX_TIMEOUT_S, check_payload
 from cronwheel.store.port import RunSample
-from cronwheel.targets import plain_values
+from cronwheel.targets import MAX_DESCRIPTOR_SET_CHARS, plain_values
 from cronwheel.tracing import trace_id
 
 # -- building blocks ---------------------------------------------------------------------------
@@ -320,19 +324,146 @@ class PythonTargetSpec(_Strict):
         return PythonTarget(function=self.function)
 
 
+GRPC_METHOD_PATTERN = r"^[A-Za-z0-9_.]+/[A-Za-z0-9_]+$"  # cronwheel.targets.GRPC_METHOD says the rest
+GrpcMethodText = Annotated[str, StringConstraints(max_length=500), Documented(pattern=GRPC_METHOD_PATTERN)]
+DescriptorSetText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_DESCRIPTOR_SET_CHARS)]
+GrpcMetadataKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-z_.-]{1,200}$")]
+GrpcMetadataValueOrSecret = Annotated[
+    Annotated[str, StringConstraints(max_length=8192, pattern=r"^[\x20-\x7e]*$")] | SecretRefSpec,
+    _text_or_secret("printable ASCII of at most 8192 characters"),
+]
+
+
+class GrpcTargetSpec(_Strict):
+    """Call a unary gRPC method; the payload (a JSON object) becomes its request message."""
+
+    type: Literal["grpc"]
+    address: Annotated[str, StringConstraints(min_length=3, max_length=300)] = Field(
+        description="`host:port` (an IPv6 address in brackets: `[2001:db8::1]:443`); non-public "
+        "addresses only where an operator allows them."
+    )
+    method: GrpcMethodText = Field(
+        description="`package.Service/Method`: the service's full name and a unary method."
+    )
+    tls: bool = Field(default=False, description="Connect with TLS (the system's trusted roots).")
+    metadata: Annotated[dict[GrpcMetadataKey, GrpcMetadataValueOrSecret], NO_OTHER_KEYS] = Field(
+        default_factory=dict,
+        max_length=50,
+        description="Request metadata: lower-case keys (not `grpc-*`, not `*-bin`), each value printable "
+        'ASCII, or `{"secret": NAME}`: a secret of the job\'s team.',
+    )
+    descriptor_set: DescriptorSetText | None = Field(
+        default=None,
+        description="Base64 of a serialized `google.protobuf.FileDescriptorSet` defining the method "
+        "(`protoc --include_imports --descriptor_set_out`); null: the target's server reflection.",
+    )
+
+    def to_record(self) -> GrpcTarget:
+        return GrpcTarget(
+            address=self.address,
+            method=self.method,
+            tls=self.tls,
+            metadata=tuple((name, _value(value)) for name, value in self.metadata.items()),
+            descriptor_set=self.descriptor_set,
+        )
+
+
+CREDENTIAL_PATTERN = r"^[^\x00-\x1f\x7f]*$"  # what cronwheel.targets accepts in a credential
+CredentialOrSecret = Annotated[
+    Annotated[str, StringConstraints(min_length=1, max_length=1024), Documented(pattern=CREDENTIAL_PATTERN)]
+    | SecretRefSpec,
+    _text_or_secret("text of 1 to 1024 characters"),
+]
+NATS_URL_PATTERN = r"^ *([Nn][Aa][Tt][Ss]|[Tt][Ll][Ss])://[^\x00-\x1f\x7f]+$"
+MQTT_URL_PATTERN = r"^ *[Mm][Qq][Tt][Tt][Ss]?://[^\x00-\x1f\x7f]+$"
+_CREDENTIAL_DOC = (
+    'Plain text or `{"secret": NAME}` (a secret of the job\'s team, resolved by the worker); null: none.'
+)
+
+
+class NatsTargetSpec(_Strict):
+    """Publish the payload (JSON) to a NATS subject; through JetStream when asked."""
+
+    type: Literal["nats"]
+    url: Annotated[
+        str, StringConstraints(min_length=1, max_length=2048), Documented(pattern=NATS_URL_PATTERN)
+    ] = Field(
+        description="nats://host:port (tls://host:port for TLS), without credentials; non-public "
+        "addresses only where an operator allows them."
+    )
+    subject: Annotated[str, StringConstraints(min_length=1, max_length=1024)] = Field(
+        description="The subject to publish to: dot-separated tokens, no whitespace, no wildcards * or >."
+    )
+    jetstream: bool = Field(
+        default=False,
+        description="Publish through JetStream and succeed on its PubAck (a stream must capture the "
+        "subject); `Nats-Msg-Id` is the execution id, so the stream's duplicate window drops a retry's copy.",
+    )
+    headers: Annotated[dict[HeaderName, HeaderValueOrSecret], NO_OTHER_KEYS] = Field(
+        default_factory=dict,
+        max_length=50,
+        description='Message headers; each value plain text, or `{"secret": NAME}`.',
+    )
+    user: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    password: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    token: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+
+    def to_record(self) -> NatsTarget:
+        return NatsTarget(
+            url=self.url,
+            subject=self.subject,
+            jetstream=self.jetstream,
+            headers=tuple((name, _value(value)) for name, value in self.headers.items()),
+            user=_optional(self.user),
+            password=_optional(self.password),
+            token=_optional(self.token),
+        )
+
+
+class MqttTargetSpec(_Strict):
+    """Publish the payload (JSON) to an MQTT topic, MQTT 5, QoS 1 or 2."""
+
+    type: Literal["mqtt"]
+    url: Annotated[
+        str, StringConstraints(min_length=1, max_length=2048), Documented(pattern=MQTT_URL_PATTERN)
+    ] = Field(
+        description="mqtt://host:port (mqtts://host:port for TLS), without credentials; non-public "
+        "addresses only where an operator allows them."
+    )
+    topic: Annotated[str, StringConstraints(min_length=1, max_length=65535)] = Field(
+        description="The topic name to publish to: at most 65535 bytes of UTF-8, no NUL, no wildcards + or #."
+    )
+    qos: MqttQos = Field(
+        default=1,
+        description="1: success on the broker's PUBACK; 2: on its PUBCOMP (exactly once to the broker).",
+    )
+    retain: bool = Field(default=False, description="The broker keeps the message for later subscribers.")
+    username: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    password: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+
+    def to_record(self) -> MqttTarget:
+        return MqttTarget(
+            url=self.url,
+            topic=self.topic,
+            qos=self.qos,
+            retain=self.retain,
+            username=_optional(self.username),
+            password=_optional(self.password),
+        )
+
+
+def _optional(value: str | SecretRefSpec | None) -> Value | None:
+    return None if value is None else _value(value)
+
+
+def _optional_json(value: Value | None) -> str | dict[str, str] | None:
+    return None if value is None else _value_json(value)
+
+
 _HEADERS_DOC = (
     'Message headers; each value plain text, or `{"secret": NAME}`: a secret of the job\'s team. '
     "cronwheel's own headers (Idempotency-Key, X-Cronwheel-*) win over these."
 )
-_CREDENTIAL_DOC = 'Plain text, or (better) `{"secret": NAME}`: a secret of the job\'s team; null: none.'
-
-
-def _optional_value(value: str | SecretRefSpec | None) -> Value | None:
-    return None if value is None else _value(value)
-
-
-def _optional_value_json(value: Value | None) -> str | dict[str, str] | None:
-    return None if value is None else _value_json(value)
 
 
 class RabbitMqTargetSpec(_Strict):
@@ -354,8 +485,8 @@ class RabbitMqTargetSpec(_Strict):
     headers: Annotated[dict[HeaderName, HeaderValueOrSecret], NO_OTHER_KEYS] = Field(
         default_factory=dict, max_length=50, description=_HEADERS_DOC
     )
-    username: HeaderValueOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
-    password: HeaderValueOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    username: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    password: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
 
     def to_record(self) -> RabbitMqTarget:
         return RabbitMqTarget(
@@ -363,8 +494,8 @@ class RabbitMqTargetSpec(_Strict):
             exchange=self.exchange,
             routing_key=self.routing_key,
             headers=tuple((name, _value(value)) for name, value in self.headers.items()),
-            username=_optional_value(self.username),
-            password=_optional_value(self.password),
+            username=_optional(self.username),
+            password=_optional(self.password),
         )
 
 
@@ -388,8 +519,8 @@ class KafkaTargetSpec(_Strict):
     sasl_mechanism: KafkaSasl | None = Field(
         default=None, description="SASL authentication; needs `username` and `password`."
     )
-    username: HeaderValueOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
-    password: HeaderValueOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    username: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
+    password: CredentialOrSecret | None = Field(default=None, description=_CREDENTIAL_DOC)
 
     def to_record(self) -> KafkaTarget:
         return KafkaTarget(
@@ -399,13 +530,20 @@ class KafkaTargetSpec(_Strict):
             headers=tuple((name, _value(value)) for name, value in self.headers.items()),
             tls=self.tls,
             sasl_mechanism=self.sasl_mechanism,
-            username=_optional_value(self.username),
-            password=_optional_value(self.password),
+            username=_optional(self.username),
+            password=_optional(self.password),
         )
 
 
 TargetSpec = Annotated[
-    HttpTargetSpec | CommandTargetSpec | PythonTargetSpec | RabbitMqTargetSpec | KafkaTargetSpec,
+    HttpTargetSpec
+    | CommandTargetSpec
+    | PythonTargetSpec
+    | GrpcTargetSpec
+    | NatsTargetSpec
+    | MqttTargetSpec
+    | RabbitMqTargetSpec
+    | KafkaTargetSpec,
     Field(discriminator="type"),
 ]
 
@@ -424,6 +562,43 @@ def target_from_record(target: Target) -> dict[str, Any]:
     if isinstance(target, CommandTarget):
         env = {name: _value_json(value) for name, value in target.env}
         return {"type": target.type, "argv": list(target.argv), "env": env, "cwd": target.cwd}
+    if isinstance(target, GrpcTarget):
+        return {
+            "type": target.type,
+            "address": target.address,
+            "method": target.method,
+            "tls": target.tls,
+            "metadata": {name: _value_json(value) for name, value in target.metadata},
+            "descriptor_set": target.descriptor_set,
+        }
+    if isinstance(target, PythonTarget):
+        return {"type": target.type, "function": target.function}
+    return _broker_from_record(target)
+
+
+def _broker_from_record(target: Target) -> dict[str, Any]:
+    """A nats, mqtt, rabbitmq or kafka target record as JSON-ready values."""
+    if isinstance(target, NatsTarget):
+        return {
+            "type": target.type,
+            "url": target.url,
+            "subject": target.subject,
+            "jetstream": target.jetstream,
+            "headers": {name: _value_json(value) for name, value in target.headers},
+            "user": _optional_json(target.user),
+            "password": _optional_json(target.password),
+            "token": _optional_json(target.token),
+        }
+    if isinstance(target, MqttTarget):
+        return {
+            "type": target.type,
+            "url": target.url,
+            "topic": target.topic,
+            "qos": target.qos,
+            "retain": target.retain,
+            "username": _optional_json(target.username),
+            "password": _optional_json(target.password),
+        }
     if isinstance(target, RabbitMqTarget):
         return {
             "type": target.type,
@@ -431,8 +606,8 @@ def target_from_record(target: Target) -> dict[str, Any]:
             "exchange": target.exchange,
             "routing_key": target.routing_key,
             "headers": {name: _value_json(value) for name, value in target.headers},
-            "username": _optional_value_json(target.username),
-            "password": _optional_value_json(target.password),
+            "username": _optional_json(target.username),
+            "password": _optional_json(target.password),
         }
     if isinstance(target, KafkaTarget):
         return {
@@ -443,10 +618,10 @@ def target_from_record(target: Target) -> dict[str, Any]:
             "headers": {name: _value_json(value) for name, value in target.headers},
             "tls": target.tls,
             "sasl_mechanism": target.sasl_mechanism,
-            "username": _optional_value_json(target.username),
-            "password": _optional_value_json(target.password),
+            "username": _optional_json(target.username),
+            "password": _optional_json(target.password),
         }
-    return {"type": target.type, "function": target.function}
+    raise TypeError(f"unknown target {target!r}")
 
 
 # -- policies ----------------------------------------------------------------------------------

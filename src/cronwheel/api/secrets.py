@@ -7,7 +7,9 @@ list and show, ``write`` to set and delete, and another team's secrets answer 40
 not exist. Re-encryption covers every team's secrets, so it takes an admin of all teams.
 
 Request bodies are never logged or echoed (:mod:`cronwheel.api.problems`): a refused value is
-named by its field only.
+named by its field only. The decisions are the functions :func:`list_page`, :func:`get`,
+:func:`put`, :func:`delete` and :func:`reencrypt`, which the routes here and the gRPC API
+(:mod:`cronwheel.grpc_api`) both call.
 """
 
 from __future__ import annotations
@@ -16,19 +18,22 @@ from collections.abc import Awaitable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from cronwheel.api.auditing import ActorDep
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
+from cronwheel.api.operations import paged
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.routes import Cursor
+from cronwheel.api.queries import DEFAULT_LIMIT
+from cronwheel.api.routes import Cursor, Limit
 from cronwheel.api.schemas import NAME_PATTERN
 from cronwheel.api.services import ApiServices, get_services
+from cronwheel.audit import Actor
 from cronwheel.errors import ForbiddenError, InvalidInputError
-from cronwheel.identity import Scope
+from cronwheel.identity import Caller, Scope
 from cronwheel.secrets.service import MAX_VALUE_BYTES, SecretService, SecretsNotConfiguredError
 from cronwheel.store.port import StoredSecret
 
@@ -42,6 +47,11 @@ Name = Annotated[str, Path(pattern=NAME_PATTERN, description="The secret's name 
 
 def secret_service(services: Annotated[ApiServices, Depends(get_services)]) -> SecretService:
     """The secret service of this API (a 503 problem where the process was built without one)."""
+    return secrets_of(services)
+
+
+def secrets_of(services: ApiServices) -> SecretService:
+    """The secret service of ``services`` (a 503 problem where the process was built without one)."""
     if services.secrets is None:
         raise ProblemError(503, "secrets-unavailable", "Secrets unavailable", "this server keeps no secrets")
     return services.secrets
@@ -131,28 +141,17 @@ async def list_secrets(
     team: Team,
     caller: CallerDep,
     secrets: Secrets,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> SecretPage:
     """The team's secrets by name (names, key ids and times: never a value)."""
-    caller.require(Scope.READ, team, what=f"team {team!r}")
-    try:
-        page = await secrets.list(team, limit, cursor)
-    except InvalidInputError as error:
-        raise ProblemError(
-            422, "validation", "Invalid request", str(error),
-            errors=[field_error("cursor", "not a cursor this API returned", "query", code="invalid_cursor")],
-        ) from None  # fmt: skip
-    return SecretPage(
-        items=[SecretOut.from_record(item) for item in page.items], next_cursor=page.next_cursor
-    )
+    return await list_page(secrets, caller, team, limit, cursor)
 
 
 @router.get("/teams/{team}/secrets/{name}", response_model=SecretOut, responses=_PROBLEMS)
 async def get_secret(team: Team, name: Name, caller: CallerDep, secrets: Secrets) -> SecretOut:
     """One secret's name, key id and times (never its value)."""
-    caller.require(Scope.READ, team, what="secret")
-    return SecretOut.from_record(await secrets.get(team, name))
+    return await get(secrets, caller, team, name)
 
 
 @router.put(
@@ -170,10 +169,9 @@ async def set_secret(
 ) -> JSONResponse:
     """Create the secret, or replace its value (201 created, 200 replaced). The value is sealed
     at once; jobs of the team can refer to it as ``{"secret": NAME}``."""
-    caller.require(Scope.WRITE, team, what="secret")
-    stored, created = await _checked(secrets.set(team, name, body.value, actor))
+    stored, created = await put(secrets, caller, actor, team, name, body)
     return JSONResponse(
-        SecretOut.from_record(stored).model_dump(mode="json"),
+        stored.model_dump(mode="json"),
         status_code=201 if created else 200,
         headers={"Location": f"/v1/teams/{team}/secrets/{name}"},
     )
@@ -184,8 +182,7 @@ async def delete_secret(
     team: Team, name: Name, caller: CallerDep, actor: ActorDep, secrets: Secrets
 ) -> Response:
     """Delete the secret. Jobs that still refer to it fail their attempts, saying so."""
-    caller.require(Scope.WRITE, team, what="secret")
-    await secrets.delete(team, name, actor)
+    await delete(secrets, caller, actor, team, name)
     return Response(status_code=204)
 
 
@@ -201,6 +198,42 @@ async def delete_secret(
 async def reencrypt_secrets(caller: CallerDep, actor: ActorDep, secrets: Secrets) -> ReencryptOut:
     """Rewrite every team's secrets sealed under an older key under this server's newest key
     (after a key rotation). Safe to repeat; values it cannot open are listed, not lost."""
+    return await reencrypt(secrets, caller, actor)
+
+
+# -- what every call does (REST above, gRPC in cronwheel.grpc_api) -------------------------------
+
+
+async def list_page(
+    secrets: SecretService, caller: Caller, team: str, limit: int, cursor: str | None
+) -> SecretPage:
+    caller.require(Scope.READ, team, what=f"team {team!r}")
+    page = await paged(secrets.list(team, limit, cursor))
+    return SecretPage(
+        items=[SecretOut.from_record(item) for item in page.items], next_cursor=page.next_cursor
+    )
+
+
+async def get(secrets: SecretService, caller: Caller, team: str, name: str) -> SecretOut:
+    caller.require(Scope.READ, team, what="secret")
+    return SecretOut.from_record(await secrets.get(team, name))
+
+
+async def put(
+    secrets: SecretService, caller: Caller, actor: Actor, team: str, name: str, body: SecretIn
+) -> tuple[SecretOut, bool]:
+    """Create or replace the secret: what is stored, and whether it was created."""
+    caller.require(Scope.WRITE, team, what="secret")
+    stored, created = await _checked(secrets.set(team, name, body.value, actor))
+    return SecretOut.from_record(stored), created
+
+
+async def delete(secrets: SecretService, caller: Caller, actor: Actor, team: str, name: str) -> None:
+    caller.require(Scope.WRITE, team, what="secret")
+    await secrets.delete(team, name, actor)
+
+
+async def reencrypt(secrets: SecretService, caller: Caller, actor: Actor) -> ReencryptOut:
     caller.require(Scope.ADMIN)
     if caller.teams is not None:
         raise ForbiddenError("re-encryption rewrites every team's secrets: it takes an admin of all teams")

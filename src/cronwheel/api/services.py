@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from cronwheel.api.access import AccessPolicy, Authenticator
-from cronwheel.clock import Clock
+from cronwheel.api.rate import RateLimiter
+from cronwheel.api.sampling import RefusalSampler
+from cronwheel.clock import Clock, monotonic_of
 from cronwheel.cluster import ClusterStatus
 from cronwheel.limits import Limits
 from cronwheel.secrets.service import SecretService
@@ -23,7 +25,11 @@ class ApiServices:
     """What the API needs: the store (reads, and API tokens), the job service (writes), the
     clock, the readiness checks behind ``/readyz`` (check name -> ready; by default, that the
     store answers), the operator's access settings, and the authenticators tried after the
-    store's API tokens (OIDC)."""
+    store's API tokens (OIDC).
+
+    The process's per-caller rate buckets (``rate_limiter``) and audit sampler of refusals
+    (``refusals``) are made with it, on its clock, and belong to it: the REST app and the gRPC
+    server built from one ``ApiServices`` share them, so a caller has one budget over both."""
 
     store: Store
     job_service: JobService
@@ -33,6 +39,13 @@ class ApiServices:
     access: AccessPolicy = field(default_factory=AccessPolicy)
     authenticators: tuple[Authenticator, ...] = ()
     secrets: SecretService | None = None  # /v1/teams/{team}/secrets (absent: those routes answer 503)
+    rate_limiter: RateLimiter = field(init=False, compare=False, repr=False)
+    refusals: RefusalSampler = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        ticks = monotonic_of(self.clock)
+        object.__setattr__(self, "rate_limiter", RateLimiter(ticks))  # frozen: set once, here
+        object.__setattr__(self, "refusals", RefusalSampler(ticks))
 
     @property
     def limits(self) -> Limits:

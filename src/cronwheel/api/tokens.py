@@ -6,6 +6,9 @@ team, and cannot make a token of every team, which would reach beyond its walls)
 token answers 404, as a missing one. A new token is answered once, in ``token``; it cannot be read
 again (only its SHA-256 digest is stored). Revoking keeps the token's record (listed with
 ``include_revoked``) so that the audit trail can still name it.
+
+The decisions are the functions :func:`create`, :func:`list_page`, :func:`get` and :func:`revoke`,
+which the routes here and the gRPC API (:mod:`cronwheel.grpc_api`) both call.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from cronwheel import tokens
 from cronwheel.api.auditing import ActorDep
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
+from cronwheel.api.operations import paged
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.routes import Cursor
+from cronwheel.api.queries import DEFAULT_LIMIT, Short
+from cronwheel.api.routes import Cursor, Limit
 from cronwheel.api.schemas import Instant, Name
 from cronwheel.api.services import ApiServices, get_services
-from cronwheel.audit import AuditAction
+from cronwheel.audit import Actor, AuditAction
 from cronwheel.errors import ForbiddenError, HiddenError, InvalidInputError
 from cronwheel.identity import Caller, CallerKind, Scope
 from cronwheel.store import TokenQuery
@@ -88,6 +93,59 @@ class TokenPage(BaseModel):
     next_cursor: str | None
 
 
+# -- what every call does (REST here, gRPC in cronwheel.grpc_api) ------------------------------
+
+
+async def create(services: ApiServices, caller: Caller, actor: Actor, body: TokenCreate) -> TokenCreated:
+    """Make the token ``body`` describes, if ``caller`` may: the answer holds it, once."""
+    caller.require(Scope.ADMIN)
+    if not _may_manage(caller, body.team):
+        whose = "every team" if body.team is None else f"team {body.team!r}"
+        raise ForbiddenError(f"this {caller.kind} may not make tokens of {whose}")
+    now = services.clock.now()
+    try:
+        record, text = tokens.issue(
+            body.name, body.team, body.scopes, now, expires_at=body.expires_at, created_by=_maker(caller)
+        )
+    except InvalidInputError as error:
+        raise ProblemError(
+            422, "validation", "Invalid request", str(error),
+            errors=[field_error("expires_at", str(error), code="in_the_past")],
+        ) from None  # fmt: skip
+    entry = actor.entry(AuditAction.TOKEN_CREATE, now, record.team, ("token", record.id, record.name))
+    stored = await services.store.create_token(record, audit=entry)
+    return TokenCreated(**TokenOut.from_record(stored, now).model_dump(), token=text)
+
+
+async def list_page(
+    services: ApiServices,
+    caller: Caller,
+    team: str | None,
+    include_revoked: bool,
+    limit: int,
+    cursor: str | None,
+) -> TokenPage:
+    caller.require(Scope.ADMIN)
+    teams = None if caller.teams is None else tuple(sorted(caller.teams))
+    query = TokenQuery(team, teams, include_revoked, limit, cursor)
+    page = await paged(services.store.list_tokens(query))
+    now = services.clock.now()
+    return TokenPage(items=[TokenOut.from_record(t, now) for t in page.items], next_cursor=page.next_cursor)
+
+
+async def get(services: ApiServices, caller: Caller, token_id: str) -> TokenOut:
+    return TokenOut.from_record(await _visible(services, caller, token_id), services.clock.now())
+
+
+async def revoke(services: ApiServices, caller: Caller, actor: Actor, token_id: str) -> None:
+    token = await _visible(services, caller, token_id)
+    now = services.clock.now()
+    entry = actor.entry(AuditAction.TOKEN_REVOKE, now, token.team, ("token", token.id, token.name))
+    await services.store.revoke_token(token_id, now, audit=entry)
+
+
+# -- routes -----------------------------------------------------------------------------------
+
 _DOC: dict[str, Any] = PROBLEM_DOC
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "No token, or one that is invalid, expired or revoked", **_DOC},
@@ -129,30 +187,11 @@ async def create_token(
     body: TokenCreate, services: Services, caller: CallerDep, actor: ActorDep
 ) -> JSONResponse:
     """Make a token; the answer holds it (``token``), once."""
-    caller.require(Scope.ADMIN)
-    if not _may_manage(caller, body.team):
-        whose = "every team" if body.team is None else f"team {body.team!r}"
-        raise ForbiddenError(f"this {caller.kind} may not make tokens of {whose}")
-    now = services.clock.now()
-    try:
-        record, text = tokens.issue(
-            body.name, body.team, body.scopes, now, expires_at=body.expires_at, created_by=_maker(caller)
-        )
-    except InvalidInputError as error:
-        raise ProblemError(
-            422,
-            "validation",
-            "Invalid request",
-            str(error),
-            errors=[field_error("expires_at", str(error), code="in_the_past")],
-        ) from None
-    entry = actor.entry(AuditAction.TOKEN_CREATE, now, record.team, ("token", record.id, record.name))
-    stored = await services.store.create_token(record, audit=entry)
-    out = TokenCreated(**TokenOut.from_record(stored, now).model_dump(), token=text)
+    out = await create(services, caller, actor, body)
     return JSONResponse(
         out.model_dump(mode="json"),
         status_code=201,
-        headers={"Location": f"/v1/tokens/{stored.id}", "Cache-Control": "no-store"},
+        headers={"Location": f"/v1/tokens/{out.id}", "Cache-Control": "no-store"},
     )
 
 
@@ -163,36 +202,22 @@ _BAD_CURSOR: dict[int | str, dict[str, Any]] = {422: {"description": "Bad cursor
 async def list_tokens(
     services: Services,
     caller: CallerDep,
-    team: Annotated[str | None, Query(max_length=100)] = None,
+    team: Annotated[Short | None, Query()] = None,
     include_revoked: bool = False,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> TokenPage:
     """The tokens this admin manages, oldest first (revoked ones with ``include_revoked``)."""
-    caller.require(Scope.ADMIN)
-    teams = None if caller.teams is None else tuple(sorted(caller.teams))
-    query = TokenQuery(team, teams, include_revoked, limit, cursor)
-    try:
-        page = await services.store.list_tokens(query)
-    except InvalidInputError as error:
-        raise ProblemError(
-            422, "validation", "Invalid request", str(error),
-            errors=[field_error("cursor", "not a cursor this API returned", "query", code="invalid_cursor")],
-        ) from None  # fmt: skip
-    now = services.clock.now()
-    return TokenPage(items=[TokenOut.from_record(t, now) for t in page.items], next_cursor=page.next_cursor)
+    return await list_page(services, caller, team, include_revoked, limit, cursor)
 
 
 @router.get("/tokens/{token_id}", response_model=TokenOut, responses=_ONE)
 async def get_token(token_id: str, services: Services, caller: CallerDep) -> TokenOut:
-    return TokenOut.from_record(await _visible(services, caller, token_id), services.clock.now())
+    return await get(services, caller, token_id)
 
 
 @router.delete("/tokens/{token_id}", status_code=204, responses=_ONE)
 async def revoke_token(token_id: str, services: Services, caller: CallerDep, actor: ActorDep) -> Response:
     """Revoke the token: every request made with it is refused from now on (401)."""
-    token = await _visible(services, caller, token_id)
-    now = services.clock.now()
-    entry = actor.entry(AuditAction.TOKEN_REVOKE, now, token.team, ("token", token.id, token.name))
-    await services.store.revoke_token(token_id, now, audit=entry)
+    await revoke(services, caller, actor, token_id)
     return Response(status_code=204)

@@ -27,7 +27,18 @@ import click
 
 from cronwheel.cli.output import Ctx, api_command, load_documents
 
-_SECRET_PREFIXES = ("target.headers.", "target.env.", "target.username", "target.password")
+_SECRET_PREFIXES = (
+    "target.headers.",
+    "target.env.",
+    "target.metadata.",
+    "target.user",  # and target.username: a broker's credentials
+    "target.password",
+    "target.token",
+)
+
+
+# the target types, which pydantic puts in an error's location (target.kafka.topic)
+_TARGET_TAGS = ("http", "command", "python", "grpc", "nats", "mqtt", "rabbitmq", "kafka")
 
 
 class InvalidFile(click.ClickException):
@@ -157,9 +168,7 @@ def _problem_text(detail: Any) -> str:
     whole = (detail.get("ctx") or {}).get("detail")
     if whole:
         return str(whole)
-    where = ".".join(
-        str(part) for part in detail["loc"] if part not in ("http", "command", "python", "rabbitmq", "kafka")
-    )
+    where = ".".join(str(part) for part in detail["loc"] if part not in _TARGET_TAGS)
     return f"{where or 'job'}: {str(detail['msg']).removeprefix('Value error, ')}"
 
 

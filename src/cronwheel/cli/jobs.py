@@ -35,6 +35,22 @@ def _target(target: dict[str, Any]) -> str:
         return f"http {target['method']} {redacted_url(target['url'])}"
     if target["type"] == "command":
         return "command " + shlex.join(target["argv"])
+    if target["type"] == "grpc":
+        return f"grpc{'s' if target['tls'] else ''} {target['address']} {target['method']}"
+    broker = _broker_line(target)
+    if broker is not None:
+        return broker
+    return f"python {target['function']}"
+
+
+def _broker_line(target: dict[str, Any]) -> str | None:
+    """A nats, mqtt, rabbitmq or kafka target in one line (None: another type)."""
+    if target["type"] == "nats":
+        via = " (jetstream)" if target.get("jetstream") else ""
+        return f"nats {target['url']} subject {target['subject']}{via}"
+    if target["type"] == "mqtt":
+        retain = ", retain" if target.get("retain") else ""
+        return f"mqtt {target['url']} topic {target['topic']} (qos {target['qos']}{retain})"
     if target["type"] == "rabbitmq":
         from cronwheel.targets import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
 
@@ -43,7 +59,7 @@ def _target(target: dict[str, Any]) -> str:
     if target["type"] == "kafka":
         key = "job id" if target.get("key") is None else target["key"]
         return f"kafka {','.join(target['bootstrap_servers'])} topic {target['topic']} key {key}"
-    return f"python {target['function']}"
+    return None
 
 
 def _last(job: dict[str, Any]) -> str | None:
@@ -83,15 +99,15 @@ def _retry(retry: dict[str, Any]) -> str:
 
 def _secrets(target: dict[str, Any]) -> str | None:
     """The target's references to team secrets: ``Authorization={secret: billing-api-key}``."""
-    values = target.get("headers") or target.get("env") or {}
+    values = target.get("headers") or target.get("env") or target.get("metadata") or {}
     found = [
         f"{key}={{secret: {value['secret']}}}" for key, value in values.items() if isinstance(value, dict)
     ]
+    for key in ("user", "username", "password", "token"):  # broker credentials
+        if isinstance(target.get(key), dict):
+            found.append(f"{key}={{secret: {target[key]['secret']}}}")
     if target.get("signing_secret"):
         found.append(f"signed with {{secret: {target['signing_secret']['secret']}}}")
-    for field in ("username", "password"):  # a broker target's credentials
-        if isinstance(target.get(field), dict):
-            found.append(f"{field}={{secret: {target[field]['secret']}}}")
     return " ".join(found) or None
 
 
@@ -154,6 +170,47 @@ def jobs() -> None:
     """Create, list, edit, pause, resume and trigger jobs (over the REST API)."""
 
 
+_GRPC_OPTIONS = [
+    click.option("--grpc", "grpc_address", metavar="HOST:PORT", help="Target: call a gRPC method here."),
+    click.option("--grpc-method", metavar="PKG.SVC/METHOD", help="The gRPC method (with --grpc)."),
+    click.option("--grpc-tls", is_flag=True, default=None, help="Call the gRPC method over TLS."),
+    click.option("--metadata", "metadata", multiple=True, metavar="K=V", help="gRPC metadata (repeat)."),
+    click.option(
+        "--secret-metadata",
+        "secret_metadata",
+        multiple=True,
+        metavar="K=SECRET",
+        help="gRPC metadata whose value is the team's secret SECRET (repeat).",
+    ),
+]
+
+
+def _grpc_target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
+    """The gRPC target the flags give (``--grpc`` and its companions), or None."""
+    grpc_only = ("grpc_method", "grpc_tls", "metadata", "secret_metadata")
+    if not flags.get("grpc_address"):
+        if any(flags.get(key) for key in grpc_only):
+            raise click.UsageError(
+                "--grpc-method, --grpc-tls, --metadata and --secret-metadata go with --grpc"
+            )
+        return None
+    if not flags.get("grpc_method"):
+        raise click.UsageError("--grpc needs --grpc-method PKG.SVC/METHOD")
+    target: dict[str, Any] = {
+        "type": "grpc",
+        "address": flags["grpc_address"],
+        "method": flags["grpc_method"],
+    }
+    if flags.get("grpc_tls"):
+        target["tls"] = True
+    metadata: dict[str, Any] = parse_pairs(flags.get("metadata") or (), "--metadata")
+    for key, name in parse_pairs(flags.get("secret_metadata") or (), "--secret-metadata").items():
+        metadata[key] = {"secret": name}
+    if metadata:
+        target["metadata"] = metadata
+    return target
+
+
 def _spec_options(func: Any) -> Any:
     options = [
         click.option("--team", help="Owning team."),
@@ -188,26 +245,48 @@ def _spec_options(func: Any) -> Any:
             metavar="HOST:PORT[,...]",
             help="Target: publish to Kafka via these brokers.",
         ),
-        click.option("--topic", help="Kafka topic."),
         click.option("--key", "kafka_key", help="Kafka record key (default: the job id)."),
         click.option(
-            "--tls/--no-tls",
-            "kafka_tls",
-            default=None,
-            help="Kafka over TLS (amqps:// says it for RabbitMQ).",
+            "--kafka-tls", is_flag=True, default=None, help="Kafka over TLS (amqps:// says it for RabbitMQ)."
         ),
         click.option(
             "--sasl-mechanism",
             type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
             help="Kafka SASL.",
         ),
-        click.option(
-            "--username-secret", metavar="SECRET", help="Broker user name: the team's secret SECRET."
-        ),
-        click.option(
-            "--password-secret", metavar="SECRET", help="Broker password: the team's secret SECRET."
-        ),
         click.option("--python", "function", metavar="MOD:FUNC", help="Target: call this function."),
+        click.option(
+            "--nats", "nats_url", metavar="URL", help="Target: publish to NATS (nats:// or tls://)."
+        ),
+        click.option("--subject", help="NATS subject to publish to (with --nats)."),
+        click.option(
+            "--jetstream", is_flag=True, default=None, help="Publish through JetStream (with --nats)."
+        ),
+        click.option(
+            "--mqtt", "mqtt_url", metavar="URL", help="Target: publish to MQTT (mqtt:// or mqtts://)."
+        ),
+        click.option("--topic", help="MQTT or Kafka topic to publish to (with --mqtt or --kafka)."),
+        click.option("--qos", type=click.Choice(["1", "2"]), help="MQTT QoS (with --mqtt; default 1)."),
+        click.option(
+            "--retain", is_flag=True, default=None, help="The broker keeps the message (with --mqtt)."
+        ),
+        click.option(
+            "--broker-user",
+            metavar="NAME",
+            help="Broker user name (with --nats, --mqtt, --rabbitmq, --kafka).",
+        ),
+        click.option(
+            "--broker-user-secret", metavar="SECRET", help="Broker user name: the team's secret SECRET."
+        ),
+        click.option(
+            "--broker-password-secret", metavar="SECRET", help="Broker password: the team's secret SECRET."
+        ),
+        click.option(
+            "--broker-token-secret",
+            metavar="SECRET",
+            help="NATS token: the team's secret SECRET (with --nats).",
+        ),
+        *_GRPC_OPTIONS,
         click.option("--payload", help="JSON payload."),
         click.option("--label", "labels", multiple=True, metavar="K=V", help="Label (repeat)."),
         click.option("--queue", help="Worker queue."),
@@ -248,20 +327,24 @@ def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
 
 
 def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
-    targets = [
-        key for key in ("http_url", "command", "function", "rabbitmq_url", "kafka_servers") if flags.get(key)
-    ]
+    flagged = (
+        "http_url", "command", "function", "grpc_address", "nats_url", "mqtt_url", "rabbitmq_url",
+        "kafka_servers",
+    )  # fmt: skip
+    targets = [key for key in flagged if flags.get(key)]
     if len(targets) > 1:
-        raise click.UsageError("give one target: --http, --command, --python, --rabbitmq or --kafka")
-    _check_broker_flags(flags)
-    with_headers = flags.get("http_url") or flags.get("rabbitmq_url") or flags.get("kafka_servers")
-    if any(flags.get(key) for key in ("headers", "secret_headers")) and not with_headers:
-        raise click.UsageError("--header and --secret-header go with --http, --rabbitmq or --kafka")
-    http_only = ("method", "signing_secret")
+        raise click.UsageError(
+            "give one target: --http, --command, --python, --grpc, --nats, --mqtt, --rabbitmq or --kafka"
+        )
+    broker = _amqp_kafka_target(flags) or _broker_target(flags)
+    if broker is not None:
+        return broker
+    http_only = ("method", "headers", "secret_headers", "signing_secret")
     if any(flags.get(key) for key in http_only) and not flags.get("http_url"):
-        raise click.UsageError("--method and --signing-secret go with --http")
-    if flags.get("rabbitmq_url") or flags.get("kafka_servers"):
-        return _broker_target(flags)
+        raise click.UsageError("--method, --header, --secret-header and --signing-secret go with --http")
+    grpc = _grpc_target_from_flags(flags)
+    if grpc is not None:
+        return grpc
     if flags.get("http_url"):
         target: dict[str, Any] = {"type": "http", "url": flags["http_url"]}
         if flags.get("method"):
@@ -281,58 +364,116 @@ def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+_NATS_ONLY = ("subject", "jetstream", "broker_token_secret")
+_MQTT_ONLY = ("topic", "qos", "retain")
+_BROKER = ("broker_user", "broker_user_secret", "broker_password_secret")
+
+
+def _broker_target(flags: dict[str, Any]) -> dict[str, Any] | None:
+    """A nats or mqtt target from its flags; credentials only as secret references (a plain
+    user name is not a credential)."""
+    nats, mqtt = flags.get("nats_url"), flags.get("mqtt_url")
+    if any(flags.get(key) is not None for key in _NATS_ONLY) and not nats:
+        raise click.UsageError("--subject, --jetstream and --broker-token-secret go with --nats")
+    if any(flags.get(key) is not None for key in _MQTT_ONLY) and not mqtt:
+        raise click.UsageError("--topic, --qos and --retain go with --mqtt")
+    if any(flags.get(key) for key in _BROKER) and not (nats or mqtt):
+        raise click.UsageError(
+            "--broker-user, --broker-user-secret and --broker-password-secret go with --nats or --mqtt"
+        )
+    if flags.get("broker_user") and flags.get("broker_user_secret"):
+        raise click.UsageError("give --broker-user or --broker-user-secret, not both")
+    if not (nats or mqtt):
+        return None
+    user_key = "user" if nats else "username"
+    target: dict[str, Any] = (
+        {"type": "nats", "url": nats, "subject": flags.get("subject")}
+        if nats
+        else {"type": "mqtt", "url": mqtt, "topic": flags.get("topic")}
+    )
+    if nats and flags.get("jetstream"):
+        target["jetstream"] = True
+    if mqtt and flags.get("qos"):
+        target["qos"] = int(flags["qos"])
+    if mqtt and flags.get("retain"):
+        target["retain"] = True
+    if flags.get("broker_user"):
+        target[user_key] = flags["broker_user"]
+    for flag, key in (("broker_user_secret", user_key), ("broker_password_secret", "password"),
+                      ("broker_token_secret", "token")):  # fmt: skip
+        if flags.get(flag):
+            target[key] = {"secret": flags[flag]}
+    return target
+
+
 _RABBITMQ_ONLY = {"exchange": "--exchange", "routing_key": "--routing-key"}
-_KAFKA_ONLY = {
-    "topic": "--topic",
-    "kafka_key": "--key",
-    "kafka_tls": "--tls",
-    "sasl_mechanism": "--sasl-mechanism",
-}
-_BROKER_ONLY = {"username_secret": "--username-secret", "password_secret": "--password-secret"}
+_KAFKA_ONLY = {"kafka_key": "--key", "kafka_tls": "--kafka-tls", "sasl_mechanism": "--sasl-mechanism"}
 
 
-def _check_broker_flags(flags: dict[str, Any]) -> None:
-    for only, target, name in (
-        (_RABBITMQ_ONLY, "rabbitmq_url", "--rabbitmq"),
-        (_KAFKA_ONLY, "kafka_servers", "--kafka"),
-    ):
-        given = [option for key, option in only.items() if flags.get(key) is not None]
-        if given and not flags.get(target):
-            raise click.UsageError(f"{', '.join(given)} go(es) with {name}")
-    given = [option for key, option in _BROKER_ONLY.items() if flags.get(key)]
-    if given and not (flags.get("rabbitmq_url") or flags.get("kafka_servers")):
-        raise click.UsageError(f"{', '.join(given)} go(es) with --rabbitmq or --kafka")
-
-
-def _broker_target(flags: dict[str, Any]) -> dict[str, Any]:
-    """A rabbitmq or kafka target from the flags; credentials only as references to secrets."""
-    if flags.get("rabbitmq_url"):
+def _amqp_kafka_target(flags: dict[str, Any]) -> dict[str, Any] | None:
+    """A rabbitmq or kafka target from its flags (``--topic``, ``--header``, ``--secret-header``
+    and the ``--broker-*`` credentials shared with the other targets), or None; credentials only
+    as secret references (a plain user name is not a credential)."""
+    rabbitmq, kafka = flags.get("rabbitmq_url"), flags.get("kafka_servers")
+    _check_amqp_kafka_flags(flags)
+    if rabbitmq:
         if not flags.get("routing_key"):
             raise click.UsageError("--rabbitmq needs --routing-key")
-        target: dict[str, Any] = {
-            "type": "rabbitmq",
-            "url": flags["rabbitmq_url"],
-            "routing_key": flags["routing_key"],
-        }
+        target: dict[str, Any] = {"type": "rabbitmq", "url": rabbitmq, "routing_key": flags["routing_key"]}
         if flags.get("exchange") is not None:
             target["exchange"] = flags["exchange"]
-    else:
+    elif kafka:
         if not flags.get("topic"):
             raise click.UsageError("--kafka needs --topic")
-        servers = [server.strip() for server in flags["kafka_servers"].split(",") if server.strip()]
+        servers = [server.strip() for server in kafka.split(",") if server.strip()]
         target = {"type": "kafka", "bootstrap_servers": servers, "topic": flags["topic"]}
         for key, field in (("kafka_key", "key"), ("kafka_tls", "tls"), ("sasl_mechanism", "sasl_mechanism")):
             if flags.get(key) is not None:
                 target[field] = flags[key]
+    else:
+        return None
+    return _with_headers_and_credentials(target, flags)
+
+
+def _with_headers_and_credentials(target: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
     headers: dict[str, Any] = parse_pairs(flags.get("headers") or (), "--header")
     for key, name in parse_pairs(flags.get("secret_headers") or (), "--secret-header").items():
         headers[key] = {"secret": name}
     if headers:
         target["headers"] = headers
-    for flag, field in (("username_secret", "username"), ("password_secret", "password")):
+    if flags.get("broker_user"):
+        target["username"] = flags["broker_user"]
+    for flag, field in (("broker_user_secret", "username"), ("broker_password_secret", "password")):
         if flags.get(flag):
             target[field] = {"secret": flags[flag]}
     return target
+
+
+_NOT_AMQP_KAFKA = {
+    "subject": "--subject", "jetstream": "--jetstream", "qos": "--qos", "retain": "--retain",
+    "broker_token_secret": "--broker-token-secret", "method": "--method",
+    "signing_secret": "--signing-secret",
+}  # fmt: skip
+
+
+def _check_amqp_kafka_flags(flags: dict[str, Any]) -> None:
+    """Flags of one of these two targets without it, or of another target with one of them."""
+    rabbitmq, kafka = flags.get("rabbitmq_url"), flags.get("kafka_servers")
+    for only, chosen, name in ((_RABBITMQ_ONLY, rabbitmq, "--rabbitmq"), (_KAFKA_ONLY, kafka, "--kafka")):
+        given = [option for key, option in only.items() if flags.get(key) is not None]
+        if given and not chosen:
+            raise click.UsageError(f"{', '.join(given)} go(es) with {name}")
+    if not (rabbitmq or kafka):
+        return
+    others = [option for key, option in _NOT_AMQP_KAFKA.items() if flags.get(key) is not None]
+    if rabbitmq and flags.get("topic") is not None:
+        others.append("--topic")
+    if others:
+        raise click.UsageError(
+            f"{', '.join(others)} do(es) not go with {'--rabbitmq' if rabbitmq else '--kafka'}"
+        )
+    if flags.get("broker_user") and flags.get("broker_user_secret"):
+        raise click.UsageError("give --broker-user or --broker-user-secret, not both")
 
 
 def _one_spec(path: str) -> dict[str, Any]:
@@ -356,6 +497,12 @@ def create(ctx: Ctx, path: str | None, **flags: Any) -> None:
     Examples:
       cronwheel jobs create --team data --name nightly --schedule "0 3 * * *" \\
           --tz Europe/Berlin --http https://hooks.example.com/nightly
+      cronwheel jobs create --team data --name export --schedule "0 * * * *" \\
+          --nats nats://nats.example.com:4222 --subject exports.hourly --jetstream \\
+          --broker-token-secret nats-token
+      cronwheel jobs create --team plant --name report --schedule "*/5 * * * *" \\
+          --mqtt mqtts://mqtt.example.com:8883 --topic plant/3/reports --qos 2 \\
+          --broker-user reporter --broker-password-secret mqtt-password
       cronwheel jobs create -f nightly.yaml
     """
     spec = _one_spec(path) if path else {}

@@ -151,7 +151,7 @@ def reencrypt(ctx: Ctx) -> None:
 
 def _adopted_name(job_name: str, field: str) -> str:
     """``nightly.authorization`` for ``target.headers.Authorization`` of job ``nightly``."""
-    key = field.split(".", 2)[-1]  # a header's or variable's name; a broker's username or password
+    key = field.split(".", 2)[-1]  # target.headers.KEY, target.env.KEY, target.password
     return _NOT_NAME.sub("-", f"{job_name}.{key}".lower())[:100]
 
 
@@ -172,7 +172,7 @@ def _exists(client: Client, team: str, name: str) -> bool:
 @click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
 @api_command
 def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
-    """Move a job's plain header or env values into team secrets (JOB: id or TEAM/NAME).
+    """Move a job's plain header, env or metadata values into team secrets (JOB: id or TEAM/NAME).
 
     Each value becomes the secret JOBNAME.KEY (lower case) of the job's team, and the job refers
     to it; the job is changed only if it is still at the version read. A secret of that name
@@ -195,22 +195,24 @@ def adopt(ctx: Ctx, job: str, fields: tuple[str, ...], dry_run: bool) -> None:
         )
         raise Conflict(Problem(409, "Conflict", detail=detail))
     target = dict(data["target"])
-    values_key = "env" if target["type"] == "command" else "headers"
-    values = dict(target.get(values_key) or {})
     if not dry_run:
         for field, name in plan.items():
-            parts = field.split(".", 2)
-            if len(parts) == 2:  # a broker target's target.username or target.password
-                ctx.client.set_secret(data["team"], name, target[parts[1]])
-                target[parts[1]] = {"secret": name}
-                continue
-            ctx.client.set_secret(data["team"], name, values[parts[2]])
-            values[parts[2]] = {"secret": name}
-        if values_key in target:
-            target[values_key] = values
+            holder, key = _place(target, field)
+            ctx.client.set_secret(data["team"], name, holder[key])
+            holder[key] = {"secret": name}
         ctx.client.update_job(data["id"], {"target": target}, if_version=data["version"])
     report = {"job": f"{data['team']}/{data['name']}", "dry_run": dry_run, "adopted": plan}
     ctx.emit(report, _adopt_text)
+
+
+def _place(target: dict[str, Any], field: str) -> tuple[dict[str, Any], str]:
+    """Where ``field`` (``target.headers.KEY``, ``target.env.KEY`` or ``target.password``) is in
+    ``target``: its mapping (copied, so ``target`` alone changes) and key."""
+    parts = field.split(".", 2)
+    if len(parts) == 2:
+        return target, parts[1]
+    target[parts[1]] = dict(target[parts[1]])
+    return target[parts[1]], parts[2]
 
 
 def _adopt_text(data: dict[str, Any]) -> str:

@@ -233,6 +233,14 @@ def node_options(function: F) -> F:
             "--port", default=8080, show_default=True, envvar="CRONWHEEL_PORT", type=click.IntRange(0, 65535)
         ),
         click.option(
+            "--grpc-port",
+            default=None,
+            envvar="CRONWHEEL_GRPC_PORT",
+            type=click.IntRange(0, 65535),
+            help="Also serve the gRPC API (cronwheel.v1, with health and reflection; docs/grpc.md) on "
+            "--host at this port, with --tls-cert when given (0: any free port). Unset: off.",
+        ),
+        click.option(
             "--metrics-port",
             default=0,
             show_default=True,

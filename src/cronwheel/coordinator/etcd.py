@@ -5,11 +5,14 @@
 POSTs under ``/v3/``, served by every etcd since 3.4) with a thin client of about three hundred lines
 (:mod:`cronwheel.coordinator.etcd_client`) on one shared aiohttp session, the HTTP library cronwheel
 already ships for webhooks. The alternatives are gRPC clients (``etcd3``, ``aetcd``, ``etcd3-py``):
-they pull in grpcio and protobuf, pin generated stubs to particular protobuf releases and have
-repeatedly lagged behind them (installs that break when protobuf moves, or that hold protobuf back
-for everything else in the process), and the sync ones would need threads under asyncio. We use
-a handful of calls (range, put, txn, lease grant/keepalive/revoke/time-to-live, watch: the
-protocol :class:`~cronwheel.coordinator.etcd_api.EtcdApi`), and the gateway serves all of them.
+they pin generated stubs to particular protobuf releases and have repeatedly lagged behind them,
+and the sync ones would need threads under asyncio. We use a handful of calls (range, put, txn,
+lease grant/keepalive/revoke/time-to-live, watch: the protocol
+:class:`~cronwheel.coordinator.etcd_api.EtcdApi`), and the gateway serves all of them. Once grpcio
+became a dependency (issue #14) aetcd 1.0 was measured against this client
+(``benchmarks/bench_etcd_clients.py``; figures and decision in ``docs/dependencies.md``): a fraction
+of a millisecond faster per call, no TLS, no token refresh, one endpoint, slower to resume a watch
+after an etcd restart, and an adapter as long as this client; the gateway client stays.
 
 **What it costs.** JSON and base64 instead of protobuf (a few hundred bytes per call: nothing at
 our rates); every lease keepalive is one HTTP request instead of a message on a long-lived gRPC

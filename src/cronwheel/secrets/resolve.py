@@ -33,7 +33,17 @@ from typing import Protocol
 
 from cronwheel.clock import monotonic_of
 from cronwheel.errors import PermanentError
-from cronwheel.model import CommandTarget, HttpTarget, KafkaTarget, RabbitMqTarget, SecretRef, Value
+from cronwheel.model import (
+    CommandTarget,
+    GrpcTarget,
+    HttpTarget,
+    KafkaTarget,
+    MqttTarget,
+    NatsTarget,
+    RabbitMqTarget,
+    SecretRef,
+    Value,
+)
 from cronwheel.secrets.crypto import Keyring, Sealed, unseal
 from cronwheel.store.port import AttemptResult, StoredSecret
 
@@ -70,6 +80,26 @@ class Resolved:
     def command(self, target: CommandTarget) -> CommandTarget:
         """``target`` with its environment references replaced by their values."""
         return dataclasses.replace(target, env=self._pairs(target.env))
+
+    def grpc(self, target: GrpcTarget) -> GrpcTarget:
+        """``target`` with its metadata references replaced by their values."""
+        return dataclasses.replace(target, metadata=self._pairs(target.metadata))
+
+    def nats(self, target: NatsTarget) -> NatsTarget:
+        """``target`` with its header and credential references replaced by their values."""
+        return dataclasses.replace(
+            target,
+            headers=self._pairs(target.headers),
+            user=self._one(target.user),
+            password=self._one(target.password),
+            token=self._one(target.token),
+        )
+
+    def mqtt(self, target: MqttTarget) -> MqttTarget:
+        """``target`` with its credential references replaced by their values."""
+        return dataclasses.replace(
+            target, username=self._one(target.username), password=self._one(target.password)
+        )
 
     def rabbitmq(self, target: RabbitMqTarget) -> RabbitMqTarget:
         """``target`` with its header and credential references replaced by their values."""

@@ -27,11 +27,15 @@ from cronwheel.model import (
     Attempt,
     CommandTarget,
     DueJob,
+    GrpcTarget,
     HttpTarget,
     Job,
     KafkaTarget,
     MisfireMode,
     MisfirePolicy,
+    MqttQos,
+    MqttTarget,
+    NatsTarget,
     Outcome,
     Overlap,
     PythonTarget,
@@ -86,13 +90,21 @@ def _value(data: Any) -> Value:
     return SecretRef(str(data["secret"])) if isinstance(data, Mapping) else str(data)
 
 
-def _optional_value_json(value: Value | None) -> Any:
-    """A broker credential: null, plain text, or ``{"secret": name}``."""
-    return None if value is None else values_to_json((("", value),))[0][1]
+def _optional_value(value: Value | None) -> Any:
+    """A credential field: null, plain text, or ``{"secret": name}``."""
+    return None if value is None else value if isinstance(value, str) else {"secret": value.name}
 
 
-def _optional_value(data: Any) -> Value | None:
+def _optional_from_json(data: Any) -> Value | None:
     return None if data is None else _value(data)
+
+
+def _qos(data: Any) -> MqttQos:
+    if data == 1:
+        return 1
+    if data == 2:
+        return 2
+    raise ValueError(f"unknown MQTT QoS {data!r} in the store")
 
 
 def target_to_json(target: Target) -> dict[str, Any]:
@@ -116,6 +128,41 @@ def target_to_json(target: Target) -> dict[str, Any]:
         }
     if isinstance(target, PythonTarget):
         return {"type": "python", "function": target.function}
+    if isinstance(target, GrpcTarget):
+        return {
+            "type": "grpc",
+            "address": target.address,
+            "method": target.method,
+            "tls": target.tls,
+            "metadata": values_to_json(target.metadata),
+            "descriptor_set": target.descriptor_set,
+        }
+    return _broker_to_json(target)
+
+
+def _broker_to_json(target: Target) -> dict[str, Any]:
+    """A nats, mqtt, rabbitmq or kafka target's JSON."""
+    if isinstance(target, NatsTarget):
+        return {
+            "type": "nats",
+            "url": target.url,
+            "subject": target.subject,
+            "jetstream": target.jetstream,
+            "headers": values_to_json(target.headers),
+            "user": _optional_value(target.user),
+            "password": _optional_value(target.password),
+            "token": _optional_value(target.token),
+        }
+    if isinstance(target, MqttTarget):
+        return {
+            "type": "mqtt",
+            "url": target.url,
+            "topic": target.topic,
+            "qos": target.qos,
+            "retain": target.retain,
+            "username": _optional_value(target.username),
+            "password": _optional_value(target.password),
+        }
     if isinstance(target, RabbitMqTarget):
         return {
             "type": "rabbitmq",
@@ -123,8 +170,8 @@ def target_to_json(target: Target) -> dict[str, Any]:
             "exchange": target.exchange,
             "routing_key": target.routing_key,
             "headers": values_to_json(target.headers),
-            "username": _optional_value_json(target.username),
-            "password": _optional_value_json(target.password),
+            "username": _optional_value(target.username),
+            "password": _optional_value(target.password),
         }
     if isinstance(target, KafkaTarget):
         return {
@@ -135,8 +182,8 @@ def target_to_json(target: Target) -> dict[str, Any]:
             "headers": values_to_json(target.headers),
             "tls": target.tls,
             "sasl_mechanism": target.sasl_mechanism,
-            "username": _optional_value_json(target.username),
-            "password": _optional_value_json(target.password),
+            "username": _optional_value(target.username),
+            "password": _optional_value(target.password),
         }
     raise TypeError(f"unknown target {target!r}")
 
@@ -158,14 +205,46 @@ def target_from_json(data: Mapping[str, Any]) -> Target:
         )
     if tag == "python":
         return PythonTarget(function=data["function"])
+    if tag == "grpc":
+        return GrpcTarget(
+            address=data["address"],
+            method=data["method"],
+            tls=bool(data["tls"]),
+            metadata=values_from_json(data["metadata"]),
+            descriptor_set=data.get("descriptor_set"),
+        )
+    return _broker_from_json(tag, data)
+
+
+def _broker_from_json(tag: Any, data: Mapping[str, Any]) -> Target:
+    """A nats, mqtt, rabbitmq or kafka target from its JSON."""
+    if tag == "nats":
+        return NatsTarget(
+            url=data["url"],
+            subject=data["subject"],
+            jetstream=bool(data["jetstream"]),
+            headers=values_from_json(data["headers"]),
+            user=_optional_from_json(data.get("user")),
+            password=_optional_from_json(data.get("password")),
+            token=_optional_from_json(data.get("token")),
+        )
+    if tag == "mqtt":
+        return MqttTarget(
+            url=data["url"],
+            topic=data["topic"],
+            qos=_qos(data["qos"]),
+            retain=bool(data["retain"]),
+            username=_optional_from_json(data.get("username")),
+            password=_optional_from_json(data.get("password")),
+        )
     if tag == "rabbitmq":
         return RabbitMqTarget(
             url=data["url"],
             exchange=data["exchange"],
             routing_key=data["routing_key"],
             headers=values_from_json(data["headers"]),
-            username=_optional_value(data.get("username")),
-            password=_optional_value(data.get("password")),
+            username=_optional_from_json(data.get("username")),
+            password=_optional_from_json(data.get("password")),
         )
     if tag == "kafka":
         return KafkaTarget(
@@ -175,8 +254,8 @@ def target_from_json(data: Mapping[str, Any]) -> Target:
             headers=values_from_json(data["headers"]),
             tls=bool(data.get("tls", False)),
             sasl_mechanism=data.get("sasl_mechanism"),
-            username=_optional_value(data.get("username")),
-            password=_optional_value(data.get("password")),
+            username=_optional_from_json(data.get("username")),
+            password=_optional_from_json(data.get("password")),
         )
     raise ValueError(f"unknown target type {tag!r} in the store")
 

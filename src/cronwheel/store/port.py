@@ -109,6 +109,9 @@ class AttemptResult:
     # the HTTP request's headers as sent, credentials "[redacted]" (redaction.kept_headers); None:
     # no request was sent (not HTTP, or refused before sending)
     request_headers: tuple[tuple[str, str], ...] | None = None
+    # the target said retrying cannot help (a gRPC INVALID_ARGUMENT, a payload that does not
+    # convert ...): the run ends FAILED whatever attempts remain; ``error`` says why
+    final: bool = False
 
 
 @dataclass(frozen=True, slots=True)

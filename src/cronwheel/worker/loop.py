@@ -342,7 +342,7 @@ class Worker:
         now = self.clock.now()
         next_at: datetime | None = None
         tries = run.attempts - run.lost_attempts  # crashes of workers do not count against the target
-        if job is not None and should_retry(job.retry, tries, result.outcome):
+        if job is not None and should_retry(job.retry, tries, result.outcome, result.final):
             delay = retry_delay(job.retry, tries, self.rng.random(), result.retry_after_s)
             next_at = now + timedelta(seconds=delay)
         recorded = await self.finisher.record(Finish(run.id, run.attempts, result, next_at))

@@ -12,9 +12,10 @@ from cronwheel.retrying import exponential
 MAX_RETRY_AFTER_S = 3600.0  # a target's Retry-After is honoured up to an hour
 
 
-def should_retry(policy: RetryPolicy, attempt: int, outcome: Outcome) -> bool:
-    """Whether attempt ``attempt`` (1-based) that ended with ``outcome`` gets another try."""
-    if outcome in (Outcome.SUCCESS, Outcome.CANCELLED):
+def should_retry(policy: RetryPolicy, attempt: int, outcome: Outcome, final: bool = False) -> bool:
+    """Whether attempt ``attempt`` (1-based) that ended with ``outcome`` gets another try; never
+    when the attempt was ``final`` (the target said no retry can succeed)."""
+    if final or outcome in (Outcome.SUCCESS, Outcome.CANCELLED):
         return False
     return attempt < policy.max_attempts
 

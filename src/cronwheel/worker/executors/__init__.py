@@ -1,5 +1,5 @@
 """Executors: perform one attempt of a run against its target (HTTP, command, Python function,
-RabbitMQ, Kafka).
+a gRPC method, a NATS subject, an MQTT topic, a RabbitMQ exchange, a Kafka topic).
 
 :class:`Executors` is what a worker holds: one executor per target type, dispatched by
 ``target.type``, closed together. Each executor turns everything its target does into an
@@ -23,8 +23,11 @@ from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339, storable
 from cronwheel.worker.executors.command import CommandExecutor
+from cronwheel.worker.executors.grpc import GrpcExecutor
 from cronwheel.worker.executors.http import HttpExecutor, address_refusal
 from cronwheel.worker.executors.kafka import KafkaExecutor
+from cronwheel.worker.executors.mqtt import MqttExecutor
+from cronwheel.worker.executors.nats import NatsExecutor
 from cronwheel.worker.executors.python import PythonExecutor
 from cronwheel.worker.executors.rabbitmq import RabbitMqExecutor
 
@@ -33,8 +36,11 @@ __all__ = [
     "CommandExecutor",
     "Executor",
     "Executors",
+    "GrpcExecutor",
     "HttpExecutor",
     "KafkaExecutor",
+    "MqttExecutor",
+    "NatsExecutor",
     "PythonExecutor",
     "RabbitMqExecutor",
     "WorkerSettings",
@@ -61,6 +67,9 @@ class Executors:
             "http": HttpExecutor(self.settings, clock=clock, secrets=secrets),
             "command": CommandExecutor(self.settings, clock=clock, secrets=secrets),
             "python": PythonExecutor(self.settings, clock=clock),
+            "grpc": GrpcExecutor(self.settings, clock=clock, secrets=secrets),
+            "nats": NatsExecutor(self.settings, clock=clock, secrets=secrets),
+            "mqtt": MqttExecutor(self.settings, clock=clock, secrets=secrets),
             "rabbitmq": RabbitMqExecutor(self.settings, clock=clock, secrets=secrets),
             "kafka": KafkaExecutor(self.settings, clock=clock, secrets=secrets),
         }

@@ -85,6 +85,9 @@ class WorkerSettings:
     http_pool_limit: int = 512  # simultaneous HTTP connections of the whole worker
     http_pool_limit_per_host: int = 64  # ... and to one (host, port, tls) endpoint
     isolation: CommandIsolation = field(default_factory=CommandIsolation)  # user, limits, cwd
+    grpc_idle_s: float = 60.0  # a gRPC channel unused this long is closed (reopened when needed)
+    grpc_descriptor_ttl_s: float = 300.0  # a method's descriptors from server reflection are reused this long
+    grpc_descriptor_entries: int = 1000  # ... for at most this many (address, method) pairs
 
     def __post_init__(self) -> None:
         python_targets.check_patterns(self.python_allow)

@@ -15,12 +15,12 @@ is ``Outcome.ERROR``; the attempt's budget or the producer's own request timeout
 ``Outcome.TIMEOUT``.
 
 Producers are pooled per (bootstrap servers, TLS, SASL mechanism, credentials)
-(:class:`~cronwheel.worker.executors.brokers.Pool`) and stopped when idle and on
+(:class:`~cronwheel.worker.executors.connections.ConnectionPool`) and stopped when idle and on
 :meth:`KafkaExecutor.close`. **SSRF guard**: the bootstrap hosts are judged when the job is
 written and before a producer starts; and since a Kafka client connects to whatever brokers the
 cluster's metadata advertises, every connection the producer opens goes through
 :func:`_guarded_create_conn`, which resolves the host, refuses the whole answer when any address
-is refused (:func:`~cronwheel.worker.executors.brokers.guarded_address`) and, without TLS,
+is refused (:func:`~cronwheel.worker.executors.connections.guarded_address`) and, without TLS,
 connects to the checked address itself. With TLS the host name is kept for the certificate
 check, so a DNS answer that changes between the check and the connect is not excluded there.
 
@@ -33,8 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import hashlib
-import json
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -44,27 +42,31 @@ from typing import Any
 import aiokafka  # type: ignore[import-untyped]
 import aiokafka.client  # type: ignore[import-untyped]
 import aiokafka.errors  # type: ignore[import-untyped]
+from yarl import URL
 
-from cronwheel.clock import Clock, SystemClock, monotonic_of
+from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError, TransientError
 from cronwheel.model import KafkaTarget, Outcome, SecretRef
 from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
-from cronwheel.ssrf import IPNetwork, host_refusal, parse_networks
+from cronwheel.ssrf import IPNetwork, parse_networks, url_refusal
 from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_kafka
-from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, rfc3339
-from cronwheel.worker.executors.brokers import (
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
+from cronwheel.worker.executors.connections import (
+    CONTENT_TYPE,
     IDLE_S,
-    BlockedBrokerError,
-    Pool,
-    Resolver,
+    ConnectionPool,
+    Resolve,
+    envelope_headers,
     guarded_address,
-    system_resolver,
+    message_body,
+    pool_key,
+    system_resolve,
 )
+from cronwheel.worker.executors.http import BlockedAddressError
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPE = "application/json"
 REQUEST_TIMEOUT_MS = 30_000
 
 
@@ -101,21 +103,17 @@ class KafkaRecord:
 
 
 def record_of(target: KafkaTarget, ctx: AttemptContext) -> KafkaRecord:
-    """The record one attempt sends (``target`` resolved)."""
-    ours = {
-        "Idempotency-Key": ctx.execution_id,
-        "X-Cronwheel-Job-Id": ctx.job_id,
-        "X-Cronwheel-Scheduled-At": rfc3339(ctx.scheduled_at),
-        "X-Cronwheel-Attempt": str(ctx.attempt),
-        "content-type": CONTENT_TYPE,
-    }
-    folded = {name.lower() for name in ours}
+    """The record one attempt sends (``target`` resolved): the target's headers, then the
+    envelope's (:func:`~cronwheel.worker.executors.connections.envelope_headers`) and
+    ``content-type``, which win a clash (a name the envelope sets is not sent twice)."""
+    ours = [*envelope_headers(ctx), ("content-type", CONTENT_TYPE)]
+    folded = {name.lower() for name, _ in ours}
     headers = [(name, _text(value).encode()) for name, value in target.headers if name.lower() not in folded]
-    headers += [(name, value.encode()) for name, value in ours.items()]
+    headers += [(name, value.encode()) for name, value in ours]
     return KafkaRecord(
         topic=target.topic,
         key=(ctx.job_id if target.key is None else target.key).encode(),
-        value=json.dumps(ctx.payload, separators=(",", ":"), ensure_ascii=False).encode(),
+        value=message_body(ctx),
         headers=tuple(headers),
     )
 
@@ -147,7 +145,7 @@ def outcome_of(error: BaseException) -> Outcome:
     """What an exception of the producer says about the attempt."""
     if isinstance(error, _TIMEOUTS):
         return Outcome.TIMEOUT
-    if isinstance(error, BlockedBrokerError):
+    if isinstance(error, BlockedAddressError):
         return Outcome.ERROR
     if isinstance(error, _FAILURES):
         return Outcome.FAILURE
@@ -160,7 +158,7 @@ def _describe(error: BaseException, where: str, topic: str) -> str:
     """An error's text for the attempt: the exception's name and its Kafka error text (a broker
     error code's description, or aiokafka's own sentence, which names hosts and topics only)."""
     known = (
-        (BlockedBrokerError, str(error)),
+        (BlockedAddressError, str(error)),
         (aiokafka.errors.KafkaConnectionError, f"cannot reach a broker of {where}"),
         (aiokafka.errors.UnknownTopicOrPartitionError, f"{where} has no topic {topic!r}"),
         (aiokafka.errors.SaslAuthenticationFailed, f"{where} refused the credentials"),
@@ -184,8 +182,8 @@ def _describe(error: BaseException, where: str, topic: str) -> str:
 @dataclass
 class _Guard:
     allowed: tuple[IPNetwork, ...]
-    resolver: Resolver
-    refused: list[str] = field(default_factory=list)
+    resolver: Resolve
+    refused: list[BlockedAddressError] = field(default_factory=list)
 
 
 _GUARD: contextvars.ContextVar[_Guard | None] = contextvars.ContextVar("cronwheel_kafka_guard", default=None)
@@ -199,8 +197,8 @@ async def _guarded_create_conn(host: str, port: int, **kwargs: Any) -> Any:
     if guard is not None:
         try:
             address = await guarded_address(host, port, guard.allowed, guard.resolver)
-        except BlockedBrokerError as error:
-            guard.refused.append(str(error))
+        except BlockedAddressError as error:
+            guard.refused.append(error)
             raise
         if kwargs.get("ssl_context") is None:  # no certificate to check: connect to what was checked
             host = address
@@ -256,7 +254,7 @@ class KafkaExecutor:
         *,
         clock: Clock | None = None,
         secrets: SecretResolver | None = None,
-        resolver: Resolver | None = None,
+        resolver: Resolve | None = None,
         idle_s: float = IDLE_S,
         config: Callable[[KafkaTarget], dict[str, Any]] = producer_config,
     ) -> None:
@@ -266,9 +264,11 @@ class KafkaExecutor:
         self._secrets = secrets or SecretResolver(None, None)
         self._allowed = parse_networks(self._settings.allowed_networks)
         self._clock: Clock = clock or SystemClock()
-        self._resolver = resolver or system_resolver
+        self._resolver = resolver or system_resolve
         self._config = config
-        self.pool: Pool[_Producer] = Pool(_stop, monotonic_of(self._clock), idle_s, "kafka", alive=_alive)
+        self.pool: ConnectionPool[_Producer] = ConnectionPool(
+            close=_stop, alive=_alive, idle_s=idle_s, clock=self._clock
+        )
 
     async def close(self) -> None:
         await self.pool.close()
@@ -289,8 +289,8 @@ class KafkaExecutor:
         except InvalidInputError as error:
             return AttemptResult(Outcome.ERROR, error=str(error))
         where = "kafka " + ",".join(target.bootstrap_servers)
-        for host, _ in servers:
-            refusal = host_refusal(host, self._allowed)
+        for server in servers:
+            refusal = url_refusal(server, self._allowed)
             if refusal is not None:
                 return AttemptResult(
                     Outcome.ERROR, error=f"refused by the SSRF guard: {refusal} (not in allowed_networks)"
@@ -303,7 +303,7 @@ class KafkaExecutor:
         entry: _Producer | None = None
         try:
             async with asyncio.timeout(budget):
-                async with self.pool.use(key, lambda: self._start(target, servers)) as entry:
+                async with self.pool.connection(key, lambda: self._start(target, servers)) as entry:
                     token = _GUARD.set(entry.guard)  # a connection opened on the way is guarded too
                     try:
                         metadata = await entry.producer.send_and_wait(
@@ -317,7 +317,7 @@ class KafkaExecutor:
             if outcome is Outcome.ERROR and entry is not None:  # a new producer (and guard) next time
                 await self.pool.discard(key, entry)
             if refused:  # the guard refused a broker the metadata advertised
-                return AttemptResult(outcome, error=refused[-1])
+                return AttemptResult(outcome, error=str(refused[-1]))
             text = (
                 f"no acknowledgement from {where} within {budget:g} s"
                 if isinstance(error, TimeoutError)
@@ -337,11 +337,12 @@ class KafkaExecutor:
             f"partition {metadata.partition} offset {metadata.offset}",
         )
 
-    async def _start(self, target: KafkaTarget, servers: list[tuple[str, int]]) -> _Producer:
+    async def _start(self, target: KafkaTarget, servers: list[URL]) -> _Producer:
         """A started producer; its connections (and those of the tasks it starts) are guarded."""
         guard = _Guard(self._allowed, self._resolver)
-        for host, port in servers:  # the clear reason, before aiokafka turns it into "cannot bootstrap"
-            await guarded_address(host, port, guard.allowed, guard.resolver)
+        for server in servers:  # the clear reason, before aiokafka turns it into "cannot bootstrap"
+            assert server.port is not None
+            await guarded_address(server.host or "", server.port, guard.allowed, guard.resolver)
         token = _GUARD.set(guard)
         try:
             producer = aiokafka.AIOKafkaProducer(**self._config(target))
@@ -351,7 +352,7 @@ class KafkaExecutor:
                 with contextlib.suppress(Exception):
                     await producer.stop()
                 if guard.refused and isinstance(error, Exception):  # say why, not "cannot bootstrap"
-                    raise BlockedBrokerError(guard.refused[-1]) from error
+                    raise guard.refused[-1] from error
                 raise
         finally:
             _GUARD.reset(token)
@@ -368,7 +369,8 @@ def _text(value: object) -> str:
     return value
 
 
-def _pool_key(target: KafkaTarget) -> tuple[Any, ...]:
-    """Servers, TLS and SASL, and a digest of the credentials (not the credentials themselves)."""
-    digest = hashlib.sha256(repr((target.username, target.password)).encode()).hexdigest()
-    return (target.bootstrap_servers, target.tls, target.sasl_mechanism, digest)
+def _pool_key(target: KafkaTarget) -> str:
+    """A digest of the servers, TLS, SASL and credentials (the pool keeps no secret)."""
+    return pool_key(
+        target.bootstrap_servers, target.tls, target.sasl_mechanism, target.username, target.password
+    )

@@ -12,17 +12,19 @@ cannot be reached is ``Outcome.ERROR``; the attempt's budget running out is ``Ou
 The message: the payload as JSON (UTF-8, ``content_type`` ``application/json``, ``null`` when the
 job has none), persistent (``delivery_mode`` 2), ``message_id`` the execution id, and headers
 ``Idempotency-Key`` (the execution id), ``X-Cronwheel-Job-Id``, ``X-Cronwheel-Scheduled-At``
-(RFC 3339 UTC) and ``X-Cronwheel-Attempt`` (an integer), which win over the target's own headers.
+(RFC 3339 UTC), ``X-Cronwheel-Attempt`` and, with tracing on, ``traceparent``, which win over the
+target's own headers (:func:`~cronwheel.worker.executors.connections.envelope_headers`).
 
-Connections are pooled per (URL, credentials) (:class:`~cronwheel.worker.executors.brokers.Pool`):
-opened by the first attempt, shared by the concurrent ones, closed when idle and on
-:meth:`RabbitMqExecutor.close`. Each attempt publishes on a confirming channel it holds alone
-(idle ones are reused, up to :data:`MAX_IDLE_CHANNELS`): the broker closing a channel (a missing
-exchange) or an attempt cut by its timeout ends that attempt only, not the others in flight on the
-same connection.
-The host goes through the SSRF guard when the job is written and again at connect time, on the
-resolved addresses (:func:`~cronwheel.worker.executors.brokers.guarded_address`); the connection
-is opened to the checked address (with the host name for TLS's certificate check).
+Connections are pooled per (URL, credentials)
+(:class:`~cronwheel.worker.executors.connections.ConnectionPool`, shared with the other broker
+executors): opened by the first attempt, shared by the concurrent ones, closed when idle, dead,
+and on :meth:`RabbitMqExecutor.close`. Each attempt publishes on a confirming channel it holds
+alone (idle ones are reused, up to :data:`MAX_IDLE_CHANNELS`): the broker closing a channel (a
+missing exchange) or an attempt cut by its timeout ends that attempt only, not the others in
+flight on the same connection. The host goes through the SSRF guard when the job is written and
+again at connect time, on the resolved addresses
+(:func:`~cronwheel.worker.executors.connections.guarded_address`); the connection is opened to
+the checked address (with the host name for TLS's certificate check).
 
 Built on aiormq, the AMQP 0-9-1 client under aio-pika, used directly: publishing needs a
 connection, a channel and ``basic_publish``, which aiormq's API is, and aio-pika's robust
@@ -36,8 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -48,26 +48,29 @@ import aiormq.abc
 from pamqp import commands as spec
 from yarl import URL
 
-from cronwheel.clock import Clock, SystemClock, monotonic_of
+from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError, TransientError
 from cronwheel.model import Outcome, RabbitMqTarget, SecretRef
 from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
-from cronwheel.ssrf import host_refusal, parse_networks
+from cronwheel.ssrf import parse_networks, url_refusal
 from cronwheel.store.port import AttemptResult
-from cronwheel.targets import amqp_port, amqp_vhost, check_rabbitmq
-from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, rfc3339
-from cronwheel.worker.executors.brokers import (
+from cronwheel.targets import AMQP_SCHEMES, amqp_vhost, broker_port, check_rabbitmq
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
+from cronwheel.worker.executors.connections import (
+    CONTENT_TYPE,
     IDLE_S,
-    BlockedBrokerError,
-    Pool,
-    Resolver,
+    ConnectionPool,
+    Resolve,
+    envelope_headers,
     guarded_address,
-    system_resolver,
+    message_body,
+    pool_key,
+    system_resolve,
 )
+from cronwheel.worker.executors.http import BlockedAddressError
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPE = "application/json"
 PERSISTENT = 2
 CLOSE_WAIT_S = 1.0
 
@@ -149,25 +152,20 @@ async def _close_connection(connection: aiormq.abc.AbstractConnection) -> None:
 
 
 def message_properties(target: RabbitMqTarget, ctx: AttemptContext) -> spec.Basic.Properties:
-    """The AMQP properties of the attempt's message (``target`` resolved: plain values only)."""
+    """The AMQP properties of the attempt's message (``target`` resolved: plain values only): the
+    target's headers, then the envelope's (:func:`~cronwheel.worker.executors.connections.envelope_headers`),
+    which win a clash."""
     headers: dict[str, Any] = {}
     for name, value in target.headers:
         assert isinstance(value, str), "secret references are resolved before publishing"
         headers[name] = value
-    headers["Idempotency-Key"] = ctx.execution_id
-    headers["X-Cronwheel-Job-Id"] = ctx.job_id
-    headers["X-Cronwheel-Scheduled-At"] = rfc3339(ctx.scheduled_at)
-    headers["X-Cronwheel-Attempt"] = ctx.attempt
+    headers.update(envelope_headers(ctx))
     return spec.Basic.Properties(
         content_type=CONTENT_TYPE,
         delivery_mode=PERSISTENT,
         message_id=ctx.execution_id,
         headers=headers,
     )
-
-
-def message_body(payload: Any) -> bytes:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class RabbitMqExecutor:
@@ -179,15 +177,17 @@ class RabbitMqExecutor:
         *,
         clock: Clock | None = None,
         secrets: SecretResolver | None = None,
-        resolver: Resolver | None = None,
+        resolver: Resolve | None = None,
         idle_s: float = IDLE_S,
     ) -> None:
         self._settings = settings or WorkerSettings()
         self._secrets = secrets or SecretResolver(None, None)
         self._allowed = parse_networks(self._settings.allowed_networks)
         self._clock: Clock = clock or SystemClock()
-        self._resolver = resolver or system_resolver
-        self.pool: Pool[_Link] = Pool(_close, monotonic_of(self._clock), idle_s, "amqp", alive=_alive)
+        self._resolver = resolver or system_resolve
+        self.pool: ConnectionPool[_Link] = ConnectionPool(
+            close=_close, alive=_alive, idle_s=idle_s, clock=self._clock
+        )
 
     async def close(self) -> None:
         await self.pool.close()
@@ -207,8 +207,8 @@ class RabbitMqExecutor:
             url = check_rabbitmq(target)
         except InvalidInputError as error:
             return AttemptResult(Outcome.ERROR, error=str(error))
-        where = f"{url.scheme}://{url.host}:{amqp_port(url)}"
-        refusal = host_refusal(url.raw_host or "", self._allowed)
+        where = f"{url.scheme}://{url.host}:{broker_port(url, AMQP_SCHEMES)}"
+        refusal = url_refusal(url, self._allowed)
         if refusal is not None:
             return AttemptResult(
                 Outcome.ERROR, error=f"refused by the SSRF guard: {refusal} (not in allowed_networks)"
@@ -221,11 +221,11 @@ class RabbitMqExecutor:
         try:
             async with asyncio.timeout(budget):
                 async with (
-                    self.pool.use(key, lambda: self._open(url, target)) as link,
+                    self.pool.connection(key, lambda: self._open(url, target)) as link,
                     link.channel() as channel,
                 ):
                     confirmation = await channel.basic_publish(
-                        message_body(ctx.payload),
+                        message_body(ctx),
                         exchange=target.exchange,
                         routing_key=target.routing_key,
                         properties=message_properties(target, ctx),
@@ -255,7 +255,7 @@ class RabbitMqExecutor:
     async def _open(self, url: URL, target: RabbitMqTarget) -> _Link:
         """A new connection to the checked address of the URL's host, with a confirming channel."""
         host = url.host or ""
-        port = amqp_port(url)
+        port = broker_port(url, AMQP_SCHEMES)
         address = await guarded_address(host, port, self._allowed, self._resolver)
         connect_url = URL.build(
             scheme=url.scheme,
@@ -281,7 +281,7 @@ class RabbitMqExecutor:
             raise
         return link
 
-    async def _drop(self, key: tuple[str, ...], link: _Link | None) -> None:
+    async def _drop(self, key: str, link: _Link | None) -> None:
         if link is not None:
             await self.pool.discard(key, link)
 
@@ -294,7 +294,7 @@ def _failed(
     if isinstance(error, TimeoutError):  # the attempt's channel is closed; the connection stays
         outcome, broken = Outcome.TIMEOUT, False
         text = f"no confirmation from {where} within {budget:g} s"
-    elif isinstance(error, BlockedBrokerError):
+    elif isinstance(error, BlockedAddressError):
         text, broken = str(error), False
     elif isinstance(error, aiormq.exceptions.PublishError):
         frame = getattr(error.message, "delivery", None)
@@ -333,10 +333,16 @@ def _text(value: object) -> str:
     return value
 
 
-def _pool_key(url: URL, target: RabbitMqTarget) -> tuple[str, ...]:
-    """Endpoint, virtual host and a digest of the credentials (not the credentials themselves)."""
-    digest = hashlib.sha256(repr((target.username, target.password)).encode()).hexdigest()
-    return (url.scheme, url.host or "", str(amqp_port(url)), amqp_vhost(url), digest)
+def _pool_key(url: URL, target: RabbitMqTarget) -> str:
+    """A digest of the endpoint, virtual host and credentials (the pool keeps no secret)."""
+    return pool_key(
+        url.scheme,
+        url.host,
+        broker_port(url, AMQP_SCHEMES),
+        amqp_vhost(url),
+        target.username,
+        target.password,
+    )
 
 
 def _reply(error: aiormq.exceptions.AMQPError) -> str:

@@ -302,7 +302,7 @@ function definition(job) {
       ["Schedule", [h("div", { class: "words", id: "job-words" }, schedule_description), h("code", {}, job.schedule)]],
       ["Time zone", job.timezone],
       ["Next run", paused ? h("span", { class: "muted" }, "paused") : when(next_run_at)],
-      ["Target", `${job.target.type} ${job.target.url || job.target.command || job.target.callable || (job.target.bootstrap_servers || []).join(",")}`],
+      ["Target", `${job.target.type} ${job.target.url || (job.target.address && `${job.target.address} ${job.target.method}`) || job.target.command || job.target.callable || (job.target.bootstrap_servers || []).join(",")}`],
       ["Version", version],
       ["Description", job.description || h("span", { class: "muted" }, "—")],
     ]),

@@ -1,0 +1,306 @@
+"""Deliveries per second per worker process, by target kind, beside HTTP in one run (a benchmark,
+not a test; issue #14).
+
+Method: ``bench_webhooks.py``'s cluster scenario, with the target as the variable. For each kind a
+sink runs in its own process (so its CPU is not the worker's) and counts what arrives by the run's
+execution id. Setup, not timed: N jobs targeting that sink are written to a fresh PostgreSQL
+database, one PENDING run each is recorded by ``store.fire`` and its trigger published to a fresh
+Redis stream. Then one worker process (the real :class:`~cronwheel.worker.loop.Worker` and
+executors, ``bench_webhooks.py --child worker``) delivers, timed until the store counts all N runs
+SUCCESS.
+
+Kinds and their sinks, all on loopback:
+
+* ``http``: ``bench_webhooks.py``'s aiohttp sink, ``POST /hook``;
+* ``grpc``: a grpc.aio server with the standard health service and reflection; the target calls
+  ``grpc.health.v1.Health/Check`` (the payload converted through reflection); an interceptor
+  counts the ``idempotency-key`` metadata;
+* ``nats``: a core NATS subscriber on the target's subject (the NATS server on 4222);
+* ``jetstream``: the same subject captured by a stream made for the run (de-duplication window
+  two minutes), the success of each attempt waiting for its PubAck;
+* ``mqtt``: a subscriber on Mosquitto (1883), QoS 1;
+* ``rabbitmq``: an exclusive queue on RabbitMQ (5672), published to through the default exchange
+  with publisher confirms;
+* ``kafka``: no Kafka-protocol broker can be installed on these machines (see docs/service.md);
+  the kind is listed and reported as not measured.
+
+Reported per kind: deliveries/s, the worker process' CPU ms per delivery and peak RSS, and what
+the sink saw (arrivals, distinct execution ids, duplicates), with each kind's rate as a ratio of
+HTTP's in the same run.
+
+    .venv/bin/python benchmarks/bench_deliveries.py                     # every kind, 4,000 runs each
+    .venv/bin/python benchmarks/bench_deliveries.py --kinds http,grpc --runs 8000
+    .venv/bin/python benchmarks/bench_deliveries.py --smoke             # tiny sizes (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+import bench_webhooks as hooks
+from benchlib import machine, save_results
+from cronwheel.api.schemas import TargetSpec
+from cronwheel.model import Job, Target, new_id
+
+KINDS = ("http", "grpc", "nats", "jetstream", "mqtt", "rabbitmq", "kafka")
+UNMEASURED = {"kafka": "no Kafka-protocol broker can be installed here (PyPI, Debian and npm only)"}
+NATS_URL = "nats://127.0.0.1:4222"
+MQTT_URL = "mqtt://127.0.0.1:1883"
+AMQP_URL = "amqp://127.0.0.1:5672/"
+HEALTH_METHOD = "grpc.health.v1.Health/Check"
+PAYLOAD: dict[str, Any] = {"bench": "deliveries"}
+
+
+# -- sinks (each in its own process) ----------------------------------------------------------------
+
+
+class Tally:
+    """Arrivals by execution id."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+
+    def add(self, key: str | None) -> None:
+        self.seen[key or ""] += 1
+
+    def stats(self) -> dict[str, int]:
+        total = sum(self.seen.values())
+        return {"arrivals": total, "distinct": len(self.seen), "duplicates": total - len(self.seen)}
+
+
+async def serve(tally: Tally, target: dict[str, Any], stop: Callable[[], Any]) -> None:
+    """Tell the parent the target, then answer its ``reset`` / ``stats`` / ``stop`` lines."""
+    hooks.tell("ready", target)
+    loop = asyncio.get_running_loop()
+    while True:
+        line = (await loop.run_in_executor(None, sys.stdin.readline)).strip()
+        if line == "reset":
+            tally.seen.clear()
+            hooks.tell("reset", None)
+        elif line == "stats":
+            hooks.tell("stats", tally.stats())
+        else:
+            await stop()
+            hooks.tell("result", None)
+            return
+
+
+async def grpc_sink(tally: Tally) -> None:
+    from grpc import aio
+    from grpc_health.v1 import _async as health_aio
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection
+
+    base: Any = aio.ServerInterceptor  # generic in its stubs only
+
+    class Count(base):  # type: ignore[misc]
+        async def intercept_service(self, continuation: Any, details: Any) -> Any:
+            if details.method.endswith("/Check"):
+                tally.add(dict(details.invocation_metadata).get("idempotency-key"))
+            return await continuation(details)
+
+    server = aio.server(interceptors=[Count()])
+    health_pb2_grpc.add_HealthServicer_to_server(health_aio.HealthServicer(), server)
+    names = (health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    target = {"type": "grpc", "address": f"127.0.0.1:{port}", "method": HEALTH_METHOD}
+    await serve(tally, target, lambda: server.stop(0.5))
+
+
+async def nats_sink(tally: Tally, jetstream: bool) -> None:
+    import nats
+
+    client = await nats.connect(NATS_URL)
+    subject = f"cronwheel.bench.{uuid.uuid4().hex[:10]}"
+    stream = subject.replace(".", "_")
+    if jetstream:
+        await client.jetstream().add_stream(name=stream, subjects=[subject], duplicate_window=120.0)
+
+    async def count(message: Any) -> None:
+        tally.add((message.headers or {}).get("Idempotency-Key"))
+
+    await client.subscribe(subject, cb=count)
+
+    async def stop() -> None:
+        if jetstream:
+            await client.jetstream().delete_stream(stream)
+        await client.drain()
+
+    await serve(tally, {"type": "nats", "url": NATS_URL, "subject": subject, "jetstream": jetstream}, stop)
+
+
+async def mqtt_sink(tally: Tally) -> None:
+    import aiomqtt
+    from aiomqtt import ProtocolVersion
+
+    topic = f"cronwheel/bench/{uuid.uuid4().hex[:10]}"
+    async with aiomqtt.Client("127.0.0.1", 1883, protocol=ProtocolVersion.V5) as client:
+        await client.subscribe(topic, qos=1)
+
+        async def listen() -> None:
+            async for message in client.messages:
+                found = dict(getattr(message.properties, "UserProperty", None) or [])
+                tally.add(found.get("Idempotency-Key"))
+
+        listener = asyncio.create_task(listen())
+
+        async def stop() -> None:
+            listener.cancel()
+
+        await serve(tally, {"type": "mqtt", "url": MQTT_URL, "topic": topic, "qos": 1}, stop)
+
+
+async def rabbitmq_sink(tally: Tally) -> None:
+    import aio_pika
+
+    connection = await aio_pika.connect_robust(AMQP_URL.replace("amqp://", "amqp://guest:guest@"))
+    channel = await connection.channel()
+    queue = await channel.declare_queue(f"cronwheel-bench-{uuid.uuid4().hex[:10]}", exclusive=True)
+
+    async def count(message: Any) -> None:
+        async with message.process():
+            tally.add(message.message_id)
+
+    await queue.consume(count)
+    target = {"type": "rabbitmq", "url": AMQP_URL, "exchange": "", "routing_key": queue.name}
+    target |= {"username": "guest", "password": "guest"}
+    await serve(tally, target, connection.close)
+
+
+async def sink_main(kind: str) -> None:
+    tally = Tally()
+    if kind == "grpc":
+        await grpc_sink(tally)
+    elif kind in ("nats", "jetstream"):
+        await nats_sink(tally, kind == "jetstream")
+    elif kind == "mqtt":
+        await mqtt_sink(tally)
+    elif kind == "rabbitmq":
+        await rabbitmq_sink(tally)
+    else:
+        raise SystemExit(f"no sink for {kind!r}")
+
+
+class KindSink:
+    """A sink process of this script, seen from the parent: what ``bench_webhooks.timed`` needs."""
+
+    def __init__(self, kind: str) -> None:
+        self.child = hooks.Child("--child", "sink", "--kind", kind, script=__file__)
+        self.target: dict[str, Any] = self.child.expect("ready")
+        self.hook = ""  # the worker child's --hook, unused: the jobs are seeded here
+
+    def reset(self) -> None:
+        self.child.send("reset")
+        self.child.expect("reset")
+
+    def stats(self) -> dict[str, int]:
+        self.child.send("stats")
+        found: dict[str, int] = self.child.expect("stats")
+        return found
+
+    def stop(self) -> None:
+        self.child.send("stop")
+        self.child.result()
+
+
+# -- the parent --------------------------------------------------------------------------------------
+
+
+def target_record(target: dict[str, Any]) -> Target:
+    """The target as a job holds it, through the API's own schema (what a user would send)."""
+    record: Target = TypeAdapter(TargetSpec).validate_python(target).to_record()
+    return record
+
+
+async def seed(store: Any, queue: Any, target: Target, count: int) -> None:
+    now = datetime.now(UTC)
+    slot = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
+    payload = {"service": ""} if str(target.type) == "grpc" else PAYLOAD
+    made = [Job(new_id(), "bench", f"{target.type}-{index}", "* * * * *", target, payload=payload,
+                created_at=now, updated_at=now, next_run_at=slot) for index in range(count)]  # fmt: skip
+    for start in range(0, count, hooks.SEED_CHUNK):
+        await hooks.record_pending(store, queue, made[start : start + hooks.SEED_CHUNK], slot, now)
+
+
+async def run_kind(kind: str, args: argparse.Namespace) -> hooks.Figures:
+    """One kind: its sink, a fresh database and stream, the runs seeded, one worker process timed."""
+    sink: Any = hooks.Sink() if kind == "http" else KindSink(kind)
+    target = {"type": "http", "url": sink.hook} if kind == "http" else sink.target
+    shape = hooks.Shape(kind, args.runs, 1, 1, args.concurrency)
+    try:
+        async with hooks.cluster_backends() as (store, queue, url, prefix):
+            await seed(store, queue, target_record(target), shape.runs)
+            child = hooks.Child(*hooks.worker_args(shape, sink, 0, url, prefix))
+            child.expect("ready")
+            figures = await hooks.timed(shape, sink, [child], store, args.timeout)
+            figures.extra = await hooks.observe(store, queue)
+    finally:
+        sink.stop()
+    return figures
+
+
+def report(results: list[hooks.Figures]) -> str:
+    base = next((r.per_s for r in results if r.scenario == "http"), 0.0)
+    head = "kind | runs | delivered | deliveries/s | / http | CPU ms per delivery | peak MB | arrivals"
+    lines = [head + " | distinct | duplicates",
+             "--- | --- | --- | --- | --- | --- | --- | --- | --- | ---"]  # fmt: skip
+    for r in results:
+        ratio = f"{r.per_s / base:.2f}x" if base else "-"
+        lines.append(f"{r.scenario} | {r.runs} | {r.delivered} | {r.per_s} | {ratio} | {r.cpu_s_per_1000} | "
+                     f"{r.peak_rss_mb} | {r.arrivals} | {r.distinct} | {r.duplicates}")  # fmt: skip
+    lines += [f"{kind}: not measured: {why}" for kind, why in UNMEASURED.items()]
+    return "\n".join(lines)
+
+
+async def parent(args: argparse.Namespace) -> list[hooks.Figures]:
+    results = []
+    for kind in [kind for kind in args.kinds.split(",") if kind and kind not in UNMEASURED]:
+        results.append(await run_kind(kind, args))
+        print(f"  {kind}: {asdict(results[-1])}", flush=True)
+    return results
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"some of {','.join(KINDS)}")
+    parser.add_argument("--runs", type=int, default=4000, help="runs to deliver per kind")
+    parser.add_argument("--concurrency", type=int, default=64, help="the worker's (the server default)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="give up waiting after (s)")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    parser.add_argument("--child", choices=("sink",), help=argparse.SUPPRESS)
+    parser.add_argument("--kind", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    if args.child:
+        asyncio.run(sink_main(args.kind))
+        return 0
+    if args.smoke:
+        args.runs, args.timeout = 40, 20.0
+    print(f"bench_deliveries: {machine()}", flush=True)
+    results = asyncio.run(parent(args))
+    print(report(results))
+    save_results(args.json, results, machine())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

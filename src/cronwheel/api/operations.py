@@ -1,0 +1,372 @@
+"""What every call of the job, run, schedule and cluster API does, whatever carries it.
+
+REST (:mod:`cronwheel.api.routes`) and gRPC (:mod:`cronwheel.grpc_api`) only translate: each
+validates its request into the same pydantic models (:mod:`cronwheel.api.schemas`), calls one
+function here with the authenticated :class:`~cronwheel.identity.Caller` (and the
+:class:`~cronwheel.audit.Actor` of a write), and turns the model it returns into its own answer.
+Every decision lives here once: scopes and team walls, expected versions (REST's ``If-Match``,
+gRPC's ``expected_version``) and how a conflict is told from a version that moved, the patch's
+merge-and-retry, paging and label filters, idempotent triggers. Errors are cronwheel's own (and
+:class:`~cronwheel.api.problems.ProblemError` for a refused query value, which names it); each
+transport maps them once (:mod:`cronwheel.api.problems`, :mod:`cronwheel.grpc_api.errors`).
+
+A job body's checks need the server's policy and clock bound first (:func:`bind_checks`), in
+the task that validates the body (see :mod:`cronwheel.api.checks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from typing import Any, Literal, TypeVar
+
+from cronwheel.api import checks
+from cronwheel.api.auth import require_every_team
+from cronwheel.api.fields import check_settable
+from cronwheel.api.problems import ProblemError, VersionConflictError, field_error
+from cronwheel.api.problems import schedule_field_errors as _schedule_errors
+from cronwheel.api.schemas import (
+    JobCreate,
+    JobOut,
+    JobPage,
+    JobPatch,
+    JobUpdate,
+    JobValidation,
+    PreviewIn,
+    PreviewOut,
+    RunDetailOut,
+    RunOut,
+    RunPage,
+    job_update_from_json,
+)
+from cronwheel.api.services import ApiServices
+from cronwheel.audit import Actor
+from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
+from cronwheel.identity import Caller, Scope
+from cronwheel.lateness import late_before
+from cronwheel.model import Job, Run, RunState
+from cronwheel.schedule import ScheduleError
+from cronwheel.store import JobQuery, RunQuery
+
+T = TypeVar("T")
+
+RECENT_RUNS = 20  # runs per job that include=recent answers (a sparkline's points)
+Include = Literal["recent"]
+# A query must not multiply the work of one request past what any answer needs (1,000 label
+# filters made SQLite give up with "Expression tree is too large", answered as a 503): no job has
+# more than MAX_LABELS labels, so more filters could match nothing.
+MAX_LABELS = 64  # what JobFields.labels allows a job
+LABEL_HELP = f"key=value; repeat to require several (at most {MAX_LABELS}, as many as a job has)"
+PATCH_ROUNDS = 3  # merges a patch tries while others edit the job between its read and write
+
+
+def bind_checks(services: ApiServices) -> None:
+    """Bind the server's policy and clock for the checks that run while a job body is validated
+    (call it in the task that validates; see :mod:`cronwheel.api.checks`)."""
+    checks.bind(services.job_service.policy, services.clock.now())
+
+
+# -- the decisions every call shares ----------------------------------------------------------------
+
+
+async def job_for(services: ApiServices, caller: Caller, job_id: str, scope: Scope) -> Job:
+    """The live job ``job_id`` if ``caller`` may ``scope`` it: another team's job is absent
+    (404, as a missing one), a missing scope on one's own team's job a 403."""
+    job = await services.store.get_job(job_id)
+    caller.require(scope, job.team, what=f"job {job_id}")
+    return job
+
+
+async def check_version(services: ApiServices, caller: Caller, job_id: str, expected: int | None) -> Job:
+    """The job a write acts on (``write`` scope, the caller's team), at the expected version."""
+    job = await job_for(services, caller, job_id, Scope.WRITE)
+    if expected is not None and job.version != expected:
+        raise VersionConflictError(f"job {job_id} is at version {job.version}, not {expected} (If-Match)")
+    return job
+
+
+async def conditional(services: ApiServices, job_id: str, expected: int | None, write: Awaitable[T]) -> T:
+    """Run ``write``; a conflict while a version was expected is a version conflict when the
+    version moved."""
+    try:
+        return await write
+    except ConflictError as error:
+        if expected is None or isinstance(error, VersionConflictError):
+            raise
+        current = await services.store.get_job(job_id)
+        if current.version != expected:
+            raise VersionConflictError(
+                f"job {job_id} is at version {current.version}, not {expected} (If-Match)"
+            ) from None
+        raise
+
+
+def bad_cursor(error: InvalidInputError) -> ProblemError:
+    """The refusal of a cursor the store did not make (a 422 naming ``cursor``)."""
+    return ProblemError(
+        422, "validation", "Invalid request", str(error),
+        errors=[field_error("cursor", "not a cursor this API returned", "query", code="invalid_cursor")],
+    )  # fmt: skip
+
+
+async def paged(read: Awaitable[T]) -> T:
+    """A page read whose only input the store can refuse is the cursor."""
+    try:
+        return await read
+    except InvalidInputError as error:
+        raise bad_cursor(error) from None
+
+
+def caller_teams(caller: Caller) -> tuple[str, ...] | None:
+    """The teams a listing is restricted to (in the store query): the caller's; None: every team."""
+    return None if caller.teams is None else tuple(sorted(caller.teams))
+
+
+def label_pairs(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    pairs: list[tuple[str, str]] = []
+    for value in values:
+        key, sep, label = value.partition("=")
+        if not sep or not key:
+            raise ProblemError(
+                422, "validation", "Invalid request", f"label filter must be key=value, not {value!r}",
+                errors=[field_error("label", "must be key=value", "query", code="string_pattern_mismatch")],
+            )  # fmt: skip
+        pairs.append((key, label))
+    return tuple(pairs)
+
+
+async def summary(services: ApiServices, job: Job) -> JobOut:
+    last = await services.store.last_runs([job.id])
+    return JobOut.from_record(job, last.get(job.id), now=services.clock.now())
+
+
+async def runs_out(services: ApiServices, runs: Sequence[Run]) -> list[RunOut]:
+    """``runs`` as answered, each with its job's team and name: one read of their jobs for the
+    whole page, not one per run. A deleted job is not read back, so its runs show null."""
+    jobs = await services.store.get_jobs(sorted({run.job_id for run in runs})) if runs else {}
+    return [RunOut.from_record(run, jobs.get(run.job_id)) for run in runs]
+
+
+# -- jobs -------------------------------------------------------------------------------------------
+
+
+async def create_job(services: ApiServices, caller: Caller, actor: Actor, body: JobCreate) -> JobOut:
+    caller.require(Scope.WRITE)
+    record = body.to_record()
+    check_settable(caller, record, None, services)
+    job = await services.job_service.create(record, actor)
+    return JobOut.from_record(job, now=services.clock.now())
+
+
+async def validate_job(services: ApiServices, caller: Caller, body: JobCreate) -> JobValidation:
+    """A new job's definition checked as :func:`create_job` would, writing nothing."""
+    caller.require(Scope.WRITE)
+    record = body.to_record()
+    check_settable(caller, record, None, services)
+    checked = await services.job_service.check_new(record)
+    return JobValidation.from_record(checked, services.clock.now())
+
+
+async def validate_job_edit(
+    services: ApiServices, caller: Caller, job_id: str, body: JobUpdate
+) -> JobValidation:
+    """A whole new definition of the job checked as :func:`replace_job` would, writing nothing."""
+    stored = await job_for(services, caller, job_id, Scope.WRITE)
+    record = body.to_record(job_id)
+    check_settable(caller, record, stored, services)
+    checked = await services.job_service.check_edit(record)
+    return JobValidation.from_record(checked, services.clock.now())
+
+
+async def list_jobs(
+    services: ApiServices,
+    caller: Caller,
+    *,
+    team: str | None = None,
+    name: str | None = None,
+    labels: Sequence[str] = (),
+    paused: bool | None = None,
+    last_state: RunState | None = None,
+    late: bool = False,
+    include: Sequence[Include] = (),
+    limit: int = 100,
+    cursor: str | None = None,
+) -> JobPage:
+    caller.require(Scope.READ)
+    now = services.clock.now()
+    query = JobQuery(
+        team=team,
+        teams=caller_teams(caller),
+        name=name,
+        labels=label_pairs(labels),
+        paused=paused,
+        last_state=last_state,
+        late_before=late_before(now) if late else None,
+        limit=limit,
+        cursor=cursor,
+    )
+    page = await paged(services.store.list_jobs(query))
+    ids = [job.id for job in page.items]
+    last = await services.store.last_runs(ids) if ids else {}
+    recent = await services.store.recent_runs(ids, RECENT_RUNS) if ids and "recent" in include else None
+    return JobPage(
+        items=[
+            JobOut.from_record(
+                job, last.get(job.id), now=now, recent=None if recent is None else recent.get(job.id, [])
+            )
+            for job in page.items
+        ],
+        next_cursor=page.next_cursor,
+    )
+
+
+async def get_job(services: ApiServices, caller: Caller, job_id: str) -> JobOut:
+    return await summary(services, await job_for(services, caller, job_id, Scope.READ))
+
+
+async def replace_job(
+    services: ApiServices, caller: Caller, actor: Actor, job_id: str, body: JobUpdate, expected: int | None
+) -> JobOut:
+    stored = await check_version(services, caller, job_id, expected)
+    record = body.to_record(job_id)
+    check_settable(caller, record, stored, services)
+    job = await conditional(services, job_id, expected, services.job_service.update(record, expected, actor))
+    return await summary(services, job)
+
+
+async def patch_job(
+    services: ApiServices, caller: Caller, actor: Actor, job_id: str, body: JobPatch, expected: int | None
+) -> JobOut:
+    """Merge ``body`` into the stored definition and write it; merged again when someone else
+    edited the job between the read and the write (unless a version was expected)."""
+    for _ in range(PATCH_ROUNDS):
+        current = await check_version(services, caller, job_id, expected)
+        update = job_update_from_json(body.apply_to(current))  # ValidationError: 422 by field
+        record = update.to_record(job_id)
+        check_settable(caller, record, current, services)
+        version = current.version if expected is None else expected
+        try:
+            write = services.job_service.update(record, version, actor)
+            job = await conditional(services, job_id, version, write)
+        except VersionConflictError:
+            if expected is not None:
+                raise
+            continue
+        return await summary(services, job)
+    raise ConflictError(f"job {job_id} kept changing during the patch; try again")
+
+
+async def delete_job(
+    services: ApiServices, caller: Caller, actor: Actor, job_id: str, expected: int | None
+) -> None:
+    job = await check_version(services, caller, job_id, expected)
+    await services.job_service.delete(job_id, actor, job.team)
+
+
+async def pause_job(
+    services: ApiServices, caller: Caller, actor: Actor, job_id: str, note: str | None, expected: int | None
+) -> JobOut:
+    await check_version(services, caller, job_id, expected)
+    pause = services.job_service.pause(job_id, note, expected, actor)
+    return await summary(services, await conditional(services, job_id, expected, pause))
+
+
+async def resume_job(
+    services: ApiServices,
+    caller: Caller,
+    actor: Actor,
+    job_id: str,
+    missed: Literal["skip", "misfire"],
+    expected: int | None,
+) -> JobOut:
+    await check_version(services, caller, job_id, expected)
+    resume = services.job_service.resume(job_id, missed, expected, actor)
+    return await summary(services, await conditional(services, job_id, expected, resume))
+
+
+async def trigger_job(
+    services: ApiServices,
+    caller: Caller,
+    actor: Actor,
+    job_id: str,
+    payload: Any,
+    has_payload: bool,
+    idempotency_key: str | None,
+    *,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
+) -> tuple[RunOut, bool]:
+    """Run the job now, once: the run, and whether this call created it (False: the run an
+    earlier call with ``idempotency_key`` created)."""
+    await job_for(services, caller, job_id, Scope.TRIGGER)
+    run, created = await services.job_service.trigger(
+        job_id, payload, has_payload, idempotency_key, actor, traceparent=traceparent, tracestate=tracestate
+    )
+    run = await services.store.get_run(run.id)  # as queued (the service marks it after publishing)
+    return (await runs_out(services, [run]))[0], created
+
+
+# -- runs -------------------------------------------------------------------------------------------
+
+
+async def list_job_runs(
+    services: ApiServices,
+    caller: Caller,
+    job_id: str,
+    states: Sequence[RunState] = (),
+    limit: int = 100,
+    cursor: str | None = None,
+) -> RunPage:
+    """The job's runs, newest first (also those of a deleted job)."""
+    team = await services.store.job_team(job_id)  # a deleted job's too: its runs stay readable
+    if team is None:
+        raise NotFoundError(f"job {job_id} not found")  # only for a job that never existed
+    caller.require(Scope.READ, team, what=f"job {job_id}")
+    query = RunQuery(job_id=job_id, states=tuple(states), limit=limit, cursor=cursor)
+    page = await paged(services.store.list_runs(query))
+    return RunPage(items=await runs_out(services, page.items), next_cursor=page.next_cursor)
+
+
+async def list_runs(
+    services: ApiServices,
+    caller: Caller,
+    job_id: str | None = None,
+    states: Sequence[RunState] = (),
+    limit: int = 100,
+    cursor: str | None = None,
+) -> RunPage:
+    """Runs of every job of the caller's teams (or of one job), newest first."""
+    caller.require(Scope.READ)
+    teams = caller_teams(caller)
+    query = RunQuery(job_id=job_id, teams=teams, states=tuple(states), limit=limit, cursor=cursor)
+    page = await paged(services.store.list_runs(query))
+    return RunPage(items=await runs_out(services, page.items), next_cursor=page.next_cursor)
+
+
+async def get_run(services: ApiServices, caller: Caller, run_id: str) -> RunDetailOut:
+    run, team = await services.store.get_run_with_team(run_id)
+    caller.require(Scope.READ, team, what=f"run {run_id}")
+    attempts = await services.store.list_attempts(run_id)
+    events = await services.store.list_events(run_id)
+    jobs = await services.store.get_jobs([run.job_id])
+    return RunDetailOut.from_records(run, jobs.get(run.job_id), attempts, events)
+
+
+# -- schedules and the cluster ----------------------------------------------------------------------
+
+
+def preview_schedule(services: ApiServices, caller: Caller, body: PreviewIn) -> PreviewOut:
+    caller.require(Scope.READ)
+    try:
+        return PreviewOut.build(body, services.clock.now())
+    except ScheduleError as error:
+        raise ProblemError(
+            422, "invalid-schedule", "Invalid schedule", str(error),
+            errors=_schedule_errors(error, "expression"),
+        ) from None  # fmt: skip
+
+
+async def cluster_status(services: ApiServices, caller: Caller) -> dict[str, Any]:
+    require_every_team(caller, Scope.ADMIN, "cluster status")
+    if services.cluster is None:
+        raise ProblemError(404, "not-found", "Not found", "cluster status is not served by this process")
+    return await services.cluster.snapshot()

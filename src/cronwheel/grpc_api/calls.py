@@ -1,0 +1,156 @@
+"""Who is calling a gRPC method, whether it may, and how its failure is answered.
+
+Every method opens a :class:`Call`, which does what REST does around a route, in REST's order,
+with REST's own pieces and the services' one instance of each (so REST and gRPC calls count
+together):
+
+1. An address whose failed authentications spent its bucket is refused before authentication
+   (REST's ``FailedAuthentications``): RESOURCE_EXHAUSTED.
+2. ``authorization: Bearer <token>`` from the call's metadata is authenticated exactly as REST
+   does (:func:`cronwheel.api.auth.authenticate`: the store's API tokens, then OIDC), so the same
+   tokens, scopes and team walls hold. A failure takes from the address's bucket.
+3. The caller's rate bucket (:mod:`cronwheel.api.rate`, REST's ``rate_limit``) admits the call,
+   or it is RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` of the seconds REST puts in
+   ``Retry-After``.
+
+Any exception inside the call is answered once, by :mod:`cronwheel.grpc_api.errors`, with a
+status code and ``google.rpc`` details; a refusal REST audits (401, 403, 404 at a team's wall) is
+audited first, by the function REST's handlers call (:func:`cronwheel.api.auditing.record_refusal`),
+naming the request ``gRPC /cronwheel.v1.<Service>/<Method>`` (:class:`MethodNames` tells the call
+its method).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from cronwheel.api.auditing import record_refusal
+from cronwheel.api.auth import authenticate
+from cronwheel.api.rate import caller_key, failures_key, refusal
+from cronwheel.api.services import ApiServices
+from cronwheel.audit import Actor
+from cronwheel.errors import ForbiddenError, HiddenError, UnauthenticatedError
+from cronwheel.grpc_api.errors import grpc_status
+from cronwheel.identity import Caller
+
+PACKAGE = "/cronwheel.v1."
+METHOD: ContextVar[str] = ContextVar("cronwheel_grpc_method", default="(unknown method)")
+"""The full name of the method being served (``/cronwheel.v1.JobService/GetJob``)."""
+
+
+def bearer(context: Any) -> str | None:
+    """The credential of ``authorization: Bearer <credential>`` in the call's metadata."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, credential = value.partition(" ")
+            return credential.strip() if scheme.lower() == "bearer" else None
+    return None
+
+
+def peer_address(context: Any) -> str | None:
+    """The client's address as the audit log records it (``ipv4:1.2.3.4:5`` -> ``1.2.3.4``)."""
+    peer = str(context.peer() or "")
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0][:100] or None
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")[:100] or None
+    return peer[:100] or None
+
+
+class MethodNames(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """Serves every ``cronwheel.v1`` method with :data:`METHOD` set to its name (grpc.aio's
+    servicer context does not say which method it serves)."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],  # type: ignore[type-arg]
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:  # type: ignore[type-arg]
+        handler = await continuation(details)
+        method = details.method
+        if handler is None or handler.unary_unary is None or not method.startswith(PACKAGE):
+            return handler
+        serve = handler.unary_unary
+
+        async def named(request: Any, context: Any) -> Any:
+            token = METHOD.set(method)
+            try:
+                return await serve(request, context)
+            finally:
+                METHOD.reset(token)
+
+        return grpc.unary_unary_rpc_method_handler(
+            named, handler.request_deserializer, handler.response_serializer
+        )
+
+
+def _refused_status(error: Exception) -> int | None:
+    """The HTTP status REST answers ``error`` with, when REST audits that refusal."""
+    if isinstance(error, UnauthenticatedError):
+        return 401
+    if isinstance(error, ForbiddenError):
+        return 403
+    if isinstance(error, HiddenError):
+        return 404
+    return None
+
+
+class Call:
+    """One call of a method: ``async with Call(services, context) as call`` admits it (the
+    failed-authentication bucket, authentication, the caller's rate: ``call.caller``,
+    ``call.actor``) and answers whatever it raises as a gRPC status."""
+
+    caller: Caller
+    actor: Actor
+
+    def __init__(self, services: ApiServices, context: Any) -> None:
+        self.services = services
+        self.context = context
+        self.address = peer_address(context)
+        self.known: Caller | None = None  # the caller, once authenticated (for the audit log)
+
+    async def __aenter__(self) -> Call:
+        services, limits = self.services, self.services.limits
+        failures = failures_key(self.address)
+        wait = services.rate_limiter.waiting(failures, limits)
+        if wait > 0:
+            what = "requests that failed authentication from this address"
+            await self._abort(refusal(wait, limits, what))
+        try:
+            caller = await authenticate(services, bearer(self.context))
+        except Exception as error:
+            if isinstance(error, UnauthenticatedError):
+                services.rate_limiter.charge(failures, limits)
+            await self._abort(error)
+        self.caller = self.known = caller
+        self.actor = Actor.of(caller, self.address)
+        try:
+            services.rate_limiter.admit(caller_key(caller, self.address), limits)
+        except Exception as error:
+            await self._abort(error)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if error is not None and isinstance(error, Exception) and not _is_abort(error):
+            await self._abort(error)
+
+    async def _abort(self, error: Exception) -> None:
+        status = _refused_status(error)
+        if status is not None:
+            what = f"gRPC {METHOD.get()}"
+            await record_refusal(self.services, self.known, self.address, what, status, str(error))
+        answer = grpc_status(error)
+        await self.context.abort(answer.code, answer.details, answer.trailing_metadata)
+
+
+def _is_abort(error: Exception) -> bool:
+    """Whether ``error`` is grpc.aio's own signal that the call was already answered."""
+    return isinstance(error, grpc.aio.AbortError)
