@@ -1,10 +1,12 @@
 """Deliveries per second through one executor, per target type, in one run: HTTP to a no-op
-aiohttp sink on loopback beside NATS, JetStream and MQTT QoS 1 on the brokers on loopback.
+aiohttp sink on loopback beside NATS, JetStream, MQTT QoS 1 and RabbitMQ with publisher confirms
+on the brokers on loopback (Kafka: no broker here takes an idempotent producer, docs/service.md).
 
 For each type: ``--deliveries`` attempts one after another (sequential), then the same number with
 at most 64 in flight (concurrency 64), each repeated ``--rounds`` times; the median rate is
 reported. One executor per type, warmed by one attempt (its connection is open). The JetStream
-stream is created for the run and deleted after. Every attempt must succeed, or the run fails.
+stream and the RabbitMQ queue are created for the run and deleted after. Every attempt must
+succeed, or the run fails.
 
     .venv/bin/python benchmarks/bench_targets.py            # 2000 deliveries x 5 rounds
     .venv/bin/python benchmarks/bench_targets.py --smoke    # a few, to prove it runs
@@ -22,16 +24,18 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import aiormq
 import nats
 from aiohttp import web
 from nats.js.api import StreamConfig
 
-from cronwheel.model import HttpTarget, MqttTarget, NatsTarget, Outcome, Target
+from cronwheel.model import HttpTarget, MqttTarget, NatsTarget, Outcome, RabbitMqTarget, Target
 from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors import AttemptContext, WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
 from cronwheel.worker.executors.mqtt import MqttExecutor
 from cronwheel.worker.executors.nats import NatsExecutor
+from cronwheel.worker.executors.rabbitmq import RabbitMqExecutor
 
 SETTINGS = WorkerSettings(allowed_networks=("127.0.0.0/8",))
 SLOT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -86,16 +90,22 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     nc = await nats.connect(args.nats)
     js = nc.jetstream()
     await js.add_stream(StreamConfig(name=stream, subjects=[f"{subject}.js"], duplicate_window=120.0))
+    amqp = await aiormq.connect(args.amqp_admin)
+    amqp_channel = await amqp.channel()
+    queue = f"cwbench-{uuid.uuid4().hex[:8]}"
+    await amqp_channel.queue_declare(queue)
     executors = {
         "http": HttpExecutor(SETTINGS),
         "nats": NatsExecutor(SETTINGS),
         "mqtt": MqttExecutor(SETTINGS),
+        "rabbitmq": RabbitMqExecutor(SETTINGS),
     }
     kinds: list[tuple[str, str, Target]] = [
         ("http", "http", HttpTarget(f"http://127.0.0.1:{port}/")),
         ("nats", "nats", NatsTarget(args.nats, f"{subject}.core")),
         ("jetstream", "nats", NatsTarget(args.nats, f"{subject}.js", jetstream=True)),
         ("mqtt qos1", "mqtt", MqttTarget(args.mqtt, f"cwbench/{uuid.uuid4().hex[:8]}", qos=1)),
+        ("rabbitmq", "rabbitmq", RabbitMqTarget(args.amqp, routing_key=queue)),
     ]
     figures: dict[str, Any] = {}
     serial = 0
@@ -122,6 +132,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         for executor in executors.values():
             await executor.close()
         await js.delete_stream(stream)
+        await amqp_channel.queue_delete(queue)
+        await amqp.close()
         await nc.close()
         await runner.cleanup()
     return figures
@@ -134,6 +146,10 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--nats", default="nats://127.0.0.1:4222")
     parser.add_argument("--mqtt", default="mqtt://127.0.0.1:1883")
+    parser.add_argument("--amqp", default="amqp://127.0.0.1:5672/", help="the target's URL (guest)")
+    parser.add_argument(
+        "--amqp-admin", default="amqp://guest:guest@127.0.0.1:5672/", help="to make the queue"
+    )
     parser.add_argument("--out", help="write the medians as JSON here")
     options = parser.parse_args()
     if options.smoke:
