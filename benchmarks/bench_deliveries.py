@@ -21,7 +21,8 @@ Kinds and their sinks, all on loopback:
 * ``mqtt``: a subscriber on Mosquitto (1883), QoS 1;
 * ``rabbitmq``: an exclusive queue on RabbitMQ (5672), published to through the default exchange
   with publisher confirms;
-* ``kafka``: no Kafka-protocol broker can be installed on these machines (see docs/service.md);
+* ``kafka``: Tansu, the one Kafka-protocol broker installable here, refuses the idempotent
+  producer the executor uses (see docs/service.md);
   the kind is listed and reported as not measured.
 
 Reported per kind: deliveries/s, the worker process' CPU ms per delivery and peak RSS, and what
@@ -54,7 +55,10 @@ from cronwheel.api.schemas import TargetSpec
 from cronwheel.model import Job, Target, new_id
 
 KINDS = ("http", "grpc", "nats", "jetstream", "mqtt", "rabbitmq", "kafka")
-UNMEASURED = {"kafka": "no Kafka-protocol broker can be installed here (PyPI, Debian and npm only)"}
+UNMEASURED = {
+    "kafka": "Tansu, the one Kafka-protocol broker installable here, refuses the idempotent producer "
+    "(InitProducerId) the executor uses (docs/service.md)"
+}
 NATS_URL = "nats://127.0.0.1:4222"
 MQTT_URL = "mqtt://127.0.0.1:1883"
 AMQP_URL = "amqp://127.0.0.1:5672/"

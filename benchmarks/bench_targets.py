@@ -150,7 +150,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--amqp-admin", default="amqp://guest:guest@127.0.0.1:5672/", help="to make the queue"
     )
-    parser.add_argument("--out", help="write the medians as JSON here")
+    parser.add_argument("--out", "--json", help="write the medians as JSON here")
     options = parser.parse_args()
     if options.smoke:
         options.deliveries, options.rounds = 20, 1
