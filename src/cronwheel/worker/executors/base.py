@@ -8,13 +8,17 @@ raises only ``asyncio.CancelledError`` when the worker cancels the attempt, afte
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from cronwheel import __version__, python_targets
-from cronwheel.model import Job, Run
+from cronwheel.errors import TransientError
+from cronwheel.model import Job, Outcome, Run, Target
+from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
 from cronwheel.store.port import AttemptResult
+from cronwheel.targets import secret_references
 from cronwheel.worker.executors.isolation import CommandIsolation
 
 TargetT_contra = TypeVar("TargetT_contra", contravariant=True)
@@ -103,6 +107,25 @@ class Executor(Protocol[TargetT_contra]):
     async def close(self) -> None:
         """Release what the executor holds (sessions, threads)."""
         ...
+
+
+async def with_secrets(
+    secrets: SecretResolver,
+    team: str,
+    target: Target,
+    attempt: Callable[[Resolved], Awaitable[AttemptResult]],
+) -> AttemptResult:
+    """Resolve the secrets of ``team`` that ``target`` refers to, make ``attempt`` with them, and
+    keep none of their values in its result. A secret that is gone or cannot be read is an
+    ``error`` outcome that says so; nothing is attempted without it."""
+    names = sorted({ref.name for _, ref in secret_references(target)})
+    try:
+        resolved = await secrets.resolve(team, names)
+    except SecretUnavailableError as error:
+        return AttemptResult(Outcome.ERROR, error=str(error))
+    except TransientError:
+        return AttemptResult(Outcome.ERROR, error=UNREADABLE)
+    return resolved.redacted(await attempt(resolved))
 
 
 def rfc3339(instant: datetime) -> str:

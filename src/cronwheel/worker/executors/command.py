@@ -47,13 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError, TransientError
+from cronwheel.errors import InvalidInputError
 from cronwheel.model import CommandTarget, Outcome
-from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
+from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_command
 from cronwheel.worker.executors import guard
-from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, decode_cut, rfc3339
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, decode_cut, rfc3339, with_secrets
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +104,9 @@ class CommandExecutor:
         """Resolve the environment's secrets, run the program, and keep none of them in the result."""
         if not self._settings.allow_commands:
             return AttemptResult(Outcome.ERROR, error=DISABLED)
-        needed = [value.name for _, value in target.env if not isinstance(value, str)]
-        try:
-            resolved = await self._secrets.resolve(ctx.team, needed)
-        except SecretUnavailableError as error:
-            return AttemptResult(Outcome.ERROR, error=str(error))
-        except TransientError:
-            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
-        return resolved.redacted(await self._run(resolved.command(target), ctx))
+        return await with_secrets(
+            self._secrets, ctx.team, target, lambda resolved: self._run(resolved.command(target), ctx)
+        )
 
     async def _run(self, target: CommandTarget, ctx: AttemptContext) -> AttemptResult:
         problem = self._refusal(target)

@@ -70,13 +70,13 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock, monotonic_of
-from cronwheel.errors import InvalidInputError, TransientError
+from cronwheel.errors import InvalidInputError
 from cronwheel.model import GrpcTarget, Outcome
-from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
+from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.ssrf import address_refusal, parse_networks, url_refusal
 from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_grpc, find_method, grpc_address, method_descriptor
-from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339, with_secrets
 
 log = logging.getLogger(__name__)
 
@@ -237,15 +237,10 @@ class GrpcExecutor:
 
     async def execute(self, target: GrpcTarget, ctx: AttemptContext) -> AttemptResult:
         """Resolve the target's secrets, make the call, and keep none of them in the result."""
-        try:
-            names = [value.name for _, value in target.metadata if not isinstance(value, str)]
-            resolved = await self._secrets.resolve(ctx.team, names)
-        except SecretUnavailableError as error:
-            return AttemptResult(Outcome.ERROR, error=str(error))
-        except TransientError:
-            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
         await self.close_idle()
-        return resolved.redacted(await self._attempt(resolved.grpc(target), ctx))
+        return await with_secrets(
+            self._secrets, ctx.team, target, lambda resolved: self._attempt(resolved.grpc(target), ctx)
+        )
 
     async def _attempt(self, target: GrpcTarget, ctx: AttemptContext) -> AttemptResult:
         try:

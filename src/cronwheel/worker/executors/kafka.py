@@ -45,13 +45,13 @@ import aiokafka.errors  # type: ignore[import-untyped]
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError, TransientError
-from cronwheel.model import KafkaTarget, Outcome, SecretRef
-from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
+from cronwheel.errors import InvalidInputError
+from cronwheel.model import KafkaTarget, Outcome
+from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.ssrf import IPNetwork, parse_networks, url_refusal
 from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_kafka
-from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (
     CONTENT_TYPE,
     IDLE_S,
@@ -275,13 +275,9 @@ class KafkaExecutor:
 
     async def execute(self, target: KafkaTarget, ctx: AttemptContext) -> AttemptResult:
         """Resolve the target's secrets, send the record, and keep none of them in the result."""
-        try:
-            resolved = await self._secrets.resolve(ctx.team, _references(target))
-        except SecretUnavailableError as error:
-            return AttemptResult(Outcome.ERROR, error=str(error))
-        except TransientError:
-            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
-        return resolved.redacted(await self._send(resolved.kafka(target), ctx))
+        return await with_secrets(
+            self._secrets, ctx.team, target, lambda resolved: self._send(resolved.kafka(target), ctx)
+        )
 
     async def _send(self, target: KafkaTarget, ctx: AttemptContext) -> AttemptResult:
         try:
@@ -357,11 +353,6 @@ class KafkaExecutor:
         finally:
             _GUARD.reset(token)
         return _Producer(producer, guard)
-
-
-def _references(target: KafkaTarget) -> list[str]:
-    values = [value for _, value in target.headers] + [target.username, target.password]
-    return [value.name for value in values if isinstance(value, SecretRef)]
 
 
 def _text(value: object) -> str:

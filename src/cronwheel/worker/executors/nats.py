@@ -37,13 +37,13 @@ from nats.aio.client import Client as NatsClient
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError, TransientError
+from cronwheel.errors import InvalidInputError
 from cronwheel.model import NatsTarget, Outcome
-from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
+from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.ssrf import endpoint, parse_networks, url_refusal
 from cronwheel.store.port import AttemptResult
-from cronwheel.targets import NATS_SCHEMES, broker_port, check_nats, parse_broker_url, secret_references
-from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
+from cronwheel.targets import NATS_SCHEMES, broker_port, check_nats, parse_broker_url
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (
     CONNECT_TIMEOUT_S,
     IDLE_S,
@@ -101,14 +101,9 @@ class NatsExecutor:
 
     async def execute(self, target: NatsTarget, ctx: AttemptContext) -> AttemptResult:
         """Resolve the target's secrets, publish, and keep none of them in the result."""
-        names = sorted({ref.name for _, ref in secret_references(target)})
-        try:
-            resolved = await self._secrets.resolve(ctx.team, names)
-        except SecretUnavailableError as error:
-            return AttemptResult(Outcome.ERROR, error=str(error))
-        except TransientError:
-            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
-        return resolved.redacted(await self._publish(resolved.nats(target), ctx))
+        return await with_secrets(
+            self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.nats(target), ctx)
+        )
 
     def _check(self, target: NatsTarget) -> tuple[URL | None, str | None]:
         """The broker URL, or why nothing may be sent (as the service judged it on write)."""

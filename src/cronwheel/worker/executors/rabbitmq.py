@@ -49,13 +49,13 @@ from pamqp import commands as spec
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError, TransientError
-from cronwheel.model import Outcome, RabbitMqTarget, SecretRef
-from cronwheel.secrets.resolve import UNREADABLE, SecretResolver, SecretUnavailableError
+from cronwheel.errors import InvalidInputError
+from cronwheel.model import Outcome, RabbitMqTarget
+from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.ssrf import parse_networks, url_refusal
 from cronwheel.store.port import AttemptResult
 from cronwheel.targets import AMQP_SCHEMES, amqp_vhost, broker_port, check_rabbitmq
-from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
+from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (
     CONTENT_TYPE,
     IDLE_S,
@@ -194,13 +194,9 @@ class RabbitMqExecutor:
 
     async def execute(self, target: RabbitMqTarget, ctx: AttemptContext) -> AttemptResult:
         """Resolve the target's secrets, publish, and keep none of them in the result."""
-        try:
-            resolved = await self._secrets.resolve(ctx.team, _references(target))
-        except SecretUnavailableError as error:
-            return AttemptResult(Outcome.ERROR, error=str(error))
-        except TransientError:
-            return AttemptResult(Outcome.ERROR, error=UNREADABLE)
-        return resolved.redacted(await self._publish(resolved.rabbitmq(target), ctx))
+        return await with_secrets(
+            self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.rabbitmq(target), ctx)
+        )
 
     async def _publish(self, target: RabbitMqTarget, ctx: AttemptContext) -> AttemptResult:
         try:
@@ -321,11 +317,6 @@ def _failed(
     else:
         text = f"cannot publish to {where}: {_os_text(error)}"
     return AttemptResult(outcome, error=text), broken
-
-
-def _references(target: RabbitMqTarget) -> list[str]:
-    values = [value for _, value in target.headers] + [target.username, target.password]
-    return [value.name for value in values if isinstance(value, SecretRef)]
 
 
 def _text(value: object) -> str:
