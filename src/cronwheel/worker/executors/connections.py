@@ -38,8 +38,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from yarl import URL
+
 from cronwheel.clock import monotonic_of
-from cronwheel.ssrf import IPNetwork, address_refusal
+from cronwheel.errors import InvalidInputError
+from cronwheel.ssrf import IPNetwork, address_refusal, url_refusal
+from cronwheel.targets import parse_broker_url
 from cronwheel.worker.executors.base import AttemptContext, rfc3339
 from cronwheel.worker.executors.http import BlockedAddressError
 
@@ -240,3 +244,18 @@ def _retrieved(task: asyncio.Task[object]) -> None:
     """An opening task's failure is its waiters' to report; none may be left waiting."""
     if not task.cancelled():
         task.exception()
+
+
+def checked_broker_url(
+    text: str, schemes: dict[str, int], allowed: Sequence[IPNetwork], check: Callable[[], URL]
+) -> tuple[URL | None, str | None]:
+    """A broker target's URL once ``check`` (its type's full check) passed and its host is not
+    refused by the SSRF guard, or why nothing may be sent (as the service judged it on write;
+    the guard's refusal first, as the sharper reason)."""
+    try:
+        refusal = url_refusal(parse_broker_url(text, schemes), allowed)
+        if refusal is not None:
+            return None, f"refused by the SSRF guard: {refusal} (not in allowed_networks)"
+        return check(), None
+    except InvalidInputError as error:
+        return None, str(error)

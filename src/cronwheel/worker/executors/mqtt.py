@@ -40,12 +40,11 @@ from paho.mqtt.reasoncodes import ReasonCode
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError
 from cronwheel.model import MqttTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.ssrf import endpoint, parse_networks, url_refusal
+from cronwheel.ssrf import endpoint, parse_networks
 from cronwheel.store.port import AttemptResult
-from cronwheel.targets import MQTT_SCHEMES, broker_port, check_mqtt, parse_broker_url
+from cronwheel.targets import MQTT_SCHEMES, broker_port, check_mqtt
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (
     CONNECT_TIMEOUT_S,
@@ -53,6 +52,7 @@ from cronwheel.worker.executors.connections import (
     IDLE_S,
     ConnectionPool,
     Resolve,
+    checked_broker_url,
     envelope_headers,
     guarded_address,
     message_body,
@@ -167,18 +167,8 @@ class MqttExecutor:
             self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.mqtt(target), ctx)
         )
 
-    def _check(self, target: MqttTarget) -> tuple[URL | None, str | None]:
-        """The broker URL, or why nothing may be sent (as the service judged it on write)."""
-        try:
-            refusal = url_refusal(parse_broker_url(target.url, MQTT_SCHEMES), self._allowed)
-            if refusal is not None:
-                return None, f"refused by the SSRF guard: {refusal} (not in allowed_networks)"
-            return check_mqtt(target), None
-        except InvalidInputError as error:
-            return None, str(error)
-
     async def _publish(self, target: MqttTarget, ctx: AttemptContext) -> AttemptResult:
-        url, problem = self._check(target)
+        url, problem = checked_broker_url(target.url, MQTT_SCHEMES, self._allowed, lambda: check_mqtt(target))
         if url is None:
             return AttemptResult(Outcome.ERROR, error=problem)
         budget = ctx.budget_s(self._clock.now())

@@ -37,18 +37,18 @@ from nats.aio.client import Client as NatsClient
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError
 from cronwheel.model import NatsTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.ssrf import endpoint, parse_networks, url_refusal
+from cronwheel.ssrf import endpoint, parse_networks
 from cronwheel.store.port import AttemptResult
-from cronwheel.targets import NATS_SCHEMES, broker_port, check_nats, parse_broker_url
+from cronwheel.targets import NATS_SCHEMES, broker_port, check_nats
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (
     CONNECT_TIMEOUT_S,
     IDLE_S,
     ConnectionPool,
     Resolve,
+    checked_broker_url,
     envelope_headers,
     guarded_address,
     host_port,
@@ -105,18 +105,8 @@ class NatsExecutor:
             self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.nats(target), ctx)
         )
 
-    def _check(self, target: NatsTarget) -> tuple[URL | None, str | None]:
-        """The broker URL, or why nothing may be sent (as the service judged it on write)."""
-        try:
-            refusal = url_refusal(parse_broker_url(target.url, NATS_SCHEMES), self._allowed)
-            if refusal is not None:
-                return None, f"refused by the SSRF guard: {refusal} (not in allowed_networks)"
-            return check_nats(target), None
-        except InvalidInputError as error:
-            return None, str(error)
-
     async def _publish(self, target: NatsTarget, ctx: AttemptContext) -> AttemptResult:
-        url, problem = self._check(target)
+        url, problem = checked_broker_url(target.url, NATS_SCHEMES, self._allowed, lambda: check_nats(target))
         if url is None:
             return AttemptResult(Outcome.ERROR, error=problem)
         budget = ctx.budget_s(self._clock.now())
