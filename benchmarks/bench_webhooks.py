@@ -338,9 +338,22 @@ def quiet_logs() -> None:
     handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - for the life of the process
 
 
+def executor_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``--kafka-without-idempotence`` (bench_deliveries.py): the Kafka executor's producer without
+    a producer id, which the one Kafka-protocol broker installable here (Tansu) refuses."""
+    if not args.kafka_without_idempotence:
+        return {}
+    from cronwheel.worker.executors.kafka import KafkaExecutor, producer_config
+
+    def config(target: Any) -> dict[str, Any]:
+        return {**producer_config(target), "enable_idempotence": False}
+
+    return {"kafka": KafkaExecutor(LOOPBACK, config=config)}
+
+
 async def worker_main(args: argparse.Namespace) -> None:
     async with worker_backends(args) as (store, queues, info):
-        executors = Executors(LOOPBACK)  # one HTTP session per process, as a server has
+        executors = Executors(LOOPBACK, overrides=executor_overrides(args))  # one HTTP session, as a server
         workers = [Worker(store, queue, executors, SystemClock(), f"{args.node}-{index}",
                           concurrency=args.concurrency) for index, queue in enumerate(queues)]  # fmt: skip
         tune_collector()  # as every node does (``cronwheel server``, ``cronwheel worker``)
@@ -761,6 +774,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     for hidden in ("--hook", "--node", "--db", "--prefix", "--client"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--kafka-without-idempotence", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
