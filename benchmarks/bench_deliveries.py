@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -258,6 +259,18 @@ class KindSink:
         self.child.expect("reset")
 
     def stats(self) -> dict[str, int]:
+        """What the sink counted, once the count holds still for 0.3 s (a consumer such as
+        Kafka's fetches in batches, behind the acknowledgements the runs waited for)."""
+        found = self._ask()
+        for _ in range(30):
+            time.sleep(0.3)
+            again = self._ask()
+            if again == found:
+                break
+            found = again
+        return found
+
+    def _ask(self) -> dict[str, int]:
         self.child.send("stats")
         found: dict[str, int] = self.child.expect("stats")
         return found
