@@ -7,6 +7,7 @@ Unreachable shared brokers skip the tests locally and fail them under
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
 import shutil
@@ -18,14 +19,16 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import aiormq
 import pytest
 
 from cronwheel.worker.executors import AttemptContext, WorkerSettings
 
 NATS_URL = os.environ.get("CRONWHEEL_TEST_NATS_URL", "nats://127.0.0.1:4222")
 MQTT_URL = os.environ.get("CRONWHEEL_TEST_MQTT_URL", "mqtt://127.0.0.1:1883")
+AMQP_URL = os.environ.get("CRONWHEEL_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 LOOPBACK = WorkerSettings(allowed_networks=("127.0.0.0/8",))
 SLOT = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 NOW = datetime(2025, 1, 2, 3, 4, 30, tzinfo=UTC)
@@ -63,11 +66,24 @@ def _reachable(url: str) -> bool:
 def require(url: str, what: str, variable: str) -> str:
     """``url``; skip (locally) or fail (scripts/test, CI) when nothing listens there."""
     if not _reachable(url):
-        message = f"no {what} at {url} (set {variable})"
-        if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"no {what} at {url} (set {variable})")
     return url
+
+
+def unavailable(message: str) -> NoReturn:
+    """A broker (or its program) the test needs is not there: skip locally, fail under
+    ``CRONWHEEL_TEST_REQUIRE_BACKENDS`` or ``CI`` (scripts/test), where every backend is required."""
+    if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+async def amqp_connection(url: str = AMQP_URL) -> aiormq.abc.AbstractConnection:
+    """A connection to the test RabbitMQ, or :func:`unavailable` when it cannot be reached."""
+    try:
+        return await asyncio.wait_for(aiormq.connect(url), 5)
+    except (OSError, aiormq.exceptions.AMQPError, TimeoutError) as error:
+        unavailable(f"no RabbitMQ at 127.0.0.1:5672 ({type(error).__name__}; set CRONWHEEL_TEST_AMQP_URL)")
 
 
 def require_nats() -> str:
@@ -88,10 +104,7 @@ def free_port() -> int:
 def _program(name: str) -> str:
     found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
     if found is None:
-        message = f"{name} is not installed"
-        if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"{name} is not installed")
     return found
 
 

@@ -5,7 +5,6 @@ SUCCESS; a job whose exchange does not exist ends FAILED, its attempt saying why
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import httpx
 import pytest
 from server_harness import ServerProcess, wait_for
 
+from broker_support import amqp_connection
+
 pytestmark = pytest.mark.integration
 
 AMQP_URL = os.environ.get("CRONWHEEL_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
@@ -26,13 +27,7 @@ AMQP_URL = os.environ.get("CRONWHEEL_TEST_AMQP_URL", "amqp://guest:guest@127.0.0
 
 @pytest.fixture
 async def queue() -> AsyncIterator[tuple[aiormq.abc.AbstractChannel, str]]:
-    try:
-        connection = await asyncio.wait_for(aiormq.connect(AMQP_URL), 5)
-    except (OSError, aiormq.exceptions.AMQPError, TimeoutError) as error:
-        message = f"no RabbitMQ at 127.0.0.1:5672 ({type(error).__name__})"
-        if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
-            pytest.fail(message)
-        pytest.skip(message)
+    connection = await amqp_connection(AMQP_URL)
     channel = await connection.channel()
     name = f"cwtest-server-{uuid.uuid4().hex[:8]}"
     await channel.queue_declare(name)

@@ -18,11 +18,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import aiormq
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker_support import amqp_connection
 from cronwheel.model import KafkaTarget, Outcome, RabbitMqTarget
 from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors import AttemptContext, WorkerSettings
@@ -57,13 +56,7 @@ def make_ctx(**changes: Any) -> AttemptContext:
 
 
 async def _require_rabbitmq() -> None:
-    try:
-        connection = await asyncio.wait_for(aiormq.connect(AMQP_URL), 5)
-    except (OSError, aiormq.exceptions.AMQPError, TimeoutError) as error:
-        message = f"no RabbitMQ at 127.0.0.1:5672 ({type(error).__name__}; set CRONWHEEL_TEST_AMQP_URL)"
-        if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
-            pytest.fail(message)
-        pytest.skip(message)
+    connection = await amqp_connection(AMQP_URL)
     await connection.close()
 
 

@@ -21,6 +21,7 @@ import aiormq
 import aiormq.abc
 import pytest
 
+from broker_support import amqp_connection
 from cronwheel.clock import ManualClock
 from cronwheel.model import Outcome, RabbitMqTarget, SecretRef
 from cronwheel.secrets.resolve import Resolved
@@ -68,13 +69,7 @@ class Broker:
 
 
 async def _reachable() -> aiormq.abc.AbstractConnection:
-    try:
-        return await asyncio.wait_for(aiormq.connect(AMQP_URL), 5)
-    except (OSError, aiormq.exceptions.AMQPError, TimeoutError) as error:
-        message = f"no RabbitMQ at 127.0.0.1:5672 ({type(error).__name__}; set CRONWHEEL_TEST_AMQP_URL)"
-        if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
-            pytest.fail(message)
-        pytest.skip(message)
+    return await amqp_connection(AMQP_URL)
 
 
 @pytest.fixture
