@@ -12,7 +12,8 @@ patterns, enums), and for those the check stands as it is: a schema-valid reques
 such a reason means the document is looser than the server. A few refusals no JSON Schema can
 state: that a cron expression's fields are in range, that a zone exists in the zone database,
 that the operator's policy allows a target, that a job has a slot left to fire, that a page
-cursor is one this API returned, that one field is not below another. The server names each of
+cursor is one this API returned, that one field is not below another, that no string anywhere
+(free JSON included) holds U+0000 or a lone surrogate. The server names each of
 them with its own ``code`` in the problem's ``errors``; :func:`accepted_beyond_the_schema`
 accepts a 422 whose every entry is one of them, and fails like the original on anything else.
 """
@@ -40,6 +41,10 @@ BEYOND_THE_SCHEMA = frozenset(
         "secret_not_found",  # a reference to a team secret: only the store knows which exist
         "field_order",  # one field against another (end_at after start_at, max_delay_s >= initial)
         "payload_too_large",  # 64 KiB of compact JSON, measured after parsing
+        # U+0000 or a lone surrogate in any string, keys of free JSON (a payload) included: what no
+        # store can hold (cronwheel.api.storable), stated once in the document's description
+        # rather than as a pattern on every string of every schema
+        "unstorable_text",
     }
 )
 

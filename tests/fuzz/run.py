@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-time", type=int, help="seconds: keep fuzzing until spent")
     parser.add_argument("--url", help="fuzz this server instead of an in-process one (see above)")
     parser.add_argument("--token", help="bearer token for --url (default: $CRONWHEEL_FUZZ_TOKEN)")
+    parser.add_argument(
+        "--database-url",
+        help="the in-process API's store (default: a new SQLite file); a PostgreSQL database is written to",
+    )
     options, rest = parser.parse_known_args(argv)
     extra = (*(("--max-time", str(options.max_time)) if options.max_time else ()), *rest)
     if options.url:
@@ -115,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     with (
         tempfile.TemporaryDirectory(prefix="cronwheel-fuzz-") as scratch,
-        serve_api(Path(scratch) / "fuzz.db") as api,
+        serve_api(options.database_url or Path(scratch) / "fuzz.db") as api,
     ):
         print(f"scripts/fuzz: the API at {api.url} (in-process, no worker)", flush=True)
         cmd = command(api.url, api.token, examples=options.examples, extra=extra)

@@ -1,6 +1,6 @@
 """The API as the fuzzer meets it: the real application over real HTTP on 127.0.0.1 (uvicorn, in
-a thread of the test process), on a real SQLite store and the system clock, as ``cronwheel
-server`` builds it, but with the API role alone.
+a thread of the test process), on a real store (a SQLite file, or a PostgreSQL database) and the
+system clock, as ``cronwheel server`` and the ``api`` role build it, but with the API alone.
 
 No scheduler and no worker run: nothing the fuzzer writes is ever fired or attempted, so no URL it
 invents is ever called and no command it invents is ever run (test traffic stays on loopback).
@@ -50,9 +50,10 @@ async def admin_token(store: SqlStore) -> str | None:
 
 
 @contextlib.contextmanager
-def serve_api(database: Path, *, startup_timeout_s: float = 30.0) -> Iterator[Served]:
-    """Serve the API on a free port of 127.0.0.1 over a new SQLite database at ``database``;
-    stopped (and the thread joined) on exit."""
+def serve_api(database: Path | str, *, startup_timeout_s: float = 30.0) -> Iterator[Served]:
+    """Serve the API on a free port of 127.0.0.1 over ``database`` (a new SQLite file's path, or
+    a store URL); stopped (and the thread joined) on exit."""
+    url = database if isinstance(database, str) else f"sqlite:///{database}"
     started = threading.Event()
     found: list[Served | BaseException] = []
     server: list[uvicorn.Server] = []
@@ -60,7 +61,7 @@ def serve_api(database: Path, *, startup_timeout_s: float = 30.0) -> Iterator[Se
     async def main() -> None:
         try:
             clock = SystemClock()
-            store = await open_store(f"sqlite:///{database}", clock=clock)
+            store = await open_store(url, clock=clock)
         except BaseException as error:
             found.append(error)
             started.set()

@@ -8,7 +8,8 @@ import asyncpg
 import pytest
 from sqlalchemy import exc, text
 
-from cronwheel.errors import TransientError
+from cronwheel.errors import InvalidInputError, TransientError
+from cronwheel.store import JobQuery
 from cronwheel.store.driver import describe, translated_errors
 from cronwheel.store.sql import SqlStore
 
@@ -134,3 +135,19 @@ def test_describe_keeps_the_first_line_only() -> None:
         describe(OSError(111, "Connection refused"))
         == "ConnectionRefusedError: [Errno 111] Connection refused"
     )
+
+
+@pytest.mark.parametrize("text_", ["a\x00b", "a\ud800b"])
+async def test_a_value_the_store_cannot_hold_is_invalid_input(
+    store: SqlStore, backend: str, text_: str
+) -> None:
+    """Behind the API's own check (cronwheel.api.storable): NUL (PostgreSQL's text refuses it) or a
+    lone surrogate (no UTF-8 bytes) reaching a store is the input's fault, refused as invalid
+    input that quotes nothing, and nothing is written; never a server fault."""
+    if backend == "sqlite" and "\x00" in text_:  # SQLite holds NUL: the API refuses it before any store
+        assert (await store.get_job((await new_job(store, description=text_)).id)).description == text_
+        return
+    with pytest.raises(InvalidInputError, match="not one the metadata store can hold") as refused:
+        await new_job(store, description=text_)
+    assert "a\x00b" not in "".join(traceback.format_exception(refused.value))
+    assert (await store.list_jobs(JobQuery())).items == []

@@ -11,10 +11,22 @@ read it before its user can authorize), behind the same Host check as everything
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from cronwheel import __version__
-from cronwheel.api import audit, docs, limits, notifications, openapi, output, problems, secrets, tokens, ui
+from cronwheel.api import (
+    audit,
+    docs,
+    limits,
+    notifications,
+    openapi,
+    output,
+    problems,
+    secrets,
+    storable,
+    tokens,
+    ui,
+)
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import RequestGuard
 from cronwheel.api.observe import RequestMetrics
@@ -34,6 +46,9 @@ def create_app(services: ApiServices) -> FastAPI:
         description=(
             "Register cron jobs, pause, resume and trigger them, and read their runs. "
             "Errors are RFC 9457 problem details (`application/problem+json`). "
+            "No string of a request (body, query or path; keys of free JSON such as a payload "
+            "included) may hold U+0000 or a lone surrogate (U+D800 to U+DFFF): no store can hold "
+            "them, and such a request is a 422 naming the field (`unstorable_text`). "
             "Job responses carry an `ETag` (the job's version); send it back in `If-Match` "
             "to make an edit conditional (412 when the job changed meanwhile). "
             "Every endpoint but `/healthz`, `/readyz`, the docs and (unless protected) `/metrics` "
@@ -47,8 +62,11 @@ def create_app(services: ApiServices) -> FastAPI:
     openapi.install(app)
     docs.install(app)
     ui.install(app)  # the dashboard at /ui (cronwheel.api.ui): its session bridge calls /v1 itself
+    # Every string a /v1 route takes is checked once, for what both stores can hold, once the
+    # caller is admitted (cronwheel.api.storable).
+    per_request = [*limits.PER_REQUEST, Depends(storable.storable_request)]
     for routes in (router, tokens.router, secrets.router, audit.router, notifications.router, output.router):
-        app.include_router(routes, prefix="/v1", dependencies=limits.PER_REQUEST, responses=limits.RESPONSES)
+        app.include_router(routes, prefix="/v1", dependencies=per_request, responses=limits.RESPONSES)
     app.include_router(system_router)
     app.include_router(system_router, prefix="/v1", include_in_schema=False)
     app.add_middleware(RequestMetrics)  # outermost: counts every answer, refusals included

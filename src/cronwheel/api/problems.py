@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -86,8 +87,8 @@ def problem_response(
         "status": status,
         "detail": detail,
     }
-    if request is not None:
-        body["instance"] = request.url.path
+    if request is not None:  # a URI reference: the path as sent, percent-encoded, never decoded text
+        body["instance"] = quote(request.url.path, safe="/:@!$&'()*+,;=-._~")
     if errors is not None:
         body["errors"] = list(errors)
     body.update(extensions)

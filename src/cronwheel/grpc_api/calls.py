@@ -12,6 +12,8 @@ together):
 3. The caller's rate bucket (:mod:`cronwheel.api.rate`, REST's ``rate_limit``) admits the call,
    or it is RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` of the seconds REST puts in
    ``Retry-After``.
+4. Every string of the request is checked for what both stores can hold
+   (:mod:`cronwheel.api.storable`, REST's check): INVALID_ARGUMENT naming the field.
 
 Any exception inside the call is answered once, by :mod:`cronwheel.grpc_api.errors`, with a
 status code and ``google.rpc`` details; a refusal REST audits (401, 403, 404 at a team's wall) is
@@ -24,23 +26,30 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from cronwheel.api.auditing import record_refusal
 from cronwheel.api.auth import authenticate
 from cronwheel.api.rate import caller_key, failures_key, refusal
 from cronwheel.api.services import ApiServices
+from cronwheel.api.storable import entry, unstorable_path
+from cronwheel.api.storable import refusal as unstorable
 from cronwheel.audit import Actor
 from cronwheel.errors import ForbiddenError, HiddenError, UnauthenticatedError
+from cronwheel.grpc_api.convert import to_dict
 from cronwheel.grpc_api.errors import grpc_status
 from cronwheel.identity import Caller
 
 PACKAGE = "/cronwheel.v1."
 METHOD: ContextVar[str] = ContextVar("cronwheel_grpc_method", default="(unknown method)")
 """The full name of the method being served (``/cronwheel.v1.JobService/GetJob``)."""
+REQUEST: ContextVar[Any] = ContextVar("cronwheel_grpc_request", default=None)
+"""The request message of the call being served (checked by :class:`Call` once it is admitted)."""
 
 
 def bearer(context: Any) -> str | None:
@@ -79,15 +88,40 @@ class MethodNames(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         serve = handler.unary_unary
 
         async def named(request: Any, context: Any) -> Any:
-            token = METHOD.set(method)
+            if isinstance(request, Malformed):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.detail)
+            token, held = METHOD.set(method), REQUEST.set(request)
             try:
                 return await serve(request, context)
             finally:
+                REQUEST.reset(held)
                 METHOD.reset(token)
 
         return grpc.unary_unary_rpc_method_handler(
-            named, handler.request_deserializer, handler.response_serializer
+            named, tolerant(handler.request_deserializer), handler.response_serializer
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A request whose bytes are not a message of its type (bad UTF-8 in a string field ...)."""
+
+    detail: str
+
+
+def tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserialize``, answering :class:`Malformed` where it raises: grpc.aio would answer the
+    client's bad bytes as UNKNOWN, a server fault; the handler answers INVALID_ARGUMENT."""
+    if deserialize is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as error:
+            return Malformed(f"the request is not a valid message: {str(error).rpartition(': ')[2]}")
+
+    return parse
 
 
 def _refused_status(error: Exception) -> int | None:
@@ -134,7 +168,15 @@ class Call:
             services.rate_limiter.admit(caller_key(caller, self.address), limits)
         except Exception as error:
             await self._abort(error)
+        await self._check_storable()
         return self
+
+    async def _check_storable(self) -> None:
+        request = REQUEST.get()
+        found = None if request is None else unstorable_path(to_dict(request))
+        if found is not None:
+            path, is_key = found
+            await self._abort(unstorable([entry("body", rest_path(path), is_key)]))
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
@@ -154,3 +196,13 @@ class Call:
 def _is_abort(error: Exception) -> bool:
     """Whether ``error`` is grpc.aio's own signal that the call was already answered."""
     return isinstance(error, grpc.aio.AbortError)
+
+
+def rest_path(path: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """A request field's path as REST names it: a job's fields without the request's ``job``
+    wrapper, a target's without its ``oneof`` kind (``job.target.http.url`` -> ``target.url``)."""
+    if len(path) > 1 and path[0] == "job":
+        path = path[1:]
+    if len(path) > 2 and path[0] == "target":
+        path = ("target", *path[2:])
+    return path

@@ -391,6 +391,16 @@ def describe(error: BaseException) -> str:
     return f"{name}: {message}" if message else name
 
 
+# Values the server refuses in a column, whatever the statement: a character the encoding cannot
+# hold (U+0000 in text, 22021; "\u0000" in jsonb, 22P05), a number out of the column's range
+# (22003), a string longer than its column (22001). The statement cannot succeed with that value,
+# so the fault is the input's, not the server's: refused as invalid input, without the driver's
+# text (it may quote the value). The API refuses such text before it reaches a store
+# (cronwheel.api.storable); this is the backstop for any other way in.
+_REFUSED_VALUE_SQLSTATES = {"22021", "22P05", "22003", "22001"}
+REFUSED_VALUE = "a value is not one the metadata store can hold; nothing was written"
+
+
 def _translate(error: exc.DBAPIError) -> Exception:
     if isinstance(error, exc.IntegrityError):
         if _is_foreign_key_violation(error):
@@ -408,6 +418,23 @@ def _translate(error: exc.DBAPIError) -> Exception:
     ):
         return BackendUnavailableError(f"the metadata store is unavailable: {describe(error)}")
     return error
+
+
+def _refused_value(error: exc.DBAPIError) -> bool:
+    return getattr(error.orig, "sqlstate", None) in _REFUSED_VALUE_SQLSTATES or _unencodable(error)
+
+
+def _unencodable(error: BaseException) -> bool:
+    """Whether a text without UTF-8 bytes (a lone surrogate) lies under ``error``: asyncpg
+    reports it as "invalid input for query argument", caused by a UnicodeEncodeError."""
+    cause: BaseException | None = error
+    for _ in range(10):
+        if cause is None:
+            return False
+        if isinstance(cause, UnicodeError) or isinstance(getattr(cause, "orig", None), UnicodeError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _forget_row_values(error: exc.DBAPIError) -> None:
@@ -470,7 +497,7 @@ def translated_errors() -> Iterator[None]:
     except CronwheelError:
         raise
     except exc.DBAPIError as error:
-        translated = _translate(error)
+        translated = InvalidInputError(REFUSED_VALUE) if _refused_value(error) else _translate(error)
         _forget_row_values(error)
         if translated is error:
             raise
@@ -481,7 +508,11 @@ def translated_errors() -> Iterator[None]:
         raise BackendUnavailableError(
             "the metadata store did not answer in time (connect or command timeout)"
         ) from error
-    except exc.StatementError as error:
+    except (exc.StatementError, UnicodeError) as error:
+        if _unencodable(error):  # a lone surrogate: no UTF-8 bytes to send (sqlite3 raises it bare)
+            raise InvalidInputError(REFUSED_VALUE) from error
+        if not isinstance(error, exc.StatementError):
+            raise
         if isinstance(error.orig, (ValueError, TypeError)):
             raise InvalidInputError(str(error.orig)) from error
         raise
