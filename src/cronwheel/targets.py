@@ -14,6 +14,9 @@ exception inside the worker.
   argument or ``NAME=value`` of at most :data:`MAX_ARG_BYTES` (Linux's ``MAX_ARG_STRLEN``), and
   all of them together at most :data:`MAX_EXEC_BYTES` (``E2BIG``); ``cwd`` absolute. A ``cwd``
   that is not an existing directory is the target's fault at run time: it may be created later.
+* **hosts** (every kind that names one: HTTP and broker URLs, gRPC addresses, Kafka servers,
+  notification webhooks): no forbidden domain code point of the WHATWG URL Standard once
+  percent-decoded (:func:`forbidden_host_code_point`: ``127.0.0.1%09``, ``hooks example.com``).
 * **http** (aiohttp, yarl, the resolver): a URL without control characters that yarl parses,
   ``http`` or ``https`` with a host
   whose name the IDNA codec can encode (what ``getaddrinfo`` is handed); a numeric IPv4 host only
@@ -64,6 +67,7 @@ import binascii
 import os
 import re
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from yarl import URL
 
@@ -225,6 +229,7 @@ def parse_url(text: str) -> URL:
         raise InvalidInputError("target.url is not a valid URL") from None
     if url.scheme not in ("http", "https") or not host:
         raise InvalidInputError("target.url must be an absolute http:// or https:// URL")
+    check_host_code_points("target.url", url)
     try:  # what the resolver hands to getaddrinfo (an IP literal always passes)
         (url.raw_host or "").encode("idna")
     except UnicodeError:
@@ -233,6 +238,45 @@ def parse_url(text: str) -> URL:
             "(an empty label, or one longer than 63 characters)"
         ) from None
     return url
+
+
+FORBIDDEN_HOST_CODE_POINTS = frozenset("\x00\t\n\r #/:<>?@[\\]^|")
+"""The WHATWG URL Standard's forbidden host code points."""
+FORBIDDEN_DOMAIN_CODE_POINTS = (
+    FORBIDDEN_HOST_CODE_POINTS | {chr(code) for code in range(0x20)} | {"%", "\x7f"}
+)
+"""The WHATWG URL Standard's forbidden domain code points: the host ones, C0 controls, ``%`` and
+DELETE. No name a resolver looks up holds one."""
+NOT_UTF8 = "\ufffd"
+"""What :func:`forbidden_host_code_point` answers for a host whose percent-decoded bytes are not
+UTF-8."""
+
+
+def forbidden_host_code_point(host: str) -> str | None:
+    """The first forbidden domain code point of ``host`` (a URL's host as written, an IPv6
+    literal's brackets excluded) once percent-decoded, :data:`NOT_UTF8` when the decoded bytes are
+    not UTF-8, or None: a host that holds one is no host name at all (``127.0.0.1%09``,
+    ``hooks example.com``, ``a%2fb``), and no attempt could reach it."""
+    try:
+        decoded = unquote(host, errors="strict")
+    except UnicodeDecodeError:
+        return NOT_UTF8
+    return next((char for char in decoded if char in FORBIDDEN_DOMAIN_CODE_POINTS), None)
+
+
+def check_host_code_points(field: str, url: URL) -> None:
+    """Refuse ``url`` whose host holds a forbidden code point (:func:`forbidden_host_code_point`);
+    an IPv6 literal, which the URL parser has validated, has none. The message names the code
+    point, never the host."""
+    raw = url.raw_host or ""
+    found = None if ":" in raw else forbidden_host_code_point(raw)
+    if found == NOT_UTF8:
+        raise InvalidInputError(f"{field} has a host whose percent-encoded bytes are not UTF-8")
+    if found is not None:
+        raise InvalidInputError(
+            f"{field} has a host holding U+{ord(found):04X}, which no host name may contain "
+            "(once percent-decoded)"
+        )
 
 
 def redacted_url(text: str) -> str:
@@ -341,6 +385,7 @@ def grpc_address(text: str) -> URL:
 def _checked_host(url: URL, field: str) -> URL:
     """``url`` once its host can be looked up and an IPv4 address in it is spelled as a dotted
     quad (what the resolver and the connecting client will read); messages name ``field``."""
+    check_host_code_points(field, url)
     try:
         (url.raw_host or "").encode("idna")
     except UnicodeError:
