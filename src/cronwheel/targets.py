@@ -108,7 +108,11 @@ SECRET_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # as the API's names of team
 
 
 def check_target(target: Target) -> None:
-    """Refuse (InvalidInputError, naming the field) a target nothing could ever run."""
+    """Refuse (InvalidInputError, naming the field) a target nothing could ever run, or one that
+    sets a header or metadata key cronwheel sets itself (:func:`reserved_header`). That second
+    rule is for definitions being written: on a stored job an attempt's own values win, so the
+    executors, which call the checks of each kind, do not ask it."""
+    check_reserved_names(target)
     if isinstance(target, CommandTarget):
         check_command(target)
     elif isinstance(target, HttpTarget):
@@ -199,6 +203,7 @@ def check_http(target: HttpTarget) -> URL:
     for name, value in target.headers:
         if not _TOKEN.fullmatch(name):
             raise InvalidInputError(f"target.headers has a name that is not an HTTP token: {name!r}")
+        _check_client_header("target.headers", name)
         if isinstance(value, SecretRef):  # checked once resolved, by the worker
             _check_reference(f"target.headers[{name!r}]", value)
             continue
@@ -296,6 +301,72 @@ def redacted_url(text: str) -> str:
     return masked
 
 
+# -- reserved header names -------------------------------------------------------------------------
+
+HOP_BY_HOP_HEADERS = frozenset(
+    {"connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer"}
+)
+"""Connection-specific header fields (RFC 9110 section 7.6.1; HTTP/2 and so gRPC forbid them)."""
+CLIENT_HEADERS = HOP_BY_HOP_HEADERS | {"host", "content-length", "content-type"}
+"""What the client writes from the URL, the body and the connection (lower case). A target's
+``Content-Type`` stays allowed over HTTP (cronwheel sets it only with a payload); gRPC's is its own."""
+CRONWHEEL_HEADERS = frozenset(
+    {"idempotency-key", "webhook-id", "webhook-timestamp", "webhook-signature", "nats-msg-id",
+     "traceparent", "tracestate"}
+)  # fmt: skip
+"""What cronwheel sets on each attempt (lower case), besides every ``X-Cronwheel-*`` name: the
+webhook contract, NATS's message id and the trace context. Over any of them an attempt's own
+value wins."""
+CRONWHEEL_PREFIX = "x-cronwheel-"
+
+
+def client_header(name: str, *, grpc: bool = False) -> str | None:
+    """Why no target may set the header (or gRPC metadata key, ``grpc``) ``name``, any case,
+    because the client writes it (:data:`CLIENT_HEADERS`; ``Content-Type`` only for gRPC), or
+    None. An attempt could not honour it, and ``Host`` would name another site than the URL's."""
+    lowered = name.lower()
+    if lowered in HOP_BY_HOP_HEADERS:
+        return "a hop-by-hop header, which only the client sets for its connection"
+    if lowered in CLIENT_HEADERS and (grpc or lowered != "content-type"):
+        return "set by the client from the URL and the body"
+    return None
+
+
+def reserved_header(name: str, *, grpc: bool = False) -> str | None:
+    """Why a target may not set the header ``name``, any case: :func:`client_header`, or one
+    cronwheel sets itself (:data:`CRONWHEEL_HEADERS`, ``X-Cronwheel-*``); None when it may."""
+    why = client_header(name, grpc=grpc)
+    lowered = name.lower()
+    if why is None and (lowered in CRONWHEEL_HEADERS or lowered.startswith(CRONWHEEL_PREFIX)):
+        return "set by cronwheel on each attempt"
+    return why
+
+
+def _check_client_header(field: str, name: str) -> None:
+    """Refuse what :func:`client_header` says; asked before every HTTP and gRPC attempt too."""
+    why = client_header(name, grpc=field == "target.metadata")
+    if why is not None:
+        raise InvalidInputError(f"{field}.{name} is {why}; a target may not set it")
+
+
+def check_reserved_names(target: Target) -> None:
+    """Refuse a header or metadata key of ``target`` that :func:`reserved_header` reserves, naming
+    it (``target.headers.Host``), whatever its case."""
+    field, names = _header_names(target)
+    for name in names:
+        why = reserved_header(name, grpc=isinstance(target, GrpcTarget))
+        if why is not None:
+            raise InvalidInputError(f"{field}.{name} is {why}; a target may not set it")
+
+
+def _header_names(target: Target) -> tuple[str, list[str]]:
+    if isinstance(target, GrpcTarget):
+        return "target.metadata", [name for name, _ in target.metadata]
+    if isinstance(target, HttpTarget | NatsTarget | RabbitMqTarget | KafkaTarget):
+        return "target.headers", [name for name, _ in target.headers]
+    return "target.headers", []
+
+
 # -- brokers (nats, mqtt) ------------------------------------------------------------------------
 
 NATS_SCHEMES = {"nats": 4222, "tls": 4222}  # scheme -> default port
@@ -350,6 +421,7 @@ def check_grpc(target: GrpcTarget) -> URL:
         raise InvalidInputError("target.method must be 'package.Service/Method' (the service's full name)")
     for name, value in target.metadata:
         check_metadata_key(name)
+        _check_client_header("target.metadata", name)
         field = f"target.metadata[{name!r}]"
         if isinstance(value, SecretRef):  # checked once resolved, by the worker
             _check_reference(field, value)
