@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -85,6 +86,7 @@ from cronwheel.model import (
     Target,
     Value,
 )
+from cronwheel.redaction import HIDDEN, credential_header
 from cronwheel.ssrf import host_address
 
 if TYPE_CHECKING:
@@ -794,6 +796,61 @@ def plain_values(target: Target) -> list[str]:
         for field, value in _values(target)
         if isinstance(value, str) and field not in ("target.user", "target.username")
     ]
+
+
+def plain_credentials(target: Target) -> list[tuple[str, str]]:
+    """The credentials ``target`` holds in clear, as (field, value): a header, metadata or
+    environment value whose name carries a credential (:func:`cronwheel.redaction.credential_header`:
+    ``Authorization``, ``Cookie``, ``*token*``, ``*api-key*``, ``*secret*``, ``*password*`` ...),
+    a broker's password or token, and an HTTP URL with user info or a query parameter whose name
+    carries a credential as a header's would (``?token=``, ``?api_key=``, ``?sig=``). What the server
+    refuses to store unless its operator allows plain credentials, and what a caller who may not
+    write the job sees masked."""
+    found = [
+        (field, value) for field, value in _values(target) if isinstance(value, str) and _credential(field)
+    ]
+    if isinstance(target, HttpTarget) and _credential_url(target.url):
+        found.insert(0, ("target.url", target.url))
+    return found
+
+
+def _credential(field: str) -> bool:
+    """Whether a field :func:`_values` names holds a credential (a user name does not)."""
+    group, _, name = field.removeprefix("target.").partition(".")
+    if group in ("headers", "metadata", "env"):
+        return credential_header(name)
+    return group in ("password", "token")
+
+
+def _credential_url(text: str) -> bool:
+    try:
+        url = URL(text)
+        names = list(url.query)
+    except (ValueError, TypeError):
+        return False
+    return url.raw_user is not None or url.raw_password is not None or any(map(credential_header, names))
+
+
+def masked_credentials(target: Target) -> Target:
+    """``target`` with each of its :func:`plain_credentials` replaced by ``***`` (a URL by its
+    :func:`redacted_url`); secret references and other values as they are."""
+    fields = {field for field, _ in plain_credentials(target)}
+    if not fields:
+        return target
+
+    def pairs(group: str, items: tuple[tuple[str, Value], ...]) -> tuple[tuple[str, Value], ...]:
+        return tuple((name, HIDDEN if f"target.{group}.{name}" in fields else value) for name, value in items)
+
+    changes: dict[str, Any] = {}
+    for group in ("headers", "metadata", "env"):
+        if hasattr(target, group):
+            changes[group] = pairs(group, getattr(target, group))
+    for name in ("password", "token"):
+        if f"target.{name}" in fields:
+            changes[name] = HIDDEN
+    if "target.url" in fields and isinstance(target, HttpTarget):
+        changes["url"] = redacted_url(target.url)
+    return dataclasses.replace(target, **changes)
 
 
 def _values(target: Target) -> list[tuple[str, Value]]:

@@ -88,7 +88,7 @@ async def test_a_patch_that_adds_one_is_refused(client: httpx.AsyncClient) -> No
     assert (await client.get(f"/v1/jobs/{job['id']}")).json()["target"]["headers"] == {"X-Team": "blue"}
 
 
-@pytest.mark.parametrize("name", ["Content-Type", "User-Agent", "Accept", "X-Team", "Proxy-Authorization"])
+@pytest.mark.parametrize("name", ["Content-Type", "User-Agent", "Accept", "X-Team", "Accept-Language"])
 async def test_other_headers_are_accepted(client: httpx.AsyncClient, name: str) -> None:
     response = await client.post("/v1/jobs", json=job_body(target=http({name: "text/plain"})))
     assert response.status_code == 201, response.text
