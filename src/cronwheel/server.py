@@ -121,6 +121,7 @@ class ServerSettings:
     allow_commands: bool = False
     python_allow: tuple[str, ...] = ()
     allowed_networks: tuple[str, ...] = ()
+    allow_plain_credentials: bool = False  # store credentials given in clear (refused by default)
     command_isolation: CommandIsolation = field(default_factory=CommandIsolation)  # user, limits, cwd
     concurrency: int = 64
     queues: tuple[str, ...] = ("default",)
@@ -507,7 +508,11 @@ class _Roles:
     def _api(self, feed: ChangeFeed, announce: Callable[[str], None]) -> None:
         settings, store, clock = self.settings, self.backends.store, self.backends.clock
         policy = TargetPolicy(
-            settings.allow_commands, settings.python_allow, settings.allowed_networks, queues=settings.queues
+            settings.allow_commands,
+            settings.python_allow,
+            settings.allowed_networks,
+            queues=settings.queues,
+            allow_plain_credentials=settings.allow_plain_credentials,
         )
         service = JobService(
             store, self.backends.queue, feed, clock, policy,

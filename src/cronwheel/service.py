@@ -52,6 +52,7 @@ from cronwheel.targets import (
     parse_amqp_url,
     parse_broker_url,
     parse_url,
+    plain_credentials,
     secret_references,
 )
 from cronwheel.tracing import OFF, Tracer, ending
@@ -95,9 +96,23 @@ class TargetPolicy:
     python_allow: tuple[str, ...] = ()
     allowed_networks: tuple[str, ...] = ()
     queues: tuple[str, ...] | None = None  # worker queues served here (None: not known, any accepted)
+    allow_plain_credentials: bool = False  # --allow-plain-credentials
 
     def __post_init__(self) -> None:
         python_targets.check_patterns(self.python_allow)
+
+    def check_credentials(self, target: Target, stored: Target | None = None) -> None:
+        """Refuse (:class:`PlainCredentialError`) the credentials ``target`` holds in clear
+        (:func:`cronwheel.targets.plain_credentials`) unless the operator allows them; one the
+        ``stored`` definition already holds, same field and value, is kept: an edit of another
+        field, or a whole definition read back and written again, does not need it moved first.
+        Checked where a job is written, never by workers: stored jobs run as they are."""
+        if self.allow_plain_credentials:
+            return
+        kept = set(plain_credentials(stored)) if stored is not None else set()
+        fields = [field for field, value in plain_credentials(target) if (field, value) not in kept]
+        if fields:
+            raise PlainCredentialError(fields)
 
     def check_queue(self, queue: str) -> None:
         if self.queues is not None and queue not in self.queues:
@@ -168,6 +183,30 @@ class TargetPolicy:
                 f"target.address points to a non-public address: {refusal}; "
                 "an operator must allow its network (--allow-network)"
             )
+
+
+class PlainCredentialError(InvalidInputError):
+    """A job holds credentials in clear where the server wants secret references (422, one entry
+    per field; the values are never quoted)."""
+
+    def __init__(self, fields: list[str]) -> None:
+        self.problems = [(field, _plain_reason(field)) for field in fields]
+        more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
+        super().__init__(f"{fields[0]} {self.problems[0][1]}{more}")
+
+
+def _plain_reason(field: str) -> str:
+    if field == "target.url":
+        return (
+            "holds credentials in clear (user info, or a secret query parameter): send them in a header "
+            'whose value is a secret reference ({"secret": NAME}); this server refuses plain credentials '
+            "(--allow-plain-credentials)"
+        )
+    return (
+        'holds a credential in clear: give a secret reference ({"secret": NAME}, set with `cronwheel '
+        "secrets set`; `cronwheel secrets adopt` moves a stored job's values); this server refuses "
+        "plain credentials (--allow-plain-credentials)"
+    )
 
 
 class UnknownSecretError(InvalidInputError):
@@ -249,6 +288,7 @@ class JobService:
         taken, a full team: 409) is not judged here. ``job.id`` is what ``H`` hashes: empty for
         a validation, which cannot know the id a create will give."""
         self.validate(job)
+        self.policy.check_credentials(job.target)
         await self.check_secrets(job)
         now = self.clock.now()
         stored = dataclasses.replace(
@@ -298,6 +338,7 @@ class JobService:
     async def _checked_edit(self, job: Job, current: Job) -> tuple[Job, bool]:
         """The edited job to store and whether its timing changed (then its cursor restarts
         from now), after the checks that need the stored job."""
+        self.policy.check_credentials(job.target, current.target)
         await self.check_secrets(job)
         now = self.clock.now()
         updated = dataclasses.replace(

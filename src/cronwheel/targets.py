@@ -14,6 +14,9 @@ exception inside the worker.
   argument or ``NAME=value`` of at most :data:`MAX_ARG_BYTES` (Linux's ``MAX_ARG_STRLEN``), and
   all of them together at most :data:`MAX_EXEC_BYTES` (``E2BIG``); ``cwd`` absolute. A ``cwd``
   that is not an existing directory is the target's fault at run time: it may be created later.
+* **hosts** (every kind that names one: HTTP and broker URLs, gRPC addresses, Kafka servers,
+  notification webhooks): no forbidden domain code point of the WHATWG URL Standard once
+  percent-decoded (:func:`forbidden_host_code_point`: ``127.0.0.1%09``, ``hooks example.com``).
 * **http** (aiohttp, yarl, the resolver): a URL without control characters that yarl parses,
   ``http`` or ``https`` with a host
   whose name the IDNA codec can encode (what ``getaddrinfo`` is handed); a numeric IPv4 host only
@@ -61,9 +64,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import os
 import re
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from yarl import URL
 
@@ -81,6 +86,7 @@ from cronwheel.model import (
     Target,
     Value,
 )
+from cronwheel.redaction import HIDDEN, credential_header
 from cronwheel.ssrf import host_address
 
 if TYPE_CHECKING:
@@ -104,7 +110,11 @@ SECRET_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # as the API's names of team
 
 
 def check_target(target: Target) -> None:
-    """Refuse (InvalidInputError, naming the field) a target nothing could ever run."""
+    """Refuse (InvalidInputError, naming the field) a target nothing could ever run, or one that
+    sets a header or metadata key cronwheel sets itself (:func:`reserved_header`). That second
+    rule is for definitions being written: on a stored job an attempt's own values win, so the
+    executors, which call the checks of each kind, do not ask it."""
+    check_reserved_names(target)
     if isinstance(target, CommandTarget):
         check_command(target)
     elif isinstance(target, HttpTarget):
@@ -195,6 +205,7 @@ def check_http(target: HttpTarget) -> URL:
     for name, value in target.headers:
         if not _TOKEN.fullmatch(name):
             raise InvalidInputError(f"target.headers has a name that is not an HTTP token: {name!r}")
+        _check_client_header("target.headers", name)
         if isinstance(value, SecretRef):  # checked once resolved, by the worker
             _check_reference(f"target.headers[{name!r}]", value)
             continue
@@ -225,6 +236,7 @@ def parse_url(text: str) -> URL:
         raise InvalidInputError("target.url is not a valid URL") from None
     if url.scheme not in ("http", "https") or not host:
         raise InvalidInputError("target.url must be an absolute http:// or https:// URL")
+    check_host_code_points("target.url", url)
     try:  # what the resolver hands to getaddrinfo (an IP literal always passes)
         (url.raw_host or "").encode("idna")
     except UnicodeError:
@@ -233,6 +245,45 @@ def parse_url(text: str) -> URL:
             "(an empty label, or one longer than 63 characters)"
         ) from None
     return url
+
+
+FORBIDDEN_HOST_CODE_POINTS = frozenset("\x00\t\n\r #/:<>?@[\\]^|")
+"""The WHATWG URL Standard's forbidden host code points."""
+FORBIDDEN_DOMAIN_CODE_POINTS = (
+    FORBIDDEN_HOST_CODE_POINTS | {chr(code) for code in range(0x20)} | {"%", "\x7f"}
+)
+"""The WHATWG URL Standard's forbidden domain code points: the host ones, C0 controls, ``%`` and
+DELETE. No name a resolver looks up holds one."""
+NOT_UTF8 = "\ufffd"
+"""What :func:`forbidden_host_code_point` answers for a host whose percent-decoded bytes are not
+UTF-8."""
+
+
+def forbidden_host_code_point(host: str) -> str | None:
+    """The first forbidden domain code point of ``host`` (a URL's host as written, an IPv6
+    literal's brackets excluded) once percent-decoded, :data:`NOT_UTF8` when the decoded bytes are
+    not UTF-8, or None: a host that holds one is no host name at all (``127.0.0.1%09``,
+    ``hooks example.com``, ``a%2fb``), and no attempt could reach it."""
+    try:
+        decoded = unquote(host, errors="strict")
+    except UnicodeDecodeError:
+        return NOT_UTF8
+    return next((char for char in decoded if char in FORBIDDEN_DOMAIN_CODE_POINTS), None)
+
+
+def check_host_code_points(field: str, url: URL) -> None:
+    """Refuse ``url`` whose host holds a forbidden code point (:func:`forbidden_host_code_point`);
+    an IPv6 literal, which the URL parser has validated, has none. The message names the code
+    point, never the host."""
+    raw = url.raw_host or ""
+    found = None if ":" in raw else forbidden_host_code_point(raw)
+    if found == NOT_UTF8:
+        raise InvalidInputError(f"{field} has a host whose percent-encoded bytes are not UTF-8")
+    if found is not None:
+        raise InvalidInputError(
+            f"{field} has a host holding U+{ord(found):04X}, which no host name may contain "
+            "(once percent-decoded)"
+        )
 
 
 def redacted_url(text: str) -> str:
@@ -250,6 +301,72 @@ def redacted_url(text: str) -> str:
         scheme, sep, rest = masked.partition("://")
         masked = f"{scheme}{sep}***@{rest}" if sep else "***@" + masked
     return masked
+
+
+# -- reserved header names -------------------------------------------------------------------------
+
+HOP_BY_HOP_HEADERS = frozenset(
+    {"connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer"}
+)
+"""Connection-specific header fields (RFC 9110 section 7.6.1; HTTP/2 and so gRPC forbid them)."""
+CLIENT_HEADERS = HOP_BY_HOP_HEADERS | {"host", "content-length", "content-type"}
+"""What the client writes from the URL, the body and the connection (lower case). A target's
+``Content-Type`` stays allowed over HTTP (cronwheel sets it only with a payload); gRPC's is its own."""
+CRONWHEEL_HEADERS = frozenset(
+    {"idempotency-key", "webhook-id", "webhook-timestamp", "webhook-signature", "nats-msg-id",
+     "traceparent", "tracestate"}
+)  # fmt: skip
+"""What cronwheel sets on each attempt (lower case), besides every ``X-Cronwheel-*`` name: the
+webhook contract, NATS's message id and the trace context. Over any of them an attempt's own
+value wins."""
+CRONWHEEL_PREFIX = "x-cronwheel-"
+
+
+def client_header(name: str, *, grpc: bool = False) -> str | None:
+    """Why no target may set the header (or gRPC metadata key, ``grpc``) ``name``, any case,
+    because the client writes it (:data:`CLIENT_HEADERS`; ``Content-Type`` only for gRPC), or
+    None. An attempt could not honour it, and ``Host`` would name another site than the URL's."""
+    lowered = name.lower()
+    if lowered in HOP_BY_HOP_HEADERS:
+        return "a hop-by-hop header, which only the client sets for its connection"
+    if lowered in CLIENT_HEADERS and (grpc or lowered != "content-type"):
+        return "set by the client from the URL and the body"
+    return None
+
+
+def reserved_header(name: str, *, grpc: bool = False) -> str | None:
+    """Why a target may not set the header ``name``, any case: :func:`client_header`, or one
+    cronwheel sets itself (:data:`CRONWHEEL_HEADERS`, ``X-Cronwheel-*``); None when it may."""
+    why = client_header(name, grpc=grpc)
+    lowered = name.lower()
+    if why is None and (lowered in CRONWHEEL_HEADERS or lowered.startswith(CRONWHEEL_PREFIX)):
+        return "set by cronwheel on each attempt"
+    return why
+
+
+def _check_client_header(field: str, name: str) -> None:
+    """Refuse what :func:`client_header` says; asked before every HTTP and gRPC attempt too."""
+    why = client_header(name, grpc=field == "target.metadata")
+    if why is not None:
+        raise InvalidInputError(f"{field}.{name} is {why}; a target may not set it")
+
+
+def check_reserved_names(target: Target) -> None:
+    """Refuse a header or metadata key of ``target`` that :func:`reserved_header` reserves, naming
+    it (``target.headers.Host``), whatever its case."""
+    field, names = _header_names(target)
+    for name in names:
+        why = reserved_header(name, grpc=isinstance(target, GrpcTarget))
+        if why is not None:
+            raise InvalidInputError(f"{field}.{name} is {why}; a target may not set it")
+
+
+def _header_names(target: Target) -> tuple[str, list[str]]:
+    if isinstance(target, GrpcTarget):
+        return "target.metadata", [name for name, _ in target.metadata]
+    if isinstance(target, HttpTarget | NatsTarget | RabbitMqTarget | KafkaTarget):
+        return "target.headers", [name for name, _ in target.headers]
+    return "target.headers", []
 
 
 # -- brokers (nats, mqtt) ------------------------------------------------------------------------
@@ -306,6 +423,7 @@ def check_grpc(target: GrpcTarget) -> URL:
         raise InvalidInputError("target.method must be 'package.Service/Method' (the service's full name)")
     for name, value in target.metadata:
         check_metadata_key(name)
+        _check_client_header("target.metadata", name)
         field = f"target.metadata[{name!r}]"
         if isinstance(value, SecretRef):  # checked once resolved, by the worker
             _check_reference(field, value)
@@ -341,6 +459,7 @@ def grpc_address(text: str) -> URL:
 def _checked_host(url: URL, field: str) -> URL:
     """``url`` once its host can be looked up and an IPv4 address in it is spelled as a dotted
     quad (what the resolver and the connecting client will read); messages name ``field``."""
+    check_host_code_points(field, url)
     try:
         (url.raw_host or "").encode("idna")
     except UnicodeError:
@@ -677,6 +796,61 @@ def plain_values(target: Target) -> list[str]:
         for field, value in _values(target)
         if isinstance(value, str) and field not in ("target.user", "target.username")
     ]
+
+
+def plain_credentials(target: Target) -> list[tuple[str, str]]:
+    """The credentials ``target`` holds in clear, as (field, value): a header, metadata or
+    environment value whose name carries a credential (:func:`cronwheel.redaction.credential_header`:
+    ``Authorization``, ``Cookie``, ``*token*``, ``*api-key*``, ``*secret*``, ``*password*`` ...),
+    a broker's password or token, and an HTTP URL with user info or a query parameter whose name
+    carries a credential as a header's would (``?token=``, ``?api_key=``, ``?sig=``). What the server
+    refuses to store unless its operator allows plain credentials, and what a caller who may not
+    write the job sees masked."""
+    found = [
+        (field, value) for field, value in _values(target) if isinstance(value, str) and _credential(field)
+    ]
+    if isinstance(target, HttpTarget) and _credential_url(target.url):
+        found.insert(0, ("target.url", target.url))
+    return found
+
+
+def _credential(field: str) -> bool:
+    """Whether a field :func:`_values` names holds a credential (a user name does not)."""
+    group, _, name = field.removeprefix("target.").partition(".")
+    if group in ("headers", "metadata", "env"):
+        return credential_header(name)
+    return group in ("password", "token")
+
+
+def _credential_url(text: str) -> bool:
+    try:
+        url = URL(text)
+        names = list(url.query)
+    except (ValueError, TypeError):
+        return False
+    return url.raw_user is not None or url.raw_password is not None or any(map(credential_header, names))
+
+
+def masked_credentials(target: Target) -> Target:
+    """``target`` with each of its :func:`plain_credentials` replaced by ``***`` (a URL by its
+    :func:`redacted_url`); secret references and other values as they are."""
+    fields = {field for field, _ in plain_credentials(target)}
+    if not fields:
+        return target
+
+    def pairs(group: str, items: tuple[tuple[str, Value], ...]) -> tuple[tuple[str, Value], ...]:
+        return tuple((name, HIDDEN if f"target.{group}.{name}" in fields else value) for name, value in items)
+
+    changes: dict[str, Any] = {}
+    for group in ("headers", "metadata", "env"):
+        if hasattr(target, group):
+            changes[group] = pairs(group, getattr(target, group))
+    for name in ("password", "token"):
+        if f"target.{name}" in fields:
+            changes[name] = HIDDEN
+    if "target.url" in fields and isinstance(target, HttpTarget):
+        changes["url"] = redacted_url(target.url)
+    return dataclasses.replace(target, **changes)
 
 
 def _values(target: Target) -> list[tuple[str, Value]]:

@@ -120,7 +120,7 @@ def job_body(name: str = "nightly", team: str = "data", **changes: Any) -> dict[
         "target": {
             "type": "http",
             "url": "https://hooks.example.com/nightly",
-            "headers": {"X-Token": "s3cret"},
+            "headers": {"X-Team": "data"},
         },
         "labels": {"tier": "gold"},
     }

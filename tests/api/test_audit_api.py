@@ -49,7 +49,8 @@ async def test_every_change_is_recorded_with_actor_team_target_and_redacted_snap
 ) -> None:
     env, http = app_env
     assert (await http.put("/v1/teams/data/secrets/api-key", json={"value": SECRET_VALUE})).status_code == 201
-    body = job_body()  # a plain header: X-Token: s3cret
+    body = job_body()
+    body["target"]["headers"]["X-Team"] = "s3cret"  # a plain value (not a credential by its name)
     body["target"]["headers"]["X-Key"] = {"secret": "api-key"}
     created = (await http.post("/v1/jobs", json=body)).json()
     job = f"/v1/jobs/{created['id']}"
@@ -85,7 +86,7 @@ async def test_every_change_is_recorded_with_actor_team_target_and_redacted_snap
     )
     assert create["before"] is None
     assert dict(create["after"]["target"]["headers"]) == {
-        "X-Token": "(redacted)",
+        "X-Team": "(redacted)",
         "X-Key": {"secret": "api-key"},
     }
     assert update["before"] == create["after"]

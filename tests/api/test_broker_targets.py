@@ -4,6 +4,7 @@ broker host), the store's codec, secret references and the plain values ``secret
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -77,6 +78,7 @@ async def test_created_read_back_and_stored(client: httpx.AsyncClient, env: Env)
     assert created.json()["target"] == {**body_rabbit, "exchange": "amq.direct"}
     assert created.json()["plain_values"] == ["target.headers.X-Team"]  # as for HTTP headers
     kafka_body = kafka(key=None, username="svc", password="plain-pw", sasl_mechanism="PLAIN")
+    env.service.policy = replace(env.service.policy, allow_plain_credentials=True)  # the operator's choice
     made = await client.post("/v1/jobs", json=job_body(name="kafka", target=kafka_body))
     assert made.status_code == 201, made.text
     out = made.json()

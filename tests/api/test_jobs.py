@@ -41,11 +41,11 @@ async def test_create_returns_the_job_with_server_fields(client: httpx.AsyncClie
         "type": "http",
         "url": "https://hooks.example.com/nightly",
         "method": "POST",
-        "headers": {"X-Token": "s3cret"},
+        "headers": {"X-Team": "data"},
         "expected_status": [],
         "signing_secret": None,
     }
-    assert job["plain_values"] == ["target.headers.X-Token"]  # held in clear: reported as such
+    assert job["plain_values"] == ["target.headers.X-Team"]  # held in clear: reported as such
     assert job["schedule_description"] == "at 03:00 every day"
     assert env.changes.get_nowait() == job["id"]
     stored = await env.store.get_job(job["id"])

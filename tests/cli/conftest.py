@@ -97,7 +97,13 @@ class _Thread(threading.Thread):
         record, self.token = issue("cli-tests", None, [Scope.ADMIN], START)
         await self.store.create_token(record)
         service = JobService(
-            self.store, self.queue, ChangeFeed(), self.clock, TargetPolicy(python_allow=("myapp.*",))
+            self.store,
+            self.queue,
+            ChangeFeed(),
+            self.clock,
+            # plain credentials allowed: the CLI's tests write jobs that hold them (what `secrets
+            # adopt` moves, what tables and plans hide); the API's tests cover their refusal
+            TargetPolicy(python_allow=("myapp.*",), allow_plain_credentials=True),
         )
         secrets = SecretService(self.store, SECRET_KEYS, self.clock)
         app = create_app(

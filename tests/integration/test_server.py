@@ -208,7 +208,7 @@ async def test_a_root_server_runs_commands_as_nobody_under_limits_outside_its_di
     """The review's finding: a command job could read the database holding every team's
     secrets. A server running as root (as here) runs commands as ``nobody`` by default, with the
     default limits, in ``/``; the database file is its owner's alone."""
-    server = server_factory("--allow-commands")
+    server = server_factory("--allow-commands", "--allow-plain-credentials")  # a credential in clear
     database = tmp_path / "cronwheel.db"
     script = f"id -u; pwd; grep 'open files' /proc/self/limits; cat {database} {database}-wal"
     async with server.client() as api:

@@ -14,7 +14,17 @@ from pathlib import Path
 import pytest
 
 from cronwheel.clock import ManualClock
-from cronwheel.model import CommandTarget, HttpTarget, Job, Outcome, PythonTarget, RunState, Target, new_id
+from cronwheel.model import (
+    CommandTarget,
+    GrpcTarget,
+    HttpTarget,
+    Job,
+    Outcome,
+    PythonTarget,
+    RunState,
+    Target,
+    new_id,
+)
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
@@ -53,6 +63,19 @@ STORED: list[tuple[Target, str]] = [
     ),
     (HttpTarget(url="http://134744072:9/"), "target.url has the IPv4 address 8.8.8.8 spelled '134744072'"),
     (PythonTarget("no colon\0"), "target.function must be 'package.module:function'"),
+    (HttpTarget(url="http://127.0.0.1%09:9/"), "target.url has a host holding U+0009"),
+    (  # a header the client writes: the attempt fails, saying which, rather than drop or send it
+        HttpTarget(url="http://127.0.0.1:9/", headers=(("host", "169.254.169.254"),)),
+        "target.headers.host is set by the client from the URL and the body",
+    ),
+    (
+        HttpTarget(url="http://127.0.0.1:9/", headers=(("Transfer-Encoding", "chunked"),)),
+        "target.headers.Transfer-Encoding is a hop-by-hop header",
+    ),
+    (
+        GrpcTarget("127.0.0.1:9", "a.B/C", metadata=(("te", "s3cr3t"),)),
+        "target.metadata.te is a hop-by-hop header",
+    ),
 ]
 
 

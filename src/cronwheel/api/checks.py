@@ -158,12 +158,15 @@ def target_problems(values: Mapping[str, Any]) -> list[FieldProblem]:
 
 
 def _named_field(message: str) -> str:
-    """``target.argv`` of "target.argv[1] contains a NUL byte" (the checks name their field first)."""
+    """``target.argv`` of "target.argv[1] contains a NUL byte", ``target.headers.Host`` of
+    "target.headers.Host is ..." (the checks name their field first)."""
     found = _FIELD.match(message)
     return found.group(1) if found else "target"
 
 
-_FIELD = re.compile(r"(target(?:\.[a-z_]+)?)")
+_FIELD = re.compile(
+    r"(target(?:\.(?:headers|metadata)\.[!#$%&'*+\-.^_`|~0-9A-Za-z]*[!#$%&'*+\-^_`|~0-9A-Za-z]|\.[a-z_]+)?)"
+)
 
 
 def policy_problems(

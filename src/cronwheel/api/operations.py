@@ -10,12 +10,16 @@ merge-and-retry, paging and label filters, idempotent triggers. Errors are cronw
 :class:`~cronwheel.api.problems.ProblemError` for a refused query value, which names it); each
 transport maps them once (:mod:`cronwheel.api.problems`, :mod:`cronwheel.grpc_api.errors`).
 
+A job read by a caller who may not write it (no ``write`` scope) shows its plain credentials
+masked (:func:`shown`); a writer sees them, so that a definition read and written back keeps them.
+
 A job body's checks need the server's policy and clock bound first (:func:`bind_checks`), in
 the task that validates the body (see :mod:`cronwheel.api.checks`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -46,6 +50,7 @@ from cronwheel.lateness import late_before
 from cronwheel.model import Job, Run, RunState
 from cronwheel.schedule import ScheduleError
 from cronwheel.store import JobQuery, RunQuery
+from cronwheel.targets import masked_credentials
 
 T = TypeVar("T")
 
@@ -134,6 +139,15 @@ def label_pairs(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def shown(caller: Caller, job: Job) -> Job:
+    """``job`` as ``caller`` may read it: with the credentials its target holds in clear
+    (:func:`cronwheel.targets.plain_credentials`) as ``***`` unless the caller may write jobs."""
+    if caller.has(Scope.WRITE):
+        return job
+    masked = masked_credentials(job.target)
+    return job if masked is job.target else dataclasses.replace(job, target=masked)
+
+
 async def summary(services: ApiServices, job: Job) -> JobOut:
     last = await services.store.last_runs([job.id])
     return JobOut.from_record(job, last.get(job.id), now=services.clock.now())
@@ -211,7 +225,10 @@ async def list_jobs(
     return JobPage(
         items=[
             JobOut.from_record(
-                job, last.get(job.id), now=now, recent=None if recent is None else recent.get(job.id, [])
+                shown(caller, job),
+                last.get(job.id),
+                now=now,
+                recent=None if recent is None else recent.get(job.id, []),
             )
             for job in page.items
         ],
@@ -220,7 +237,7 @@ async def list_jobs(
 
 
 async def get_job(services: ApiServices, caller: Caller, job_id: str) -> JobOut:
-    return await summary(services, await job_for(services, caller, job_id, Scope.READ))
+    return await summary(services, shown(caller, await job_for(services, caller, job_id, Scope.READ)))
 
 
 async def replace_job(

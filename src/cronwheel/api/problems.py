@@ -37,7 +37,7 @@ from cronwheel.errors import (
 )
 from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
-from cronwheel.service import NoSlotError, UnknownSecretError
+from cronwheel.service import NoSlotError, PlainCredentialError, UnknownSecretError
 
 log = logging.getLogger("cronwheel.api")
 
@@ -202,6 +202,9 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, UnknownSecretError):  # a reference to a secret the job's team does not have
         errors = [field_error(field, message, code="secret_not_found") for field, message in exc.problems]
         return problem_response(request, 422, "secret-not-found", "Unknown secret", str(exc), errors=errors)
+    if isinstance(exc, PlainCredentialError):
+        errors = [field_error(field, message, code="plain_credential") for field, message in exc.problems]
+        return problem_response(request, 422, "plain-credential", "Plain credential", str(exc), errors=errors)
     if isinstance(exc, TooFrequentError):
         facts: dict[str, Any] = {"minimum_interval_s": exc.minimum_s, "shortest_interval_s": exc.shortest_s}
         errors = [field_error(exc.field, str(exc), code="schedule_too_frequent", **facts)]

@@ -317,6 +317,13 @@ def node_options(function: F) -> F:
             help="Let webhooks reach this non-public network.",
         ),
         click.option(
+            "--allow-plain-credentials",
+            is_flag=True,
+            envvar="CRONWHEEL_ALLOW_PLAIN_CREDENTIALS",
+            help="Store credentials given in clear in jobs (Authorization and other credential headers, "
+            "URL user info and tokens, broker passwords). Off: they must be secret references.",
+        ),
+        click.option(
             "--allowed-host",
             "allowed_hosts",
             multiple=True,

@@ -53,7 +53,7 @@ from cronwheel.errors import (
 )
 from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
-from cronwheel.service import NoSlotError, UnknownSecretError
+from cronwheel.service import NoSlotError, PlainCredentialError, UnknownSecretError
 
 log = logging.getLogger("cronwheel.grpc")
 
@@ -115,6 +115,8 @@ def _input_entries(error: InvalidInputError) -> list[dict[str, Any]]:
         return [field_error(error.field, str(error), code="no_slot")]
     if isinstance(error, UnknownSecretError):
         return [field_error(field, why, code="secret_not_found") for field, why in error.problems]
+    if isinstance(error, PlainCredentialError):
+        return [field_error(field, why, code="plain_credential") for field, why in error.problems]
     if isinstance(error, TooFrequentError):
         return [field_error(error.field, str(error), code="schedule_too_frequent")]
     return []

@@ -80,7 +80,6 @@ log = logging.getLogger(__name__)
 __all__ = ["BlockedAddressError", "GuardedResolver", "HttpExecutor", "address_refusal", "parse_networks"]
 
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
-_FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "upgrade"})
 _DELTA_SECONDS = re.compile(r"[0-9]+")
 
 
@@ -300,10 +299,9 @@ class HttpExecutor:
         self, target: HttpTarget, ctx: AttemptContext, body: bytes | None, keys: tuple[bytes, ...]
     ) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict()
-        for name, value in target.headers:
+        for name, value in target.headers:  # none the client writes: check_http refused them
             assert isinstance(value, str), "secret references are resolved before the request is made"
-            if name.lower() not in _FRAMING_HEADERS:
-                headers.add(name, value)
+            headers.add(name, value)
         headers.setdefault("User-Agent", self._settings.user_agent)
         if ctx.payload is not None:
             headers["Content-Type"] = "application/json"
