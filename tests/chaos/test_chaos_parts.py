@@ -39,9 +39,7 @@ from cronwheel.model import GrpcTarget, HttpTarget, Outcome
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
 from cronwheel.worker.executors.grpc import GrpcExecutor
 from cronwheel.worker.executors.http import HttpExecutor
-
-POSTGRES_URL = os.environ.get("CRONWHEEL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-
+from suite_backends import POSTGRES_ENV, suite_postgres_url
 
 # -- fixtures -------------------------------------------------------------------------------------------
 
@@ -305,9 +303,10 @@ async def test_proxy_copes_with_200_concurrent_connections(proxy: ProxyHandle) -
 async def test_proxy_in_front_of_postgresql_serves_queries_and_large_results(backplane: Backplane) -> None:
     import asyncpg
 
-    if not POSTGRES_URL:
-        pytest.skip("CRONWHEEL_TEST_POSTGRES_URL is set empty: PostgreSQL opted out")
-    url = urlsplit(POSTGRES_URL)
+    admin_url = await suite_postgres_url()
+    if admin_url is None:
+        pytest.skip(f"{POSTGRES_ENV} is set empty: PostgreSQL opted out")
+    url = urlsplit(admin_url)
     handle = backplane.proxy("postgres", url.hostname or HOST, url.port or 5432)
     try:
         connection = await asyncpg.connect(

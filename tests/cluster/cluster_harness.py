@@ -1,6 +1,7 @@
-"""A real cluster on loopback: etcd (its own process), PostgreSQL (a fresh database on the live
-server), Redis (a dedicated key prefix on the live server), and cronwheel api / scheduler /
-worker processes started as a user would, plus a webhook sink that records every delivery."""
+"""A real cluster on loopback: etcd (its own process), PostgreSQL (a fresh database on the suite's
+server), Redis (a dedicated key prefix in the suite's database; both named in ``suite_backends``),
+and cronwheel api / scheduler / worker processes started as a user would, plus a webhook sink that
+records every delivery."""
 
 from __future__ import annotations
 
@@ -23,13 +24,10 @@ import httpx
 import pytest
 from aiohttp import web
 
+from suite_backends import POSTGRES_ENV, postgres_url_with, suite_postgres_url
+
 EVERY = 3  # each job of create_jobs fires every EVERY seconds, spread over the seconds
 TTL = 2.0  # the coordinator TTL of the test clusters
-
-POSTGRES_ADMIN = (
-    os.environ.get("CRONWHEEL_TEST_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
-)
-REDIS_URL = os.environ.get("CRONWHEEL_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
 
 
 def free_port() -> int:
@@ -195,25 +193,28 @@ class Cluster:
 
 
 async def create_database() -> tuple[str, Callable[[], Any]]:
-    """A fresh PostgreSQL database; returns its URL and an async function that drops it."""
+    """A fresh PostgreSQL database on the suite's server; returns its URL and an async function
+    that drops it."""
     import asyncpg
 
+    admin_url = await suite_postgres_url()
+    if admin_url is None:
+        pytest.skip(f"PostgreSQL opted out ({POSTGRES_ENV} is set empty)")
     name = f"cronwheel_cluster_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(POSTGRES_ADMIN.replace("postgresql://", "postgres://"))
+    admin = await asyncpg.connect(admin_url)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    base = POSTGRES_ADMIN.rsplit("/", 1)[0]
 
     async def drop() -> None:
-        admin = await asyncpg.connect(POSTGRES_ADMIN.replace("postgresql://", "postgres://"))
+        admin = await asyncpg.connect(admin_url)
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
 
-    return f"{base}/{name}", drop
+    return postgres_url_with(admin_url, database=name), drop
 
 
 @dataclass

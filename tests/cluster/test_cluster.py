@@ -19,7 +19,6 @@ import httpx
 import pytest
 from cluster_harness import (
     EVERY,
-    REDIS_URL,
     TTL,
     Cluster,
     Sink,
@@ -27,6 +26,8 @@ from cluster_harness import (
     create_database,
     create_jobs,
 )
+
+from suite_backends import REDIS_URL
 
 pytestmark = pytest.mark.integration
 

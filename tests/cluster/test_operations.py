@@ -15,8 +15,6 @@ from pathlib import Path
 import asyncpg
 import pytest
 from cluster_harness import (
-    POSTGRES_ADMIN,
-    REDIS_URL,
     Cluster,
     Etcd,
     Redis,
@@ -26,6 +24,8 @@ from cluster_harness import (
     database_url_fixture,  # noqa: F401 - the `database_url` fixture
     free_port,
 )
+
+from suite_backends import DEFAULT_POSTGRES_URL, POSTGRES_URL, REDIS_URL, postgres_url_with, redis_url_with
 
 pytestmark = pytest.mark.integration
 
@@ -110,15 +110,16 @@ async def _stamp_future_schema(database_url: str) -> None:
         await connection.close()
 
 
+POSTGRES = POSTGRES_URL or DEFAULT_POSTGRES_URL  # the suite's server (opted out: `database_url` skips)
 CASES = {
-    "no such database": ({"CRONWHEEL_DATABASE_URL": POSTGRES_ADMIN.rsplit("/", 1)[0] + "/cw_nothing_here"},
+    "no such database": ({"CRONWHEEL_DATABASE_URL": postgres_url_with(POSTGRES, database="cw_nothing_here")},
                          "does not exist"),
-    "unknown database role": ({"CRONWHEEL_DATABASE_URL": "postgresql://cw_nobody@127.0.0.1:5432/postgres"},
+    "unknown database role": ({"CRONWHEEL_DATABASE_URL": postgres_url_with(POSTGRES, username="cw_nobody")},
                               "refused the connection"),
     "schema newer than the code": ({}, "not one this cronwheel knows"),
-    "Redis refuses the credentials": ({"CRONWHEEL_QUEUE_URL": "redis://cw_nobody:secret@127.0.0.1:6379/0"},
+    "Redis refuses the credentials": ({"CRONWHEEL_QUEUE_URL": redis_url_with(userinfo="cw_nobody:secret")},
                                       "refused the connection"),
-    "Redis has no such database": ({"CRONWHEEL_QUEUE_URL": "redis://127.0.0.1:6379/999"}, "DB index"),
+    "Redis has no such database": ({"CRONWHEEL_QUEUE_URL": redis_url_with(db=999)}, "DB index"),
     "not an etcd URL": ({"CRONWHEEL_COORDINATOR_URL": "http://127.0.0.1:2379"}, "must look like etcd://"),
 }  # fmt: skip
 

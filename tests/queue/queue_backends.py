@@ -1,9 +1,9 @@
 """Backends for the queue contract suite, and the live Redis the Redis tests use.
 
-Redis is the server named by ``CRONWHEEL_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
-Every test gets its own key prefix and its keys are deleted afterwards; nothing here flushes the
-server. Without a reachable server the Redis tests are skipped locally and fail in CI (``CI`` set):
-a backend that is not exercised in CI is not tested.
+Redis is the suite's (``suite_backends``: ``CRONWHEEL_TEST_REDIS_URL``, by default database 15 of
+``127.0.0.1:6379``). Every test gets its own key prefix and its keys are deleted afterwards; nothing
+here flushes the server. Without a reachable server the Redis tests are skipped locally and fail in
+CI (``CI`` set): a backend that is not exercised in CI is not tested.
 
 The test modules declare their fixtures on top of these helpers. (A module with a unique name,
 and no ``conftest.py``: a ``tests/queue`` package would shadow the standard library's ``queue``,
@@ -29,9 +29,9 @@ from cronwheel.clock import ManualClock
 from cronwheel.queue import Queue
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
+from suite_backends import REDIS_ENV, REDIS_URL
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-REDIS_URL = os.environ.get("CRONWHEEL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 REDIS_VISIBILITY_S = 0.3  # real seconds: Redis measures idle time itself
 
 _reachable: bool | None = None
@@ -49,7 +49,7 @@ def require_redis() -> str:
         finally:
             client.close()
     if not _reachable:
-        message = f"no Redis at {REDIS_URL} (set CRONWHEEL_TEST_REDIS_URL)"
+        message = f"no Redis at {REDIS_URL} (set {REDIS_ENV})"
         if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
             pytest.fail(message)  # scripts/test (what CI runs) requires every backend: never a skip
         pytest.skip(message)

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from queue_backends import REDIS_URL, REDIS_VISIBILITY_S, T0, RedisQueues
+from queue_backends import REDIS_VISIBILITY_S, T0, RedisQueues
 
 from cronwheel import metrics
 from cronwheel.clock import ManualClock
 from cronwheel.errors import BackendUnavailableError, InvalidInputError
 from cronwheel.queue import Delivery, Trigger
 from cronwheel.queue.streams import RedisStreamQueue
+from suite_backends import REDIS_URL
 
 MakeQueue = Callable[..., RedisStreamQueue]
 

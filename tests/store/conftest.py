@@ -4,13 +4,13 @@ Every test that takes ``store`` (or ``store_url``, ``empty_store_url``) runs onc
 backend:
 
 * ``sqlite``: a fresh database file in the test's ``tmp_path`` (always);
-* ``postgresql``: a fresh database per test on the live server named by the environment variable
-  ``CRONWHEEL_TEST_POSTGRES_URL`` (an administrative URL: it must be allowed to CREATE DATABASE),
-  dropped afterwards. When the variable is unset it defaults to
-  ``postgresql://postgres@127.0.0.1:5432/postgres`` (the server CI runs on the same machine), so
-  the PostgreSQL half of the suite runs in every ``scripts/test`` run: a server that cannot be
-  reached FAILS those tests with a message saying so; they are never skipped. To opt out
-  locally, set the variable explicitly empty: ``CRONWHEEL_TEST_POSTGRES_URL= scripts/test``.
+* ``postgresql``: a fresh database per test on the suite's PostgreSQL server (``suite_backends``:
+  ``CRONWHEEL_TEST_POSTGRES_URL``, an administrative URL that must be allowed to CREATE DATABASE,
+  by default ``postgresql://postgres@127.0.0.1:5432/cronwheel_test``, a database of the suite's own
+  created when missing), dropped afterwards. So the PostgreSQL half of the suite runs in every
+  ``scripts/test`` run: a server that cannot be reached FAILS those tests with a message saying
+  so; they are never skipped. To opt out locally, set the variable explicitly empty:
+  ``CRONWHEEL_TEST_POSTGRES_URL= scripts/test``.
 
 ``store_url`` is a database at the newest schema revision (PostgreSQL: copied from a template
 migrated once per session, which is much faster than migrating each one); ``empty_store_url`` has
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -35,13 +34,11 @@ from cronwheel.store import Store
 from cronwheel.store.driver import async_url
 from cronwheel.store.migrate import upgrade_database
 from cronwheel.store.sql import SqlStore, open_store
+from suite_backends import POSTGRES_ENV, POSTGRES_URL, suite_postgres_url
 
 from .support import START
 
-POSTGRES_ENV = "CRONWHEEL_TEST_POSTGRES_URL"
-DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-POSTGRES_ADMIN_URL = os.environ.get(POSTGRES_ENV, DEFAULT_POSTGRES_URL) or None  # "" opts out
-BACKENDS = ["sqlite"] + (["postgresql"] if POSTGRES_ADMIN_URL else [])
+BACKENDS = ["sqlite"] + (["postgresql"] if POSTGRES_URL else [])
 
 
 @pytest.fixture(params=BACKENDS)
@@ -56,34 +53,31 @@ _probed: dict[str, str | None] = {}  # admin url -> why it cannot be used (None:
 _templates: dict[str, str] = {}  # admin url -> name of the migrated template database
 
 
-async def _postgres_problem(url: str) -> str | None:
-    """Why ``url`` cannot be used to create test databases, or None."""
-    engine = create_async_engine(async_url(url))
+async def _postgres_problem() -> str | None:
+    """Why the suite's PostgreSQL cannot be used to create test databases, or None."""
     try:
-        async with asyncio.timeout(10), engine.connect() as connection:
-            await connection.execute(text("SELECT 1"))
+        async with asyncio.timeout(10):
+            await suite_postgres_url()  # its database created when missing
     except Exception as error:  # anything: report it, whatever the driver raised
         return f"{type(error).__name__}: {error}"
-    finally:
-        await engine.dispose()
     return None
 
 
 async def require_postgres() -> str:
     """The admin URL of the suite's PostgreSQL; unreachable = test failure (never a skip)."""
-    assert POSTGRES_ADMIN_URL is not None
-    if POSTGRES_ADMIN_URL not in _probed:
-        _probed[POSTGRES_ADMIN_URL] = await _postgres_problem(POSTGRES_ADMIN_URL)
-    problem = _probed[POSTGRES_ADMIN_URL]
+    assert POSTGRES_URL is not None
+    if POSTGRES_URL not in _probed:
+        _probed[POSTGRES_URL] = await _postgres_problem()
+    problem = _probed[POSTGRES_URL]
     if problem is not None:
-        shown = async_url(POSTGRES_ADMIN_URL).set(drivername="postgresql")
+        shown = async_url(POSTGRES_URL).set(drivername="postgresql")
         pytest.fail(
             f"PostgreSQL for the store contract suite is unreachable at {shown} ({problem}). "
             f"Start it (CI runs it on 127.0.0.1:5432), point {POSTGRES_ENV} at another server, "
             f"or opt out locally with {POSTGRES_ENV}= (empty).",
             pytrace=False,
         )
-    return POSTGRES_ADMIN_URL
+    return POSTGRES_URL
 
 
 async def _admin(admin_url: str, statement: str) -> None:
@@ -156,7 +150,7 @@ async def empty_store_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
 async def postgres_url() -> AsyncIterator[str]:
     """A fresh PostgreSQL database at the newest revision, for the tests of what only
     PostgreSQL has (LISTEN/NOTIFY). Skipped only when PostgreSQL was opted out explicitly."""
-    if POSTGRES_ADMIN_URL is None:
+    if POSTGRES_URL is None:
         pytest.skip(f"PostgreSQL opted out ({POSTGRES_ENV} is set empty)")
     async with fresh_postgres_database(migrated=True) as url:
         yield url

@@ -12,6 +12,7 @@ from cronwheel.errors import InvalidInputError, TransientError
 from cronwheel.store import JobQuery
 from cronwheel.store.driver import describe, translated_errors
 from cronwheel.store.sql import SqlStore
+from suite_backends import POSTGRES_URL
 
 from . import conftest
 from .support import START, new_job
@@ -73,9 +74,9 @@ async def test_connections_the_server_dropped_cost_one_failed_call_at_most(postg
     for connection in held:
         await connection.close()
     database = postgres_store.engine.url.database
-    assert conftest.POSTGRES_ADMIN_URL is not None
+    assert POSTGRES_URL is not None
     await conftest._admin(
-        conftest.POSTGRES_ADMIN_URL,
+        POSTGRES_URL,
         f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'",
     )
     failures = 0

@@ -18,8 +18,8 @@ from cronwheel.model import RunState
 from cronwheel.store.driver import StoreRefusedError, async_url
 from cronwheel.store.notify import CHANNEL, RELOAD_ALL, PostgresChangeListener, listener_dsn
 from cronwheel.store.sql import SqlStore, open_store
+from suite_backends import POSTGRES_URL
 
-from . import conftest
 from .support import START, at, make_job, make_run, new_job
 
 WITHIN = 1.0  # seconds a notification may take
@@ -30,8 +30,8 @@ async def _next(queue: asyncio.Queue[str], timeout: float = WITHIN) -> str:
 
 
 async def _admin(sql: str) -> None:
-    assert conftest.POSTGRES_ADMIN_URL is not None
-    engine = create_async_engine(async_url(conftest.POSTGRES_ADMIN_URL), isolation_level="AUTOCOMMIT")
+    assert POSTGRES_URL is not None
+    engine = create_async_engine(async_url(POSTGRES_URL), isolation_level="AUTOCOMMIT")
     try:
         async with engine.connect() as connection:
             await connection.execute(text(sql))

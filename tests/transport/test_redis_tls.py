@@ -16,6 +16,7 @@ from cronwheel.errors import BackendUnavailableError, InvalidInputError
 from cronwheel.queue.port import Trigger
 from cronwheel.queue.streams import QueueRefusedError, RedisStreamQueue
 from cronwheel.tls import TlsConfigError
+from suite_backends import redis_url_with
 
 from .servers import REDIS_PASSWORD, Pki, TlsRedis, in_url
 
@@ -103,9 +104,10 @@ def test_urls_that_cannot_work_are_refused_before_any_connection(tls_redis: TlsR
 
 
 async def test_a_tls_client_to_a_plain_redis_times_out() -> None:
-    """The shared plain Redis of the suite (6379) waits for the rest of a command that a TLS
-    handshake never sends: a timeout, which is waited out like an outage (docs/security.md)."""
-    url = f"rediss://:{in_url(REDIS_PASSWORD)}@127.0.0.1:6379/0?ssl_cert_reqs=none"
+    """The suite's shared plain Redis (``suite_backends``) waits for the rest of a command that a
+    TLS handshake never sends: a timeout, which is waited out like an outage (docs/security.md)."""
+    plain = redis_url_with(scheme="rediss", userinfo=f":{in_url(REDIS_PASSWORD)}")
+    url = f"{plain}?ssl_cert_reqs=none"
     queue = RedisStreamQueue(url, SystemClock(), connect_timeout_s=0.5)
     try:
         with pytest.raises(BackendUnavailableError, match="Timeout") as unavailable:
