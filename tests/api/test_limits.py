@@ -19,14 +19,15 @@ from cronwheel.api.auth import current_caller
 from cronwheel.api.limits import MAX_REPEATED, BodyLimit
 from cronwheel.api.rate import RateLimiter
 from cronwheel.clock import ManualClock
-from cronwheel.errors import RateLimitedError, UnauthenticatedError
+from cronwheel.errors import PermanentError, RateLimitedError, UnauthenticatedError
 from cronwheel.identity import TRUSTED, Caller, CallerKind, Scope
 from cronwheel.limits import Limits
+from cronwheel.server import ServerSettings, http_config, trusted_proxies
 from cronwheel.service import MAX_PAYLOAD_BYTES, TargetPolicy
 from cronwheel.store import JobQuery
 from cronwheel.targets import MAX_EXEC_BYTES
 
-from .conftest import START, Env, job_body
+from .conftest import BASE_URL, START, Env, bearer, job_body
 
 PROBLEM = "application/problem+json"
 TYPE = "urn:cronwheel:problem:"
@@ -466,3 +467,63 @@ def nested(depth: int) -> Any:
     for _ in range(depth - 1):
         value = [value]
     return value
+
+
+async def _through_uvicorn(env: Env, trusted: tuple[str, ...]) -> httpx.AsyncClient:
+    """A client on 127.0.0.1 of the app as the server's uvicorn configuration wraps it."""
+    config = http_config(env.app, ServerSettings(forwarded_allow_ips=trusted))
+    config.load()
+    transport = httpx.ASGITransport(app=config.loaded_app, client=("127.0.0.1", 40000))
+    return httpx.AsyncClient(transport=transport, base_url=BASE_URL, headers=bearer(env.admin_token))
+
+
+async def _wrong_tokens_forwarded_for(local: httpx.AsyncClient, count: int) -> list[int]:
+    """Statuses of ``count`` requests with a wrong token, each forwarded for another address."""
+    wrong = {"Authorization": "Bearer wrong"}
+    addresses = (f"198.51.100.{n}" for n in range(count))
+    return [
+        (await local.get("/v1/jobs", headers={**wrong, "X-Forwarded-For": a})).status_code for a in addresses
+    ]
+
+
+async def _recorded_client(env: Env, local: httpx.AsyncClient) -> str | None:
+    created = await local.post("/v1/jobs", json=job_body(), headers={"X-Forwarded-For": "203.0.113.9"})
+    assert created.status_code == 201, created.text
+    entries = (await local.get("/v1/audit", params={"action": "job.create"})).json()["items"]
+    client: str | None = entries[0]["client"]
+    return client
+
+
+async def test_a_local_client_rotating_x_forwarded_for_is_limited_as_itself(
+    env: Env, limits: SetLimits
+) -> None:
+    """uvicorn believes X-Forwarded-For from any loopback peer by default: 700 wrong tokens, each
+    from another forwarded address, were never refused, and the audit log took any address."""
+    limits(rate_per_s=1, rate_burst=5)
+    async with await _through_uvicorn(env, ()) as local:
+        assert await _recorded_client(env, local) == "127.0.0.1"
+        statuses = await _wrong_tokens_forwarded_for(local, 20)
+        assert statuses == [401] * 5 + [429] * 15
+
+
+async def test_forwarded_addresses_are_believed_from_the_proxies_the_operator_names(
+    env: Env, limits: SetLimits
+) -> None:
+    limits(rate_per_s=1, rate_burst=5)
+    async with await _through_uvicorn(env, ("127.0.0.1", "10.0.0.0/8")) as local:
+        assert await _recorded_client(env, local) == "203.0.113.9"
+        statuses = await _wrong_tokens_forwarded_for(local, 20)
+        assert statuses == [401] * 20  # each forwarded address has its own bucket
+
+
+@pytest.mark.parametrize("named", ["127.0.0.1", "10.0.0.0/8, ::1", "", "2001:db8::/32"])
+def test_trusted_proxies_are_addresses_or_networks(named: str) -> None:
+    assert trusted_proxies(named) == tuple(part.strip() for part in named.split(",") if part.strip())
+
+
+@pytest.mark.parametrize("named", ["*", "proxy.example", "10.0.0.0/33", "127.0.0.1,,nope"])
+def test_anything_else_is_refused_naming_the_option(named: str) -> None:
+    with pytest.raises(PermanentError, match="--forwarded-allow-ips"):
+        trusted_proxies(named)
+    with pytest.raises(PermanentError, match="--forwarded-allow-ips"):
+        ServerSettings(forwarded_allow_ips=(named,)).check()

@@ -19,9 +19,9 @@ process, whatever the number of addresses, REST and gRPC together (the services'
 (``cronwheel_audit_refusals_coalesced_total``).
 
 The client address is the ASGI ``client`` the HTTP server reports: uvicorn takes it from
-``X-Forwarded-For`` only when the peer is a trusted proxy (its ``FORWARDED_ALLOW_IPS`` environment
-variable, by default 127.0.0.1 and ::1), so a remote caller cannot write another address into the
-log.
+``X-Forwarded-For`` only when the peer is a proxy the operator named (``--forwarded-allow-ips``,
+none by default: :func:`cronwheel.server.http_config`), so a caller cannot write another address
+into the log.
 """
 
 from __future__ import annotations
