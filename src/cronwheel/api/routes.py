@@ -18,7 +18,7 @@ from cronwheel import metrics_live
 from cronwheel.api import operations
 from cronwheel.api.addressing import job_route
 from cronwheel.api.auditing import ActorDep
-from cronwheel.api.auth import CallerDep, authenticate, require_every_team
+from cronwheel.api.auth import CallerDep, authenticate, client_address, require_every_team
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.operations import LABEL_HELP, RECENT_RUNS
 from cronwheel.api.problems import ProblemError, field_error
@@ -452,7 +452,8 @@ async def prometheus_metrics(request: Request, services: Services) -> Response:
     a token of every team with the ``read`` scope)."""
     if services.access.protect_metrics:
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-        caller = await authenticate(services, credential.strip() if scheme.lower() == "bearer" else None)
+        bearer = credential.strip() if scheme.lower() == "bearer" else None
+        caller = await authenticate(services, bearer, client_address(request))
         require_every_team(caller, Scope.READ, "/metrics")
     return Response(await metrics_live.scrape(), media_type=CONTENT_TYPE_LATEST)
 

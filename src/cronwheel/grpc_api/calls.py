@@ -4,12 +4,12 @@ Every method opens a :class:`Call`, which does what REST does around a route, in
 with REST's own pieces and the services' one instance of each (so REST and gRPC calls count
 together):
 
-1. An address whose failed authentications spent its bucket is refused before authentication
-   (REST's ``FailedAuthentications``): RESOURCE_EXHAUSTED.
-2. ``authorization: Bearer <token>`` from the call's metadata is authenticated exactly as REST
+1. ``authorization: Bearer <token>`` from the call's metadata is authenticated exactly as REST
    does (:func:`cronwheel.api.auth.authenticate`: the store's API tokens, then OIDC), so the same
-   tokens, scopes and team walls hold. A failure takes from the address's bucket.
-3. The caller's rate bucket (:mod:`cronwheel.api.rate`, REST's ``rate_limit``) admits the call,
+   tokens, scopes and team walls hold; a failure takes from the buckets of the peer's address and
+   of the token id, and spent buckets refuse a credential before it is checked, as REST's do
+   (:mod:`cronwheel.api.failures`): RESOURCE_EXHAUSTED.
+2. The caller's rate bucket (:mod:`cronwheel.api.rate`, REST's ``rate_limit``) admits the call,
    or it is RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` of the seconds REST puts in
    ``Retry-After``.
 
@@ -31,7 +31,7 @@ import grpc
 
 from cronwheel.api.auditing import record_refusal
 from cronwheel.api.auth import authenticate
-from cronwheel.api.rate import caller_key, failures_key, refusal
+from cronwheel.api.rate import caller_key
 from cronwheel.api.services import ApiServices
 from cronwheel.audit import Actor
 from cronwheel.errors import ForbiddenError, HiddenError, UnauthenticatedError
@@ -117,16 +117,9 @@ class Call:
 
     async def __aenter__(self) -> Call:
         services, limits = self.services, self.services.limits
-        failures = failures_key(self.address)
-        wait = services.rate_limiter.waiting(failures, limits)
-        if wait > 0:
-            what = "requests that failed authentication from this address"
-            await self._abort(refusal(wait, limits, what))
         try:
-            caller = await authenticate(services, bearer(self.context))
+            caller = await authenticate(services, bearer(self.context), self.address)
         except Exception as error:
-            if isinstance(error, UnauthenticatedError):
-                services.rate_limiter.charge(failures, limits)
             await self._abort(error)
         self.caller = self.known = caller
         self.actor = Actor.of(caller, self.address)
