@@ -11,6 +11,7 @@ import pytest
 
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import host_allowed, hostname, refusal
+from cronwheel.store import JobQuery
 
 from .conftest import Env, job_body
 
@@ -111,6 +112,55 @@ async def test_two_host_headers_are_refused(env: Env) -> None:
         request = http.build_request("GET", "/v1/jobs")
         request.headers = httpx.Headers([*request.headers.multi_items(), ("Host", "rebind.attacker.example")])
         assert (await http.send(request)).status_code == 400
+
+
+async def _with(http: httpx.AsyncClient, method: str, extra: list[tuple[str, str]]) -> httpx.Response:
+    request = http.build_request(method, "/v1/jobs", json=job_body() if method == "POST" else None)
+    request.headers = httpx.Headers([*request.headers.multi_items(), *extra])
+    return await http.send(request)
+
+
+async def test_a_valid_authorization_then_another_is_refused(env: Env) -> None:
+    """The first of two Authorization headers was the credential: valid first, invalid second,
+    and the request was served (200)."""
+    async with env.client(env.admin_token) as http:
+        response = await _with(http, "GET", [("Authorization", "Bearer cw_wrong")])
+        assert response.status_code == 400
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["type"] == "urn:cronwheel:problem:bad-header"
+        assert response.json()["detail"] == "a request has one Authorization header"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("Authorization", "Bearer cw_wrong"),
+        ("Proxy-Authorization", "Basic abc"),
+        ("Content-Type", "text/plain"),
+        ("Origin", "http://cronwheel.test"),
+        ("Sec-Fetch-Site", "same-origin"),
+        ("X-Cronwheel-CSRF", "x"),
+        ("Idempotency-Key", "k"),
+        ("If-Match", '"1"'),
+    ],
+)
+async def test_a_repeated_header_of_one_value_is_refused_naming_it(env: Env, name: str, value: str) -> None:
+    async with env.client(env.admin_token) as http:
+        for method in ("GET", "POST"):
+            response = await _with(http, method, [(name, value), (name, value)])
+            assert response.status_code == 400, (name, method)
+            assert response.json()["detail"] == f"a request has one {name} header"
+        assert (await env.store.list_jobs(JobQuery())).items == []
+
+
+async def test_list_headers_may_be_repeated(client: httpx.AsyncClient) -> None:
+    extra = [
+        ("Accept", "application/json"),
+        ("Accept", "*/*"),
+        ("X-Forwarded-For", "a"),
+        ("X-Forwarded-For", "b"),
+    ]
+    assert (await _with(client, "GET", extra)).status_code == 200
 
 
 # -- the decisions ---------------------------------------------------------------------------------

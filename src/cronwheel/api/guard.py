@@ -1,6 +1,10 @@
 """What a request must be before any route sees it: addressed to a host this server serves, and,
 when it changes state, not made by another site's page.
 
+A request that repeats a header field of one value (:data:`SINGLETONS`: ``Authorization``,
+``Host``, ``Content-Type`` ...) is refused (400) before anything else: parts that read the first
+and parts that read another must never disagree on who is calling or what is sent.
+
 Two attacks come from a browser on a machine that can reach the API (docs/security.md):
 
 * **DNS rebinding.** A page on ``rebind.attacker.example`` re-points its name to 127.0.0.1 and
@@ -44,6 +48,22 @@ ANY_HOST = frozenset({"/healthz", "/v1/healthz"})
 UI_SESSION_PATHS = ("/ui/api/", "/ui/session")
 UI_CSRF_HEADER = "x-cronwheel-csrf"
 _SAME_SITE = frozenset({"same-origin", "none"})
+SINGLETONS = {
+    "host": "Host",
+    "authorization": "Authorization",
+    "proxy-authorization": "Proxy-Authorization",
+    "content-type": "Content-Type",
+    "content-length": "Content-Length",
+    "origin": "Origin",
+    "sec-fetch-site": "Sec-Fetch-Site",
+    UI_CSRF_HEADER: "X-Cronwheel-CSRF",
+    "idempotency-key": "Idempotency-Key",
+    "if-match": "If-Match",
+}
+"""Header fields a request may carry once (lower-case name -> its spelling): fields of one value
+(RFC 9110, 5.3), and ``If-Match``, a list the API takes one ETag of. Two of them would be read
+as the first by one part and as both, or the last, by another: two ``Authorization`` headers,
+a valid one first, were served as the first's caller."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +144,9 @@ def _cross_site(path: str, headers: Mapping[str, str], policy: AccessPolicy) -> 
     return None
 
 
-_TWO_HOSTS = Refusal(400, "bad-header", "Bad request", "a request has one Host header")
+def repeated(name: str) -> Refusal:
+    """The refusal of a request that repeats the header field ``name`` (its spelling)."""
+    return Refusal(400, "bad-header", "Bad request", f"a request has one {name} header")
 
 
 def _forbidden(detail: str) -> Refusal:
@@ -153,15 +175,17 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def _headers(scope: Scope) -> tuple[dict[str, str], int]:
-    """The request's headers by lower-case name (the first of each), and how many Hosts it has."""
+def _headers(scope: Scope) -> tuple[dict[str, str], str | None]:
+    """The request's headers by lower-case name (the first of each), and the first of
+    :data:`SINGLETONS` it repeats (None: none)."""
     headers: dict[str, str] = {}
-    hosts = 0
+    twice: str | None = None
     for raw_name, raw_value in scope["headers"]:
         name = raw_name.decode("latin-1").lower()
-        hosts += name == "host"
+        if name in headers and name in SINGLETONS and twice is None:
+            twice = SINGLETONS[name]
         headers.setdefault(name, raw_value.decode("latin-1"))
-    return headers, hosts
+    return headers, twice
 
 
 class RequestGuard:
@@ -173,9 +197,9 @@ class RequestGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            headers, hosts = _headers(scope)
+            headers, twice = _headers(scope)
             method, path = scope["method"], scope["path"]
-            refused = _TWO_HOSTS if hosts > 1 else refusal(method, path, headers, self.policy)
+            refused = repeated(twice) if twice else refusal(method, path, headers, self.policy)
             if refused is not None:
                 extra = {"WWW-Authenticate": 'Bearer realm="cronwheel"'} if refused.status == 401 else None
                 response = problem_response(

@@ -34,7 +34,7 @@ from cronwheel.api.auth import authenticate
 from cronwheel.api.rate import caller_key
 from cronwheel.api.services import ApiServices
 from cronwheel.audit import Actor
-from cronwheel.errors import ForbiddenError, HiddenError, UnauthenticatedError
+from cronwheel.errors import ForbiddenError, HiddenError, InvalidInputError, UnauthenticatedError
 from cronwheel.grpc_api.errors import grpc_status
 from cronwheel.identity import Caller
 
@@ -44,12 +44,16 @@ METHOD: ContextVar[str] = ContextVar("cronwheel_grpc_method", default="(unknown 
 
 
 def bearer(context: Any) -> str | None:
-    """The credential of ``authorization: Bearer <credential>`` in the call's metadata."""
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization" and isinstance(value, str):
-            scheme, _, credential = value.partition(" ")
-            return credential.strip() if scheme.lower() == "bearer" else None
-    return None
+    """The credential of ``authorization: Bearer <credential>`` in the call's metadata; a call
+    with two ``authorization`` entries is INVALID_ARGUMENT, as REST answers two ``Authorization``
+    headers 400 (:mod:`cronwheel.api.guard`): no part may read another credential than the next."""
+    values = [value for key, value in context.invocation_metadata() or () if key == "authorization"]
+    if len(values) > 1:
+        raise InvalidInputError("a call has one authorization metadata entry")
+    if not values or not isinstance(values[0], str):
+        return None
+    scheme, _, credential = values[0].partition(" ")
+    return credential.strip() if scheme.lower() == "bearer" else None
 
 
 def peer_address(context: Any) -> str | None:
