@@ -8,10 +8,11 @@ and parts that read another must never disagree on who is calling or what is sen
 Two attacks come from a browser on a machine that can reach the API (docs/security.md):
 
 * **DNS rebinding.** A page on ``rebind.attacker.example`` re-points its name to 127.0.0.1 and
-  reads the API as its own origin. Its requests carry ``Host: rebind.attacker.example``: a request
-  whose ``Host`` is not served is refused (421) before anything else. Always served: IP literals
-  (a page can only have an IP origin by being served from that address) and ``localhost`` or
-  ``*.localhost`` (which resolve to loopback only); others are the operator's
+  reads the API as its own origin. Its requests carry ``Host: rebind.attacker.example``: a
+  request whose ``Host`` is not served is refused (421) before anything else, and one whose
+  ``Host`` is not a host and an optional port (:func:`authority`) is refused (400). Always
+  served: IP literals (a page can only have an IP origin by being served from that address) and
+  ``localhost`` or ``*.localhost`` (which resolve to loopback only); others are the operator's
   (:attr:`AccessPolicy.allowed_hosts`: the bind name by default, ``--allowed-host``). ``/healthz``
   is served to any host (it says "ok" and nothing else; probes address pods by IP or service name).
 * **Cross-site requests.** Any page can make a browser send a "simple" POST (no preflight) with a
@@ -24,13 +25,14 @@ Two attacks come from a browser on a machine that can reach the API (docs/securi
   its CSRF header in place of ``Authorization`` (no simple request can carry either; the dashboard
   checks its value against the session's); ``/v1`` still needs ``Authorization`` and reads no cookie.
 
-The decisions are pure functions (:func:`host_allowed`, :func:`refusal`); :class:`RequestGuard` is
-the thin ASGI shell around them.
+The decisions are pure functions (:func:`authority`, :func:`host_allowed`, :func:`refusal`);
+:class:`RequestGuard` is the thin ASGI shell around them.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -74,15 +76,47 @@ class Refusal:
     detail: str
 
 
-def hostname(authority: str) -> str:
-    """The host of a ``Host`` header or URL authority, lower case, without port, brackets or
-    a final dot."""
-    host = authority.strip().lower()
-    if host.startswith("["):
-        host = host[1 : host.find("]")] if "]" in host else host[1:]
-    elif host.count(":") == 1:
-        host = host.rsplit(":", 1)[0]
-    return host.removesuffix(".")
+_REG_NAME = re.compile(r"[a-z0-9._~-]*")
+_PORT = re.compile(r"[0-9]{0,5}")
+
+
+def authority(text: str) -> tuple[str, str] | None:
+    """The host and port of a ``Host`` header (``host [":" port]``, RFC 9110 7.2 and RFC 3986
+    3.2.2), lower case, or None for anything else. The host is a name of letters, digits and
+    ``-._~`` (an IPv4 address is one), or an IPv6 address in brackets (no zone); the port is
+    at most five digits, at most 65535, and may be empty. Not a host: user info
+    (``127.0.0.1:80@evil.example``), anything after the brackets (``[::1]evil``), an IPv6
+    address without them."""
+    text = text.strip().lower()
+    if text.startswith("["):
+        end = text.find("]")
+        host, rest = (text[1:end], text[end + 1 :]) if end > 0 else ("", "!")
+        if not _is_ipv6(host):
+            return None
+    else:
+        host, colon, port = text.partition(":")
+        rest = colon + port
+        if not _REG_NAME.fullmatch(host):
+            return None
+    port = rest.removeprefix(":")
+    if rest[:1] not in ("", ":") or not _PORT.fullmatch(port) or int(port or 0) > 65535:
+        return None
+    return host, port
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        return False
+    return "%" not in host
+
+
+def hostname(text: str) -> str | None:
+    """The host of a ``Host`` header, lower case, without port, brackets or a final dot; None
+    when it is not a host and port (:func:`authority`)."""
+    parts = authority(text)
+    return None if parts is None else parts[0].removesuffix(".")
 
 
 def _is_ip(host: str) -> bool:
@@ -100,11 +134,13 @@ def _matches(host: str, pattern: str) -> bool:
     return host == pattern
 
 
-def host_allowed(authority: str, allowed: tuple[str, ...]) -> bool:
-    """Whether a request for ``authority`` (its ``Host``) is served (see the module docstring)."""
+def host_allowed(text: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a request for ``text`` (its ``Host``) is served (see the module docstring)."""
+    host = hostname(text)
+    if host is None:
+        return False
     if "*" in allowed:
         return True
-    host = hostname(authority)
     if _is_ip(host) or host == "localhost" or host.endswith(".localhost"):
         return True
     return any(_matches(host, pattern) for pattern in allowed if pattern != "*")
@@ -113,6 +149,8 @@ def host_allowed(authority: str, allowed: tuple[str, ...]) -> bool:
 def refusal(method: str, path: str, headers: Mapping[str, str], policy: AccessPolicy) -> Refusal | None:
     """Why the request is refused before routing, or None (``headers``: lower-case names)."""
     host = headers.get("host")
+    if host is not None and hostname(host) is None:
+        return BAD_HOST
     if host is not None and path not in ANY_HOST and not host_allowed(host, policy.allowed_hosts):
         return Refusal(
             421, "misdirected", "Misdirected request",
@@ -144,6 +182,9 @@ def _cross_site(path: str, headers: Mapping[str, str], policy: AccessPolicy) -> 
     return None
 
 
+BAD_HOST = Refusal(400, "bad-host", "Bad request", "the Host header is not a host and an optional port")
+
+
 def repeated(name: str) -> Refusal:
     """The refusal of a request that repeats the header field ``name`` (its spelling)."""
     return Refusal(400, "bad-header", "Bad request", f"a request has one {name} header")
@@ -162,7 +203,8 @@ def _origin_allowed(origin: str, host: str | None, policy: AccessPolicy) -> bool
     if host is not None and parts.netloc.lower() == host.strip().lower():
         return True
     named = tuple(pattern for pattern in policy.allowed_hosts if pattern != "*")
-    return any(_matches(hostname(parts.netloc), pattern) for pattern in named)
+    host = hostname(parts.netloc)
+    return host is not None and any(_matches(host, pattern) for pattern in named)
 
 
 def _has_body(headers: Mapping[str, str]) -> bool:
