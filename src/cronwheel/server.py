@@ -46,6 +46,7 @@ from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.api.auth import TokenAuthenticator
 from cronwheel.api.limits import head_buffer_bytes
+from cronwheel.api.nosniff import NoSniff
 from cronwheel.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
 from cronwheel.cluster import ClusterStatus
@@ -607,7 +608,7 @@ class _Roles:
         line = f"cronwheel {'+'.join(settings.roles)} running (node {settings.node}, metrics on {url})"
         authenticator = TokenAuthenticator(self.backends.store, self.backends.clock)
         endpoint = metrics_http.Endpoint(access_policy(settings), authenticator.authenticate)
-        config = http_config(endpoint, settings, lifespan="off", interface="asgi3")
+        config = http_config(NoSniff(endpoint), settings, lifespan="off", interface="asgi3")
         self._http(config, lambda: announce(line), "metrics")
 
     def _http(self, config: uvicorn.Config, started: Callable[[], None], name: str) -> None:

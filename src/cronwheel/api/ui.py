@@ -68,8 +68,7 @@ SECURITY_HEADERS = {
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",  # X-Content-Type-Options: every answer of the app (api.nosniff)
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
