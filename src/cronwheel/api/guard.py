@@ -154,7 +154,7 @@ def refusal(method: str, path: str, headers: Mapping[str, str], policy: AccessPo
     if host is not None and path not in ANY_HOST and not host_allowed(host, policy.allowed_hosts):
         return Refusal(
             421, "misdirected", "Misdirected request",
-            f"this server does not serve the host {hostname(host)!r} (see --allowed-host)",
+            "this server does not serve the host named in Host (see --allowed-host)",
         )  # fmt: skip
     if method.upper() in SAFE_METHODS:
         return None
@@ -164,7 +164,7 @@ def refusal(method: str, path: str, headers: Mapping[str, str], policy: AccessPo
 def _cross_site(path: str, headers: Mapping[str, str], policy: AccessPolicy) -> Refusal | None:
     fetch_site = headers.get("sec-fetch-site")
     if fetch_site is not None and fetch_site.lower() not in _SAME_SITE:
-        return _forbidden(f"a state change from another site is refused (Sec-Fetch-Site: {fetch_site})")
+        return _forbidden("a state change from another site is refused (Sec-Fetch-Site)")
     origin = headers.get("origin")
     if origin is not None and not _origin_allowed(origin, headers.get("host"), policy):
         return _forbidden("a state change from another origin is refused (Origin is not this server)")
