@@ -65,7 +65,7 @@ class Actor:
     kind: str
     id: str | None
     name: str | None
-    client: str | None = None  # the client's address (X-Forwarded-For only from loopback)
+    client: str | None = None  # the client's address (X-Forwarded-For only from a named proxy)
     teams: frozenset[str] | None = None  # the caller's teams (None: every team, or unknown)
 
     @classmethod

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import fcntl
 import gc
+import ipaddress
 import logging
 import os
 import signal
@@ -45,6 +46,7 @@ from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.api.auth import TokenAuthenticator
 from cronwheel.api.limits import head_buffer_bytes
+from cronwheel.api.nosniff import NoSniff
 from cronwheel.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
 from cronwheel.cluster import ClusterStatus
@@ -129,6 +131,7 @@ class ServerSettings:
     ttl_s: float = 5.0  # coordinator membership / shard lease TTL
     node: str = field(default_factory=default_node)
     allowed_hosts: tuple[str, ...] = ()  # Host names served beyond the defaults (see access_policy)
+    forwarded_allow_ips: tuple[str, ...] = ()  # proxies whose X-Forwarded-For/-Proto are believed
     protect_metrics: bool = False  # /metrics needs a token of every team with the read scope
     admin_only: tuple[str, ...] = ()  # target kinds only admins of every team may set
     secret_key_file: str | None = None  # --secret-key-file (CRONWHEEL_SECRET_KEY_FILE)
@@ -189,6 +192,7 @@ class ServerSettings:
         if self.allow_commands and "worker" in self.roles:
             self.isolation().identity()  # a user that does not exist, or that we cannot become
         self.limits.check()
+        trusted_proxies(",".join(self.forwarded_allow_ips))
         self.oidc.check()
         check_tracing(self.tracing)  # otlp without the SDK installed: stop now, naming the extra
         if bool(self.tls_cert) != bool(self.tls_key) or (self.tls_client_ca and not self.tls_cert):
@@ -226,6 +230,37 @@ def access_policy(settings: ServerSettings) -> AccessPolicy:
         allowed_hosts=tuple(dict.fromkeys(host.lower() for host in hosts if host)),
         protect_metrics=settings.protect_metrics,
         admin_only=frozenset(settings.admin_only),
+    )
+
+
+def trusted_proxies(text: str) -> tuple[str, ...]:
+    """``--forwarded-allow-ips``: comma-separated IP addresses or networks (CIDR), each checked."""
+    named = tuple(part.strip() for part in text.split(",") if part.strip())
+    for entry in named:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            example = "192.0.2.10, 10.0.0.0/8"
+            raise PermanentError(
+                f"--forwarded-allow-ips takes addresses and networks ({example}), not {entry!r}"
+            ) from None
+    return named
+
+
+def http_config(app: Callable[..., Any], settings: ServerSettings, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration of this node's HTTP endpoint. ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto`` are believed only from the proxies the operator names
+    (``--forwarded-allow-ips``); by default from none, so that the client address the rate limits
+    count and the audit log records is the peer's own (uvicorn would believe any peer on loopback,
+    and read its ``FORWARDED_ALLOW_IPS`` variable)."""
+    trusted = list(settings.forwarded_allow_ips)
+    return uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted,
+        **options,
     )
 
 
@@ -540,12 +575,7 @@ class _Roles:
             *self.notes,
             *_oidc_line(settings.oidc),
         )
-        config = uvicorn.Config(
-            app,
-            log_config=None,
-            access_log=False,
-            h11_max_incomplete_event_size=head_buffer_bytes(settings.limits),
-        )
+        config = http_config(app, settings, h11_max_incomplete_event_size=head_buffer_bytes(settings.limits))
 
         def started() -> None:
             for line in lines:
@@ -583,9 +613,7 @@ class _Roles:
         line = f"cronwheel {'+'.join(settings.roles)} running (node {settings.node}, metrics on {url})"
         authenticator = TokenAuthenticator(self.backends.store, self.backends.clock)
         endpoint = metrics_http.Endpoint(access_policy(settings), authenticator.authenticate)
-        config = uvicorn.Config(
-            endpoint, log_config=None, access_log=False, lifespan="off", interface="asgi3"
-        )
+        config = http_config(NoSniff(endpoint), settings, lifespan="off", interface="asgi3")
         self._http(config, lambda: announce(line), "metrics")
 
     def _http(self, config: uvicorn.Config, started: Callable[[], None], name: str) -> None:

@@ -6,11 +6,16 @@ request that carries a valid token."""
 
 from __future__ import annotations
 
+import ipaddress
+
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cronwheel.api.access import AccessPolicy
-from cronwheel.api.guard import host_allowed, hostname, refusal
+from cronwheel.api.guard import authority, host_allowed, hostname, refusal
+from cronwheel.store import JobQuery
 
 from .conftest import Env, job_body
 
@@ -34,7 +39,7 @@ async def test_a_rebound_host_cannot_read_the_api_even_with_a_token(client: http
         assert response.status_code == 421, (path, response.text)
         assert response.headers["content-type"] == PROBLEM_JSON_TYPE
         assert response.json()["detail"] == (
-            "this server does not serve the host 'rebind.attacker.example' (see --allowed-host)"
+            "this server does not serve the host named in Host (see --allowed-host)"
         )
         assert response.json()["instance"] == path
         assert "nightly" not in response.text
@@ -113,6 +118,68 @@ async def test_two_host_headers_are_refused(env: Env) -> None:
         assert (await http.send(request)).status_code == 400
 
 
+async def _with(http: httpx.AsyncClient, method: str, extra: list[tuple[str, str]]) -> httpx.Response:
+    request = http.build_request(method, "/v1/jobs", json=job_body() if method == "POST" else None)
+    request.headers = httpx.Headers([*request.headers.multi_items(), *extra])
+    return await http.send(request)
+
+
+async def test_a_valid_authorization_then_another_is_refused(env: Env) -> None:
+    """The first of two Authorization headers was the credential: valid first, invalid second,
+    and the request was served (200)."""
+    async with env.client(env.admin_token) as http:
+        response = await _with(http, "GET", [("Authorization", "Bearer cw_wrong")])
+        assert response.status_code == 400
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["type"] == "urn:cronwheel:problem:bad-header"
+        assert response.json()["detail"] == "a request has one Authorization header"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("Authorization", "Bearer cw_wrong"),
+        ("Proxy-Authorization", "Basic abc"),
+        ("Content-Type", "text/plain"),
+        ("Origin", "http://cronwheel.test"),
+        ("Sec-Fetch-Site", "same-origin"),
+        ("X-Cronwheel-CSRF", "x"),
+        ("Idempotency-Key", "k"),
+        ("If-Match", '"1"'),
+    ],
+)
+async def test_a_repeated_header_of_one_value_is_refused_naming_it(env: Env, name: str, value: str) -> None:
+    async with env.client(env.admin_token) as http:
+        for method in ("GET", "POST"):
+            response = await _with(http, method, [(name, value), (name, value)])
+            assert response.status_code == 400, (name, method)
+            assert response.json()["detail"] == f"a request has one {name} header"
+        assert (await env.store.list_jobs(JobQuery())).items == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8080@evil.example", "[::1]evil.example", "127.0.0.1:99999"])
+async def test_a_host_that_is_not_a_host_and_port_is_refused_without_echoing_it(env: Env, host: str) -> None:
+    """They were served: the part before ``@`` or after ``]`` was taken for the host."""
+    async with env.client(env.admin_token) as http:
+        for path in ("/v1/jobs", "/healthz"):
+            response = await http.get(path, headers={"Host": host})
+            assert response.status_code == 400, (host, path)
+            assert response.headers["content-type"] == PROBLEM_JSON_TYPE
+            assert response.json()["type"] == "urn:cronwheel:problem:bad-host"
+            assert "evil" not in response.text
+            assert "99999" not in response.text
+
+
+async def test_list_headers_may_be_repeated(client: httpx.AsyncClient) -> None:
+    extra = [
+        ("Accept", "application/json"),
+        ("Accept", "*/*"),
+        ("X-Forwarded-For", "a"),
+        ("X-Forwarded-For", "b"),
+    ]
+    assert (await _with(client, "GET", extra)).status_code == 200
+
+
 # -- the decisions ---------------------------------------------------------------------------------
 
 
@@ -147,8 +214,78 @@ def test_any_host_is_served_when_the_operator_says_so() -> None:
 
 def test_hostname() -> None:
     assert hostname("[::1]:80") == "::1"
-    assert hostname("::1") == "::1"
     assert hostname("Example.COM.:8080") == "example.com"
+    assert hostname("127.0.0.1:8080@evil.example") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("127.0.0.1:8080", ("127.0.0.1", "8080")),
+        ("[::1]:8080", ("::1", "8080")),
+        ("[2001:DB8::1]", ("2001:db8::1", "")),
+        ("cron.example.com", ("cron.example.com", "")),
+        ("localhost.:65535", ("localhost.", "65535")),
+        ("host:", ("host", "")),  # port = *DIGIT (RFC 3986)
+        ("0x7f000001", ("0x7f000001", "")),  # a name
+        ("", ("", "")),
+    ],
+)
+def test_authority_of_hosts(text: str, parts: tuple[str, str]) -> None:
+    assert authority(text) == parts
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "127.0.0.1:8080@evil.example",
+        "user@127.0.0.1",
+        "[::1]anything",
+        "[::1]:80evil",
+        "[::1",
+        "::1",  # an IPv6 address needs its brackets
+        "[fe80::1%25eth0]",
+        "[fe80::1%eth0]",
+        "[127.0.0.1]",
+        "[evil.example]",
+        "127.0.0.1:65536",
+        "127.0.0.1:123456",
+        "127.0.0.1:-1",
+        "127.0.0.1: 80",
+        "127.0.0.1:80:80",
+        "evil.example/127.0.0.1",
+        "evil example",
+        "evil.example#",
+        "évil.example",
+    ],
+)
+def test_anything_else_is_not_an_authority(text: str) -> None:
+    assert authority(text) is None
+    assert not host_allowed(text, ("*",))
+    refused = refusal("GET", "/healthz", {"host": text}, AccessPolicy())
+    assert refused is not None
+    assert (refused.status, refused.slug) == (400, "bad-host")
+
+
+@given(
+    st.one_of(st.ip_addresses(v=4).map(str), st.ip_addresses(v=6).map(lambda ip: f"[{ip}]")),
+    st.integers(0, 65535),
+)
+def test_every_address_and_port_is_an_authority(address: str, port: int) -> None:
+    assert authority(f"{address}:{port}") == (address.strip("[]").lower(), str(port))
+
+
+@given(st.text(max_size=40))
+def test_what_authority_accepts_is_a_host_and_a_port(text: str) -> None:
+    parts = authority(text)
+    if parts is None:
+        return
+    host, port = parts
+    assert not {"@", "/", "%", "[", "]"} & set(host)
+    assert port == "" or (port.isascii() and port.isdigit() and int(port) <= 65535)
+    if ":" in host:
+        assert text.strip().lower().startswith(f"[{host}]")
+        assert ipaddress.IPv6Address(host)
 
 
 def test_pages_on_operator_named_hosts_may_change_state() -> None:

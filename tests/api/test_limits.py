@@ -16,17 +16,19 @@ import pytest
 from fastapi import Request
 
 from cronwheel.api.auth import current_caller
+from cronwheel.api.failures import REMEMBERED, FailedAuthentications, Waits, refusal_of
 from cronwheel.api.limits import MAX_REPEATED, BodyLimit
 from cronwheel.api.rate import RateLimiter
 from cronwheel.clock import ManualClock
-from cronwheel.errors import RateLimitedError, UnauthenticatedError
+from cronwheel.errors import PermanentError, RateLimitedError
 from cronwheel.identity import TRUSTED, Caller, CallerKind, Scope
 from cronwheel.limits import Limits
+from cronwheel.server import ServerSettings, http_config, trusted_proxies
 from cronwheel.service import MAX_PAYLOAD_BYTES, TargetPolicy
 from cronwheel.store import JobQuery
 from cronwheel.targets import MAX_EXEC_BYTES
 
-from .conftest import START, Env, job_body
+from .conftest import BASE_URL, START, Env, bearer, issue_token, job_body
 
 PROBLEM = "application/problem+json"
 TYPE = "urn:cronwheel:problem:"
@@ -295,34 +297,155 @@ async def test_each_token_has_its_own_bucket_wherever_it_comes_from(
     assert [(await client.get("/v1/jobs", headers=two)).status_code for _ in range(3)] == [200, 200, 429]
 
 
+def at(env: Env, address: str, token: str | None = None) -> httpx.AsyncClient:
+    """A client of the app from ``address`` (with ``token``)."""
+    transport = httpx.ASGITransport(app=env.app, client=(address, 40000))
+    return httpx.AsyncClient(
+        transport=transport, base_url=BASE_URL, headers={} if token is None else bearer(token)
+    )
+
+
+def wrong_secret(token: str) -> str:
+    """``token`` with another secret: its id exists, its secret is wrong."""
+    return token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+
+
+@pytest.fixture
+def lookups(env: Env, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The token ids the store is asked for."""
+    asked: list[str] = []
+    get_token = env.store.get_token
+
+    async def counted(token_id: str) -> Any:
+        asked.append(token_id)
+        return await get_token(token_id)
+
+    monkeypatch.setattr(env.store, "get_token", counted)
+    return asked
+
+
+async def statuses(client: httpx.AsyncClient, count: int, token: str | None = None) -> list[int]:
+    headers = {} if token is None else bearer(token)
+    return [(await client.get("/v1/jobs", headers=headers)).status_code for _ in range(count)]
+
+
 async def test_failed_authentications_are_counted_by_address_and_then_refused_before_checking(
-    client: httpx.AsyncClient, env: Env, limits: SetLimits
+    env: Env, limits: SetLimits, lookups: list[str]
 ) -> None:
     """A 401 costs a token lookup and reaches no caller's bucket: the address pays instead."""
     limits(rate_per_s=1, rate_burst=3)
-    checked: list[str | None] = []
+    made_up = [f"cw_{n:012x}_{'x' * 43}" for n in range(4)]  # ids that do not exist
+    async with at(env, "192.0.2.1") as attacker:
+        assert [(await attacker.get("/v1/jobs", headers=bearer(t))).status_code for t in made_up] == [
+            401, 401, 401, 429,
+        ]  # fmt: skip
+        refused = await attacker.get("/v1/jobs")
+        found = problem(refused, 429, "rate-limited")
+        assert refused.headers["retry-after"] == "1"
+        assert found["detail"].startswith("too many requests that failed authentication from this address")
+        assert lookups == [token[3:15] for token in made_up[:3]]  # the fourth was not even looked at
+        assert (
+            await attacker.post("/v1/jobs", json=job_body(), headers=bearer(made_up[3]))
+        ).status_code == 429
+        await nothing_written(env)
+        assert (await attacker.get("/healthz")).status_code == 200
+        env.clock.advance(1)
+        assert await statuses(attacker, 1, made_up[3]) == [401]
 
-    def authenticate(request: Request) -> Caller:
-        token = request.headers.get("x-test-token")
-        checked.append(token)
-        if token is None:
-            raise UnauthenticatedError("invalid token")
-        return Caller(CallerKind.TOKEN, token, token, frozenset({Scope.ADMIN}), None)
 
-    env.app.dependency_overrides[current_caller] = authenticate
-    valid = {"X-Test-Token": "tok-1"}
-    assert [(await client.get("/v1/jobs", headers=valid)).status_code for _ in range(2)] == [200, 200]
-    assert [(await client.get("/v1/jobs")).status_code for _ in range(3)] == [401, 401, 401]
-    refused = await client.get("/v1/jobs")
-    found = problem(refused, 429, "rate-limited")
-    assert refused.headers["retry-after"] == "1"
-    assert found["detail"].startswith("too many requests that failed authentication from this address")
-    assert checked == ["tok-1", "tok-1", None, None, None]  # the fourth was not even looked at
-    assert (await client.post("/v1/jobs", json=job_body(), headers=valid)).status_code == 429
-    await nothing_written(env)
-    assert (await client.get("/healthz")).status_code == 200
-    env.clock.advance(1)
-    assert (await client.get("/v1/jobs", headers=valid)).status_code == 200
+async def test_an_address_that_keeps_failing_does_not_lock_out_the_tokens_in_use_behind_it(
+    env: Env, limits: SetLimits
+) -> None:
+    """Clients behind one address (a NAT, a proxy the operator did not name) share its bucket:
+    a token that authenticated, from there or elsewhere, is still checked when it is spent; a
+    token never seen is refused until the failures stop for a moment."""
+    limits(rate_per_s=1, rate_burst=3)
+    in_use, elsewhere = env.admin_token, await issue_token(env.store, Scope.READ, name="elsewhere")
+    unseen = await issue_token(env.store, Scope.READ, name="unseen")
+    async with at(env, "192.0.2.1") as shared, at(env, "198.51.100.7") as other:
+        assert await statuses(shared, 1, in_use) == [200]
+        assert await statuses(other, 1, elsewhere) == [200]
+        assert await statuses(shared, 4, "wrong") == [401, 401, 401, 429]
+        assert await statuses(shared, 1, in_use) == [200]
+        assert await statuses(shared, 1, elsewhere) == [200]
+        assert await statuses(shared, 1, unseen) == [429]
+        assert await statuses(shared, 1, wrong_secret(in_use)) == [401]  # checked: a token in use
+        assert await statuses(shared, 1, "wrong") == [429]
+
+
+async def test_wrong_secrets_of_one_token_are_limited_from_every_address_but_not_its_holder(
+    env: Env, limits: SetLimits, lookups: list[str]
+) -> None:
+    """Token ids are not secret: failures naming one take from its bucket wherever they come
+    from, and once it is spent its secret is not tried from addresses it did not authenticate
+    from; its holder, where it authenticated, is served all along."""
+    limits(rate_per_s=1, rate_burst=3)
+    token = env.admin_token
+    async with at(env, "192.0.2.1", token) as holder:
+        assert await statuses(holder, 1) == [200]
+        tries = []
+        for n in range(6):
+            async with at(env, f"198.51.100.{n}", wrong_secret(token)) as attacker:
+                tries += await statuses(attacker, 1)
+        assert tries == [401, 401, 401, 429, 429, 429]
+        assert len(lookups) == 1 + 3
+        assert await statuses(holder, 2) == [200, 200]
+        async with at(env, "203.0.113.5", token) as moved:
+            refused = await moved.get("/v1/jobs")  # the holder at an address it never used
+            assert problem(refused, 429, "rate-limited")["detail"].startswith(
+                "too many failed authentications with this token"
+            )
+        env.clock.advance(1)
+        async with at(env, "203.0.113.5", token) as moved:
+            assert await statuses(moved, 1) == [200]
+
+
+async def test_a_failure_from_the_holder_s_address_ends_its_exemption(env: Env, limits: SetLimits) -> None:
+    """Whoever shares the holder's address and knows its id gets one try, not a way around the
+    token's bucket."""
+    limits(rate_per_s=1, rate_burst=2)
+    token = env.admin_token
+    async with at(env, "192.0.2.1", token) as holder, at(env, "192.0.2.1", wrong_secret(token)) as neighbour:
+        assert await statuses(holder, 1) == [200]
+        assert await statuses(neighbour, 3) == [401, 401, 429]
+        assert await statuses(holder, 1) == [429]
+        env.clock.advance(1)
+        assert await statuses(holder, 1) == [200]
+
+
+@pytest.mark.parametrize(
+    ("waits", "refused"),
+    [
+        (Waits(0, 0, False, False), None),
+        (Waits(1, 0, False, False), "from this address"),
+        (Waits(1, 0, True, False), None),  # a token in use behind a spent address
+        (Waits(0, 1, True, False), "with this token"),
+        (Waits(1, 1, True, False), "with this token"),
+        (Waits(1, 1, True, True), None),  # the holder, where it authenticated
+        (Waits(0, 1, False, False), "with this token"),
+    ],
+)
+def test_refusal_of(waits: Waits, refused: str | None) -> None:
+    decided = refusal_of(waits)
+    assert (decided is None) == (refused is None)
+    assert decided is None or refused is None or decided[1].endswith(refused)
+
+
+def test_authentications_remembered_are_bounded_and_forgotten_in_time() -> None:
+    clock = ManualClock(START)
+    failures = FailedAuthentications(RateLimiter(clock), max_remembered=4)
+    limits = Limits(rate_per_s=1, rate_burst=1)
+    for n in range(3):
+        failures.succeeded(f"192.0.2.{n}", f"{n:012x}")  # two keys each: the first token is pushed out
+    for n in (0, 2):
+        failures.failed("192.0.2.9", f"{n:012x}", limits)  # the token's bucket spent
+    failures.admit("192.0.2.2", f"{2:012x}", limits)  # remembered where it authenticated
+    with pytest.raises(RateLimitedError):
+        failures.admit("192.0.2.0", f"{0:012x}", limits)
+    clock.advance(REMEMBERED)
+    failures.failed("192.0.2.9", f"{2:012x}", limits)
+    with pytest.raises(RateLimitedError):
+        failures.admit("192.0.2.2", f"{2:012x}", limits)  # remembered no longer
 
 
 def test_the_buckets_kept_are_bounded_full_ones_forgotten_first() -> None:
@@ -466,3 +589,63 @@ def nested(depth: int) -> Any:
     for _ in range(depth - 1):
         value = [value]
     return value
+
+
+async def _through_uvicorn(env: Env, trusted: tuple[str, ...]) -> httpx.AsyncClient:
+    """A client on 127.0.0.1 of the app as the server's uvicorn configuration wraps it."""
+    config = http_config(env.app, ServerSettings(forwarded_allow_ips=trusted))
+    config.load()
+    transport = httpx.ASGITransport(app=config.loaded_app, client=("127.0.0.1", 40000))
+    return httpx.AsyncClient(transport=transport, base_url=BASE_URL, headers=bearer(env.admin_token))
+
+
+async def _wrong_tokens_forwarded_for(local: httpx.AsyncClient, count: int) -> list[int]:
+    """Statuses of ``count`` requests with a wrong token, each forwarded for another address."""
+    wrong = {"Authorization": "Bearer wrong"}
+    addresses = (f"198.51.100.{n}" for n in range(count))
+    return [
+        (await local.get("/v1/jobs", headers={**wrong, "X-Forwarded-For": a})).status_code for a in addresses
+    ]
+
+
+async def _recorded_client(env: Env, local: httpx.AsyncClient) -> str | None:
+    created = await local.post("/v1/jobs", json=job_body(), headers={"X-Forwarded-For": "203.0.113.9"})
+    assert created.status_code == 201, created.text
+    entries = (await local.get("/v1/audit", params={"action": "job.create"})).json()["items"]
+    client: str | None = entries[0]["client"]
+    return client
+
+
+async def test_a_local_client_rotating_x_forwarded_for_is_limited_as_itself(
+    env: Env, limits: SetLimits
+) -> None:
+    """uvicorn believes X-Forwarded-For from any loopback peer by default: 700 wrong tokens, each
+    from another forwarded address, were never refused, and the audit log took any address."""
+    limits(rate_per_s=1, rate_burst=5)
+    async with await _through_uvicorn(env, ()) as local:
+        assert await _recorded_client(env, local) == "127.0.0.1"
+        statuses = await _wrong_tokens_forwarded_for(local, 20)
+        assert statuses == [401] * 5 + [429] * 15
+
+
+async def test_forwarded_addresses_are_believed_from_the_proxies_the_operator_names(
+    env: Env, limits: SetLimits
+) -> None:
+    limits(rate_per_s=1, rate_burst=5)
+    async with await _through_uvicorn(env, ("127.0.0.1", "10.0.0.0/8")) as local:
+        assert await _recorded_client(env, local) == "203.0.113.9"
+        statuses = await _wrong_tokens_forwarded_for(local, 20)
+        assert statuses == [401] * 20  # each forwarded address has its own bucket
+
+
+@pytest.mark.parametrize("named", ["127.0.0.1", "10.0.0.0/8, ::1", "", "2001:db8::/32"])
+def test_trusted_proxies_are_addresses_or_networks(named: str) -> None:
+    assert trusted_proxies(named) == tuple(part.strip() for part in named.split(",") if part.strip())
+
+
+@pytest.mark.parametrize("named", ["*", "proxy.example", "10.0.0.0/33", "127.0.0.1,,nope"])
+def test_anything_else_is_refused_naming_the_option(named: str) -> None:
+    with pytest.raises(PermanentError, match="--forwarded-allow-ips"):
+        trusted_proxies(named)
+    with pytest.raises(PermanentError, match="--forwarded-allow-ips"):
+        ServerSettings(forwarded_allow_ips=(named,)).check()

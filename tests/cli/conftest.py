@@ -25,6 +25,7 @@ from cronwheel.clock import ManualClock
 from cronwheel.identity import Scope
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
+from cronwheel.server import ServerSettings, http_config
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.tokens import issue
@@ -109,7 +110,7 @@ class _Thread(threading.Thread):
         app = create_app(
             ApiServices(self.store, service, self.clock, store_readiness(self.store), secrets=secrets)
         )
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        config = http_config(app, ServerSettings(), lifespan="off")  # as `cronwheel server` serves
         self.server = uvicorn.Server(config)
         serving = asyncio.create_task(self.server.serve(sockets=[self.sock]))
         while not self.server.started and not serving.done():

@@ -150,7 +150,7 @@ def test_invalid_file_applies_nothing(server: Server, tmp_path: Path) -> None:
     assert result.exit_code == 2
     err = result.stderr
     assert "nothing applied" in err
-    assert "job 2 (data/bad): invalid schedule '0 0 31 2 *'" in err
+    assert "job 2 (data/bad): invalid schedule: the schedule can never fire" in err
     assert "job 3 (data/worse): retry.max_attempts: Input should be greater than or equal to 1" in err
     assert "job 4 (data/good): data/good appears more than once" in err
     assert names(server, "data") == {}

@@ -128,6 +128,16 @@ async def test_no_token_and_a_bad_token_are_unauthenticated(env: Env, stubs: Stu
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
+async def test_two_authorization_entries_are_invalid_whichever_comes_first(env: Env, stubs: Stubs) -> None:
+    """The first of two was the credential: a valid one first and anything after it was served."""
+    valid, invalid = ("authorization", f"Bearer {env.admin_token}"), ("authorization", "Bearer cw_nope_nope")
+    for metadata in ((valid, invalid), (invalid, valid), (valid, valid)):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=metadata)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "one authorization" in (refused.value.details() or "")
+
+
 async def test_another_teams_job_does_not_exist_and_a_missing_scope_is_denied(env: Env, stubs: Stubs) -> None:
     job = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=auth(env.admin_token))
     other = await issue_token(env.store, Scope.ADMIN, team="web")

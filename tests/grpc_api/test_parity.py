@@ -8,6 +8,7 @@ import dataclasses
 from typing import Annotated, Any, TypeVar
 
 import grpc
+import httpx
 import pytest
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2
@@ -100,18 +101,44 @@ async def test_rest_and_grpc_calls_of_one_caller_share_one_budget(env: Env, stub
 async def test_failed_authentications_over_grpc_spend_the_address_bucket_rest_checks(
     env: Env, stubs: Stubs
 ) -> None:
-    limit(env, rate_per_s=0.5, rate_burst=2)
-    for _ in range(2):
+    limit(env, rate_per_s=0.5, rate_burst=3)
+    await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(env.admin_token))  # in use here
+    unseen = await issue_token(env.store, Scope.ADMIN, name="unseen")
+    for _ in range(3):
         failed = await refusal(stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth("cw_nope_bad")))
         assert failed.code() == grpc.StatusCode.UNAUTHENTICATED
 
-    # The address is now refused before authentication, even with a valid token, over both APIs.
-    valid = await refusal(stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(env.admin_token)))
-    assert valid.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "failed authentication" in (valid.details() or "")
-    assert detail(valid, error_details_pb2.RetryInfo).retry_delay.seconds == 2
-    async with env.rest(env.admin_token) as http:
+    # The address is now refused before authentication over both APIs, but for the tokens in use.
+    fresh = await refusal(stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(unseen)))
+    assert fresh.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "failed authentication" in (fresh.details() or "")
+    assert detail(fresh, error_details_pb2.RetryInfo).retry_delay.seconds == 2
+    await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(env.admin_token))
+    async with env.rest(unseen) as http:
         assert (await http.get("/v1/jobs")).status_code == 429
+    async with env.rest(env.admin_token) as http:
+        assert (await http.get("/v1/jobs")).status_code == 200
+
+
+async def test_wrong_secrets_over_grpc_spend_the_token_s_bucket_rest_checks(env: Env, stubs: Stubs) -> None:
+    """The token's bucket is spent over REST from other addresses; over gRPC, from the address
+    it authenticated from, it is still served, until a wrong secret arrives from there too."""
+    limit(env, rate_per_s=0.5, rate_burst=3)
+    token = env.admin_token
+    wrong = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(token))
+    app = create_app(env.services)
+    for n in range(3):
+        transport = httpx.ASGITransport(app=app, client=(f"198.51.100.{n}", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as attacker:
+            refused = await attacker.get("/v1/jobs", headers={"Authorization": f"Bearer {wrong}"})
+            assert refused.status_code == 401
+    await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(token))
+    failed = await refusal(stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(wrong)))
+    assert failed.code() == grpc.StatusCode.UNAUTHENTICATED
+    held = await refusal(stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=auth(token)))
+    assert held.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "failed authentications with this token" in (held.details() or "")
 
 
 # -- the audit log of refusals -------------------------------------------------------------------

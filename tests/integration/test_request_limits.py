@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from server_harness import ServerProcess
 
@@ -108,3 +109,27 @@ async def test_the_options_set_the_limits(server_factory: Callable[..., ServerPr
         full = await api.post("/v1/jobs", json={**job, "name": "b", "schedule": "* * * * *"})
         assert full.json()["type"] == "urn:cronwheel:problem:quota-exceeded"
         assert [(await api.get("/v1/jobs")).status_code for _ in range(3)] == [200, 200, 429]
+
+
+async def _wrong_tokens_forwarded_for(server: ServerProcess, count: int) -> list[int]:
+    wrong = {"Authorization": "Bearer wrong"}
+    addresses = (f"198.51.100.{n}" for n in range(count))
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as local:
+        return [
+            (await local.get("/v1/jobs", headers={**wrong, "X-Forwarded-For": a})).status_code
+            for a in addresses
+        ]
+
+
+async def test_a_local_client_cannot_choose_the_address_it_is_counted_as(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """uvicorn believes X-Forwarded-For from any peer on loopback unless told otherwise: a client
+    on this machine that rotated it was never refused (700 wrong tokens, no 429)."""
+    server = server_factory("--rate-limit", "0.01", "--rate-burst", "5")
+    assert await _wrong_tokens_forwarded_for(server, 10) == [401] * 5 + [429] * 5
+
+
+async def test_a_proxy_the_operator_names_is_believed(server_factory: Callable[..., ServerProcess]) -> None:
+    server = server_factory("--rate-limit", "0.01", "--rate-burst", "5", "--forwarded-allow-ips", "127.0.0.1")
+    assert await _wrong_tokens_forwarded_for(server, 10) == [401] * 10

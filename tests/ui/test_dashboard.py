@@ -146,7 +146,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
         await page.click("#edit")
         await expect(page.locator("#job-form")).to_have_attribute("data-valid", "true")
         await page.fill("#field-timezone", "Mars/Olympus")
-        await expect(page.locator("#error-timezone")).to_contain_text("unknown time zone 'Mars/Olympus'")
+        await expect(page.locator("#error-timezone")).to_contain_text("unknown time zone '…'")
         await page.fill("#field-timezone", "Europe/Berlin")
         await expect(page.locator("#error-timezone")).to_have_text("")
         await page.fill("#field-description", "edited in the dashboard")

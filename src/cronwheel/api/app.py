@@ -6,12 +6,14 @@ OpenAPI is served at ``/openapi.json`` and the interactive docs at ``/docs``, wh
 assets come from the package (:mod:`cronwheel.api.docs`), not from a CDN. Both are readable
 without a token (the document is the same for every server and holds no data; Swagger UI must
 read it before its user can authorize), behind the same Host check as everything else
-(:mod:`cronwheel.api.guard`). The web dashboard is at ``/ui`` (:mod:`cronwheel.api.ui`).
+(:mod:`cronwheel.api.guard`). Every answer says ``X-Content-Type-Options: nosniff``
+(:mod:`cronwheel.api.nosniff`). The web dashboard is at ``/ui`` (:mod:`cronwheel.api.ui`).
 """
 
 from __future__ import annotations
 
 from fastapi import Depends, FastAPI
+from starlette.types import ASGIApp
 
 from cronwheel import __version__
 from cronwheel.api import (
@@ -29,6 +31,7 @@ from cronwheel.api import (
 )
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import RequestGuard
+from cronwheel.api.nosniff import NoSniff
 from cronwheel.api.observe import RequestMetrics
 from cronwheel.api.routes import router, system_router
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
@@ -36,8 +39,15 @@ from cronwheel.api.services import ApiServices, Readiness, store_readiness
 __all__ = ["AccessPolicy", "ApiServices", "Readiness", "create_app", "store_readiness"]
 
 
+class _App(FastAPI):
+    """FastAPI, with :class:`NoSniff` around everything, Starlette's error middleware included."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return NoSniff(super().build_middleware_stack())
+
+
 def create_app(services: ApiServices) -> FastAPI:
-    app = FastAPI(
+    app = _App(
         docs_url=None,  # served by cronwheel.api.docs from the package's own assets
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,  # the API has no OAuth

@@ -9,9 +9,9 @@
   :func:`refused` calls, for the same refusals (UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND at
   a wall): the same entries, the request named ``gRPC /cronwheel.v1.<Service>/<Method>``.
 
-A flood of refusals must not become a flood of writes. The failed-authentication bucket of each
-client address (:mod:`cronwheel.api.limits`) already answers 429, before authentication and
-unrecorded, once an address has spent its burst; on top of it :class:`RefusalSampler` records at
+A flood of refusals must not become a flood of writes. The failed-authentication buckets of each
+client address and token id (:mod:`cronwheel.api.failures`) already answer 429, before
+authentication and unrecorded, once they are spent; on top of it :class:`RefusalSampler` records at
 most one entry per (refusal, address, caller, request) per :data:`WINDOW` (the next one says how
 many alike it stands for) and at most :data:`BUDGET` refusal entries per window in each api
 process, whatever the number of addresses, REST and gRPC together (the services' one sampler,
@@ -19,9 +19,9 @@ process, whatever the number of addresses, REST and gRPC together (the services'
 (``cronwheel_audit_refusals_coalesced_total``).
 
 The client address is the ASGI ``client`` the HTTP server reports: uvicorn takes it from
-``X-Forwarded-For`` only when the peer is a trusted proxy (its ``FORWARDED_ALLOW_IPS`` environment
-variable, by default 127.0.0.1 and ::1), so a remote caller cannot write another address into the
-log.
+``X-Forwarded-For`` only when the peer is a proxy the operator named (``--forwarded-allow-ips``,
+none by default: :func:`cronwheel.server.http_config`), so a caller cannot write another address
+into the log.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from cronwheel.api.auth import CallerDep
+from cronwheel.api.auth import CallerDep, client_address
 from cronwheel.api.sampling import BUDGET, WINDOW, RefusalSampler
 from cronwheel.api.services import ApiServices
 from cronwheel.audit import Actor, AuditAction
@@ -40,11 +40,6 @@ from cronwheel.identity import Caller
 log = logging.getLogger("cronwheel.api")
 
 __all__ = ["BUDGET", "WINDOW", "ActorDep", "RefusalSampler", "record_refusal", "refused"]
-
-
-def client_address(request: Request) -> str | None:
-    client = request.scope.get("client")
-    return str(client[0])[:100] if client else None
 
 
 async def current_actor(request: Request, caller: CallerDep) -> Actor:

@@ -5,7 +5,9 @@ to each :class:`~cronwheel.api.access.Authenticator` in turn: first the store's 
 (:class:`TokenAuthenticator`), then whatever else the app was given
 (``ApiServices.authenticators``: OIDC). No credential, or one that no authenticator accepts, is a
 401 (:class:`~cronwheel.errors.UnauthenticatedError`); what the caller may then do is the routes'
-business (:meth:`~cronwheel.identity.Caller.require`).
+business (:meth:`~cronwheel.identity.Caller.require`). Failures are counted by client address and
+token id, and may be refused (429) before the credential is checked
+(:mod:`cronwheel.api.failures`): :func:`authenticate` is the one door, for REST and gRPC.
 
 There is no way to turn authentication off: the embedded server makes an admin token on first start
 (:mod:`cronwheel.server`), and the tests authenticate like any client.
@@ -37,6 +39,15 @@ _bearer = HTTPBearer(
 )
 
 
+class TokenRefusedError(UnauthenticatedError):
+    """A token whose id exists, refused (a wrong secret, or expired, or revoked): its id's
+    failures are counted."""
+
+    def __init__(self, message: str, token_id: str) -> None:
+        super().__init__(message)
+        self.token_id = token_id
+
+
 class TokenAuthenticator:
     """The store's API tokens (:mod:`cronwheel.tokens`): one primary-key read per request, so that
     a revocation holds at once in every api process; ``last_used_at`` is written at most once a
@@ -57,15 +68,34 @@ class TokenAuthenticator:
         except NotFoundError:
             stored = None
         now = self.clock.now()
-        caller = tokens.check(stored, credential, now)
+        try:
+            caller = tokens.check(stored, credential, now)
+        except UnauthenticatedError as error:
+            if stored is None:
+                raise
+            raise TokenRefusedError(str(error), stored.id) from None
         assert stored is not None
         if stored.needs_touch(now):
             await self.store.touch_token(stored.id, now, now - tokens.TOUCH_EVERY)
         return caller
 
 
-async def authenticate(services: ApiServices, credential: str | None) -> Caller:
-    """The caller ``credential`` (a bearer token) authenticates as; 401 for none or an invalid one."""
+async def authenticate(services: ApiServices, credential: str | None, address: str | None) -> Caller:
+    """The caller ``credential`` (a bearer token) from client ``address`` authenticates as: 401
+    for none or an invalid one, 429 when its failures are refused before it is checked."""
+    token_id = tokens.token_id(credential or "")
+    services.failures.admit(address, token_id, services.limits)
+    try:
+        caller = await _check(services, credential)
+    except UnauthenticatedError as error:
+        known = error.token_id if isinstance(error, TokenRefusedError) else None
+        services.failures.failed(address, known, services.limits)
+        raise
+    services.failures.succeeded(address, token_id)
+    return caller
+
+
+async def _check(services: ApiServices, credential: str | None) -> Caller:
     if not credential:
         raise UnauthenticatedError("this endpoint needs a token: send 'Authorization: Bearer <token>'")
     authenticators = (TokenAuthenticator(services.store, services.clock), *services.authenticators)
@@ -82,12 +112,18 @@ async def current_caller(
 ) -> Caller:
     """The caller of ``request`` (a FastAPI dependency: cached for the request)."""
     credential = None if credentials is None else credentials.credentials
-    caller = await authenticate(get_services(request), credential)
+    caller = await authenticate(get_services(request), credential, client_address(request))
     request.state.caller = caller
     return caller
 
 
 CallerDep = Annotated[Caller, Depends(current_caller)]
+
+
+def client_address(request: Request) -> str | None:
+    """The client address the HTTP server reports (see :func:`cronwheel.server.http_config`)."""
+    client = request.scope.get("client")
+    return str(client[0])[:100] if client else None
 
 
 def require_every_team(caller: Caller, scope: Scope, what: str) -> None:

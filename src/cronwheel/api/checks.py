@@ -127,13 +127,15 @@ def schedule_problems(values: Mapping[str, Any], *, complete: bool) -> list[Fiel
 
 def schedule_problem(error: ScheduleError, expression_field: str = "schedule") -> FieldProblem:
     """A refused schedule on the field it names: the zone, a DST option, or the expression with
-    the cron field, its index and the column inside it."""
-    detail = {"detail": str(error)}
+    the cron field, its index and the column inside it; without the text refused
+    (:func:`schedule_sentence`)."""
+    reason = refused_reason(error)
+    detail = {"detail": schedule_sentence(error)}
     if error.field == "timezone":
-        return FieldProblem("timezone", error.reason, "invalid_schedule", detail)
+        return FieldProblem("timezone", reason, "invalid_schedule", detail)
     for option in ("dst_gap", "dst_fold", "seed"):
         if error.reason.startswith(option):
-            return FieldProblem(option, error.reason, "invalid_schedule", detail)
+            return FieldProblem(option, reason, "invalid_schedule", detail)
     extra: dict[str, Any] = {}
     if error.field is not None:
         extra["cron_field"] = error.field
@@ -141,7 +143,37 @@ def schedule_problem(error: ScheduleError, expression_field: str = "schedule") -
         extra["cron_field_index"] = error.field_index
     if error.column is not None:
         extra["column"] = error.column
-    return FieldProblem(expression_field, error.reason, "invalid_schedule", {**extra, **detail})
+    return FieldProblem(expression_field, reason, "invalid_schedule", {**extra, **detail})
+
+
+_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+REFUSED = "'…'"  # what stands for a refused text in a problem
+
+
+def refused_reason(error: ScheduleError) -> str:
+    """``error``'s reason without the text it refused: a quoted piece of the expression (a cron
+    field's element, a macro), or the zone (the first quoted part of a zone's reason). The
+    field, its index and the column say where the piece is; the server's own words (a zone it
+    suggests, the names a field takes) stay."""
+    if error.field == "timezone":
+        return _QUOTED.sub(REFUSED, error.reason, count=1)
+
+    def masked(found: re.Match[str]) -> str:
+        text = found.group(1) if found.group(1) is not None else found.group(2)
+        return REFUSED if text and text in error.expression else found.group(0)
+
+    return _QUOTED.sub(masked, error.reason)
+
+
+def schedule_sentence(error: ScheduleError) -> str:
+    """The problem's sentence of ``error``: where and why, without the expression."""
+    spots = (
+        f"field {error.field_index}" if error.field_index is not None else "",
+        f"column {error.column}" if error.column is not None else "",
+    )
+    where = ", ".join(spot for spot in spots if spot)
+    place = "" if error.field is None else f"{error.field} field ({where}): " if where else f"{error.field}: "
+    return f"invalid schedule: {place}{refused_reason(error)}"
 
 
 def target_problems(values: Mapping[str, Any]) -> list[FieldProblem]:

@@ -1,13 +1,18 @@
 """What a request must be before any route sees it: addressed to a host this server serves, and,
 when it changes state, not made by another site's page.
 
+A request that repeats a header field of one value (:data:`SINGLETONS`: ``Authorization``,
+``Host``, ``Content-Type`` ...) is refused (400) before anything else: parts that read the first
+and parts that read another must never disagree on who is calling or what is sent.
+
 Two attacks come from a browser on a machine that can reach the API (docs/security.md):
 
 * **DNS rebinding.** A page on ``rebind.attacker.example`` re-points its name to 127.0.0.1 and
-  reads the API as its own origin. Its requests carry ``Host: rebind.attacker.example``: a request
-  whose ``Host`` is not served is refused (421) before anything else. Always served: IP literals
-  (a page can only have an IP origin by being served from that address) and ``localhost`` or
-  ``*.localhost`` (which resolve to loopback only); others are the operator's
+  reads the API as its own origin. Its requests carry ``Host: rebind.attacker.example``: a
+  request whose ``Host`` is not served is refused (421) before anything else, and one whose
+  ``Host`` is not a host and an optional port (:func:`authority`) is refused (400). Always
+  served: IP literals (a page can only have an IP origin by being served from that address) and
+  ``localhost`` or ``*.localhost`` (which resolve to loopback only); others are the operator's
   (:attr:`AccessPolicy.allowed_hosts`: the bind name by default, ``--allowed-host``). ``/healthz``
   is served to any host (it says "ok" and nothing else; probes address pods by IP or service name).
 * **Cross-site requests.** Any page can make a browser send a "simple" POST (no preflight) with a
@@ -20,13 +25,14 @@ Two attacks come from a browser on a machine that can reach the API (docs/securi
   its CSRF header in place of ``Authorization`` (no simple request can carry either; the dashboard
   checks its value against the session's); ``/v1`` still needs ``Authorization`` and reads no cookie.
 
-The decisions are pure functions (:func:`host_allowed`, :func:`refusal`); :class:`RequestGuard` is
-the thin ASGI shell around them.
+The decisions are pure functions (:func:`authority`, :func:`host_allowed`, :func:`refusal`);
+:class:`RequestGuard` is the thin ASGI shell around them.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -44,6 +50,22 @@ ANY_HOST = frozenset({"/healthz", "/v1/healthz"})
 UI_SESSION_PATHS = ("/ui/api/", "/ui/session")
 UI_CSRF_HEADER = "x-cronwheel-csrf"
 _SAME_SITE = frozenset({"same-origin", "none"})
+SINGLETONS = {
+    "host": "Host",
+    "authorization": "Authorization",
+    "proxy-authorization": "Proxy-Authorization",
+    "content-type": "Content-Type",
+    "content-length": "Content-Length",
+    "origin": "Origin",
+    "sec-fetch-site": "Sec-Fetch-Site",
+    UI_CSRF_HEADER: "X-Cronwheel-CSRF",
+    "idempotency-key": "Idempotency-Key",
+    "if-match": "If-Match",
+}
+"""Header fields a request may carry once (lower-case name -> its spelling): fields of one value
+(RFC 9110, 5.3), and ``If-Match``, a list the API takes one ETag of. Two of them would be read
+as the first by one part and as both, or the last, by another: two ``Authorization`` headers,
+a valid one first, were served as the first's caller."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +76,47 @@ class Refusal:
     detail: str
 
 
-def hostname(authority: str) -> str:
-    """The host of a ``Host`` header or URL authority, lower case, without port, brackets or
-    a final dot."""
-    host = authority.strip().lower()
-    if host.startswith("["):
-        host = host[1 : host.find("]")] if "]" in host else host[1:]
-    elif host.count(":") == 1:
-        host = host.rsplit(":", 1)[0]
-    return host.removesuffix(".")
+_REG_NAME = re.compile(r"[a-z0-9._~-]*")
+_PORT = re.compile(r"[0-9]{0,5}")
+
+
+def authority(text: str) -> tuple[str, str] | None:
+    """The host and port of a ``Host`` header (``host [":" port]``, RFC 9110 7.2 and RFC 3986
+    3.2.2), lower case, or None for anything else. The host is a name of letters, digits and
+    ``-._~`` (an IPv4 address is one), or an IPv6 address in brackets (no zone); the port is
+    at most five digits, at most 65535, and may be empty. Not a host: user info
+    (``127.0.0.1:80@evil.example``), anything after the brackets (``[::1]evil``), an IPv6
+    address without them."""
+    text = text.strip().lower()
+    if text.startswith("["):
+        end = text.find("]")
+        host, rest = (text[1:end], text[end + 1 :]) if end > 0 else ("", "!")
+        if not _is_ipv6(host):
+            return None
+    else:
+        host, colon, port = text.partition(":")
+        rest = colon + port
+        if not _REG_NAME.fullmatch(host):
+            return None
+    port = rest.removeprefix(":")
+    if rest[:1] not in ("", ":") or not _PORT.fullmatch(port) or int(port or 0) > 65535:
+        return None
+    return host, port
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        return False
+    return "%" not in host
+
+
+def hostname(text: str) -> str | None:
+    """The host of a ``Host`` header, lower case, without port, brackets or a final dot; None
+    when it is not a host and port (:func:`authority`)."""
+    parts = authority(text)
+    return None if parts is None else parts[0].removesuffix(".")
 
 
 def _is_ip(host: str) -> bool:
@@ -80,11 +134,13 @@ def _matches(host: str, pattern: str) -> bool:
     return host == pattern
 
 
-def host_allowed(authority: str, allowed: tuple[str, ...]) -> bool:
-    """Whether a request for ``authority`` (its ``Host``) is served (see the module docstring)."""
+def host_allowed(text: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a request for ``text`` (its ``Host``) is served (see the module docstring)."""
+    host = hostname(text)
+    if host is None:
+        return False
     if "*" in allowed:
         return True
-    host = hostname(authority)
     if _is_ip(host) or host == "localhost" or host.endswith(".localhost"):
         return True
     return any(_matches(host, pattern) for pattern in allowed if pattern != "*")
@@ -93,10 +149,12 @@ def host_allowed(authority: str, allowed: tuple[str, ...]) -> bool:
 def refusal(method: str, path: str, headers: Mapping[str, str], policy: AccessPolicy) -> Refusal | None:
     """Why the request is refused before routing, or None (``headers``: lower-case names)."""
     host = headers.get("host")
+    if host is not None and hostname(host) is None:
+        return BAD_HOST
     if host is not None and path not in ANY_HOST and not host_allowed(host, policy.allowed_hosts):
         return Refusal(
             421, "misdirected", "Misdirected request",
-            f"this server does not serve the host {hostname(host)!r} (see --allowed-host)",
+            "this server does not serve the host named in Host (see --allowed-host)",
         )  # fmt: skip
     if method.upper() in SAFE_METHODS:
         return None
@@ -106,7 +164,7 @@ def refusal(method: str, path: str, headers: Mapping[str, str], policy: AccessPo
 def _cross_site(path: str, headers: Mapping[str, str], policy: AccessPolicy) -> Refusal | None:
     fetch_site = headers.get("sec-fetch-site")
     if fetch_site is not None and fetch_site.lower() not in _SAME_SITE:
-        return _forbidden(f"a state change from another site is refused (Sec-Fetch-Site: {fetch_site})")
+        return _forbidden("a state change from another site is refused (Sec-Fetch-Site)")
     origin = headers.get("origin")
     if origin is not None and not _origin_allowed(origin, headers.get("host"), policy):
         return _forbidden("a state change from another origin is refused (Origin is not this server)")
@@ -124,7 +182,12 @@ def _cross_site(path: str, headers: Mapping[str, str], policy: AccessPolicy) -> 
     return None
 
 
-_TWO_HOSTS = Refusal(400, "bad-header", "Bad request", "a request has one Host header")
+BAD_HOST = Refusal(400, "bad-host", "Bad request", "the Host header is not a host and an optional port")
+
+
+def repeated(name: str) -> Refusal:
+    """The refusal of a request that repeats the header field ``name`` (its spelling)."""
+    return Refusal(400, "bad-header", "Bad request", f"a request has one {name} header")
 
 
 def _forbidden(detail: str) -> Refusal:
@@ -140,7 +203,8 @@ def _origin_allowed(origin: str, host: str | None, policy: AccessPolicy) -> bool
     if host is not None and parts.netloc.lower() == host.strip().lower():
         return True
     named = tuple(pattern for pattern in policy.allowed_hosts if pattern != "*")
-    return any(_matches(hostname(parts.netloc), pattern) for pattern in named)
+    host = hostname(parts.netloc)
+    return host is not None and any(_matches(host, pattern) for pattern in named)
 
 
 def _has_body(headers: Mapping[str, str]) -> bool:
@@ -153,15 +217,17 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def _headers(scope: Scope) -> tuple[dict[str, str], int]:
-    """The request's headers by lower-case name (the first of each), and how many Hosts it has."""
+def _headers(scope: Scope) -> tuple[dict[str, str], str | None]:
+    """The request's headers by lower-case name (the first of each), and the first of
+    :data:`SINGLETONS` it repeats (None: none)."""
     headers: dict[str, str] = {}
-    hosts = 0
+    twice: str | None = None
     for raw_name, raw_value in scope["headers"]:
         name = raw_name.decode("latin-1").lower()
-        hosts += name == "host"
+        if name in headers and name in SINGLETONS and twice is None:
+            twice = SINGLETONS[name]
         headers.setdefault(name, raw_value.decode("latin-1"))
-    return headers, hosts
+    return headers, twice
 
 
 class RequestGuard:
@@ -173,9 +239,9 @@ class RequestGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            headers, hosts = _headers(scope)
+            headers, twice = _headers(scope)
             method, path = scope["method"], scope["path"]
-            refused = _TWO_HOSTS if hosts > 1 else refusal(method, path, headers, self.policy)
+            refused = repeated(twice) if twice else refusal(method, path, headers, self.policy)
             if refused is not None:
                 extra = {"WWW-Authenticate": 'Bearer realm="cronwheel"'} if refused.status == 401 else None
                 response = problem_response(

@@ -21,8 +21,9 @@ sets it, and comes before anything is written:
   from taking a process's whole capacity, and each process keeps its own. The probes and
   ``/metrics`` are not limited: they are cheap, and a probe refused for somebody else's traffic
   would restart a healthy node.
-* :class:`FailedAuthentications` (ASGI): requests answered 401 take from a bucket of their client
-  address, and an address whose bucket is empty is answered 429 before authentication runs.
+* Failed authentications take from buckets of their client address and token id, and are refused
+  (429) before their credential is checked once those are spent: :mod:`cronwheel.api.failures`,
+  in :func:`cronwheel.api.auth.authenticate`.
 * :func:`bounded_query`: a query parameter repeated more than :data:`MAX_REPEATED` times
   (``label``, ``state``): 422, before the store sees a query it could only refuse as an outage.
 """
@@ -40,8 +41,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC, RETRY_AFTER
-from cronwheel.api.problems import ProblemError, field_error, problem_response, rate_limited
-from cronwheel.api.rate import caller_key, failures_key, refusal
+from cronwheel.api.problems import ProblemError, field_error, problem_response
+from cronwheel.api.rate import caller_key
 from cronwheel.api.services import ApiServices
 from cronwheel.limits import Limits
 
@@ -75,11 +76,10 @@ def limits_of(scope: Scope) -> Limits:
 
 def install(app: FastAPI) -> None:
     """Add the request limits to ``app``: the middlewares (outside every other one, in this order:
-    headers, failed authentications, body). The rate limiter's buckets are the services' own
+    headers, body). The rate limiter's buckets are the services' own
     (``ApiServices.rate_limiter``), which the gRPC API takes from as well."""
     app.add_exception_handler(BodyTooLarge, body_too_large)
     app.add_middleware(BodyLimit)
-    app.add_middleware(FailedAuthentications)
     app.add_middleware(HeaderLimits)
 
 
@@ -214,39 +214,6 @@ async def rate_limit(request: Request, caller: CallerDep) -> None:
     """Admit the request against its caller's bucket (429 when it is empty)."""
     services = services_of(request.scope)
     services.rate_limiter.admit(caller_key(caller, _address(request.scope)), services.limits)
-
-
-class FailedAuthentications:
-    """Requests that fail authentication (401) never reach :func:`rate_limit`, which needs a
-    caller, yet each costs a token lookup. They take from a bucket of their client address
-    instead, and an address whose bucket is empty is answered 429 before authentication runs (the
-    probes excepted). Requests that authenticate take nothing from it."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limits, limiter = limits_of(scope), services_of(scope).rate_limiter
-        key = failures_key(_address(scope))
-        wait = limiter.waiting(key, limits)
-        if wait > 0 and not scope["path"].endswith(_PROBES):
-            error = refusal(wait, limits, "requests that failed authentication from this address")
-            response = await rate_limited(Request(scope), error)
-            await response(scope, receive, send)
-            return
-
-        async def watching(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] == 401:
-                limiter.charge(key, limits)
-            await send(message)
-
-        await self.app(scope, receive, watching)
-
-
-_PROBES = ("/healthz", "/readyz")
 
 
 # -- query -----------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 
 from cronwheel.api import checks
 from cronwheel.api.auth import require_every_team
+from cronwheel.api.checks import schedule_sentence
 from cronwheel.api.fields import check_settable
 from cronwheel.api.problems import ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
@@ -132,7 +133,7 @@ def label_pairs(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
         key, sep, label = value.partition("=")
         if not sep or not key:
             raise ProblemError(
-                422, "validation", "Invalid request", f"label filter must be key=value, not {value!r}",
+                422, "validation", "Invalid request", "label: a filter must be key=value",
                 errors=[field_error("label", "must be key=value", "query", code="string_pattern_mismatch")],
             )  # fmt: skip
         pairs.append((key, label))
@@ -377,7 +378,7 @@ def preview_schedule(services: ApiServices, caller: Caller, body: PreviewIn) -> 
         return PreviewOut.build(body, services.clock.now())
     except ScheduleError as error:
         raise ProblemError(
-            422, "invalid-schedule", "Invalid schedule", str(error),
+            422, "invalid-schedule", "Invalid schedule", schedule_sentence(error),
             errors=_schedule_errors(error, "expression"),
         ) from None  # fmt: skip
 

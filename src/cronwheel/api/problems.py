@@ -11,6 +11,7 @@ carry secrets (webhook headers, command environments).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
@@ -23,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cronwheel.api import auditing, methods
-from cronwheel.api.checks import schedule_problem
+from cronwheel.api.checks import schedule_problem, schedule_sentence
 from cronwheel.errors import (
     BackendUnavailableError,
     ConflictError,
@@ -114,7 +115,8 @@ _ENTRY_FACTS = ("cron_field", "cron_field_index", "column")
 
 
 def pydantic_errors(errors: Sequence[Any], location: str | None = None) -> list[dict[str, Any]]:
-    """Pydantic's errors as problem entries, without the refused input (it may be a secret)."""
+    """Pydantic's errors as problem entries, without the refused input (it may be a secret):
+    neither its value, nor a key or field name the client made up (:func:`_refused_name`)."""
     out: list[dict[str, Any]] = []
     for error in errors:
         loc = [str(part) for part in error.get("loc", ())]
@@ -126,15 +128,31 @@ def pydantic_errors(errors: Sequence[Any], location: str | None = None) -> list[
             for i, part in enumerate(loc)
             if not (i > 0 and loc[i - 1] == "target" and part in _TARGET_TAGS)
         ]
-        loc = [part for part in loc if part != "[key]"]
-        message = str(error.get("msg", "invalid"))
-        message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        loc, message = _refused_name(loc, error)
         ctx = error.get("ctx") or {}
         facts = {key: ctx[key] for key in _ENTRY_FACTS if key in ctx}
         out.append(
             field_error(".".join(loc), message, where, code=str(error.get("type", "invalid")), **facts)
         )
     return out
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _refused_name(loc: list[str], error: Any) -> tuple[list[str], str]:
+    """The entry's field path and message without what the client made up: a part of the path
+    that is not a plain name (a dictionary key such as ``labels.<key>``, an unknown field) is
+    ``*``; a ``type`` no target has is not repeated (pydantic's message quotes it). Field names
+    and plain keys stay: they say where the problem is (``colour``, ``labels.tier``)."""
+    message = (
+        str(error.get("msg", "invalid")).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    )
+    path = [part if part.isdigit() or _PLAIN_NAME.fullmatch(part) else "*" for part in loc if part != "[key]"]
+    if error.get("type") == "union_tag_invalid":
+        ctx = error.get("ctx") or {}
+        message = f"{ctx.get('discriminator', 'type')} must be one of {ctx.get('expected_tags', '')}"
+    return path, message
 
 
 def schedule_field_errors(error: ScheduleError, expression_field: str = "schedule") -> list[dict[str, Any]]:
@@ -191,8 +209,9 @@ async def _validation(request: Request, exc: Exception) -> JSONResponse:
 async def _schedule(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ScheduleError)
     return problem_response(
-        request, 422, "invalid-schedule", "Invalid schedule", str(exc), errors=schedule_field_errors(exc)
-    )
+        request, 422, "invalid-schedule", "Invalid schedule", schedule_sentence(exc),
+        errors=schedule_field_errors(exc),
+    )  # fmt: skip
 
 
 async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:

@@ -3,8 +3,9 @@ and gRPC (``ApiServices.rate_limiter``), so that a caller's requests over either
 one budget and gRPC is no way around it.
 
 A token bucket per key (:func:`caller_key`: the caller's token id or OIDC subject; the client
-address of a caller without an identity of its own; :func:`failures_key`: the client address of
-requests that failed authentication). A refused request is a :class:`RateLimitedError` whose
+address of a caller without an identity of its own; :func:`failures_key` and
+:func:`token_failures_key`: the client address, and the token id, of requests that failed
+authentication, :mod:`cronwheel.api.failures`). A refused request is a :class:`RateLimitedError` whose
 ``retry_after_s`` REST answers as 429 with ``Retry-After`` (:mod:`cronwheel.api.limits`) and
 gRPC as RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` of the same seconds
 (:mod:`cronwheel.grpc_api.calls`). Pure: no web framework, time from the injected clock.
@@ -114,3 +115,8 @@ def caller_key(caller: Caller, address: str | None) -> str:
 def failures_key(address: str | None) -> str:
     """The bucket of the requests from ``address`` that failed authentication."""
     return f"failures:{address or 'unknown'}"
+
+
+def token_failures_key(token_id: str) -> str:
+    """The bucket of the failed authentications that named the existing token ``token_id``."""
+    return f"token-failures:{token_id}"

@@ -18,7 +18,7 @@ from cronwheel import metrics_live
 from cronwheel.api import operations
 from cronwheel.api.addressing import job_route
 from cronwheel.api.auditing import ActorDep
-from cronwheel.api.auth import CallerDep, authenticate, require_every_team
+from cronwheel.api.auth import CallerDep, authenticate, client_address, require_every_team
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.operations import LABEL_HELP, RECENT_RUNS
 from cronwheel.api.problems import ProblemError, field_error
@@ -113,7 +113,7 @@ def parse_if_match(value: str | None) -> int | None:
         return None
     if not ETAG.fullmatch(value):
         raise ProblemError(
-            400, "bad-header", "Bad request", f'If-Match must be a job ETag such as "3", not {value[:40]!r}',
+            400, "bad-header", "Bad request", 'If-Match must be a job ETag such as "3"',
             errors=[field_error("If-Match", "not an ETag of this API", "header", code="bad_etag")],
         )  # fmt: skip
     return None if value == "*" else int(value.removeprefix("W/").strip('"'))
@@ -452,7 +452,8 @@ async def prometheus_metrics(request: Request, services: Services) -> Response:
     a token of every team with the ``read`` scope)."""
     if services.access.protect_metrics:
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-        caller = await authenticate(services, credential.strip() if scheme.lower() == "bearer" else None)
+        bearer = credential.strip() if scheme.lower() == "bearer" else None
+        caller = await authenticate(services, bearer, client_address(request))
         require_every_team(caller, Scope.READ, "/metrics")
     return Response(await metrics_live.scrape(), media_type=CONTENT_TYPE_LATEST)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from cronwheel.api.access import AccessPolicy, Authenticator
+from cronwheel.api.failures import FailedAuthentications
 from cronwheel.api.rate import RateLimiter
 from cronwheel.api.sampling import RefusalSampler
 from cronwheel.clock import Clock, monotonic_of
@@ -27,7 +28,8 @@ class ApiServices:
     store answers), the operator's access settings, and the authenticators tried after the
     store's API tokens (OIDC).
 
-    The process's per-caller rate buckets (``rate_limiter``) and audit sampler of refusals
+    The process's per-caller rate buckets (``rate_limiter``), failed authentications on them
+    (``failures``) and audit sampler of refusals
     (``refusals``) are made with it, on its clock, and belong to it: the REST app and the gRPC
     server built from one ``ApiServices`` share them, so a caller has one budget over both."""
 
@@ -40,11 +42,13 @@ class ApiServices:
     authenticators: tuple[Authenticator, ...] = ()
     secrets: SecretService | None = None  # /v1/teams/{team}/secrets (absent: those routes answer 503)
     rate_limiter: RateLimiter = field(init=False, compare=False, repr=False)
+    failures: FailedAuthentications = field(init=False, compare=False, repr=False)
     refusals: RefusalSampler = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         ticks = monotonic_of(self.clock)
         object.__setattr__(self, "rate_limiter", RateLimiter(ticks))  # frozen: set once, here
+        object.__setattr__(self, "failures", FailedAuthentications(self.rate_limiter))
         object.__setattr__(self, "refusals", RefusalSampler(ticks))
 
     @property

@@ -45,7 +45,7 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cronwheel.api.auth import authenticate
+from cronwheel.api.auth import authenticate, client_address
 from cronwheel.api.problems import problem_response
 from cronwheel.api.services import ApiServices
 from cronwheel.clock import Clock
@@ -68,8 +68,7 @@ SECURITY_HEADERS = {
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",  # X-Content-Type-Options: every answer of the app (api.nosniff)
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
@@ -201,7 +200,7 @@ async def _login(request: Request) -> Response:
     if scheme.lower() != "bearer" or not credential.strip():
         return _refused(request, 401, "log in with 'Authorization: Bearer <token>'")
     try:
-        caller = await authenticate(_services(request), credential.strip())
+        caller = await authenticate(_services(request), credential.strip(), client_address(request))
     except UnauthenticatedError as error:
         return _refused(request, 401, str(error))
     sessions = _sessions(request)
@@ -221,7 +220,7 @@ async def _whoami(request: Request) -> Response:
     if session is None:
         return _refused(request, 401, "no session: log in")
     try:
-        caller = await authenticate(_services(request), session.credential)
+        caller = await authenticate(_services(request), session.credential, client_address(request))
     except UnauthenticatedError as error:
         _sessions(request).close(request.cookies.get(COOKIE))
         return _refused(request, 401, str(error))

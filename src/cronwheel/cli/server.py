@@ -333,6 +333,14 @@ def node_options(function: F) -> F:
             "*: any, behind a proxy that checks it). IP addresses and localhost are always served.",
         ),
         click.option(
+            "--forwarded-allow-ips",
+            default="",
+            envvar="CRONWHEEL_FORWARDED_ALLOW_IPS",
+            metavar="IP[,CIDR...]",
+            help="Take the client address and scheme from X-Forwarded-For and X-Forwarded-Proto only "
+            "when the peer is one of these proxies (comma-separated addresses or networks). Unset: never.",
+        ),
+        click.option(
             "--protect-metrics",
             is_flag=True,
             envvar="CRONWHEEL_PROTECT_METRICS",
@@ -401,7 +409,13 @@ def node_options(function: F) -> F:
 def _run(roles: tuple[str, ...], **options: Any) -> None:
     from cronwheel import logs  # noqa: PLC0415 - imported late: other commands stay quick to start
     from cronwheel.secrets.keys import ENV_KEYS  # noqa: PLC0415
-    from cronwheel.server import ServerSettings, default_node, serve, tune_collector  # noqa: PLC0415
+    from cronwheel.server import (  # noqa: PLC0415
+        ServerSettings,
+        default_node,
+        serve,
+        trusted_proxies,
+        tune_collector,
+    )
 
     logs.configure(options.pop("log_level"), options.pop("log_format"))
     allow_python = options.pop("allow_python")
@@ -409,6 +423,7 @@ def _run(roles: tuple[str, ...], **options: Any) -> None:
     limits = Limits(**{name: options.pop(name) for name in _LIMITS})
     try:
         settings = ServerSettings(
+            forwarded_allow_ips=trusted_proxies(options.pop("forwarded_allow_ips")),
             roles=roles,
             node=options.pop("node_id") or default_node(),
             python_allow=allow_python,

@@ -4,12 +4,12 @@ Every method opens a :class:`Call`, which does what REST does around a route, in
 with REST's own pieces and the services' one instance of each (so REST and gRPC calls count
 together):
 
-1. An address whose failed authentications spent its bucket is refused before authentication
-   (REST's ``FailedAuthentications``): RESOURCE_EXHAUSTED.
-2. ``authorization: Bearer <token>`` from the call's metadata is authenticated exactly as REST
+1. ``authorization: Bearer <token>`` from the call's metadata is authenticated exactly as REST
    does (:func:`cronwheel.api.auth.authenticate`: the store's API tokens, then OIDC), so the same
-   tokens, scopes and team walls hold. A failure takes from the address's bucket.
-3. The caller's rate bucket (:mod:`cronwheel.api.rate`, REST's ``rate_limit``) admits the call,
+   tokens, scopes and team walls hold; a failure takes from the buckets of the peer's address and
+   of the token id, and spent buckets refuse a credential before it is checked, as REST's do
+   (:mod:`cronwheel.api.failures`): RESOURCE_EXHAUSTED.
+2. The caller's rate bucket (:mod:`cronwheel.api.rate`, REST's ``rate_limit``) admits the call,
    or it is RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` of the seconds REST puts in
    ``Retry-After``.
 4. Every string of the request is checked for what both stores can hold
@@ -35,12 +35,12 @@ from google.protobuf.message import DecodeError
 
 from cronwheel.api.auditing import record_refusal
 from cronwheel.api.auth import authenticate
-from cronwheel.api.rate import caller_key, failures_key, refusal
+from cronwheel.api.rate import caller_key
 from cronwheel.api.services import ApiServices
 from cronwheel.api.storable import entry, unstorable_path
 from cronwheel.api.storable import refusal as unstorable
 from cronwheel.audit import Actor
-from cronwheel.errors import ForbiddenError, HiddenError, UnauthenticatedError
+from cronwheel.errors import ForbiddenError, HiddenError, InvalidInputError, UnauthenticatedError
 from cronwheel.grpc_api.convert import to_dict
 from cronwheel.grpc_api.errors import grpc_status
 from cronwheel.identity import Caller
@@ -53,12 +53,16 @@ REQUEST: ContextVar[Any] = ContextVar("cronwheel_grpc_request", default=None)
 
 
 def bearer(context: Any) -> str | None:
-    """The credential of ``authorization: Bearer <credential>`` in the call's metadata."""
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization" and isinstance(value, str):
-            scheme, _, credential = value.partition(" ")
-            return credential.strip() if scheme.lower() == "bearer" else None
-    return None
+    """The credential of ``authorization: Bearer <credential>`` in the call's metadata; a call
+    with two ``authorization`` entries is INVALID_ARGUMENT, as REST answers two ``Authorization``
+    headers 400 (:mod:`cronwheel.api.guard`): no part may read another credential than the next."""
+    values = [value for key, value in context.invocation_metadata() or () if key == "authorization"]
+    if len(values) > 1:
+        raise InvalidInputError("a call has one authorization metadata entry")
+    if not values or not isinstance(values[0], str):
+        return None
+    scheme, _, credential = values[0].partition(" ")
+    return credential.strip() if scheme.lower() == "bearer" else None
 
 
 def peer_address(context: Any) -> str | None:
@@ -151,16 +155,9 @@ class Call:
 
     async def __aenter__(self) -> Call:
         services, limits = self.services, self.services.limits
-        failures = failures_key(self.address)
-        wait = services.rate_limiter.waiting(failures, limits)
-        if wait > 0:
-            what = "requests that failed authentication from this address"
-            await self._abort(refusal(wait, limits, what))
         try:
-            caller = await authenticate(services, bearer(self.context))
+            caller = await authenticate(services, bearer(self.context), self.address)
         except Exception as error:
-            if isinstance(error, UnauthenticatedError):
-                services.rate_limiter.charge(failures, limits)
             await self._abort(error)
         self.caller = self.known = caller
         self.actor = Actor.of(caller, self.address)

@@ -568,7 +568,7 @@ def decode_cursor(cursor: str, shape: tuple[type, ...]) -> tuple[Any, ...]:
         and len(key) == len(shape)
         and all(type(part) is kind for part, kind in zip(key, shape, strict=True))
     ):
-        raise InvalidInputError(f"invalid page cursor {cursor!r}")
+        raise InvalidInputError("invalid page cursor: not one this API returned")
     return tuple(key)
 
 
