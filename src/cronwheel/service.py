@@ -186,8 +186,8 @@ class TargetPolicy:
 
 
 class PlainCredentialError(InvalidInputError):
-    """A job holds credentials in clear where the server wants secret references (422, one entry
-    per field; the values are never quoted)."""
+    """A job, or notification rules, hold credentials in clear where the server wants secret
+    references (422, one entry per field; the values are never quoted)."""
 
     def __init__(self, fields: list[str]) -> None:
         self.problems = [(field, _plain_reason(field)) for field in fields]
@@ -196,6 +196,13 @@ class PlainCredentialError(InvalidInputError):
 
 
 def _plain_reason(field: str) -> str:
+    if field.startswith("rules."):  # a notification channel's URL
+        return (
+            "holds a credential in clear (a Slack-compatible URL, whose path is its token, or user info "
+            'or a secret query parameter): give the whole URL as a secret reference ({"secret": NAME}, '
+            "set with `cronwheel secrets set`; `cronwheel secrets adopt-notifications` moves stored "
+            "ones); this server refuses plain credentials (--allow-plain-credentials)"
+        )
     if field == "target.url":
         return (
             "holds credentials in clear (user info, or a secret query parameter): send them in a header "
@@ -210,7 +217,8 @@ def _plain_reason(field: str) -> str:
 
 
 class UnknownSecretError(InvalidInputError):
-    """A job refers to secrets its team does not have (422, one entry per field)."""
+    """A job, or notification rules, refer to secrets the team does not have (422, one entry
+    per field)."""
 
     def __init__(self, team: str, missing: list[tuple[str, str]]) -> None:
         self.problems = [

@@ -3,11 +3,13 @@ as problem+json naming the field (nothing written), and a queued test notificati
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
 from cronwheel.identity import Scope
+from cronwheel.store.port import StoredSecret
 from cronwheel.store.sql.notices import team_scope
 
 from .conftest import Env, issue_token, job_body
@@ -23,7 +25,8 @@ def _rules(*rules: dict[str, Any]) -> dict[str, Any]:
     return {"rules": list(rules)}
 
 
-async def test_team_default_then_a_job_rule_in_its_place(client: httpx.AsyncClient) -> None:
+async def test_team_default_then_a_job_rule_in_its_place(client: httpx.AsyncClient, env: Env) -> None:
+    await env.store.put_secret(StoredSecret("data", "slack-url", "k1", b"sealed"))
     created = await client.post("/v1/jobs", json=job_body())
     job_id = created.json()["id"]
     assert (await client.get("/v1/teams/data/notifications")).json() == {"rules": [], "source": "none"}
@@ -37,12 +40,13 @@ async def test_team_default_then_a_job_rule_in_its_place(client: httpx.AsyncClie
     )
     job = await client.get(f"/v1/jobs/{job_id}/notifications")
     assert (job.json()["source"], job.json()["rules"]) == ("team", put.json()["rules"])
-    missed = {"conditions": ["missed"], "channels": [{"type": "slack", "url": "https://hooks.slack.com/T/B/x"}],
+    missed = {"conditions": ["missed"], "channels": [{"type": "slack", "url": {"secret": "slack-url"}}],
               "deadline_s": 600}  # fmt: skip
     own = await client.put("/v1/teams/data/jobs/nightly/notifications", json=_rules(missed))
     assert own.status_code == 200
     assert own.json()["source"] == "job"
-    assert (await client.get(f"/v1/jobs/{job_id}/notifications")).json()["rules"][0]["deadline_s"] == 600
+    in_force = (await client.get(f"/v1/jobs/{job_id}/notifications")).json()["rules"][0]
+    assert (in_force["deadline_s"], in_force["channels"][0]["url"]) == (600, {"secret": "slack-url"})
     assert (await client.delete(f"/v1/jobs/{job_id}/notifications")).status_code == 204
     assert (await client.get(f"/v1/jobs/{job_id}/notifications")).json()["source"] == "team"
     assert (await client.put("/v1/teams/data/notifications", json=_rules())).json()["source"] == "none"
@@ -103,6 +107,7 @@ async def test_rule_changes_are_audited_without_the_urls_secret_parts(
 ) -> None:
     from cronwheel.audit import AuditQuery
 
+    env.service.policy = replace(env.service.policy, allow_plain_credentials=True)
     created = (await client.post("/v1/jobs", json=job_body())).json()
     slack = {"type": "slack", "url": "https://hooks.slack.com/services/T00/B00/s3cr3t-t0k3n?x=1"}
     team_rule = _rules({"conditions": ["failure"], "channels": [slack]})

@@ -172,6 +172,59 @@ def test_adopt_of_a_job_without_plain_values_changes_nothing(server: Server) -> 
     assert server.json("jobs", "get", "data/nightly")["version"] == 1
 
 
+async def test_adopt_notifications_moves_plain_channel_urls_into_secrets(
+    server: Server, tmp_path: Path
+) -> None:
+    slack = f"https://hooks.slack.com/services/T000/B000/{VALUE}"
+    hook = f"https://hooks.example.com/cw?token={VALUE}"
+    rules = [{"conditions": ["failure"], "channels": [
+        {"type": "webhook", "url": HOOK}, {"type": "slack", "url": slack}, {"type": "webhook", "url": hook},
+        {"type": "email", "to": ["ops@example.com"]}]}]  # fmt: skip
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    assert server.run("notifications", "set", "--team", "data", str(path)).exit_code == 0  # allowed here
+    dry = server.run("secrets", "adopt-notifications", "--team", "data", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert dry.stdout.splitlines() == [
+        "would move rules.0.channels.1.url -> secret data/notify.0.1",
+        "would move rules.0.channels.2.url -> secret data/notify.0.2",
+    ]
+    assert server.json("secrets", "list", "data")["items"] == []
+    moved = server.run("secrets", "adopt-notifications", "--team", "data")
+    assert moved.exit_code == 0, moved.stderr
+    assert VALUE not in moved.output
+    channels = server.json("notifications", "get", "--team", "data")["rules"][0]["channels"]
+    assert [channel.get("url") for channel in channels] == [
+        HOOK,
+        {"secret": "notify.0.1"},
+        {"secret": "notify.0.2"},
+        None,
+    ]
+    assert await stored_value(server, "data", "notify.0.1") == slack
+    assert await stored_value(server, "data", "notify.0.2") == hook
+    shown = server.run("notifications", "get", "--team", "data")
+    assert "slack:(secret notify.0.1)" in shown.stdout
+    again = server.run("secrets", "adopt-notifications", "--team", "data")
+    assert again.stdout == "the rules of team data hold no plain credential URLs: nothing to adopt\n"
+    create(server)
+    path.write_text(
+        yaml.safe_dump([{"conditions": ["failure"], "channels": [{"type": "slack", "url": slack}]}])
+    )
+    assert server.run("notifications", "set", "--job", "data/nightly", str(path)).exit_code == 0
+    set_secret(server, "data/nightly.notify.0.0", "someone else's")
+    taken = server.run("secrets", "adopt-notifications", "--job", "data/nightly")
+    assert taken.exit_code == 2
+    assert "already has secret(s) nightly.notify.0.0: nothing was changed" in taken.stderr
+    assert (
+        server.json("notifications", "get", "--job", "data/nightly")["rules"][0]["channels"][0]["url"]
+        == slack
+    )
+    assert server.run("secrets", "delete", "data/nightly.notify.0.0").exit_code == 0
+    job = server.run("secrets", "adopt-notifications", "--job", "data/nightly")
+    assert job.stdout == "moved rules.0.channels.0.url -> secret data/nightly.notify.0.0\n"
+    assert await stored_value(server, "data", "nightly.notify.0.0") == slack
+
+
 def test_reencrypt_reports_what_it_did(server: Server) -> None:
     set_secret(server, "data/api-key")
     result = server.run("secrets", "reencrypt")

@@ -37,6 +37,7 @@ class Sink:
     url: str = ""
     statuses: list[int] = field(default_factory=list)  # answered in turn; then 200
     seen: list[tuple[CIMultiDict[str], bytes]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # the path and query of each request, in turn
 
 
 SINK = web.AppKey("sink", Sink)
@@ -45,6 +46,7 @@ SINK = web.AppKey("sink", Sink)
 async def _handle(request: web.Request) -> web.Response:
     sink = request.app[SINK]
     sink.seen.append((CIMultiDict(request.headers), await request.read()))
+    sink.paths.append(request.path_qs)
     return web.Response(status=sink.statuses.pop(0) if sink.statuses else 200, text="ok")
 
 

@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
+from cronwheel.audit import Actor, AuditAction, AuditQuery
 from cronwheel.clock import ManualClock
-from cronwheel.model import Job, Outcome, RunState
-from cronwheel.notifications.rules import Condition, EmailChannel, Rule, WebhookChannel
+from cronwheel.model import Job, Outcome, RunState, SecretRef
+from cronwheel.notifications.rules import Condition, EmailChannel, Rule, SlackChannel, WebhookChannel
 from cronwheel.store.port import AttemptResult
 from cronwheel.store.sql import SqlStore, notices
 from cronwheel.store.sql.notices import Observation, job_scope, team_scope
@@ -148,3 +149,35 @@ async def test_two_notifiers_deciding_the_same_notification_never_conflict(
     assert await store.notices.record([seen], at(3)) == 2
     assert await store.notices.record([seen], at(3)) == 2  # it believes it wrote them: no ConflictError
     assert await _events(store, job.id) == [("missed", "webhook"), ("missed", "email")]
+
+
+async def test_a_channel_url_given_as_a_secret_reference_is_kept_as_one(store: SqlStore) -> None:
+    """The rules, their outbox rows and what the notifier reads back keep the reference (the
+    name, never a value); the audit log keeps it as it is, and a URL in clear cut to its host."""
+    job = await store.create_job(make_job(next_run_at=at(0)))
+    slack = SlackChannel(SecretRef("slack-url"))
+    hook = WebhookChannel(SecretRef("hook-url"), signing_secret="hooks")
+    rule = Rule(frozenset({Condition.FAILURE}), (slack, hook, HOOK))
+    actor = Actor("token", "tok-1", "deploy-bot", "192.0.2.7")
+    entry = actor.entry(
+        AuditAction.NOTIFICATIONS_SET, at(0), "ops", ("notifications", team_scope("ops"), "ops")
+    )
+    await store.notices.set_rules(team_scope("ops"), "ops", None, (rule,), audit=entry)
+    assert await store.notices.rules(team_scope("ops")) == (rule,)
+    await _finish_slot(store, job, 0, Outcome.FAILURE)
+    await store.notices.process_inbox(at(2))
+    rows = await store.notices.outbox(job.id)
+    assert sorted(repr(row["channel"]["url"]) for row in rows) == [
+        "'https://hooks.example.com/cronwheel'",
+        "{'secret': 'hook-url'}",
+        "{'secret': 'slack-url'}",
+    ]
+    due = await store.notices.due(at(2))
+    assert sorted(map(repr, (delivery.channel for delivery in due))) == sorted(map(repr, rule.channels))
+    (audited,) = (await store.list_audit(AuditQuery(action="notifications"))).items
+    assert audited.after is not None
+    assert [channel["url"] for channel in audited.after["rules"][0]["channels"]] == [
+        {"secret": "slack-url"},
+        {"secret": "hook-url"},
+        "https://hooks.example.com/...",
+    ]

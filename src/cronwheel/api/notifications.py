@@ -6,7 +6,13 @@ A job with rules of its own uses them; otherwise its team's default. ``PUT`` rep
 (a job's ``[]`` silences it; the team's ``[]`` removes the default); ``DELETE`` on a job returns it
 to the team default. Reads take the ``read`` scope, writes and tests ``write``; another team's
 rules answer 404 as if they did not exist. A channel URL is checked as a target URL is (what the
-HTTP client refuses, then the operator's SSRF policy) and a named signing secret must exist.
+HTTP client refuses, then the operator's SSRF policy), or is a reference to a team secret holding
+it (``{"secret": NAME}``, checked at each delivery); a named secret must exist (422
+``secret-not-found``). A channel URL that is a credential in clear
+(:func:`cronwheel.notifications.rules.channel_credentials`: every Slack URL, a webhook URL with
+user info or a token in its query) is refused (422 ``plain-credential``) unless the operator allows
+plain credentials, or the rules stored in that place already hold it (same kind of channel, same
+URL); a caller without the ``write`` scope reads such URLs masked.
 """
 
 from __future__ import annotations
@@ -22,12 +28,12 @@ from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
 from cronwheel.api.routes import job_for
-from cronwheel.api.schemas import NAME_PATTERN
+from cronwheel.api.schemas import NAME_PATTERN, SecretRefSpec, _text_or_secret
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import AuditAction
 from cronwheel.errors import InvalidInputError, NotFoundError
 from cronwheel.identity import Caller, Scope
-from cronwheel.model import HttpTarget, Job, new_id
+from cronwheel.model import HttpTarget, Job, SecretRef, new_id
 from cronwheel.notifications.message import Notification
 from cronwheel.notifications.rules import (
     EMAIL_PATTERN,
@@ -39,10 +45,13 @@ from cronwheel.notifications.rules import (
     EmailChannel,
     Event,
     Rule,
-    WebhookChannel,
+    channel_credentials,
+    masked_rules,
     rules_from_json,
     rules_to_json,
+    url_references,
 )
+from cronwheel.service import PlainCredentialError, UnknownSecretError
 from cronwheel.store.sql import SqlStore
 from cronwheel.store.sql.notices import Notices, job_scope, team_scope
 
@@ -50,13 +59,17 @@ router = APIRouter(tags=["notifications"])
 Services = Annotated[ApiServices, Depends(get_services)]
 Team = Annotated[str, Path(pattern=NAME_PATTERN, description="The team whose default rules these are.")]
 Url = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"^[hH][tT][tT][pP][sS]?://")]
+UrlOrSecret = Annotated[Url | SecretRefSpec, _text_or_secret("an http(s) URL of at most 2000 characters")]
 Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
 
 
 class WebhookIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["webhook"]
-    url: Url = Field(description="Receives the notification as JSON, signed (Standard Webhooks).")
+    url: UrlOrSecret = Field(
+        description='Receives the notification as JSON, signed (Standard Webhooks); or {"secret": NAME}, '
+        "a team secret holding the URL. A URL with user info or a token in its query is a credential."
+    )
     signing_secret: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = Field(
         default=None, description="A team secret holding whsec_ keys; default: the team's `webhook-signing`."
     )
@@ -65,7 +78,10 @@ class WebhookIn(BaseModel):
 class SlackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["slack"]
-    url: Url = Field(description='A Slack-compatible incoming webhook: receives {"text": ...}.')
+    url: UrlOrSecret = Field(
+        description='A Slack-compatible incoming webhook: receives {"text": ...}. Its path is a token: '
+        'give {"secret": NAME}, a team secret holding the URL.'
+    )
 
 
 class EmailIn(BaseModel):
@@ -135,38 +151,48 @@ def _notices(services: ApiServices) -> Notices:
     return services.store.notices
 
 
-def _out(rules: tuple[Rule, ...], source: Literal["job", "team", "none"]) -> RulesOut:
-    return RulesOut(rules=[RuleIn.model_validate(rule) for rule in rules_to_json(rules)], source=source)
+def _out(rules: tuple[Rule, ...], source: Literal["job", "team", "none"], caller: Caller) -> RulesOut:
+    """The rules as ``caller`` may read them: their plain credential URLs masked unless the
+    caller may write rules (a writer reads, and may write back, what is stored)."""
+    shown = rules if caller.has(Scope.WRITE) else masked_rules(rules)
+    return RulesOut(rules=[RuleIn.model_validate(rule) for rule in rules_to_json(shown)], source=source)
 
 
-async def _checked(services: ApiServices, team: str, body: RulesIn) -> tuple[Rule, ...]:
+async def _checked(
+    services: ApiServices, team: str, body: RulesIn, stored: tuple[Rule, ...] | None
+) -> tuple[Rule, ...]:
     """The body as rules, or a 422 naming the field: a URL the HTTP client refuses
-    (``target_invalid``) or the SSRF policy (``target_refused``), a secret the team lacks."""
+    (``target_invalid``) or the SSRF policy (``target_refused``), a credential in clear that
+    ``stored`` (the rules in that place) does not already hold (``plain_credential``), a secret
+    the team lacks (``secret_not_found``)."""
     raw = [rule.model_dump(mode="json") for rule in body.rules]
     try:
         rules = rules_from_json(raw)
     except InvalidInputError as error:
         raise _invalid(str(error).split(" ")[0], str(error), "target_invalid") from None
     policy = services.job_service.policy
-    wanted: dict[str, str] = {}
     for r, rule in enumerate(rules):
         for c, channel in enumerate(rule.channels):
-            where = f"rules.{r}.channels.{c}"
-            if isinstance(channel, WebhookChannel) and channel.signing_secret is not None:
-                wanted.setdefault(channel.signing_secret, f"{where}.signing_secret")
-            if isinstance(channel, EmailChannel):
-                continue
+            if isinstance(channel, EmailChannel) or isinstance(channel.url, SecretRef):
+                continue  # a reference is checked when resolved, at each delivery
             try:
                 policy.check(HttpTarget(url=channel.url))
             except InvalidInputError as error:
                 raise _invalid(
-                    f"{where}.url", str(error).replace("target.url", "url"), "target_refused"
+                    f"rules.{r}.channels.{c}.url", str(error).replace("target.url", "url"), "target_refused"
                 ) from None
-    found = await services.store.get_secrets(team, sorted(wanted)) if wanted else {}
-    missing = [name for name in wanted if name not in found]
-    if missing:
-        message = f"refers to secret {missing[0]!r}, which team {team!r} does not have"
-        raise _invalid(wanted[missing[0]], message, "secret_not_found")
+    if not policy.allow_plain_credentials:
+        kept = {(channel.type, url) for _, channel, url in channel_credentials(stored or ())}
+        plain = channel_credentials(rules)
+        fields = [field for field, channel, url in plain if (channel.type, url) not in kept]
+        if fields:
+            raise PlainCredentialError(fields)
+    references = url_references(rules)
+    if references:
+        found = await services.store.get_secrets(team, sorted({ref.name for _, ref in references}))
+        missing = [(field, ref.name) for field, ref in references if ref.name not in found]
+        if missing:
+            raise UnknownSecretError(team, missing)
     return rules
 
 
@@ -185,7 +211,7 @@ async def get_team_notifications(team: Team, caller: CallerDep, services: Servic
     """The team's default notification rules (for its jobs without rules of their own)."""
     caller.require(Scope.READ, team, what=f"team {team!r}")
     rules = await _notices(services).rules(team_scope(team))
-    return _out(rules or (), "team" if rules else "none")
+    return _out(rules or (), "team" if rules else "none", caller)
 
 
 @router.put(
@@ -197,7 +223,7 @@ async def put_team_notifications(
     """Replace the team's default rules (``[]``: no default)."""
     caller.require(Scope.WRITE, team, what=f"team {team!r}")
     notices = _notices(services)
-    rules = await _checked(services, team, body)
+    rules = await _checked(services, team, body, await notices.rules(team_scope(team)))
     target = ("notifications", team_scope(team), team)
     if rules:
         entry = actor.entry(AuditAction.NOTIFICATIONS_SET, services.clock.now(), team, target)
@@ -205,7 +231,7 @@ async def put_team_notifications(
     else:
         entry = actor.entry(AuditAction.NOTIFICATIONS_DELETE, services.clock.now(), team, target)
         await notices.delete_rules(team_scope(team), audit=entry)
-    return _out(rules, "team" if rules else "none")
+    return _out(rules, "team" if rules else "none", caller)
 
 
 @router.post(
@@ -247,11 +273,11 @@ async def _job_rules(services: ApiServices, caller: Caller, job_id: str, scope: 
 async def get_job_notifications(job_id: str, caller: CallerDep, services: Services) -> RulesOut:
     """The rules in force for the job: its own, else its team's default (``source`` says which)."""
     job, notices = await _job_rules(services, caller, job_id, Scope.READ)
-    own = await notices.rules(job_scope(job_id))
+    own = await notices.rules(job_scope(job.id))
     if own is not None:
-        return _out(own, "job")
+        return _out(own, "job", caller)
     default = await notices.rules(team_scope(job.team))
-    return _out(default or (), "team" if default else "none")
+    return _out(default or (), "team" if default else "none", caller)
 
 
 @job_route(
@@ -266,11 +292,11 @@ async def put_job_notifications(
 ) -> RulesOut:
     """Give the job rules of its own, in place of its team's default (``[]``: notify nothing)."""
     job, notices = await _job_rules(services, caller, job_id, Scope.WRITE)
-    rules = await _checked(services, job.team, body)
+    rules = await _checked(services, job.team, body, await notices.rules(job_scope(job.id)))
     target = ("notifications", job_scope(job_id), job.name)
     entry = actor.entry(AuditAction.NOTIFICATIONS_SET, services.clock.now(), job.team, target)
     await notices.set_rules(job_scope(job_id), job.team, job_id, rules, audit=entry)
-    return _out(rules, "job")
+    return _out(rules, "job", caller)
 
 
 @job_route(router, "DELETE", "/notifications", status_code=204, responses=_problems(401, 403, 404, 503))

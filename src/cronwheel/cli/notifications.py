@@ -5,7 +5,7 @@ Rules are written as YAML or JSON (a list of rules, or ``{"rules": [...]}``), as
     - conditions: [failure, recovery]          # also: change, missed, late
       channels:
         - {type: webhook, url: https://hooks.example.com/cw, signing_secret: webhook-signing}
-        - {type: slack, url: https://hooks.slack.com/services/T/B/X}
+        - {type: slack, url: {secret: slack-ops}}   # a team secret holding the URL
         - {type: email, to: [ops@example.com]}
     - conditions: [missed]
       deadline_s: 600                           # a slot must be terminal 10 min after its time
@@ -27,14 +27,19 @@ def _rules_table(data: dict[str, Any]) -> str:
         return f"no notification rules (source: {data['source']})"
     rows = []
     for rule in data["rules"]:
-        channels = ", ".join(
-            f"{c['type']}:{', '.join(c['to'])}" if c["type"] == "email" else f"{c['type']}:{c['url']}"
-            for c in rule["channels"]
-        )
+        channels = ", ".join(f"{c['type']}:{_where(c)}" for c in rule["channels"])
         rows.append(
             [",".join(rule["conditions"]), f"{rule['deadline_s']:g}", f"{rule['late_s']:g}", channels]
         )
     return f"source: {data['source']}\n" + table(["CONDITIONS", "DEADLINE S", "LATE S", "CHANNELS"], rows)
+
+
+def _where(channel: dict[str, Any]) -> str:
+    """Where a channel sends: its recipients, its URL, or the secret holding its URL."""
+    if channel["type"] == "email":
+        return ", ".join(channel["to"])
+    url = channel["url"]
+    return f"(secret {url['secret']})" if isinstance(url, dict) else str(url)
 
 
 def _one_of(team: str | None, job: str | None) -> None:

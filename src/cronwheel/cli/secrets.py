@@ -8,7 +8,9 @@ it generated, once, so that the receivers can be given it.
 
 ``adopt JOB`` is the migration path for jobs written before secrets existed: each plain header or
 environment value of the job becomes a team secret, and the job refers to it instead (one PATCH,
-conditional on the version read).
+conditional on the version read). ``adopt-notifications`` does the same for the channel URLs of
+notification rules that are credentials in clear (Slack URLs, webhook URLs with user info or a
+token in their query): each becomes a team secret holding the whole URL (one PUT of the rules).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import click
 
 from cronwheel.cli.output import Ctx, api_command, table, when
 from cronwheel.client import Conflict, NotFound, Problem, collect
+from cronwheel.redaction import HIDDEN
 
 if TYPE_CHECKING:
     from cronwheel.client import Client
@@ -221,6 +224,65 @@ def _adopt_text(data: dict[str, Any]) -> str:
     team = data["job"].split("/", 1)[0]
     verb = "would move" if data["dry_run"] else "moved"
     return "\n".join(f"{verb} {field} -> secret {team}/{name}" for field, name in data["adopted"].items())
+
+
+@secrets.command("adopt-notifications")
+@click.option("--team", default=None, help="The team's default rules.")
+@click.option("--job", default=None, help="A job's own rules (an id or TEAM/NAME).")
+@click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
+@api_command
+def adopt_notifications(ctx: Ctx, team: str | None, job: str | None, dry_run: bool) -> None:
+    """Move the plain credential URLs of notification rules into team secrets.
+
+    Each Slack URL, and each webhook URL with user info or a token in its query, of the team's
+    default rules (--team) or of a job's own (--job) becomes the secret notify.R.C (JOBNAME.notify.R.C
+    for a job's: rule R, channel C) holding the whole URL, and the channel refers to it. A secret
+    of that name that exists already is never overwritten: nothing is changed. Needs the write
+    scope (a reader is shown these URLs masked).
+    """
+    from cronwheel.notifications.rules import channel_credentials, rules_from_json  # noqa: PLC0415
+
+    if (team is None) == (job is None):
+        raise click.UsageError("give exactly one of --team TEAM or --job JOB (an id or TEAM/NAME)")
+    if job is not None:
+        found = ctx.client.get_job(job)
+        owner, prefix, where = found["team"], f"{found['name']}.", f"{found['team']}/{found['name']}"
+        data = ctx.client.get_job_notifications(found["id"])
+        rules = data["rules"] if data["source"] == "job" else []  # the team's: adopt them with --team
+    else:
+        owner, prefix, where = team or "", "", f"team {team}"
+        rules = ctx.client.get_team_notifications(owner)["rules"]
+    plan: dict[str, str] = {}
+    for field, _, url in channel_credentials(rules_from_json(rules)):
+        if HIDDEN in url:
+            raise click.ClickException(f"{field} was read masked: adopting needs the write scope")
+        _, r, _, c, _ = field.split(".")
+        plan[field] = _NOT_NAME.sub("-", f"{prefix}notify.{r}.{c}".lower())[:100]
+    taken = [name for name in plan.values() if _exists(ctx.client, owner, name)]
+    if taken:
+        detail = f"team {owner!r} already has secret(s) {', '.join(taken)}: nothing was changed"
+        raise Conflict(Problem(409, "Conflict", detail=detail))
+    if plan and not dry_run:
+        for field, name in plan.items():
+            _, r, _, c, _ = field.split(".")
+            channel = rules[int(r)]["channels"][int(c)]
+            ctx.client.set_secret(owner, name, channel["url"])
+            channel["url"] = {"secret": name}
+        if job is not None:
+            ctx.client.set_job_notifications(found["id"], rules)
+        else:
+            ctx.client.set_team_notifications(owner, rules)
+    report = {"rules": where, "team": owner, "dry_run": dry_run, "adopted": plan}
+    ctx.emit(report, _adopt_notifications_text)
+
+
+def _adopt_notifications_text(data: dict[str, Any]) -> str:
+    if not data["adopted"]:
+        return f"the rules of {data['rules']} hold no plain credential URLs: nothing to adopt"
+    verb = "would move" if data["dry_run"] else "moved"
+    return "\n".join(
+        f"{verb} {field} -> secret {data['team']}/{name}" for field, name in data["adopted"].items()
+    )
 
 
 # -- keys (local: the file the server reads) -------------------------------------------------------

@@ -321,7 +321,8 @@ def node_options(function: F) -> F:
             is_flag=True,
             envvar="CRONWHEEL_ALLOW_PLAIN_CREDENTIALS",
             help="Store credentials given in clear in jobs (Authorization and other credential headers, "
-            "URL user info and tokens, broker passwords). Off: they must be secret references.",
+            "URL user info and tokens, broker passwords) and notification rules (Slack URLs, webhook "
+            "URLs with user info or tokens). Off: they must be secret references.",
         ),
         click.option(
             "--allowed-host",

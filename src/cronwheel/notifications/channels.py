@@ -4,7 +4,11 @@
   (:class:`~cronwheel.worker.executors.http.HttpExecutor`), so the same SSRF guard (refused
   addresses, checked again on every resolved address and socket), the same Standard Webhooks
   signature (``webhook-id`` is the notification's id), no redirects, no proxy from the
-  environment. A webhook's body is the notification's JSON; Slack's is ``{"text": ...}``.
+  environment. A webhook's body is the notification's JSON; Slack's is ``{"text": ...}``. A
+  channel whose URL is a secret reference has it resolved first (the executor's
+  :class:`~cronwheel.secrets.resolve.SecretResolver`), and the resolved URL goes through every
+  check a target URL does at its attempts (what the HTTP client refuses, the SSRF guard); a
+  secret that cannot be had fails the delivery saying which, and no value is kept in the reason.
 * ``email``: over the server's SMTP relay (:class:`SmtpSettings`), with the stdlib ``smtplib`` in a
   thread; the ``Message-ID`` is the notification's id. The password is never logged nor repr'd.
 
@@ -21,10 +25,11 @@ from email.message import EmailMessage
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.errors import InvalidInputError
-from cronwheel.model import Outcome
+from cronwheel.errors import InvalidInputError, TransientError
+from cronwheel.model import HttpTarget, Outcome, SecretRef
 from cronwheel.notifications.message import Notification
-from cronwheel.notifications.rules import Channel, EmailChannel, SlackChannel, http_target
+from cronwheel.notifications.rules import Channel, EmailChannel, SlackChannel, WebhookChannel, http_target
+from cronwheel.secrets.resolve import NOTHING, Resolved, SecretUnavailableError
 from cronwheel.worker.executors.base import AttemptContext
 from cronwheel.worker.executors.http import HttpExecutor
 
@@ -87,10 +92,25 @@ class Senders:
             timeout_s=TIMEOUT_S,
             payload=payload,
         )
-        result = await self.http.execute(http_target(channel), context)
+        try:
+            target, resolved = await self._target(channel, notification.team)
+        except SecretUnavailableError as error:
+            return f"{channel.type} channel url: {error}"
+        except TransientError:
+            return f"{channel.type} channel url: its secret could not be read: the store is unavailable"
+        result = resolved.redacted(await self.http.execute(target, context))
         if result.outcome is Outcome.SUCCESS:
             return None
         return result.error or f"{result.outcome.value} (status {result.status_code})"
+
+    async def _target(self, channel: WebhookChannel | SlackChannel, team: str) -> tuple[HttpTarget, Resolved]:
+        """The request to make, with the URL a reference names resolved (and the secret, to
+        redact its value from what the attempt returns)."""
+        if not isinstance(channel.url, SecretRef):
+            return http_target(channel), NOTHING
+        name = channel.url.name
+        resolved = await self.http.secrets.resolve(team, [name])
+        return http_target(channel, resolved.values[name]), resolved
 
     async def _email(self, notification: Notification, channel: EmailChannel) -> str | None:
         if self.smtp is None:

@@ -9,6 +9,14 @@ A job has its own rules, or (when it has none stored) its team's default rules. 
   again), ``late`` (a run fired more than ``late_s`` after its slot);
 * channels: ``webhook`` (a signed Standard Webhooks POST, as HTTP targets are), ``slack`` (a
   Slack-compatible incoming webhook: ``{"text": ...}``), ``email`` (over the server's SMTP relay).
+  A webhook's or Slack channel's ``url`` is a URL, or a reference to a team secret holding the
+  whole URL (``{"secret": NAME}``), resolved by the notifier at each delivery.
+
+Plain credentials (:func:`channel_credentials`): every Slack URL given in clear (its path is the
+token that lets anyone post), and a webhook URL with user info or a query parameter named as a
+credential (as :func:`cronwheel.targets.plain_credentials` judges a target URL). The API refuses
+new ones unless the operator allows plain credentials, and shows them masked
+(:func:`masked_rules`) to callers who may not write the team's rules.
 
 Records are frozen; :func:`rules_from_json` / :func:`rules_to_json` are the one JSON form (the
 store's column, the API's body, the CLI's file). Validation of URLs against the SSRF rules needs
@@ -17,14 +25,18 @@ the operator's policy and lives with the API (:mod:`cronwheel.api.notifications`
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from yarl import URL
+
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import HttpTarget, SecretRef
-from cronwheel.targets import SECRET_NAME, check_http
+from cronwheel.redaction import HIDDEN
+from cronwheel.targets import SECRET_NAME, check_http, plain_credentials, redacted_url
 
 MAX_RULES = 10
 MAX_CHANNELS = 5
@@ -68,14 +80,14 @@ WANTED_BY: dict[Event, frozenset[Condition]] = {
 
 @dataclass(frozen=True, slots=True)
 class WebhookChannel:
-    url: str
+    url: str | SecretRef  # the URL, or a team secret holding it
     signing_secret: str | None = None  # a team secret; None: the team's ``webhook-signing``, if any
     type: Literal["webhook"] = "webhook"
 
 
 @dataclass(frozen=True, slots=True)
 class SlackChannel:
-    url: str
+    url: str | SecretRef  # the URL, or a team secret holding it
     type: Literal["slack"] = "slack"
 
 
@@ -99,14 +111,87 @@ class Rule:
         return bool(self.conditions & WANTED_BY[event])
 
 
-def http_target(channel: WebhookChannel | SlackChannel) -> HttpTarget:
+def http_target(channel: WebhookChannel | SlackChannel, url: str | None = None) -> HttpTarget:
     """The HTTP request a webhook or Slack channel makes, as the worker's HTTP executor sends it
     (same SSRF guard, same Standard Webhooks signing: a Slack channel is signed with the team's
-    ``webhook-signing`` secret when there is one, which Slack ignores)."""
+    ``webhook-signing`` secret when there is one, which Slack ignores). ``url``: the value of
+    the secret the channel's URL refers to (required then)."""
+    if url is None:
+        if isinstance(channel.url, SecretRef):
+            raise ValueError("a channel whose URL is a secret reference needs the resolved URL")
+        url = channel.url
     secret = None
     if isinstance(channel, WebhookChannel) and channel.signing_secret is not None:
         secret = SecretRef(channel.signing_secret)
-    return HttpTarget(url=channel.url, method="POST", signing_secret=secret)
+    return HttpTarget(url=url, method="POST", signing_secret=secret)
+
+
+# -- credentials ---------------------------------------------------------------------------------
+
+
+def channel_credentials(rules: tuple[Rule, ...]) -> list[tuple[str, Channel, str]]:
+    """The channel URLs ``rules`` hold as credentials in clear, as (field, channel, URL), the
+    field as the API names it (``rules.0.channels.1.url``): every Slack URL given in clear (its
+    path is the token), and a webhook URL that :func:`cronwheel.targets.plain_credentials` calls
+    a credential (user info, or a query parameter such as ``?token=``)."""
+    found: list[tuple[str, Channel, str]] = []
+    for r, rule in enumerate(rules):
+        for c, channel in enumerate(rule.channels):
+            url = _plain_url(channel)
+            if url is not None:
+                found.append((f"rules.{r}.channels.{c}.url", channel, url))
+    return found
+
+
+def _plain_url(channel: Channel) -> str | None:
+    """The channel's URL when it is a credential in clear."""
+    if isinstance(channel, EmailChannel) or not isinstance(channel.url, str):
+        return None
+    if isinstance(channel, SlackChannel) or plain_credentials(HttpTarget(url=channel.url)):
+        return channel.url
+    return None
+
+
+def masked_rules(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """``rules`` with each URL of :func:`channel_credentials` masked: a Slack URL keeps its scheme
+    and host (``https://hooks.slack.com/***``), a webhook URL is shown as
+    :func:`cronwheel.targets.redacted_url` shows it; references and other channels as they are."""
+    return tuple(dataclasses.replace(rule, channels=tuple(map(_masked, rule.channels))) for rule in rules)
+
+
+def _masked(channel: Channel) -> Channel:
+    url = _plain_url(channel)
+    if url is None:
+        return channel
+    if isinstance(channel, SlackChannel):
+        return dataclasses.replace(channel, url=masked_origin(url))
+    if isinstance(channel, WebhookChannel):
+        return dataclasses.replace(channel, url=redacted_url(url))
+    return channel
+
+
+def masked_origin(text: str) -> str:
+    """``https://hooks.slack.com/***``: the URL's scheme, host and port, the rest masked."""
+    try:
+        return f"{URL(text).origin()}/{HIDDEN}"
+    except (ValueError, TypeError):
+        return "(a URL that does not parse)"
+
+
+def url_references(rules: tuple[Rule, ...]) -> list[tuple[str, SecretRef]]:
+    """The team secrets ``rules`` refer to, as (field, reference): channel URLs given as
+    references, and named signing secrets."""
+    found: list[tuple[str, SecretRef]] = []
+    for r, rule in enumerate(rules):
+        for c, channel in enumerate(rule.channels):
+            where = f"rules.{r}.channels.{c}"
+            if isinstance(channel, EmailChannel):
+                continue
+            if isinstance(channel.url, SecretRef):
+                found.append((f"{where}.url", channel.url))
+            if isinstance(channel, WebhookChannel) and channel.signing_secret is not None:
+                found.append((f"{where}.signing_secret", SecretRef(channel.signing_secret)))
+    return found
 
 
 # -- JSON ----------------------------------------------------------------------------------------
@@ -127,10 +212,14 @@ def rule_to_json(rule: Rule) -> dict[str, Any]:
 
 def channel_to_json(channel: Channel) -> dict[str, Any]:
     if isinstance(channel, WebhookChannel):
-        return {"type": "webhook", "url": channel.url, "signing_secret": channel.signing_secret}
+        return {"type": "webhook", "url": _url_json(channel.url), "signing_secret": channel.signing_secret}
     if isinstance(channel, SlackChannel):
-        return {"type": "slack", "url": channel.url}
+        return {"type": "slack", "url": _url_json(channel.url)}
     return {"type": "email", "to": list(channel.to)}
+
+
+def _url_json(url: str | SecretRef) -> str | dict[str, str]:
+    return url if isinstance(url, str) else {"secret": url.name}
 
 
 def rules_from_json(value: Any) -> tuple[Rule, ...]:
@@ -194,9 +283,20 @@ def _object(value: Any, where: str, allowed: set[str]) -> None:
         raise InvalidInputError(f"{where} has unknown field {extra[0]!r}")
 
 
-def _url(value: Any, where: str) -> str:
+def _url(value: Any, where: str) -> str | SecretRef:
+    """A URL (checked as a target's, never quoted), or a reference ``{"secret": NAME}`` to a team
+    secret holding one (checked when resolved, at each delivery)."""
+    if isinstance(value, dict):
+        name = value.get("secret")
+        if set(value) != {"secret"} or not isinstance(name, str) or not SECRET_NAME.fullmatch(name):
+            raise InvalidInputError(
+                f'{where} must be a URL or {{"secret": NAME}}, NAME the name of a team secret'
+            )
+        return SecretRef(name)
     if not isinstance(value, str) or len(value) > 2000:
-        raise InvalidInputError(f"{where} must be an http(s) URL of at most 2000 characters")
+        raise InvalidInputError(
+            f'{where} must be an http(s) URL of at most 2000 characters, or {{"secret": NAME}}'
+        )
     try:
         check_http(HttpTarget(url=value))
     except InvalidInputError as error:

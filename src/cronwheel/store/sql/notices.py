@@ -129,13 +129,14 @@ async def _stored(connection: AsyncConnection, scope: str) -> list[dict[str, Any
 
 
 def _snapshot(rules: list[dict[str, Any]] | None) -> dict[str, Any] | None:
-    """Rules as the audit log keeps them: every URL cut to scheme, host and port."""
+    """Rules as the audit log keeps them: every URL cut to scheme, host and port (a secret
+    reference as it is: a name)."""
     if rules is None:
         return None
     kept = []
     for rule in rules:
         channels = [
-            {**channel, "url": _endpoint(channel["url"])} if "url" in channel else channel
+            {**channel, "url": _endpoint(channel["url"])} if isinstance(channel.get("url"), str) else channel
             for channel in rule["channels"]
         ]
         kept.append({**rule, "channels": channels})

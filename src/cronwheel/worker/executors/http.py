@@ -176,6 +176,11 @@ class HttpExecutor:
         self._resolver: GuardedResolver | None = None
 
     @property
+    def secrets(self) -> SecretResolver:
+        """What resolves the teams' secrets for this executor's requests."""
+        return self._secrets
+
+    @property
     def _kept_bytes(self) -> int:
         """How much of a response body is read: the excerpt, or the longer kept output."""
         return max(self._settings.output_limit, self._settings.output_tail_bytes)
