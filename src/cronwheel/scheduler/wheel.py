@@ -130,12 +130,23 @@ class TimingWheel(Generic[T]):
         if old is not None:
             self._unfile(key, self._due_of(old))
         due = self._due_of(entry)
-        if self._cursor is None:
-            self._cursor = due - 1
         entries[key] = entry
         counts = self._counts
         counts[due] = counts.get(due, 0) + 1
-        self._file(key, due)
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = due - 1
+        # as _file does, inline: the hot path of a load
+        if due <= cursor:
+            self._past.add(due, key)
+        elif due // MINUTE == cursor // MINUTE:
+            self._seconds[due % SECONDS_SLOTS].add(key)
+        elif due // HOUR == cursor // HOUR:
+            self._minutes[due // MINUTE % MINUTES_SLOTS].add(key)
+        elif due // DAY == cursor // DAY:
+            self._hours[due // HOUR % HOURS_SLOTS].add(key)
+        else:
+            self._overflow.add(due, key)
 
     def remove(self, key: str) -> T | None:
         """Take ``key``'s entry out; returns it (None if there was none)."""
@@ -226,7 +237,7 @@ class TimingWheel(Generic[T]):
         base = cursor // HOUR * HOUR
         self._drain(self._minutes, cursor // MINUTE % MINUTES_SLOTS + 1, stop, base, MINUTE, out)
         if same_hour:
-            self._cascade(self._minutes, stop, now, out)
+            self._cascade(self._minutes, stop, now // MINUTE * MINUTE, now, out)
             return
         # the hours ring: whole hours passed, then ``now``'s hour cascades
         same_day = now // DAY == cursor // DAY
@@ -234,7 +245,7 @@ class TimingWheel(Generic[T]):
         base = cursor // DAY * DAY
         self._drain(self._hours, cursor // HOUR % HOURS_SLOTS + 1, stop, base, HOUR, out)
         if same_day:
-            self._cascade(self._hours, stop, now, out)
+            self._cascade(self._hours, stop, now // HOUR * HOUR, now, out)
             return
         # the overflow: what is due is drained; the rest of ``now``'s day goes into the rings
         take, counts = self._entries.pop, self._counts
@@ -265,14 +276,23 @@ class TimingWheel(Generic[T]):
                     for second in range(start, start + width):
                         counts.pop(second, None)
 
-    def _cascade(self, ring: list[set[str]], index: int, now: int, out: list[T]) -> None:
-        """Empty slot ``index`` of ``ring`` (the one the cursor entered): what is due by ``now``
-        is drained, the rest filed into the lower rings."""
+    def _cascade(self, ring: list[set[str]], index: int, start: int, now: int, out: list[T]) -> None:
+        """Empty slot ``index`` of ``ring`` (the one the cursor entered, from second ``start``):
+        what is due by ``now`` is drained, the rest filed into the lower rings. A slot due whole
+        (the seconds' counts say so: a herd at the top of the minute) is drained as it is."""
         keys = ring[index]
         if not keys:
             return
         ring[index] = set()
         entries, counts, due_of = self._entries, self._counts, self._due_of
+        seconds = [second for second in range(start, now + 1) if second in counts]
+        if sum(counts[second] for second in seconds) == len(keys):
+            out.extend(map(entries.pop, keys))
+            for second in seconds:
+                del counts[second]
+            if len(seconds) > 1:
+                self._unsorted = True
+            return
         for key in keys:
             due = due_of(entries[key])
             if due <= now:
