@@ -124,3 +124,20 @@ async def test_finish_batches_racing_with_a_claim_batch_stay_consistent(store: S
             RunState.RUNNING,
             RunState.SUCCESS,
         ]
+
+
+async def test_claim_and_finish_batches_note_each_jobs_latest_run(store: SqlStore) -> None:
+    """``job_last_run`` follows a batch whatever its size (one statement, or several in one
+    transaction): RUNNING once claimed, the outcome's state once finished."""
+    for size, prefix in ((3, "small"), (CHUNK + 1, "big")):
+        runs = await fired(store, size, prefix=prefix)
+        ids, job_ids = [run.id for run in runs], [run.job_id for run in runs]
+        await store.claim_runs_with_jobs(ids, "w1", at(1), at(1) + LEASE)
+        latest = await store.last_runs(job_ids)
+        assert {run.state for run in latest.values()} == {RunState.RUNNING}
+        assert sorted(run.id for run in latest.values()) == sorted(ids)
+        finishes = [Finish(run.id, 1, SUCCESS if n % 2 else FAILURE) for n, run in enumerate(runs)]
+        await store.finish_attempts(finishes, "w1", at(2))
+        latest = await store.last_runs(job_ids)
+        assert [latest[run.job_id].state for run in runs[:2]] == [RunState.FAILED, RunState.SUCCESS]
+        assert len(latest) == size
