@@ -19,7 +19,10 @@ addresses the socket actually connects to, at two points of aiohttp's connector:
 
 Before either, the URL's host itself is judged as the service judged it when the job was written
 (:func:`cronwheel.ssrf.url_refusal`: numeric hosts in every spelling ``inet_aton`` reads, IPv6
-literals, ``localhost`` and metadata names), for jobs stored before that check existed. What is
+literals, ``localhost`` and metadata names), for jobs stored before that check existed; that
+judgement and the header rules depend on the target alone, so the executor makes them once per
+job target and keeps the answer (a target with secret references: at every attempt, once they
+are resolved, and nothing resolved is kept). What is
 refused is :data:`cronwheel.ssrf.DENY_TABLE` (private, loopback, link-local, multicast, reserved,
 documentation, unspecified ... IPv4 and IPv6, IPv4 carried in IPv6 judged as itself), unless inside
 ``WorkerSettings.allowed_networks``. A refused attempt is ``Outcome.ERROR`` and nothing is sent.
