@@ -24,6 +24,7 @@ whose value came from a team secret, and of one whose value holds a secret's val
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
@@ -50,6 +51,7 @@ _CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie
 _CREDENTIAL_HEADER_WORDS = ("signature", "api-key", "apikey", "api_key", "session", "auth")
 
 
+@functools.lru_cache(maxsize=1024)  # the same few names, attempt after attempt
 def credential_header(name: str) -> bool:
     """Whether a request header called ``name`` carries a credential (its value is not kept)."""
     lowered = name.lower()

@@ -1299,12 +1299,12 @@ async def test_batch_writes_of_runs_run_again_when_they_lose_a_race(
     real_claim = sql._claim
     calls = 0
 
-    async def losing_once(*args: Any) -> dict[str, tuple[Run, Job | None]]:
+    async def losing_once(*args: Any, **options: Any) -> dict[str, tuple[Run, Job | None]]:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise RaceLostError("deadlock detected")
-        return await real_claim(*args)
+        return await real_claim(*args, **options)
 
     monkeypatch.setattr(sql, "_claim", losing_once)
     claimed = await store.claim_runs([run.id], "w1", START, START + LEASE)
@@ -1312,7 +1312,7 @@ async def test_batch_writes_of_runs_run_again_when_they_lose_a_race(
     assert calls == 2
     assert len(await store.list_attempts(run.id)) == 1
 
-    async def always_losing(*args: Any) -> dict[str, tuple[Run, Job | None]]:
+    async def always_losing(*args: Any, **options: Any) -> dict[str, tuple[Run, Job | None]]:
         raise RaceLostError("deadlock detected")
 
     monkeypatch.setattr(sql, "_claim", always_losing)

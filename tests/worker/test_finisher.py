@@ -69,3 +69,26 @@ async def test_a_failed_write_fails_every_caller_of_its_batch_and_the_next_batch
     store.fail = None
     assert await recorder.record(Finish("r9", 1, OK)) is not None
     assert store.batches[-1] == ["r9"]
+
+
+async def test_with_a_gathering_time_outcomes_wait_for_company_until_enough_have_come() -> None:
+    store = SlowStore()
+    store.release.set()
+    recorder = Finisher(cast(Store, store), ManualClock(START), "w1", gather_s=3600, most=3)
+    calls = [asyncio.create_task(recorder.record(Finish(f"r{n}", 1, OK))) for n in range(2)]
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert store.batches == []  # two of three: they wait (up to an hour here)
+    calls.append(asyncio.create_task(recorder.record(Finish("r2", 1, OK))))
+    runs = await asyncio.gather(*calls)  # the third makes enough: written at once, together
+    assert [run.id for run in runs if run is not None] == ["r0", "r1", "r2"]
+    assert store.batches == [["r0", "r1", "r2"]]
+
+
+async def test_a_lone_outcome_is_written_once_its_gathering_time_is_over() -> None:
+    store = SlowStore()
+    store.release.set()
+    recorder = Finisher(cast(Store, store), ManualClock(START), "w1", gather_s=0.001, most=64)
+    run = await asyncio.wait_for(recorder.record(Finish("r0", 1, OK)), 5)
+    assert run is not None
+    assert store.batches == [["r0"]]

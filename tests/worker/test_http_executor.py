@@ -597,3 +597,15 @@ async def test_a_body_beyond_the_excerpt_is_kept_up_to_the_tail_bound(
     assert result.output_tail == "x" * 65_536  # the body's start, read no further
     small = await executor.execute(HttpTarget(url=sink.url("/big?size=50")), make_ctx())
     assert small.output_tail is None
+
+
+async def test_a_target_is_checked_once_and_refused_at_every_attempt(executor: HttpExecutor) -> None:
+    """The check of a target without secret references depends on the target alone: made at its
+    first attempt, kept, and its refusal given to every attempt."""
+    target = HttpTarget(url="http://10.0.0.1/hook")
+    first = await executor.execute(target, make_ctx())
+    again = await executor.execute(HttpTarget(url="http://10.0.0.1/hook"), make_ctx(attempt=3))
+    assert first.outcome is again.outcome is Outcome.ERROR
+    assert first.error == again.error
+    assert (first.error or "").startswith("refused by the SSRF guard")
+    assert list(executor._plans) == [target]

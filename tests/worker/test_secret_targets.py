@@ -27,6 +27,7 @@ from cronwheel.secrets.signing import TEAM_DEFAULT, new_signing_secret
 from cronwheel.store.port import StoredSecret
 from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
+from cronwheel.worker.executors.http import HttpExecutor
 
 TOKEN = "sk_live_5b1e-webhook-token-77"
 KEYS = Keyring([new_key("k1")])
@@ -325,3 +326,22 @@ async def test_a_signing_secret_that_is_not_whsec_fails_the_attempt(
         "it must start with whsec_"
     )
     assert sink.seen == []
+
+
+async def test_a_target_with_a_reference_is_checked_at_each_attempt_and_no_value_is_kept(
+    sink: Sink, store: SqlStore, executors: Executors
+) -> None:
+    """What the executor keeps per job target between attempts holds the references' names,
+    never their values; the resolved headers are checked again at every attempt (the value may
+    have changed since the last)."""
+    await put(store, "api-key", TOKEN)
+    target = bearer(sink.url + "/echo")
+    assert (await executors.execute(target, ctx())).outcome is Outcome.FAILURE  # sent: 401
+    http = executors["http"]
+    assert isinstance(http, HttpExecutor)
+    assert TOKEN not in repr(http._plans)
+    assert http._plans[target].checked is None  # checked per attempt, after resolving
+    await put(store, "api-key", TOKEN + "\r\nX-Evil: 1")  # the resolver caches nothing here
+    result = await executors.execute(target, ctx(attempt=2))
+    assert result.error == "target.headers['Authorization'] contains a control character"
+    assert len(sink.seen) == 1

@@ -29,6 +29,7 @@ from cronwheel.tracing import runs as spans
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import AttemptContext
 from cronwheel.worker.finisher import Finisher
+from cronwheel.worker.gate import Gate
 from cronwheel.worker.retry import retry_delay, should_retry
 
 log = logging.getLogger("cronwheel.worker")
@@ -36,6 +37,7 @@ log = logging.getLogger("cronwheel.worker")
 
 class Worker:
     backoff: Backoff = LOOP  # waits after a transient failure to receive, or to claim
+    gather_s: float = 0.002  # how long a receive waits for more slots to free, outcomes for company
 
     def __init__(
         self,
@@ -50,6 +52,7 @@ class Worker:
         lease_s: float = 30.0,
         rng: random.Random | None = None,
         tracer: Tracer = OFF,
+        gather_s: float | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -67,7 +70,13 @@ class Worker:
         self._attempts: dict[str, _Held] = {}  # run id -> the attempt running it
         self._keeper: asyncio.Task[None] | None = None  # heartbeats every attempt held (one task)
         self._freed = asyncio.Event()  # set when a slot of ``concurrency`` is given back
-        self.finisher = Finisher(store, clock, node)  # outcomes recorded many per transaction
+        self.gather_s = self.gather_s if gather_s is None else gather_s
+        self._batch = max(1, concurrency // 8)  # free slots a receive does not wait for more beyond
+        self._slots = Gate()  # opened when ``_batch`` slots are free
+        self._to_claim: list[Delivery] = []  # received, not yet claimed: the claimer's next batch
+        self._claimer: asyncio.Task[None] | None = None  # claims the received, one batch at a time
+        # outcomes recorded many per transaction
+        self.finisher = Finisher(store, clock, node, gather_s=self.gather_s, most=concurrency)
         self.tracer = tracer  # the claim and attempt spans, in each run's trace (off: none)
 
     async def run(self, stop: asyncio.Event, drain_s: float = 30.0) -> None:
@@ -100,8 +109,10 @@ class Worker:
             task.cancel()
 
     async def _receive(self, queue_name: str, stop: asyncio.Event) -> None:
-        """Receive as many triggers as there are free slots and claim them in a task of their
-        own, so that the next receive overlaps the claim's round trips."""
+        """Receive as many triggers as there are free slots and hand them to the claimer, so
+        that the next receive overlaps the claim's round trips. With few slots free while
+        attempts run, wait ``gather_s`` for more to free first: one receive, one claim and one
+        acknowledgement for many triggers rather than for each."""
         loop = asyncio.get_running_loop()
         tries = self.backoff.tracker()
         while not stop.is_set():
@@ -113,6 +124,9 @@ class Worker:
             if loop.time() < self._paused_until:
                 await asyncio.sleep(self._paused_until - loop.time())
                 continue
+            if free < self._batch and self._busy and self.gather_s > 0:
+                await self._slots.wait(self.gather_s)  # the slots of attempts finishing meanwhile
+                free = self.concurrency - self._busy
             try:
                 deliveries = await self.queue.receive(queue_name, self.node, free, 1.0)
             except TransientError as error:  # the queue is down: wait and try again, don't die
@@ -133,15 +147,29 @@ class Worker:
             if deliveries:
                 _count_reclaims(queue_name, deliveries)
                 self._busy += len(deliveries)
-                self._track(self._start_guarded(deliveries))
+                self._to_claim.extend(deliveries)
+                if self._claimer is None:
+                    self._claimer = self._track(self._claim_all())
 
-    def _track(self, work: Coroutine[Any, Any, None]) -> None:
+    def _track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _claim_all(self) -> None:
+        """Claim what the receive loops handed over, one batch at a time: what arrives while a
+        claim is in flight goes in the next one (group commit: the batches grow with the load,
+        and every receive's triggers, whatever its queue, share one store call)."""
+        try:
+            while self._to_claim:
+                batch, self._to_claim = self._to_claim, []
+                await self._start_guarded(batch)
+        finally:
+            self._claimer = None
 
     async def _start_guarded(self, deliveries: Sequence[Delivery]) -> None:
-        """Claim what one receive handed out (one store transaction for all of it) and start an
+        """Claim a batch of received triggers (one store transaction for all of it) and start an
         attempt task for each claimed run. A failure leaves the triggers unacknowledged: they come
         back after the visibility timeout, and the sweep retries what the store holds."""
         started: list[tuple[Run, Job | None]] = []
@@ -189,6 +217,8 @@ class Worker:
         if slots:
             self._busy -= slots
             self._freed.set()
+            if self.concurrency - self._busy >= self._batch:
+                self._slots.open()
 
     async def _watch_cancellations(self, stop: asyncio.Event, every_s: float = 0.5) -> None:
         """Stop attempts whose run was asked to stop (overlap=replace): one read for all of them

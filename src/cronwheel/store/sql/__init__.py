@@ -75,7 +75,7 @@ from cronwheel.store.sql import (
     tokens,
 )
 from cronwheel.store.sql.firing import due_jobs_statement
-from cronwheel.store.sql.tx import Transactions
+from cronwheel.store.sql.tx import CHUNK, Transactions
 from cronwheel.tokens import ApiToken
 
 __all__ = ["SchemaOutdatedError", "SqlStore", "due_jobs_statement", "open_store"]
@@ -309,9 +309,14 @@ class SqlStore:
     ) -> dict[str, tuple[Run, Job | None]]:
         if not run_ids:
             return {}
-        return await self._tx.write_batches(  # id order: one lock order
-            sorted(set(run_ids)),
-            lambda connection, ids: _claim(connection, ids, worker, now, lease_until),
+        ids = sorted(set(run_ids))  # id order: one lock order
+        if self._tx.statements_commit_alone and len(ids) <= CHUNK:  # one statement, one round trip
+            return await self._tx.write_alone(
+                lambda connection: _claim(connection, ids, worker, now, lease_until, noted=True)
+            )
+        return await self._tx.write_batches(
+            ids,
+            lambda connection, chunk: _claim(connection, chunk, worker, now, lease_until),
             then=last_runs.record_claimed,
         )
 
@@ -333,8 +338,13 @@ class SqlStore:
     async def finish_attempts(self, finishes: Sequence[Finish], worker: str, now: datetime) -> dict[str, Run]:
         if not finishes:
             return {}
+        unique = leases.unique_finishes(finishes)  # id order: one lock order
+        if self._tx.statements_commit_alone and len(unique) <= CHUNK:  # one statement, one round trip
+            return await self._tx.write_alone(
+                lambda connection: leases.finish(connection, unique, worker, now, noted=True)
+            )
         return await self._tx.write_batches(
-            leases.unique_finishes(finishes),
+            unique,
             lambda connection, chunk: leases.finish(connection, chunk, worker, now),
             then=last_runs.record_found,
         )

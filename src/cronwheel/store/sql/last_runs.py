@@ -7,7 +7,8 @@ A job's row names its latest run by (slot, id), as that query does, and the run'
 without runs has no row.
 
 Who writes it: no trigger, but the store's statements that change runs, each with one call here
-in its own transaction. :func:`record` takes the runs a statement inserted or moved to another
+in its own transaction (a worker's claim or outcome batch on PostgreSQL: in the same statement,
+:func:`noted_from`). :func:`record` takes the runs a statement inserted or moved to another
 state (fire, manual runs, SKIPPED slots, claims, outcomes, failures, expired leases): for each job,
 the newest of them becomes its row if it is at least as new as the run recorded, so a new run
 replaces an older one, a state change of the recorded run updates its state, and a state change
@@ -173,6 +174,21 @@ def _newest_of_each_job(rows: Iterable[Row]) -> dict[str, Row]:
         if kept is None or (row[1], row[2]) > (kept[1], kept[2]):
             newest[row[0]] = row
     return newest
+
+
+def noted_from(source: str) -> str:
+    """PostgreSQL: :func:`record` as the body of a data-modifying ``WITH`` of the statement that
+    changed the runs, noting the rows ``source`` (a ``WITH`` of that statement, runs rows as
+    ``RETURNING runs.*`` gives them) returns. It must be that statement's only write here and
+    its transaction's last: the statement is then a whole transaction of its own (autocommit),
+    whose runs are all locked before the upsert's sort lets it take a row of this table."""
+    return f"""
+  INSERT INTO job_last_run (job_id, team, slot, run_id, state)
+  SELECT job_id, {_TEAM.format(column="job_id")}, slot, run_id, state
+  FROM (SELECT DISTINCT ON (job_id) job_id, slot, id AS run_id, state FROM {source}
+        ORDER BY job_id, slot DESC, id DESC) AS changed
+  ORDER BY job_id
+  ON CONFLICT (job_id) DO UPDATE {_SET} {_NEWER}"""  # noqa: S608 (constants, and a WITH name)
 
 
 @functools.cache

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     String,
+    TextualSelect,
     and_,
     bindparam,
     case,
@@ -78,17 +79,29 @@ Claimed = dict[str, tuple[Run, Job | None]]  # run id -> the claimed run and its
 
 
 async def claim(
-    connection: AsyncConnection, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
+    connection: AsyncConnection,
+    run_ids: Sequence[str],
+    worker: str,
+    now: datetime,
+    lease_until: datetime,
+    *,
+    noted: bool = False,
 ) -> Claimed:
     """Claim the due PENDING/RETRYING runs of ``run_ids``: each becomes RUNNING under
     ``worker``'s lease until ``lease_until``, with a new attempt and a RUNNING event, and is
     returned with its job as the attempt needs it. A run whose state changed since it was read
-    drops out (the write re-checks the state it read)."""
+    drops out (the write re-checks the state it read). ``noted``: the claim is a whole
+    transaction, and on PostgreSQL its one statement also notes the runs in ``job_last_run``
+    (elsewhere the caller does, :func:`~cronwheel.store.sql.last_runs.record_claimed`)."""
     if flavor_of(connection.dialect).writes_in_with:
-        return await _claim_in_one_statement(connection, run_ids, worker, now, lease_until)
+        statement = _CLAIM_NOTED if noted else _CLAIM_IN_ONE
+        return await _claim_in_one_statement(connection, statement, run_ids, worker, now, lease_until)
     claimed = await _claim_read_then_write(connection, run_ids, worker, now, lease_until)
     found = await jobs_of.read_many(connection, [run.job_id for run in claimed.values()])
-    return {run_id: (run, found.get(run.job_id)) for run_id, run in claimed.items()}
+    claimed_with_jobs = {run_id: (run, found.get(run.job_id)) for run_id, run in claimed.items()}
+    if noted:
+        await last_runs.record_claimed(connection, claimed_with_jobs)
+    return claimed_with_jobs
 
 
 def _claimed_values(worker: str, now: datetime, lease_until: datetime) -> dict[str, Any]:
@@ -135,25 +148,39 @@ WITH old AS (
 ), evented AS (
   INSERT INTO run_events (run_id, at, state, previous, attempt, node)
   SELECT id, CAST(:now AS bigint), state, previous, attempts, :worker FROM claimed
-)
+){noted}
 SELECT claimed.*, {job_columns}
 FROM claimed LEFT JOIN jobs ON jobs.id = claimed.job_id AND jobs.deleted_at IS NULL
 """
-_CLAIM_IN_ONE = text(
-    _CLAIM_IN_ONE_SQL.replace(
+
+
+def _claim_statement(noted: str) -> TextualSelect:
+    sql = _CLAIM_IN_ONE_SQL.replace(
         "{job_columns}", ", ".join(f"jobs.{name} AS job__{name}" for name in _JOB_COLUMNS)
-    )
-).columns(*runs.c, column("previous", String), *(column(f"job__{c.name}", c.type) for c in jobs.c))
+    ).replace("{noted}", noted)
+    columns = (*runs.c, column("previous", String), *(column(f"job__{c.name}", c.type) for c in jobs.c))
+    return text(sql).columns(*columns)
+
+
+_CLAIM_IN_ONE = _claim_statement("")
+# A claim that is a whole transaction: job_last_run noted in the same statement (one round trip
+# in autocommit, where BEGIN, the claim, the note and COMMIT took four).
+_CLAIM_NOTED = _claim_statement(f", last_noted AS ({last_runs.noted_from('claimed')}\n)")
 
 
 async def _claim_in_one_statement(
-    connection: AsyncConnection, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
+    connection: AsyncConnection,
+    statement: TextualSelect,
+    run_ids: Sequence[str],
+    worker: str,
+    now: datetime,
+    lease_until: datetime,
 ) -> Claimed:
     require_legal(RunState.PENDING, RunState.RUNNING)  # what the statement's CASE lets through
     require_legal(RunState.RETRYING, RunState.RUNNING)
     params = {"run_ids": list(run_ids), "worker": worker, "now": to_micros(now),
               "lease_until": to_micros(lease_until)}  # fmt: skip
-    result = await connection.execute(_CLAIM_IN_ONE, params)
+    result = await connection.execute(statement, params)
     return {row["id"]: (codec.run_from_row(row), _joined_job(row)) for row in result.mappings()}
 
 
@@ -216,21 +243,30 @@ def unique_finishes(finishes: Sequence[Finish]) -> list[Finish]:
 
 
 async def finish(
-    connection: AsyncConnection, finishes: Sequence[Finish], worker: str, now: datetime
+    connection: AsyncConnection,
+    finishes: Sequence[Finish],
+    worker: str,
+    now: datetime,
+    *,
+    noted: bool = False,
 ) -> dict[str, Run]:
     """Record the outcomes whose lease ``worker`` still holds: each run leaves RUNNING for its
     final state (SUCCESS, RETRYING at its own time, FAILED), its attempt gets the outcome, its
-    history an event, and a run that reached SUCCESS or FAILED the notifier's inbox."""
+    history an event, and a run that reached SUCCESS or FAILED the notifier's inbox. ``noted``:
+    as for :func:`claim`."""
     if flavor_of(connection.dialect).writes_in_with:
-        return await _finish_in_one_statement(connection, finishes, worker, now)
-    return await _finish_statement_by_statement(connection, finishes, worker, now)
+        statement = _FINISH_NOTED if noted else _FINISH_IN_ONE
+        return await _finish_in_one_statement(connection, statement, finishes, worker, now)
+    recorded = await _finish_statement_by_statement(connection, finishes, worker, now)
+    if noted:
+        await last_runs.record_found(connection, recorded)
+    return recorded
 
 
 # PostgreSQL: the outcomes as one array per column, joined by primary key (and attempt number)
 # with the runs whose lease ``worker`` holds; the attempts, events and inbox rows are written from
 # what that UPDATE returns, in the same statement. The text never changes: planned once.
-_FINISH_IN_ONE = text(
-    """
+_FINISH_IN_ONE_SQL = """
 WITH outcome AS (
   SELECT * FROM unnest(CAST(:run_ids AS varchar[]), CAST(:attempts AS integer[]),
     CAST(:states AS varchar[]), CAST(:next_attempt_at AS bigint[]), CAST(:outcomes AS varchar[]),
@@ -261,14 +297,22 @@ WITH outcome AS (
 ), noted AS (
   INSERT INTO notification_inbox (run_id, at)
   SELECT f.id, CAST(:now AS bigint) FROM finished AS f WHERE f.state IN ('SUCCESS', 'FAILED')
-)
+){noted}
 SELECT * FROM finished
 """
+_FINISH_IN_ONE = text(_FINISH_IN_ONE_SQL.replace("{noted}", "")).columns(*runs.c)
+# outcomes that are a whole transaction: job_last_run noted in the same statement (autocommit)
+_FINISH_NOTED = text(
+    _FINISH_IN_ONE_SQL.replace("{noted}", f", last_noted AS ({last_runs.noted_from('finished')}\n)")
 ).columns(*runs.c)
 
 
 async def _finish_in_one_statement(
-    connection: AsyncConnection, finishes: Sequence[Finish], worker: str, now: datetime
+    connection: AsyncConnection,
+    statement: TextualSelect,
+    finishes: Sequence[Finish],
+    worker: str,
+    now: datetime,
 ) -> dict[str, Run]:
     results = [one.result for one in finishes]
     states = [_finished_state(one) for one in finishes]
@@ -289,7 +333,7 @@ async def _finish_in_one_statement(
         "now": to_micros(now),
         "worker": worker,
     }  # fmt: skip
-    result = await connection.execute(_FINISH_IN_ONE, params)
+    result = await connection.execute(statement, params)
     return {row["id"]: codec.run_from_row(row) for row in result.mappings()}
 
 

@@ -82,6 +82,24 @@ class Transactions:
                 await connection.execution_options(isolation_level="AUTOCOMMIT")
                 yield connection
 
+    @property
+    def statements_commit_alone(self) -> bool:
+        """Whether a write that one statement makes can be a transaction of its own, with no
+        BEGIN and COMMIT around it (:meth:`write_alone`): where statements run in autocommit and
+        a statement can write several tables (PostgreSQL's data-modifying ``WITH``)."""
+        return self.flavor.autocommit and self.flavor.writes_in_with
+
+    async def write_alone(self, step: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """``step``, one statement that is a whole write transaction, committed on its own (one
+        round trip where BEGIN, the statement and COMMIT took three; see
+        :attr:`statements_commit_alone`), run again when it loses a race (:func:`racing`)."""
+
+        async def write() -> T:
+            async with self.write_each() as connection:
+                return await step(connection)
+
+        return await racing(write)
+
     def _serialized(self) -> contextlib.AbstractAsyncContextManager[Any]:
         return self._write_lock if self._write_lock is not None else contextlib.nullcontext()
 

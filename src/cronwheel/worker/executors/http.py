@@ -19,7 +19,10 @@ addresses the socket actually connects to, at two points of aiohttp's connector:
 
 Before either, the URL's host itself is judged as the service judged it when the job was written
 (:func:`cronwheel.ssrf.url_refusal`: numeric hosts in every spelling ``inet_aton`` reads, IPv6
-literals, ``localhost`` and metadata names), for jobs stored before that check existed. What is
+literals, ``localhost`` and metadata names), for jobs stored before that check existed; that
+judgement and the header rules depend on the target alone, so the executor makes them once per
+job target and keeps the answer (a target with secret references: at every attempt, once they
+are resolved, and nothing resolved is kept). What is
 refused is :data:`cronwheel.ssrf.DENY_TABLE` (private, loopback, link-local, multicast, reserved,
 documentation, unspecified ... IPv4 and IPv6, IPv4 carried in IPv6 judged as itself), unless inside
 ``WorkerSettings.allowed_networks``. A refused attempt is ``Outcome.ERROR`` and nothing is sent.
@@ -174,6 +177,9 @@ class HttpExecutor:
         self._inner_resolver = resolver  # default: aiohttp's DefaultResolver, made with the session
         self._session: aiohttp.ClientSession | None = None
         self._resolver: GuardedResolver | None = None
+        # per job target, what does not change from one attempt to the next: the secrets it
+        # names, and (for a target without secret references) its checked URL or refusal
+        self._plans: dict[HttpTarget, _Plan] = {}
 
     @property
     def secrets(self) -> SecretResolver:
@@ -218,23 +224,42 @@ class HttpExecutor:
         if resolver is not None:
             await resolver.close()
 
+    def _plan(self, target: HttpTarget) -> _Plan:
+        plan = self._plans.get(target)
+        if plan is None:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            plan = self._plans[target] = _Plan.of(target, self)
+        return plan
+
     async def execute(self, target: HttpTarget, ctx: AttemptContext) -> AttemptResult:
         """Resolve the target's secrets, deliver the request, and keep none of them in the result."""
+        plan = self._plan(target)
         try:
-            resolved = await self._secrets.resolve(ctx.team, _required(target), _optional(target))
+            resolved = await self._secrets.resolve(ctx.team, plan.required, plan.optional)
             keys = _signing(target, resolved, ctx.team)
         except (SecretUnavailableError, SigningSecretError) as error:
             return AttemptResult(Outcome.ERROR, error=str(error))
         except TransientError:
             return AttemptResult(Outcome.ERROR, error=UNREADABLE)
         sent = _SentHeaders()
-        result = resolved.redacted(await self._deliver(resolved.http(target), ctx, keys, sent))
-        return dataclasses.replace(result, request_headers=sent.kept(target, resolved))
+        if plan.checked is not None:  # no secret in it: the target as stored, checked before
+            sending, checked = target, plan.checked
+        else:
+            sending = resolved.http(target)
+            checked = self._check_target(sending)
+        result = resolved.redacted(await self._deliver(sending, ctx, keys, sent, checked))
+        return dataclasses.replace(result, request_headers=sent.kept(plan.from_secrets, resolved))
 
     async def _deliver(
-        self, target: HttpTarget, ctx: AttemptContext, keys: tuple[bytes, ...], sent: _SentHeaders
+        self,
+        target: HttpTarget,
+        ctx: AttemptContext,
+        keys: tuple[bytes, ...],
+        sent: _SentHeaders,
+        checked: tuple[URL | None, str | None],
     ) -> AttemptResult:
-        url, problem = self._check_target(target)
+        url, problem = checked
         if problem is not None:
             return AttemptResult(Outcome.ERROR, error=problem)
         assert url is not None
@@ -331,13 +356,32 @@ class _SentHeaders:
     def __init__(self) -> None:
         self.headers: tuple[tuple[str, str], ...] | None = None
 
-    def kept(self, target: HttpTarget, resolved: Resolved) -> tuple[tuple[str, str], ...] | None:
-        """What the attempt may keep of them: ``target`` is the job's (before its secret
-        references were resolved), ``resolved`` the secrets' values."""
+    def kept(self, from_secrets: Sequence[str], resolved: Resolved) -> tuple[tuple[str, str], ...] | None:
+        """What the attempt may keep of them: ``from_secrets`` names the job's headers whose
+        value is a secret reference, ``resolved`` holds the secrets' values."""
         if self.headers is None:
             return None
-        from_secrets = [name for name, value in target.headers if isinstance(value, SecretRef)]
         return kept_headers(self.headers, from_secrets, list(resolved.values.values()))
+
+
+_MAX_PLANS = 4096  # job targets whose plan an executor keeps (all forgotten when it is full)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """What an attempt of one job target needs that depends on the target alone."""
+
+    required: list[str]  # the secrets it cannot go without
+    optional: list[str]  # the team default signing secret, when it names none
+    from_secrets: tuple[str, ...]  # the names of its headers whose value is a secret reference
+    checked: tuple[URL | None, str | None] | None  # its URL or refusal; None: it holds secrets
+
+    @classmethod
+    def of(cls, target: HttpTarget, executor: HttpExecutor) -> _Plan:
+        from_secrets = tuple(name for name, value in target.headers if isinstance(value, SecretRef))
+        # a target with secret references is checked once they are resolved, at each attempt
+        checked = None if from_secrets else executor._check_target(target)
+        return cls(_required(target), _optional(target), from_secrets, checked)
 
 
 def _capture_sent_headers() -> aiohttp.TraceConfig:
