@@ -73,6 +73,11 @@ class TimingWheel(Generic[T]):
                 out.extend(entries.pop(key) for key in bucket)
         return out
 
+    def count_at(self, second: int) -> int:
+        """How many entries are due at exactly ``second``."""
+        bucket = self._buckets.get(second)
+        return 0 if bucket is None else len(bucket)
+
     def next_due(self) -> int | None:
         """The earliest second with an entry, or None when empty."""
         keys = self._keys
