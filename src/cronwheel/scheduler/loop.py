@@ -105,7 +105,7 @@ class Scheduler:
         self.tracer = tracer  # off: the fire path checks ``enabled`` once per batch, nothing more
         self.writers = store.write_concurrency  # fire batches written at once
         self.arm_ahead_s = arm_ahead_s if arm_ahead_s >= ARM_MIN_S else 0.0  # the longest lead; 0: off
-        self.armed: TimingWheel[Run] = TimingWheel(_slot_second)  # recorded ahead, not yet released
+        self.armed: TimingWheel[Held] = TimingWheel(_held_second)  # recorded ahead, not yet released
         self._armed_of: dict[str, set[str]] = {}  # job id -> ids of its runs in ``armed``
 
     @property
@@ -242,10 +242,10 @@ class Scheduler:
         releasing them. Those whose slot has passed are released by the next release."""
         listed = None if shards is None else sorted(shards)
         for run in await self.store.unreleased_runs(listed):
-            self._hold(run)
+            self._hold(run, shard_of(run.job_id))
 
-    def _hold(self, run: Run) -> None:
-        self.armed.add(run.id, run)
+    def _hold(self, run: Run, shard: int) -> None:
+        self.armed.add(run.id, (run, shard))
         self._armed_of.setdefault(run.job_id, set()).add(run.id)
 
     def _drop_armed(self, job_id: str, version: int | None, now: datetime | None) -> None:
@@ -256,7 +256,8 @@ class Scheduler:
         if not held:
             return
         for run_id in list(held):
-            run = self.armed.entries.get(run_id)
+            entry = self.armed.entries.get(run_id)
+            run = None if entry is None else entry[0]
             if run is None or now is None or (run.job_version != version and run.slot > now):
                 self.armed.remove(run_id)
                 held.discard(run_id)
@@ -308,22 +309,25 @@ class Scheduler:
         """Queue the triggers of the held runs whose slot has come (never one before its slot),
         then stamp them queued. Runs of shards no longer held are left to their new owner."""
         due = self.armed.pop_due(_second(now))
-        owns = self._owner()
+        owns = None if self.ownership is None else self._owner()
         ready: list[Run] = []
-        for run in due:
+        for entry in due:
+            run, shard = entry
             if run.slot > now:  # later in this second
-                self.armed.add(run.id, run)
-                continue
-            held = self._armed_of.get(run.job_id)
-            if held is not None:
-                held.discard(run.id)
-                if not held:
-                    del self._armed_of[run.job_id]
-            if owns(shard_of(run.job_id)):
+                self.armed.add(run.id, entry)
+            elif owns is None or owns(shard):
                 ready.append(run)
         if ready:
             failpoints.hit("scheduler.before_release")  # armed runs recorded, triggers not queued
             await self._publish(ready)
+        armed_of = self._armed_of
+        for run, _ in due:
+            held = armed_of.get(run.job_id)
+            if held is not None and run.id not in self.armed:
+                held.discard(run.id)
+                if not held:
+                    del armed_of[run.job_id]
+        if ready:
             self._progressed()
 
     def healthy(self) -> bool:
@@ -430,7 +434,7 @@ class Scheduler:
         except BaseException as error:
             spans.fail(error, self.clock.now())
             raise
-        spans.end(result, queued)
+        spans.end(result, queued, armed=arming)
 
     async def _record(
         self, jobs: list[DueJob], firings: list[Firing], now: datetime, arming: bool = False
@@ -443,7 +447,7 @@ class Scheduler:
         if arming:
             failpoints.hit("scheduler.after_arm")  # runs recorded ahead, not held for release yet
             for run in result.accepted:
-                self._hold(run)
+                self._hold(run, by_id[run.job_id].shard)
             queued = now
             if result.accepted:
                 log.info("armed", extra={"action": "arm_batch", "runs": len(result.accepted)})
@@ -580,8 +584,11 @@ def _second(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
-def _slot_second(run: Run) -> int:
-    return _second(run.slot)
+Held = tuple[Run, int]  # an armed run and its job's shard
+
+
+def _held_second(held: Held) -> int:
+    return _second(held[0].slot)
 
 
 def _due_second(job: DueJob) -> int:
