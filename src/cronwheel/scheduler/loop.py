@@ -43,6 +43,7 @@ BATCH = 2000  # firings per store transaction
 PLAN_SLICE = 250  # jobs planned between two turns of the event loop (a write in flight goes on)
 LOAD_PAGE = 10_000  # jobs per read while loading the wheel
 ARM_MIN_S = 1.0  # the lead of a second with few jobs
+ARMED_READ = 1_000_000  # armed runs read at most on a load (more: the sweep releases the rest)
 ARM_S_PER_JOB = 0.0005  # lead per job of a second (a fire's record costs 0.1-0.3 ms here; margin x2)
 
 
@@ -241,7 +242,7 @@ class Scheduler:
         this scheduler before a reload, or by another that lost the shards (or died) before
         releasing them. Those whose slot has passed are released by the next release."""
         listed = None if shards is None else sorted(shards)
-        for run in await self.store.unreleased_runs(listed):
+        for run in await self.store.unreleased_runs(listed, ARMED_READ):
             self._hold(run, shard_of(run.job_id))
 
     def _hold(self, run: Run, shard: int) -> None:
