@@ -188,7 +188,9 @@ def summary(
 # -- cronwheel -------------------------------------------------------------------------------------
 
 
-async def run_cronwheel(system: str, plan: Plan, workers: int, tracing: str = "off") -> Figures:
+async def run_cronwheel(
+    system: str, plan: Plan, workers: int, tracing: str = "off", arm_ahead_s: float = 0.0
+) -> Figures:
     clock = SystemClock()
     encoded = EncodeOnly()
     async with (
@@ -196,7 +198,7 @@ async def run_cronwheel(system: str, plan: Plan, workers: int, tracing: str = "o
         bench_tracer(tracing, encoded) as tracer,
     ):
         await seed(store, plan)
-        scheduler = Scheduler(store, queue, clock, "bench", tracer=tracer)
+        scheduler = Scheduler(store, queue, clock, "bench", tracer=tracer, arm_ahead_s=arm_ahead_s)
         stop = asyncio.Event()
         async with worker_pool(system, workers, (store, queue, url, prefix), clock, tracer) as usage:
             cpu_before = cpu_now()
@@ -473,19 +475,20 @@ async def run_apscheduler(plan: Plan) -> Figures:
 # -- the parent: one child per system --------------------------------------------------------------
 
 
-def child(system: str, plan: Plan, workers: int, tracing: str = "off") -> Figures:
+def child(system: str, plan: Plan, workers: int, tracing: str = "off", arm_ahead_s: float = 0.0) -> Figures:
     if system == "apscheduler":
         return asyncio.run(run_apscheduler(plan))
     tune_collector()  # as ``cronwheel server`` runs (APScheduler keeps Python's defaults, as its users do)
     logs.configure("INFO")  # as a node logs (to stderr, which the parent discards): its cost counts
-    return asyncio.run(run_cronwheel(system, plan, workers, tracing))
+    return asyncio.run(run_cronwheel(system, plan, workers, tracing, arm_ahead_s))
 
 
 def spawn(system: str, args: argparse.Namespace) -> Figures:
     settle = args.settle if args.settle is not None else 5.0 + args.jobs / 5_000
     command = [sys.executable, __file__, "--child", system, "--workload", args.workload,
                "--jobs", str(args.jobs), "--seconds", str(args.seconds), "--settle", str(settle),
-               "--workers", str(args.workers), "--tracing", args.tracing]  # fmt: skip
+               "--workers", str(args.workers), "--tracing", args.tracing,
+               "--arm-ahead", str(args.arm_ahead)]  # fmt: skip
     with tempfile.TemporaryFile("w+") as errors:  # the child's logs: shown only if it fails
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=errors, text=True, check=False)
         if done.returncode != 0:
@@ -526,6 +529,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (cluster); 0: none")
     parser.add_argument("--tracing", choices=TRACING, default="off", help="cronwheel's spans (see above)")
+    parser.add_argument(
+        "--arm-ahead",
+        type=float,
+        default=0.0,
+        help="cronwheel: the scheduler's arm_ahead_s (0: fire at the slot)",
+    )
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--child-worker", metavar="DATABASE_URL", help=argparse.SUPPRESS)
     parser.add_argument("--prefix", help=argparse.SUPPRESS)
@@ -537,12 +546,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         plan = make_plan(args.workload, args.jobs, args.seconds, args.settle)
         workers = args.workers if args.child != "apscheduler" else 0
-        print(json.dumps(asdict(child(args.child, plan, workers, args.tracing))))
+        print(json.dumps(asdict(child(args.child, plan, workers, args.tracing, args.arm_ahead))))
         return 0
     if args.smoke:
         args.jobs, args.seconds, args.settle = 120, 2.0, 2.0
     systems = [name for name in args.systems.split(",") if name]
-    print(f"bench_fire: {args.workload}, {args.jobs} jobs, tracing {args.tracing}, {machine()}", flush=True)
+    print(
+        f"bench_fire: {args.workload}, {args.jobs} jobs, tracing {args.tracing}, "
+        f"arm ahead {args.arm_ahead} s, "
+        f"{machine()}",
+        flush=True,
+    )
     results = []
     for system in systems:
         results.append(spawn(system, args))

@@ -129,6 +129,7 @@ class ServerSettings:
     queues: tuple[str, ...] = ("default",)
     lease_s: float = 30.0
     ttl_s: float = 5.0  # coordinator membership / shard lease TTL
+    arm_ahead_s: float = 0.0  # scheduler: record runs up to this long before their slot (0: at the slot)
     node: str = field(default_factory=default_node)
     allowed_hosts: tuple[str, ...] = ()  # Host names served beyond the defaults (see access_policy)
     forwarded_allow_ips: tuple[str, ...] = ()  # proxies whose X-Forwarded-For/-Proto are believed
@@ -476,6 +477,7 @@ class _Roles:
         scheduler = Scheduler(
             store, queue, clock, settings.node,
             ownership=ownership, stall_s=settings.ttl_s, tracer=self.backends.tracer,
+            arm_ahead_s=settings.arm_ahead_s,
         )  # fmt: skip
         self.backends.coordinator.set_health_check(scheduler.healthy)
         # a cluster sweeps every second: a scheduler killed between its store commit and its queue

@@ -34,6 +34,7 @@ FAKETIME_LIB = Path(
     os.environ.get("CRONWHEEL_FAKETIME_LIB") or "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 )
 REPO = Path(__file__).resolve().parents[2]
+ARM_AHEAD = os.environ.get("CRONWHEEL_TEST_ARM_AHEAD", "")  # the schedulers' --arm-ahead (empty: off)
 
 
 def free_port() -> int:
@@ -376,6 +377,8 @@ class ChaosCluster:
         )
         if failpoints:
             env["CRONWHEEL_FAILPOINTS"] = failpoints
+        if ARM_AHEAD:  # the schedulers arm ahead and release at the slot (docs/reliability.md)
+            env["CRONWHEEL_ARM_AHEAD"] = ARM_AHEAD
         clock_file = None
         if faketime:
             assert FAKETIME_LIB.exists(), f"{FAKETIME_LIB} missing: run scripts/libfaketime (installs it)"

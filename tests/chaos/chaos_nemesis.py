@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from chaos_cluster import ChaosCluster, Node
+from chaos_cluster import ARM_AHEAD, ChaosCluster, Node
 from chaos_witness import (
     Behaviour,
     CommandLine,
@@ -112,18 +112,24 @@ class Nemesis:
         self._end(record)
 
     def kill_scheduler_between_commit_and_publish(self) -> None:
+        """Between the store commit and the queue publish: for a scheduler that arms ahead, the
+        commit of an arm, before the release (``scheduler.after_arm``)."""
         node = self._scheduler(faketime=False)
         hits = self.rng.randint(2, 8)
+        place = "after_arm" if ARM_AHEAD else "after_commit"
         record = self._begin(
-            "kill -9 scheduler after commit", node.name, self.scheduler_bound(), f"failpoint pass {hits}"
+            "kill -9 scheduler after commit",
+            node.name,
+            self.scheduler_bound(),
+            f"failpoint {place} pass {hits}",
         )
         node.kill()
-        crashing = self.cluster.start_scheduler(node.name, failpoints=f"scheduler.after_commit=kill@{hits}")
+        crashing = self.cluster.start_scheduler(node.name, failpoints=f"scheduler.{place}=kill@{hits}")
         deadline = time.monotonic() + 60
         while crashing.alive() and time.monotonic() < deadline:
             time.sleep(0.1)
         if crashing.alive():
-            self.findings.append(f"{node.name}: failpoint after_commit@{hits} never fired")
+            self.findings.append(f"{node.name}: failpoint {place}@{hits} never fired")
         elif "failpoint" not in crashing.text():
             self.findings.append(f"{node.name} died without reaching its failpoint")
         record.detail += f"; died {time.time() - record.start:.1f} s after start"

@@ -57,6 +57,7 @@ async def test_a_delete_that_fails_before_its_cancel_flags_writes_nothing(
     running = await fire_one(store, job)
     assert await store.claim_run(running.id, "w1", START, START + LEASE) is not None
     pending = await fire_one(store, await store.get_job(job.id))
+    clock.set(at(3))  # past both slots: runs, not armed runs (which a delete removes)
 
     with failpoints.armed("store.before_cancel_flags=raise@1"), pytest.raises(failpoints.FailpointError):
         await service.delete(job.id)

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from cronwheel.model import RunState
+from cronwheel.scheduler.loop import Scheduler
 from cronwheel.store.port import RunQuery
 from cronwheel.tracing import trace_id
 from cronwheel.tracing.runs import ATTEMPT, CLAIM, FIRE, FIRE_BATCH
@@ -146,3 +147,28 @@ async def test_only_the_fired_runs_of_a_batch_get_a_trace(
     assert sorted(trace_id(run.traceparent) or "" for run in pending) == sorted(_hex(f)[0] for f in fires)
     [batch] = named(exporter.get_finished_spans(), FIRE_BATCH)
     assert (batch.attributes or {})["cronwheel.skipped"] == len(skipped)
+
+
+async def test_an_armed_runs_fire_span_ends_at_its_record(
+    traced: Roles, sink: Sink, exporter: InMemorySpanExporter
+) -> None:
+    armer = Scheduler(
+        traced.store, traced.queue, traced.clock, "armer", tracer=traced.scheduler.tracer, arm_ahead_s=30
+    )
+    traced.scheduler = armer
+    await traced.webhook_job(sink.url)
+    armed_at = SLOT - timedelta(seconds=1)
+    traced.clock.set(armed_at)
+    await armer.tick(armed_at)
+    [fire] = named(exporter.get_finished_spans(), FIRE)
+    attributes = dict(fire.attributes or {})
+    assert (attributes["cronwheel.armed"], attributes["cronwheel.lead_s"]) == (True, 1.0)
+    assert "cronwheel.lateness_s" not in attributes
+    assert fire.end_time == int(armed_at.timestamp()) * 10**9
+    traced.clock.set(SLOT)
+    await armer.tick(SLOT)
+    [done] = await traced.work()
+    assert done is not None
+    assert done.state is RunState.SUCCESS
+    assert done.queued_at == SLOT
+    assert trace_id(done.traceparent) == _hex(fire)[0]

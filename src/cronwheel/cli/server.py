@@ -363,6 +363,16 @@ def node_options(function: F) -> F:
             "--ttl", "ttl_s", default=5.0, show_default=True, envvar="CRONWHEEL_TTL", help="Lease TTL (s)."
         ),
         click.option(
+            "--arm-ahead",
+            "arm_ahead_s",
+            default=0.0,
+            show_default=True,
+            envvar="CRONWHEEL_ARM_AHEAD",
+            type=click.FloatRange(min=0.0, max=60.0),
+            help="Record runs up to this long before their slot and only queue them at it (s; the "
+            "lead grows with how many jobs a second holds, from 1 s); 0: record at the slot.",
+        ),
+        click.option(
             "--lease",
             "lease_s",
             default=30.0,

@@ -3,12 +3,21 @@
 ``tick(now)`` is one pass (drain the wheel, plan, one store transaction per batch, then queue the
 triggers) and returns when to wake next; ``run()`` is the thin loop around it that sleeps until
 then or until a job changes. Tests call ``load`` / ``job_changed`` / ``tick`` with a manual clock.
+
+With ``arm_ahead_s`` (off by default) the scheduler arms ahead and releases at the slot: the jobs
+with overlap ``allow`` of a coming second are recorded (the same fire transaction, PENDING, the
+cursor moved) up to ``arm_ahead_s`` before it, with a lead that grows with how many jobs that
+second holds (:meth:`Scheduler.lead`); at the slot the tick only releases them (queues the
+triggers, then stamps them queued). Armed runs are held in a second wheel, by run id; a scheduler
+that loads or gains shards reads their armed runs from the store, and a job change drops the held
+runs that the change removed from the store (``cronwheel.store.sql.armed``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -20,7 +29,7 @@ from cronwheel.errors import NotFoundError, TransientError
 from cronwheel.model import DueJob, Overlap, Run, RunState, new_id, shard_of
 from cronwheel.queue import Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff, pause
-from cronwheel.scheduler.planner import plan
+from cronwheel.scheduler.planner import arm, armable, plan
 from cronwheel.scheduler.wheel import TimingWheel
 from cronwheel.store import Store
 from cronwheel.store.notify import RELOAD_ALL
@@ -33,6 +42,9 @@ log = logging.getLogger("cronwheel.scheduler")
 BATCH = 2000  # firings per store transaction
 PLAN_SLICE = 250  # jobs planned between two turns of the event loop (a write in flight goes on)
 LOAD_PAGE = 10_000  # jobs per read while loading the wheel
+ARM_MIN_S = 1.0  # the lead of a second with few jobs
+ARMED_READ = 1_000_000  # armed runs read at most on a load (more: the sweep releases the rest)
+ARM_S_PER_JOB = 0.0005  # lead per job of a second (a fire's record costs 0.1-0.3 ms here; margin x2)
 
 
 @dataclass
@@ -68,6 +80,7 @@ class Scheduler:
         new_run_id: Callable[[], str] = new_id,
         stall_s: float = 5.0,
         tracer: Tracer = OFF,
+        arm_ahead_s: float = 0.0,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -92,6 +105,9 @@ class Scheduler:
         self._progress_at = clock.now()  # the store last answered this scheduler
         self.tracer = tracer  # off: the fire path checks ``enabled`` once per batch, nothing more
         self.writers = store.write_concurrency  # fire batches written at once
+        self.arm_ahead_s = arm_ahead_s if arm_ahead_s >= ARM_MIN_S else 0.0  # the longest lead; 0: off
+        self.armed: TimingWheel[Held] = TimingWheel(_held_second)  # recorded ahead, not yet released
+        self._armed_of: dict[str, set[str]] = {}  # job id -> ids of its runs in ``armed``
 
     @property
     def jobs(self) -> Mapping[str, DueJob]:
@@ -110,6 +126,10 @@ class Scheduler:
         self._loaded_until = until
         for job in jobs:
             self._keep(job)
+        if self.arm_ahead_s:
+            self.armed.clear()
+            self._armed_of.clear()
+            await self._read_armed(self.shards)
         self._next_reload = now + self.reload_every
         self._next_full = now + self.full_reload_every
 
@@ -150,11 +170,14 @@ class Scheduler:
             return
         self.wheel.remove(job_id)
         if self.shards is not None and shard_of(job_id) not in self.shards:
+            self._drop_armed(job_id, None, None)
             return  # another scheduler's job: no need to read it (a job's shard never changes)
         try:
             job = await self.store.get_job(job_id)
         except NotFoundError:
+            self._drop_armed(job_id, None, now)
             return
+        self._drop_armed(job_id, job.version, now)
         if self.shards is not None and job.shard not in self.shards:
             return
         self._keep(DueJob.of(job))
@@ -198,10 +221,115 @@ class Scheduler:
             job_id for job_id, job in self.jobs.items() if job.shard in shards or job.shard not in owned
         ]:
             self.wheel.remove(job_id)
+        if self.arm_ahead_s:
+            for job_id in [
+                job_id
+                for job_id in self._armed_of
+                if shard_of(job_id) in shards or shard_of(job_id) not in owned
+            ]:
+                self._drop_armed(job_id, None, None)
         if not shards:
             return
         for job in await self._read_due(self._loaded_until, None, shards):
             self._keep(job)
+        if self.arm_ahead_s:
+            await self._read_armed(shards)
+
+    # -- armed runs ---------------------------------------------------------------------------
+
+    async def _read_armed(self, shards: Iterable[int] | None) -> None:
+        """Hold the armed runs of ``shards`` (None: every shard) that the store has: armed by
+        this scheduler before a reload, or by another that lost the shards (or died) before
+        releasing them. Those whose slot has passed are released by the next release."""
+        listed = None if shards is None else sorted(shards)
+        for run in await self.store.unreleased_runs(listed, ARMED_READ):
+            self._hold(run, shard_of(run.job_id))
+
+    def _hold(self, run: Run, shard: int) -> None:
+        self.armed.add(run.id, (run, shard))
+        self._armed_of.setdefault(run.job_id, set()).add(run.id)
+
+    def _drop_armed(self, job_id: str, version: int | None, now: datetime | None) -> None:
+        """Forget held runs of ``job_id``: with ``now``, those still ahead that the job's
+        current ``version`` (None: the job is gone) no longer has (a version bump removes them
+        from the store in its own transaction); without, all of them (another node's shard)."""
+        held = self._armed_of.get(job_id)
+        if not held:
+            return
+        for run_id in list(held):
+            entry = self.armed.entries.get(run_id)
+            run = None if entry is None else entry[0]
+            if run is None or now is None or (run.job_version != version and run.slot > now):
+                self.armed.remove(run_id)
+                held.discard(run_id)
+        if not held:
+            del self._armed_of[job_id]
+
+    def lead(self, count: int) -> float:
+        """How long before its second a second holding ``count`` jobs is armed: enough to record
+        them all (:data:`ARM_S_PER_JOB` each), at least :data:`ARM_MIN_S`, at most
+        ``arm_ahead_s``."""
+        return min(self.arm_ahead_s, max(ARM_MIN_S, count * ARM_S_PER_JOB))
+
+    def _arm_until(self, now: datetime) -> int | None:
+        """The last coming second whose jobs are to be armed by ``now`` (None: none yet); the
+        seconds before it are armed with it."""
+        current = _second(now)
+        until = None
+        for second in range(current + 1, current + math.ceil(self.arm_ahead_s) + 1):
+            count = self.wheel.count_at(second)
+            if count and second - self.lead(count) <= now.timestamp():
+                until = second
+        return until
+
+    async def _arm(self, now: datetime) -> None:
+        """Record ahead the armable jobs due up to :meth:`_arm_until`; the others go back into
+        the wheel, to fire at their slot."""
+        until = self._arm_until(now)
+        if until is None:
+            return
+        coming = self.wheel.pop_due(until)
+        owns = self._owner()
+        ready: list[DueJob] = []
+        for job in coming:
+            if armable(job) and owns(job.shard):
+                ready.append(job)
+            else:
+                self.wheel.add(job.id, job)
+        await self._fire(ready, now, arming=True)
+
+    def _owner(self) -> Callable[[int], bool]:
+        """Whether a shard is held now, under the epoch this scheduler registered."""
+        if self.ownership is None:
+            return lambda shard: True
+        valid = {shard: lease.epoch for shard, lease in self.ownership.owned_shards().items()}
+        epochs = self.epochs
+        return lambda shard: shard in valid and valid[shard] == epochs.get(shard)
+
+    async def _release(self, now: datetime) -> None:
+        """Queue the triggers of the held runs whose slot has come (never one before its slot),
+        then stamp them queued. Runs of shards no longer held are left to their new owner."""
+        due = self.armed.pop_due(_second(now))
+        owns = None if self.ownership is None else self._owner()
+        ready: list[Run] = []
+        for entry in due:
+            run, shard = entry
+            if run.slot > now:  # later in this second
+                self.armed.add(run.id, entry)
+            elif owns is None or owns(shard):
+                ready.append(run)
+        if ready:
+            failpoints.hit("scheduler.before_release")  # armed runs recorded, triggers not queued
+            await self._publish(ready)
+        armed_of = self._armed_of
+        for run, _ in due:
+            held = armed_of.get(run.job_id)
+            if held is not None and run.id not in self.armed:
+                held.discard(run.id)
+                if not held:
+                    del armed_of[run.job_id]
+        if ready:
+            self._progressed()
 
     def healthy(self) -> bool:
         """False once the store has not answered for ``stall_s`` (unreachable, or a link that
@@ -224,6 +352,8 @@ class Scheduler:
                 await self._take(taken)
             if now >= self._next_reload or self._loaded_until - now < self.horizon / 2:
                 await self._extend(now)
+        if self.arm_ahead_s:
+            await self._release(now)  # the herd's second costs only this
         due = self.wheel.pop_due(_second(now))
         if self.ownership is not None:  # a lease may have lapsed since the last tick
             valid = self.ownership.owned_shards()
@@ -234,25 +364,29 @@ class Scheduler:
             ]
         self._progressed()
         await self._fire(due, now)
+        if self.arm_ahead_s:
+            await self._arm(now)
         return self._wake_at(now)
 
-    async def _fire(self, due: list[DueJob], now: datetime) -> None:
+    async def _fire(self, due: list[DueJob], now: datetime, *, arming: bool = False) -> None:
         """Fire ``due`` in batches of :data:`BATCH`, each planned while earlier ones are being
         written, with up to ``writers`` writes in flight: planning is this process' CPU, writing
         mostly the database's, and a database that runs transactions side by side (PostgreSQL)
         works on two batches at once. A tick's batches hold distinct jobs (a job is due once), so
         their writes commute. A write in flight is never cut short: if anything fails, every
-        write in flight is waited for before the error goes on."""
+        write in flight is waited for before the error goes on. ``arming``: record the jobs'
+        coming slots ahead (:func:`~cronwheel.scheduler.planner.arm`) and hold the runs for
+        their release instead of queueing them."""
         writing: list[asyncio.Task[None]] = []
         try:
             for start in range(0, len(due), BATCH):
                 batch = due[start : start + BATCH]
-                firings = await self._plan(batch, now)
+                firings = await self._plan(batch, now, arming)
                 while len(writing) >= self.writers:
                     await writing.pop(0)
                     self._progressed()
                 if firings:
-                    writing.append(asyncio.create_task(self._write(batch, firings, now)))
+                    writing.append(asyncio.create_task(self._write(batch, firings, now, arming)))
             while writing:
                 await writing.pop(0)
                 self._progressed()
@@ -264,9 +398,18 @@ class Scheduler:
                         task.exception()
             raise
 
-    async def _plan(self, jobs: list[DueJob], now: datetime) -> list[Firing]:
+    async def _plan(self, jobs: list[DueJob], now: datetime, arming: bool = False) -> list[Firing]:
         """The batch's firings; lets the loop run every :data:`PLAN_SLICE` jobs, so that the
         previous batch's write goes on meanwhile."""
+        if arming:
+            armed: list[Firing] = []
+            for start in range(0, len(jobs), PLAN_SLICE):
+                await asyncio.sleep(0)
+                for job in jobs[start : start + PLAN_SLICE]:
+                    firing = arm(job, now, self.new_run_id)
+                    if firing is not None:
+                        armed.append(firing)
+            return armed
         guarded = [job.id for job in jobs if job.overlap is not Overlap.ALLOW]
         active = await self.store.active_runs(guarded) if guarded else {}
         firings: list[Firing] = []
@@ -278,29 +421,40 @@ class Scheduler:
                     firings.append(firing)
         return firings
 
-    async def _write(self, jobs: list[DueJob], firings: list[Firing], now: datetime) -> None:
+    async def _write(
+        self, jobs: list[DueJob], firings: list[Firing], now: datetime, arming: bool = False
+    ) -> None:
         """Record a batch's firings, queue its triggers, move the wheel; with tracing on, each
         recorded run's trace starts here (:class:`~cronwheel.tracing.runs.FireSpans`)."""
         if not self.tracer.enabled:
-            await self._record(jobs, firings, now)
+            await self._record(jobs, firings, now, arming)
             return
         spans = FireSpans.begin(self.tracer, firings, {job.id: job.team for job in jobs}, now)
         try:
-            result, queued = await self._record(jobs, spans.firings, now)
+            result, queued = await self._record(jobs, spans.firings, now, arming)
         except BaseException as error:
             spans.fail(error, self.clock.now())
             raise
-        spans.end(result, queued)
+        spans.end(result, queued, armed=arming)
 
     async def _record(
-        self, jobs: list[DueJob], firings: list[Firing], now: datetime
+        self, jobs: list[DueJob], firings: list[Firing], now: datetime, arming: bool = False
     ) -> tuple[FireResult, datetime]:
-        """:meth:`_write` itself; returns what the store recorded and when it was queued."""
+        """:meth:`_write` itself; returns what the store recorded and when it was queued (armed:
+        when it was recorded; the runs are held for their release)."""
         by_id = {job.id: job for job in jobs}
         epochs = None if self.ownership is None else {job.shard: self.epochs[job.shard] for job in jobs}
         result = await self.store.fire(firings, now, epochs)
-        failpoints.hit("scheduler.after_commit")  # runs recorded, triggers not yet queued
-        queued = await self._publish(result.accepted)
+        if arming:
+            failpoints.hit("scheduler.after_arm")  # runs recorded ahead, not held for release yet
+            for run in result.accepted:
+                self._hold(run, by_id[run.job_id].shard)
+            queued = now
+            if result.accepted:
+                log.info("armed", extra={"action": "arm_batch", "runs": len(result.accepted)})
+        else:
+            failpoints.hit("scheduler.after_commit")  # runs recorded, triggers not yet queued
+            queued = await self._publish(result.accepted)
         if result.fenced_job_ids:  # another node holds a newer lease on these shards: let go
             self.stats.fenced += len(result.fenced_job_ids)
             metrics.FENCED_FIRINGS.inc(len(result.fenced_job_ids))
@@ -321,7 +475,8 @@ class Scheduler:
         metrics.STALE_FIRINGS.inc(len(stale))
         for run in result.skipped:
             metrics.RUNS_RECORDED.labels("SKIPPED", run.reason or "").inc()
-        _log_fires(result.accepted, result.skipped, now)
+        if not arming:
+            _log_fires(result.accepted, result.skipped, now)
         return result, queued
 
     async def _reread(self, job_ids: list[str]) -> None:
@@ -363,6 +518,9 @@ class Scheduler:
         if self._next_reload is not None:
             wake = min(wake, self._next_reload) if len(self.wheel) == 0 else wake
         next_due = self.wheel.next_due()
+        release = self.armed.next_due()
+        if release is not None:
+            next_due = release if next_due is None else min(next_due, release)
         if next_due is not None:
             due_at = datetime.fromtimestamp(next_due, now.tzinfo)
             wake = max(min(wake, due_at), now)
@@ -425,6 +583,13 @@ async def _wait_for_change(
 
 def _second(moment: datetime) -> int:
     return int(moment.timestamp())
+
+
+Held = tuple[Run, int]  # an armed run and its job's shard
+
+
+def _held_second(held: Held) -> int:
+    return _second(held[0].slot)
 
 
 def _due_second(job: DueJob) -> int:

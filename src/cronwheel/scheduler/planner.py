@@ -82,6 +82,25 @@ def plan(
     )
 
 
+def armable(job: Plannable) -> bool:
+    """Whether ``job``'s next slot may be recorded before it comes (armed): only a job whose
+    decision does not depend on what is running at the slot (overlap ``allow``; forbid and replace
+    decide on the runs active at the slot, so they fire at the slot)."""
+    return job.overlap is Overlap.ALLOW and not job.paused and job.deleted_at is None
+
+
+def arm(job: Plannable, now: datetime, new_id: Callable[[], str]) -> Firing | None:
+    """The firing that records ``job``'s next slot (its cursor, after ``now``) ahead of time:
+    one PENDING run created ``now``, the cursor moved to the slot after. None when the job is not
+    :func:`armable` or its cursor is not ahead. No misfire can arise: the slot is still to come."""
+    cursor = job.next_run_at
+    if cursor is None or cursor <= now or not armable(job):
+        return None
+    slot = _within_end(job, _next_slot(schedule_of(job), cursor))
+    run = _run(job, now, cursor, RunState.PENDING, new_id(), None)
+    return Firing(job.id, job.version, cursor, slot, (run,))
+
+
 def _one_slot(
     job: Plannable, now: datetime, cursor: datetime, slot: datetime | None, new_id: Callable[[], str]
 ) -> Firing:

@@ -6,8 +6,9 @@ runs the queue may have lost and queues them again:
 * RUNNING runs whose lease expired (their worker died): the attempt is recorded LOST and the run
   goes back to RETRYING with the same execution id, or, at its last lost attempt, to FAILED: a
   finished run, counted in ``cronwheel_runs_finished_total`` as a worker counts its own;
-* PENDING runs that were never queued (created more than ``unqueued_after_s`` ago: younger ones
-  are being published by their scheduler right now), or queued long ago without being claimed;
+* PENDING runs that were never queued (created, and due, more than ``unqueued_after_s`` ago:
+  younger ones are being published by their scheduler right now, and an armed run whose slot is
+  ahead is its scheduler's to release), or queued long ago without being claimed;
 * RETRYING runs whose next attempt is overdue.
 
 A trigger queued twice is harmless: the claim is a conditional write.
@@ -58,7 +59,7 @@ class Sweeper:
         belongs to a process that died and every queued trigger was lost with it."""
         expired = await self.store.expire_leases(now, expired_before=FAR_FUTURE)
         await self._count_failed(expired)
-        runs = await self.store.runs_to_dispatch(FAR_FUTURE, now, limit=1_000_000)
+        runs = await self.store.runs_to_dispatch(FAR_FUTURE, now, limit=1_000_000, unqueued_before=now)
         await self._queue(runs, now)
         metrics.REQUEUED.inc(len(runs))
         log.info(

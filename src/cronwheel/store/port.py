@@ -214,7 +214,12 @@ class Store(Protocol):
         """Store ``job`` (matched by id) with ``version`` = stored version + 1. The scheduler's
         cursor ``next_run_at`` is left as stored unless ``move_cursor`` (the timing changed): an
         edit that read the job before a fire must not move the cursor back. A job moved to
-        another team counts against that team's ``team_quota``."""
+        another team counts against that team's ``team_quota``.
+
+        In the same transaction the job's armed runs (PENDING, never queued) whose slot is still
+        ahead are deleted and, unless ``move_cursor``, the cursor moves back to the first of
+        them: the new version (or the pause) decides that slot again. The same holds for
+        :meth:`resume_job` and :meth:`delete_job`."""
         ...
 
     async def resume_job(
@@ -280,6 +285,11 @@ class Store(Protocol):
         the caller), a firing is applied only if its job's shard is stored in ``claim_shards`` at
         exactly that epoch; the others are reported in ``fenced_job_ids`` (not stale) and write
         nothing. ``epochs=None`` (embedded: one process owns every shard) skips the check."""
+        ...
+
+    async def unreleased_runs(self, shards: Sequence[int] | None, limit: int = 100_000) -> list[Run]:
+        """The armed runs (scheduled, PENDING, never queued) of jobs in ``shards`` (None: all),
+        oldest slot first: what a scheduler gaining those shards must release at their slots."""
         ...
 
     async def active_runs(self, job_ids: Sequence[str]) -> dict[str, list[Run]]:
@@ -393,8 +403,9 @@ class Store(Protocol):
         unqueued_before: datetime | None = None,
     ) -> list[Run]:
         """PENDING runs queued before ``queued_before`` or never queued (when ``unqueued_before``
-        is given: only those created before it, so a run whose scheduler is publishing it right
-        now is left to that scheduler), and RETRYING runs whose ``next_attempt_at`` has come."""
+        is given: only those created before it and whose slot is not after it, so a run whose
+        scheduler is publishing it right now, or an armed run whose slot is ahead, is left to
+        its scheduler), and RETRYING runs whose ``next_attempt_at`` has come."""
         ...
 
     async def expire_leases(

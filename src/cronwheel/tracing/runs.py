@@ -64,13 +64,21 @@ class FireSpans:
         self.runs[run.id] = span
         return dataclasses.replace(run, traceparent=span.traceparent)
 
-    def end(self, result: FireResult, queued: datetime) -> None:
+    def end(self, result: FireResult, queued: datetime, *, armed: bool = False) -> None:
         """The recorded runs' spans end when their triggers were queued; the others (a stale or
-        fenced firing, a slot another scheduler recorded first) say they were not recorded."""
+        fenced firing, a slot another scheduler recorded first) say they were not recorded.
+        ``armed``: the runs were recorded ahead of their slots (``queued`` is when), and are
+        queued at their slots (the run's ``queued_at``): their spans end at the record and
+        carry ``cronwheel.armed`` and how far ahead of the slot it was."""
         for run in result.accepted:
             span = self.runs.pop(run.id, None)
             if span is not None:
-                span.set({"cronwheel.lateness_s": (queued - run.slot).total_seconds()})
+                if armed:
+                    span.set(
+                        {"cronwheel.armed": True, "cronwheel.lead_s": (run.slot - queued).total_seconds()}
+                    )
+                else:
+                    span.set({"cronwheel.lateness_s": (queued - run.slot).total_seconds()})
                 span.end(queued)
         for span in self.runs.values():
             span.set({"cronwheel.recorded": False})

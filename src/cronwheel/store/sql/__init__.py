@@ -62,6 +62,7 @@ from cronwheel.store.port import (
     TokenQuery,
 )
 from cronwheel.store.sql import (
+    armed,
     audit,
     firing,
     jobs,
@@ -252,6 +253,9 @@ class SqlStore:
 
     async def active_runs(self, job_ids: Sequence[str]) -> dict[str, list[Run]]:
         return await firing.active_runs(self._tx, job_ids)
+
+    async def unreleased_runs(self, shards: Sequence[int] | None, limit: int = 100_000) -> list[Run]:
+        return await armed.unreleased(self._tx, shards, limit)
 
     async def create_manual_run(self, run: Run, *, audit: AuditEntry | None = None) -> tuple[Run, bool]:
         return await firing.create_manual_run(self._tx, run, self._clock.now(), audit)

@@ -25,7 +25,7 @@ from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import JobQuery, Page
 from cronwheel.store.schema import JOB_LIVE, job_labels, jobs
-from cronwheel.store.sql import audit, bulk, last_runs
+from cronwheel.store.sql import armed, audit, bulk, last_runs
 from cronwheel.store.sql.leases import cancel_active
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, notify_changed
 from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped
@@ -150,7 +150,7 @@ async def edit(
 ) -> Job:
     job = replace(job, updated_at=job.updated_at or now)
     async with tx.write() as connection:
-        before = await _write_definition(connection, job, expected_version, move_cursor, team_quota)
+        before = await _write_definition(connection, job, expected_version, move_cursor, now, team_quota)
         await notify_changed(connection, [job.id])
         after = await live_job(connection, job.id)
         await _audit(connection, entry, before, after)
@@ -175,7 +175,7 @@ async def resume(
         check_new_run(run, job.id)
     job = replace(job, updated_at=job.updated_at or now)
     async with tx.write() as connection:
-        before = await _write_definition(connection, job, expected_version, move_cursor)
+        before = await _write_definition(connection, job, expected_version, move_cursor, now)
         recorded = await insert_skipped(connection, skipped, now)
         await notify_changed(connection, [job.id])
         after = await live_job(connection, job.id)
@@ -214,6 +214,7 @@ async def mark_deleted(
         )
         row = result.mappings().first()
         if row is not None:
+            await armed.disarm(connection, job_id, now)
             if cancel:
                 await cancel_active(connection, job_id)
             await notify_changed(connection, [job_id])
@@ -283,14 +284,25 @@ async def _write_definition(
     job: Job,
     expected_version: int | None,
     move_cursor: bool,
+    now: datetime,
     team_quota: int | None = None,
 ) -> Job:
     """Rewrite the stored job's definition and labels (its cursor only with ``move_cursor``),
     bumping its version; refuse a stale ``expected_version``, a taken name, or a move to a team
-    that has ``team_quota`` live jobs already. Returns the job as it was."""
+    that has ``team_quota`` live jobs already. Returns the job as it was.
+
+    The job's armed runs whose slot is after ``now`` go (:func:`armed.disarm`): without
+    ``move_cursor`` the cursor moves back to the first of them, so that the new version (or, once
+    paused, the pause) decides that slot again."""
     stored = await live_job(connection, job.id, lock=True)
     if expected_version is not None and stored.version != expected_version:
         raise ConflictError(f"job {job.id} is at version {stored.version}, not {expected_version}")
+    first_armed = await armed.disarm(connection, job.id, now)
+    cursor: dict[str, Any] = {}
+    if move_cursor:
+        cursor = {"next_run_at": job.next_run_at}
+    elif first_armed is not None:
+        cursor = {"next_run_at": first_armed}
     if job.team != stored.team:
         await _check_quota(connection, job.team, team_quota)
     await _check_name_free(connection, job.team, job.name, job.id)
@@ -302,7 +314,7 @@ async def _write_definition(
         .where(*conditions)
         .values(
             **codec.job_definition_to_row(job),
-            **({"next_run_at": job.next_run_at} if move_cursor else {}),
+            **cursor,
             version=jobs.c.version + 1,
         )
     )

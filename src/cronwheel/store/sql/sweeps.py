@@ -23,7 +23,8 @@ async def runs_to_dispatch(
     check_limit(limit)
     never_queued: ColumnElement[bool] = runs.c.queued_at.is_(None)
     if unqueued_before is not None:
-        never_queued = and_(never_queued, runs.c.created_at < unqueued_before)
+        # an armed run is released by its scheduler at its slot; the sweep only after it
+        never_queued = and_(never_queued, runs.c.created_at < unqueued_before, runs.c.slot <= unqueued_before)
     pending = (
         select(runs)
         .where(

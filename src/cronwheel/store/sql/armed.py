@@ -1,0 +1,71 @@
+"""Armed runs: scheduled runs recorded before their slot and not yet released (queued).
+
+A scheduler that arms ahead (``Scheduler(arm_ahead_s=...)``) writes a slot's run with the fire
+transaction some seconds before the slot, and queues its trigger only at the slot. Until then the
+run is PENDING with ``queued_at`` NULL and its slot in the future. Two things read or change them:
+
+* :func:`disarm`, in the transaction of every write that bumps a job's version (edit, pause,
+  resume, delete): the job's armed runs whose slot is still ahead are deleted with their first
+  history event (they were never released: no worker saw them), its ``job_last_run`` row is
+  corrected, and the caller moves the cursor back to the first removed slot, so that the job's
+  current version arms (or, paused, records) that slot again. No SKIPPED record is left: a removed
+  armed run never existed for anyone but the scheduler that armed it.
+* :func:`unreleased`: a scheduler that loads or gains shards takes over their armed runs and
+  releases them at their slot (those whose slot has passed at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, and_, delete, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from cronwheel.model import Run, RunKind, RunState
+from cronwheel.store import codec
+from cronwheel.store.schema import jobs, run_events, runs
+from cronwheel.store.sql import last_runs
+from cronwheel.store.sql.tx import Transactions
+from cronwheel.store.sql.where import check_limit
+
+
+def _unreleased() -> ColumnElement[bool]:
+    return and_(
+        runs.c.state == RunState.PENDING.value,
+        runs.c.queued_at.is_(None),
+        runs.c.kind == RunKind.SCHEDULED.value,
+    )
+
+
+async def disarm(connection: AsyncConnection, job_id: str, now: datetime) -> datetime | None:
+    """Delete ``job_id``'s armed runs whose slot is after ``now`` (see the module docstring);
+    returns the first removed slot (None: there were none). Call it with the job's row locked."""
+    found = await connection.execute(
+        select(runs.c.id, runs.c.slot).where(runs.c.job_id == job_id, _unreleased(), runs.c.slot > now)
+    )
+    armed = [(row.id, row.slot) for row in found]
+    if not armed:
+        return None
+    ids = [run_id for run_id, _ in armed]
+    await connection.execute(delete(run_events).where(run_events.c.run_id.in_(ids)))
+    await connection.execute(delete(runs).where(runs.c.id.in_(ids), _unreleased()))
+    await last_runs.forget(connection, [(job_id, run_id) for run_id in ids])
+    first: datetime = min(slot for _, slot in armed)
+    return first
+
+
+async def unreleased(tx: Transactions, shards: Sequence[int] | None, limit: int) -> list[Run]:
+    """The armed (PENDING, never queued, scheduled) runs of ``shards`` (None: every shard),
+    oldest slot first, at most ``limit``."""
+    check_limit(limit)
+    if shards is not None and not shards:
+        return []
+    statement = select(runs).where(_unreleased())
+    if shards is not None:
+        owned = select(jobs.c.id).where(jobs.c.shard.in_(sorted(set(shards))))
+        statement = statement.where(runs.c.job_id.in_(owned))
+    statement = statement.order_by(runs.c.slot, runs.c.id).limit(limit)
+    async with tx.read() as connection:
+        rows = (await connection.execute(statement)).mappings().all()
+    return [codec.run_from_row(row) for row in rows]
