@@ -34,6 +34,7 @@ BEYOND_THE_SCHEMA = frozenset(
         "invalid_schedule",  # the cron grammar, field ranges and the zone database
         "target_invalid",  # what the HTTP client itself refuses in a URL
         "target_refused",  # the operator's target policy (SSRF guard, commands, python allow-list)
+        "plain_credential",  # the operator's policy: credentials only as secret references
         "queue_not_served",  # the queues the operator's workers serve
         "no_slot",  # a window with no fire time left, judged against the clock
         "invalid_cursor",  # a cursor is opaque: only the server knows which ones it made
