@@ -156,18 +156,11 @@ class TimingWheel(Generic[T]):
         return entry
 
     def _file(self, key: str, due: int) -> None:
-        cursor = self._cursor
-        assert cursor is not None
-        if due <= cursor:
-            self._past.add(due, key)
-        elif due // MINUTE == cursor // MINUTE:
-            self._seconds[due % SECONDS_SLOTS].add(key)
-        elif due // HOUR == cursor // HOUR:
-            self._minutes[due // MINUTE % MINUTES_SLOTS].add(key)
-        elif due // DAY == cursor // DAY:
-            self._hours[due // HOUR % HOURS_SLOTS].add(key)
+        slot = self._ring_slot(due)
+        if slot is None:
+            self._heaped(due).add(due, key)
         else:
-            self._overflow.add(due, key)
+            slot.add(key)
 
     def _unfile(self, key: str, due: int) -> None:
         counts = self._counts
@@ -176,18 +169,33 @@ class TimingWheel(Generic[T]):
             counts[due] = left
         else:
             del counts[due]
+        slot = self._ring_slot(due)
+        if slot is None:
+            self._heaped(due).discard(due, key)
+        else:
+            slot.discard(key)
+
+    def _ring_slot(self, due: int) -> set[str] | None:
+        """The ring slot where an entry due at ``due`` is filed, given the cursor; None when it is
+        filed by second instead (:meth:`_heaped`)."""
         cursor = self._cursor
         assert cursor is not None
         if due <= cursor:
-            self._past.discard(due, key)
-        elif due // MINUTE == cursor // MINUTE:
-            self._seconds[due % SECONDS_SLOTS].discard(key)
-        elif due // HOUR == cursor // HOUR:
-            self._minutes[due // MINUTE % MINUTES_SLOTS].discard(key)
-        elif due // DAY == cursor // DAY:
-            self._hours[due // HOUR % HOURS_SLOTS].discard(key)
-        else:
-            self._overflow.discard(due, key)
+            return None
+        if due // MINUTE == cursor // MINUTE:
+            return self._seconds[due % SECONDS_SLOTS]
+        if due // HOUR == cursor // HOUR:
+            return self._minutes[due // MINUTE % MINUTES_SLOTS]
+        if due // DAY == cursor // DAY:
+            return self._hours[due // HOUR % HOURS_SLOTS]
+        return None
+
+    def _heaped(self, due: int) -> _Heaped:
+        """Where an entry not in a ring is filed: the past (due at or before the cursor), else
+        the overflow (after the cursor's day)."""
+        cursor = self._cursor
+        assert cursor is not None
+        return self._past if due <= cursor else self._overflow
 
     # -- counting -----------------------------------------------------------------------------
 
