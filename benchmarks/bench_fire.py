@@ -13,6 +13,9 @@ Systems, each in a fresh child process, one after the other in one run:
 * ``cluster``: cronwheel's scheduler over PostgreSQL and Redis Streams (one scheduler owning every
   shard: the fire path of a cluster, without etcd, which is not on it);
 * ``apscheduler``: APScheduler 3.11, AsyncIOScheduler, in-memory job store, a no-op coroutine.
+* ``apscheduler4`` (herd only, when named in ``--systems``): APScheduler 4 on PostgreSQL, the
+  durable peer that records its runs (``peer_apscheduler4.py`` says how it is set up; it runs
+  from ``.venv-peer-apscheduler4``, created on first use).
 
 For cronwheel, *queued lateness* is ``queued_at - slot`` as the store recorded it (the trigger is
 on the queue) and *start lateness* is ``started_at - slot`` (a worker claimed the run and began its
@@ -70,7 +73,17 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import func, insert, select
 
-from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine, peak_rss_mb, save_results
+from benchlib import (
+    REDIS_URL,
+    admin,
+    cpu_now,
+    database_url,
+    drop_keys,
+    machine,
+    peak_rss_mb,
+    peer_python,
+    save_results,
+)
 from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import Job, PythonTarget, new_id
@@ -90,6 +103,7 @@ from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import Worker
 
 SYSTEMS = ("embedded", "cluster", "apscheduler")
+PEERS = ("apscheduler4",)  # run only when named in --systems (a side venv, herd only)
 TRACING = ("off", "encode", "otlp")
 SEED_CHUNK = 2000
 
@@ -483,7 +497,27 @@ def child(system: str, plan: Plan, workers: int, tracing: str = "off", arm_ahead
     return asyncio.run(run_cronwheel(system, plan, workers, tracing, arm_ahead_s))
 
 
+def spawn_peer(args: argparse.Namespace) -> Figures:
+    """APScheduler 4 on a fresh PostgreSQL database, from its side venv."""
+    python = peer_python("apscheduler4")
+    name = f"cronwheel_bench_peer_{uuid.uuid4().hex[:10]}"
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    url = database_url(name).replace("postgresql://", "postgresql+asyncpg://", 1)
+    settle = args.settle if args.settle is not None else 10.0 + args.jobs / 250  # it adds ~400/s
+    command = [str(python), str(Path(__file__).with_name("peer_apscheduler4.py")), "--database-url", url,
+               "--jobs", str(args.jobs), "--settle", str(settle), "--workers", str(args.workers)]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    finally:
+        asyncio.run(admin(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    if done.returncode != 0:
+        raise SystemExit(f"apscheduler4 failed:\n{done.stdout}\n{done.stderr[-20_000:]}")
+    return Figures(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def spawn(system: str, args: argparse.Namespace) -> Figures:
+    if system in PEERS:
+        return spawn_peer(args)
     settle = args.settle if args.settle is not None else 5.0 + args.jobs / 5_000
     command = [sys.executable, __file__, "--child", system, "--workload", args.workload,
                "--jobs", str(args.jobs), "--seconds", str(args.seconds), "--settle", str(settle),
@@ -508,11 +542,12 @@ def report(results: list[Figures]) -> str:
                r.worker_cpu_s_per_1000, r.worker_peak_rss_mb)  # fmt: skip
         lines.append(" | ".join(str(value) for value in row))
     by_system = {r.system: r for r in results}
-    peer = by_system.get("apscheduler")
-    for name in ("embedded", "cluster"):
-        ours = by_system.get(name)
-        if peer and ours and ours.p99_ms > 0:
-            lines.append(f"p99 queued lateness, apscheduler / {name}: {peer.p99_ms / ours.p99_ms:.1f}x")
+    for peer_name in ("apscheduler", "apscheduler4"):
+        peer = by_system.get(peer_name)
+        for name in ("embedded", "cluster"):
+            ours = by_system.get(name)
+            if peer and ours and ours.p99_ms > 0:
+                lines.append(f"p99 queued lateness, {peer_name} / {name}: {peer.p99_ms / ours.p99_ms:.1f}x")
     return "\n".join(lines)
 
 
@@ -551,6 +586,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.jobs, args.seconds, args.settle = 120, 2.0, 2.0
     systems = [name for name in args.systems.split(",") if name]
+    unknown = sorted(set(systems) - set(SYSTEMS) - set(PEERS))
+    if unknown or (args.workload != "herd" and set(systems) & set(PEERS)):
+        parser.error(f"--systems: {', '.join(unknown) or 'apscheduler4'} (peers run the herd only)")
     print(
         f"bench_fire: {args.workload}, {args.jobs} jobs, tracing {args.tracing}, "
         f"arm ahead {args.arm_ahead} s, "

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import platform
 import resource
+import subprocess
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +26,25 @@ import redis.asyncio as aioredis
 
 POSTGRES_ADMIN = os.environ.get("CRONWHEEL_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("CRONWHEEL_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def peer_python(name: str) -> Path:
+    """The interpreter of a peer that cannot share ``.venv`` (its pins clash with the tests'):
+    ``.venv-peer-<name>``, created on first use from the hash-checked
+    ``requirements/peer-<name>.lock``, and reinstalled when the lock changes."""
+    root = Path(__file__).resolve().parent.parent
+    lock = root / "requirements" / f"peer-{name}.lock"
+    venv = root / f".venv-peer-{name}"
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    want = hashlib.sha256(lock.read_bytes()).hexdigest()
+    if python.exists() and stamp.exists() and stamp.read_text() == want:
+        return python
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*install, "--require-hashes", "-r", str(lock)], check=True)
+    stamp.write_text(want)
+    return python
 
 
 def database_url(name: str) -> str:
