@@ -5,7 +5,13 @@ with a second-level schedule spread over the seconds, lets them fire for a while
 run back over the API and prints queued lateness (queued - slot) and start lateness (started -
 slot) as p50 / p99 / max, plus how many deliveries reached the sink.
 
+``--herd N`` is the top of the hour seen from a webhook: N jobs due in the same second, written
+with ``cronwheel apply`` from one file (the server's API rate limit is lifted for that, nothing
+else), and the arrival of each run at the sink minus the slot, p50 / p99 / max, with the runs
+that arrived twice (by ``Idempotency-Key``) and those that never arrived.
+
     .venv/bin/python benchmarks/bench_embedded.py --jobs 200 --seconds 30
+    .venv/bin/python benchmarks/bench_embedded.py --herd 3000
     .venv/bin/python benchmarks/bench_embedded.py --smoke
 """
 
@@ -14,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -27,12 +34,15 @@ import httpx
 from aiohttp import web
 
 
-async def start_sink() -> tuple[web.AppRunner, str, list[float]]:
+async def start_sink(keys: list[str] | None = None) -> tuple[web.AppRunner, str, list[float]]:
+    """A fast local webhook; ``keys``: where each delivery's ``Idempotency-Key`` goes."""
     arrivals: list[float] = []
 
     async def handle(request: web.Request) -> web.Response:
         await request.read()
         arrivals.append(time.time())
+        if keys is not None:
+            keys.append(request.headers.get("Idempotency-Key", ""))
         return web.Response(text="ok")
 
     app = web.Application()
@@ -118,6 +128,51 @@ async def main(jobs: int, seconds: float, every: int) -> dict[str, Any]:
     }
 
 
+def herd_file(path: Path, jobs: int, hook: str, slot: float) -> None:
+    """``jobs`` jobs due at ``slot`` (a whole second, UTC), one ``cronwheel apply`` file."""
+    due = time.gmtime(slot)
+    schedule = f"{due.tm_sec} {due.tm_min} {due.tm_hour} * * *"
+    lines = ["team: bench", "jobs:"]
+    for index in range(jobs):
+        lines += [f"  - name: herd-{index}", f"    schedule: '{schedule}'",
+                  "    target: {type: http, url: '" + hook + "'}"]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+
+
+async def herd(jobs: int, settle_s: float) -> dict[str, Any]:
+    keys: list[str] = []
+    runner, hook, arrivals = await start_sink(keys)
+    with tempfile.TemporaryDirectory() as tmp:
+        process, url, headers = start_server(Path(tmp))
+        try:
+            slot = float(int(time.time() + settle_s) + 1)
+            herd_file(Path(tmp) / "herd.yaml", jobs, hook, slot)
+            token = headers["Authorization"].removeprefix("Bearer ")
+            env = {**os.environ, "CRONWHEEL_URL": url, "CRONWHEEL_TOKEN": token}
+            applying = time.monotonic()
+            command = [sys.executable, "-m", "cronwheel", "apply", "-f", str(Path(tmp) / "herd.yaml")]
+            subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+            apply_s = time.monotonic() - applying
+            overran = time.time() > slot
+            while time.time() < slot + 60 and len(set(keys)) < jobs:
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(1.0)  # any late doubles
+        finally:
+            process.terminate()
+            process.wait(30)
+            await runner.cleanup()
+    lateness = [moment - slot for moment in arrivals]
+    return {
+        "jobs": jobs,
+        "apply_s": round(apply_s, 1),
+        "setup_overran": overran,
+        "arrived": len(set(keys)),
+        "missing": jobs - len(set(keys)),
+        "doubled": len(keys) - len(set(keys)),
+        "arrival_lateness_ms": {k: round(v * 1000, 1) for k, v in percentiles(lateness).items()},
+    }
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -125,8 +180,15 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--every", type=int, default=5, help="each job fires every N seconds")
+    parser.add_argument("--herd", type=int, default=0, help="N jobs due in one second (a webhook's view)")
+    parser.add_argument("--settle", type=float, default=None, help="--herd: seconds from start to the slot")
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI (no timing judgement)")
     args = parser.parse_args()
     if args.smoke:
         args.jobs, args.seconds = 5, 3.0
-    print(json.dumps(asyncio.run(main(args.jobs, args.seconds, args.every)), indent=2))
+    if args.herd:
+        # apply writes some 25-50 jobs a second
+        settle = args.settle if args.settle is not None else 15.0 + args.herd / 15
+        print(json.dumps(asyncio.run(herd(args.herd, settle)), indent=2))
+    else:
+        print(json.dumps(asyncio.run(main(args.jobs, args.seconds, args.every)), indent=2))
