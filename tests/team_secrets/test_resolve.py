@@ -109,7 +109,7 @@ async def test_a_missing_secret_says_which_team_and_how_to_set_it(store: SqlStor
     with pytest.raises(SecretUnavailableError) as raised:
         await SecretResolver(store, KEYS).resolve("billing", ["api-key"])
     assert str(raised.value) == (
-        "secret 'api-key' does not exist in team 'billing' (deleted since the job was written?); "
+        "secret 'api-key' does not exist in team 'billing' (deleted since it was referenced?); "
         "set it with `cronwheel secrets set billing/api-key`"
     )
 

@@ -173,7 +173,7 @@ async def test_a_missing_secret_fails_the_attempt_and_sends_nothing(sink: Sink, 
     result = await executors.execute(bearer(sink.url), ctx())
     assert result.outcome is Outcome.ERROR
     assert result.error == (
-        "secret 'api-key' does not exist in team 'billing' (deleted since the job was written?); "
+        "secret 'api-key' does not exist in team 'billing' (deleted since it was referenced?); "
         "set it with `cronwheel secrets set billing/api-key`"
     )
     assert sink.seen == []

@@ -207,7 +207,7 @@ class SecretResolver:
         for name in required:
             if stored.get(name) is None:
                 raise SecretUnavailableError(
-                    f"secret {name!r} does not exist in team {team!r} (deleted since the job was written?); "
+                    f"secret {name!r} does not exist in team {team!r} (deleted since it was referenced?); "
                     f"set it with `cronwheel secrets set {team}/{name}`"
                 )
         return Resolved({name: self._open(secret) for name, secret in stored.items() if secret is not None})
