@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from chaos_cluster import ARM_AHEAD, ChaosCluster, Node
+from chaos_cluster import ARMING, ChaosCluster, Node
 from chaos_witness import (
     Behaviour,
     CommandLine,
@@ -116,7 +116,7 @@ class Nemesis:
         commit of an arm, before the release (``scheduler.after_arm``)."""
         node = self._scheduler(faketime=False)
         hits = self.rng.randint(2, 8)
-        place = "after_arm" if ARM_AHEAD else "after_commit"
+        place = "after_arm" if ARMING else "after_commit"
         record = self._begin(
             "kill -9 scheduler after commit",
             node.name,
