@@ -24,9 +24,10 @@ first RUNNING event, or the first delivery, whichever is first. The ``queued_at`
 not judged late: a scheduler stamps a batch queued after publishing it, so a scheduler stopped
 between the publish and the stamp writes the stamp when it wakes, after workers have started the
 runs on time; the stamp's lateness is reported (``queue_lateness_*``), not bounded. Early is
-judged by ``early_start`` alone, with no allowance under faults: the nodes run on one clock
-(PostgreSQL's, carried forward by the monotonic clock), so a store stamp is trusted to within
-``clock_tolerance_s`` of the harness's clock and a sink arrival to ``early_tolerance_s``.
+judged by ``early_start`` alone, with no allowance under faults: the nodes run on one clock,
+PostgreSQL's carried forward by the monotonic clock, which agrees with the harness's (the
+machine's) to within the anchor's precision, ``clock_tolerance_s``; a store stamp or an arrival
+earlier than that before its slot was released early.
 
 Stops (``after_stop``). A pause or a deletion *takes effect* at the instant the API node read its
 clock for the change (``Window.committed``, the job's ``updated_at`` in the API's answer; the
@@ -259,7 +260,6 @@ class History:
     calm_bound_s: float = 1.0
     edit_margin_s: float = 1.0
     recovery_s: float = 30.0
-    early_tolerance_s: float = 0.0
     clock_tolerance_s: float = 0.05
 
 
@@ -1019,9 +1019,9 @@ def _check_orphans(index: _Index) -> list[Violation]:
 
 
 def _check_early(index: _Index) -> list[Violation]:
-    """No scheduled run is queued, or has an attempt started (RUNNING event), more than
-    ``clock_tolerance_s`` before its slot, and none is delivered more than ``early_tolerance_s``
-    before it: nothing is released before its slot, under a fault or not."""
+    """No scheduled run is queued, has an attempt started (RUNNING event) or is delivered more
+    than ``clock_tolerance_s`` before its slot: nothing is released before its slot, under a
+    fault or not."""
     history = index.history
     found = []
     for run in history.runs:
@@ -1034,7 +1034,7 @@ def _check_early(index: _Index) -> list[Violation]:
             if moment < slot.timestamp() - history.clock_tolerance_s:
                 found.append(_early(run, slot, what, moment))
         for delivery in index.by_run.get(run.id, ()):
-            if delivery.arrived < slot.timestamp() - history.early_tolerance_s:
+            if delivery.arrived < slot.timestamp() - history.clock_tolerance_s:
                 found.append(_early(run, slot, f"attempt {delivery.attempt} delivered", delivery.arrived))
     return found
 
@@ -1167,6 +1167,5 @@ def load_history(raw: Mapping[str, Any]) -> History:
         calm_bound_s=raw["calm_bound_s"],
         edit_margin_s=raw["edit_margin_s"],
         recovery_s=raw["recovery_s"],
-        early_tolerance_s=raw["early_tolerance_s"],
         clock_tolerance_s=raw.get("clock_tolerance_s", 0.05),
     )

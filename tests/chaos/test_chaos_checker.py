@@ -544,7 +544,7 @@ def test_no_attempt_of_a_deleted_job_starts_after_the_deletion_took_effect() -> 
     report = check(recorder.history([deleted]))
     assert only(report, "after_stop") == ["an attempt started after the deletion took effect"]
     # an attempt that started before the deletion, delivered after it, is fine
-    early = replace(deleted, deleted=replace(deleted.deleted, committed=T0 + 30.02))  # type: ignore[arg-type]
+    early = replace(deleted, deleted=Window(T0 + 29.8, T0 + 31.0, committed=T0 + 30.02))
     assert check(recorder.history([early])).ok
     # a retry (attempt 2) started after the deletion is not
     run = recorder.runs[[r.slot for r in recorder.runs].index(at(30))]
