@@ -114,20 +114,14 @@ class Nemesis:
         self._end(record)
 
     def kill_scheduler_between_commit_and_publish(self) -> None:
-        """Between the store commit and the queue publish: for a scheduler that arms ahead, the
-        commit of an arm, before the runs are held for release (``scheduler.after_arm``)."""
-        self._kill_at_failpoint("kill -9 scheduler after commit", "after_arm" if ARMING else "after_commit")
-
-    def kill_scheduler_before_release(self) -> None:
-        """Between arm and release: armed runs due now, their triggers not queued
-        (``scheduler.before_release``); the shards' next owner must release them."""
-        self._kill_at_failpoint(
-            "kill -9 scheduler before release", "before_release" if ARMING else "after_commit"
-        )
-
-    def _kill_at_failpoint(self, kind: str, place: str) -> None:
+        """Between the store commit and the queue publish. For a scheduler that arms ahead, one
+        of the two instants between arm and release, drawn by the seed: the commit of an arm,
+        before its runs are held (``scheduler.after_arm``), or armed runs due, their triggers
+        not queued (``scheduler.before_release``). The shards' next owner must release them."""
+        place = self.rng.choice(["after_arm", "before_release"]) if ARMING else "after_commit"
         node = self._scheduler(faketime=False)
-        hits = self.rng.randint(2, 8)
+        hits = self.rng.randint(2, 6)
+        kind = "kill -9 scheduler after commit"
         record = self._begin(kind, node.name, self.scheduler_bound(), f"failpoint {place} pass {hits}")
         node.kill()
         crashing = self.cluster.start_scheduler(node.name, failpoints=f"scheduler.{place}=kill@{hits}")

@@ -45,7 +45,6 @@ SHORT_FAULTS = (
     "herd",
     "kill_scheduler",
     "kill_scheduler_between_commit_and_publish",
-    "kill_scheduler_before_release",
     "move_shard_in_window",
     "edit_in_arming_window",
     "pause_scheduler",
