@@ -29,12 +29,14 @@ PostgreSQL's carried forward by the monotonic clock, which agrees with the harne
 machine's) to within the anchor's precision, ``clock_tolerance_s``; a store stamp or an arrival
 earlier than that before its slot was released early.
 
-Stops (``after_stop``). A pause or a deletion *takes effect* at the instant the API node read its
-clock for the change (``Window.committed``, the job's ``updated_at`` in the API's answer; the
-acknowledgement when unknown, which is never before it). cronwheel promises, from that instant:
-no slot after it is delivered while the job stays paused (its armed runs are removed in the
-pause's transaction), and no attempt of a deleted job is started (a claim reads the live job; a
-deleted job's run is cancelled, not attempted). A run whose slot came before a pause took effect
+Stops (``after_stop``). A pause, an edit or a deletion *takes effect* at the instant the API node
+read its clock for the change (``Window.committed``, ``Version.committed``: the job's
+``updated_at`` in the API's answer; for a deletion, which answers with no body, the
+acknowledgement, which is never before it). cronwheel promises, from that instant: no slot after
+it is delivered while the job stays paused (its armed runs are removed in the pause's
+transaction); no slot after it that only the replaced schedule has is delivered; and no attempt
+of a deleted job is started (a claim reads the live job; a deleted job's run is cancelled, not
+attempted). A run whose slot came before a pause took effect
 may still be delivered after it: it was due, and released, while the job was active.
 
 Time. Instants the harness measured (API acknowledgements, deliveries, faults) are ``time.time()``
@@ -132,13 +134,15 @@ _INF = math.inf
 class Version:
     """One definition of a job's timing. ``since``: when the API acknowledged the create or edit
     that made it; ``until``: when it acknowledged the next timing edit (None: live to the end);
-    ``requested``: when that create or edit call was issued (None: same as ``since``)."""
+    ``requested``: when that create or edit call was issued (None: same as ``since``);
+    ``committed``: when that edit took effect (module docstring, "Stops"; None: unknown)."""
 
     expression: str
     zone: str
     since: float
     until: float | None
     requested: float | None = None
+    committed: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1064,18 +1068,38 @@ def _check_after_stop(index: _Index) -> list[Violation]:
         for pause in job.paused:
             end = _INF if pause.end_requested is None else pause.end_requested
             if run.kind == "scheduled" and pause.effective + tolerance < slot < end:
-                found.append(_stopped(run, delivery, "a slot after the pause took effect delivered", pause))
+                found.append(
+                    _stopped(run, delivery, "a slot after the pause took effect delivered", pause.effective)
+                )
+        if run.kind == "scheduled" and _replaced(job, _utc(run.slot), tolerance):
+            found.append(_stopped(run, delivery, "a slot of the replaced schedule delivered after the edit"))
         if job.deleted is not None:
             starts = _starts(index, run)
             started = starts[delivery.attempt - 1] if delivery.attempt <= len(starts) else delivery.arrived
             if started > job.deleted.effective + tolerance:
                 found.append(_stopped(run, delivery, "an attempt started after the deletion took effect",
-                                      job.deleted))  # fmt: skip
+                                      job.deleted.effective))  # fmt: skip
     return found
 
 
-def _stopped(run: RunRow, delivery: Delivery, message: str, window: Window) -> Violation:
-    context = {"arrived": delivery.arrived, "attempt": delivery.attempt, "effective": window.effective}
+def _replaced(job: JobPlan, slot: datetime, tolerance: float) -> bool:
+    """Whether ``slot`` is a slot of a schedule an edit replaced, not of its successor, and after
+    that edit took effect (and before the next edit was requested)."""
+    moment = slot.timestamp()
+    versions = job.versions
+    for position in range(1, len(versions)):
+        old, new = versions[position - 1], versions[position]
+        following = versions[position + 1] if position + 1 < len(versions) else None
+        end = _INF if following is None else _requested(following)
+        if new.committed is None or not new.committed + tolerance < moment < end:
+            continue
+        if fires_at(old.expression, old.zone, slot) and not fires_at(new.expression, new.zone, slot):
+            return True
+    return False
+
+
+def _stopped(run: RunRow, delivery: Delivery, message: str, effective: float | None = None) -> Violation:
+    context = {"arrived": delivery.arrived, "attempt": delivery.attempt, "effective": effective}
     return Violation("after_stop", message, run.job_id, _utc(run.slot), (run.id,), context)
 
 

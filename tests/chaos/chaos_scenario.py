@@ -267,6 +267,7 @@ def _plan(job: JobRecord) -> JobPlan:
                 since=version.acknowledged,
                 until=None if following is None else following.acknowledged,
                 requested=version.requested,
+                committed=version.committed,
             )
         )
     return JobPlan(

@@ -30,6 +30,7 @@ class VersionRecord:
     zone: str
     requested: float  # the edit (or create) was sent
     acknowledged: float  # ... and answered
+    committed: float | None = None  # when the edit took effect: the job's updated_at in the answer
 
 
 @dataclass
@@ -287,8 +288,7 @@ class Workload:
 
     def pause(self, job: JobRecord) -> None:
         requested, acknowledged, response = self._call("POST", f"/v1/jobs/{job.job_id}/pause", json={})
-        updated = _expect(response, 200).json().get("updated_at")
-        committed = None if updated is None else datetime.fromisoformat(updated).timestamp()
+        committed = _updated_at(_expect(response, 200))
         job.pauses.append(PauseRecord(requested, acknowledged, committed=committed))
 
     def resume(self, job: JobRecord) -> None:
@@ -300,8 +300,8 @@ class Workload:
         requested, acknowledged, response = self._call(
             "PATCH", f"/v1/jobs/{job.job_id}", json={"schedule": expression}
         )
-        _expect(response, 200)
-        job.versions.append(VersionRecord(expression, "UTC", requested, acknowledged))
+        committed = _updated_at(_expect(response, 200))
+        job.versions.append(VersionRecord(expression, "UTC", requested, acknowledged, committed))
 
     def delete(self, job: JobRecord) -> None:
         requested, acknowledged, response = self._call("DELETE", f"/v1/jobs/{job.job_id}")
@@ -323,3 +323,9 @@ def _expect(response: httpx.Response | None, *statuses: int) -> httpx.Response:
     assert response is not None, "the API never answered"
     assert response.status_code in statuses, response.text
     return response
+
+
+def _updated_at(response: httpx.Response) -> float | None:
+    """When the change took effect: the job's ``updated_at`` in the API's answer."""
+    updated = response.json().get("updated_at")
+    return None if updated is None else datetime.fromisoformat(updated).timestamp()

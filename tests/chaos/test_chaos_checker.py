@@ -536,6 +536,28 @@ def test_slot_after_a_pause_took_effect_is_never_delivered() -> None:
     assert check(recorder.history([paused])).ok
 
 
+def test_no_slot_of_a_replaced_schedule_is_delivered_after_the_edit_took_effect() -> None:
+    """Every 5 s, then every 3 s from an edit requested at 24.5, in effect at 24.9 and
+    acknowledged at 26.5: 25 is in the band for ``phantom`` (acknowledged later), but it is only
+    the old schedule's and after the edit took effect."""
+    old = Version(EVERY_5S, "UTC", T0 - 100, T0 + 26.5, T0 - 101)
+    new = Version("*/3 * * * * *", "UTC", T0 + 26.5, None, T0 + 24.5, committed=T0 + 24.9)
+    recorder = Recorder()
+    for slot in (5, 10, 15, 20, 25, 27, 30, 33, 36, 39, 42, 45, 48, 51, 54, 57, 60):
+        recorder.run("job-a", slot)
+    report = check(recorder.history([plan(versions=[old, new])]))
+    assert only(report, "after_stop") == ["a slot of the replaced schedule delivered after the edit"]
+    assert [v.slot for v in report.violations["after_stop"]] == [at(25)]
+    # in effect after 25: the old schedule's slot was due before the edit
+    assert check(recorder.history([plan(versions=[old, replace(new, committed=T0 + 25.1)])])).ok
+    # a slot both schedules have is the new one's
+    both = replace(new, expression="5/10 * * * * *")
+    recorder = Recorder()
+    for slot in (5, 10, 15, 20, 25, 35, 45, 55):
+        recorder.run("job-a", slot)
+    assert check(recorder.history([plan(versions=[old, both])])).ok
+
+
 def test_no_attempt_of_a_deleted_job_starts_after_the_deletion_took_effect() -> None:
     recorder, job = clean()
     recorder.drop(35, 40, 45, 50, 55, 60, 65, 70)
