@@ -61,6 +61,7 @@ from cronwheel.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.queue import Queue
 from cronwheel.redaction import redact_url
 from cronwheel.retrying import CONNECT, retry
+from cronwheel.scheduler import ARM_AHEAD_S
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.purger import BATCH, EMBEDDED_BATCH, Purger
 from cronwheel.scheduler.sweeper import Sweeper
@@ -129,7 +130,7 @@ class ServerSettings:
     queues: tuple[str, ...] = ("default",)
     lease_s: float = 30.0
     ttl_s: float = 5.0  # coordinator membership / shard lease TTL
-    arm_ahead_s: float = 0.0  # scheduler: record runs up to this long before their slot (0: at the slot)
+    arm_ahead_s: float = ARM_AHEAD_S  # scheduler: record runs up to this long before their slot (0: at it)
     node: str = field(default_factory=default_node)
     allowed_hosts: tuple[str, ...] = ()  # Host names served beyond the defaults (see access_policy)
     forwarded_allow_ips: tuple[str, ...] = ()  # proxies whose X-Forwarded-For/-Proto are believed

@@ -2,18 +2,42 @@
 
 Jepsen-style and independent: it imports nothing from ``cronwheel`` (states, kinds and policies are
 plain strings; fire times come from :mod:`chaos_reference`), so a bug in cronwheel's scheduling
-cannot hide itself in the checker. :func:`check` runs nine checks, each producing named
+cannot hide itself in the checker. :func:`check` runs eleven checks, each producing named
 :class:`Violation` records with enough context to debug (job, slot, run ids, times):
 
 - ``missed``: every required slot has a delivery, or a SKIPPED/FAILED record its policy explains;
 - ``doubled``: at most one scheduled run, and one delivered execution id, per (job, slot);
 - ``phantom``: nothing runs for a slot that should not exist;
-- ``late``: required slots are delivered (and queued) within their phase's bound;
+- ``late``: required slots are delivered, and released, within their phase's bound;
 - ``unfinished``: every run ends in SUCCESS, FAILED or SKIPPED;
 - ``illegal_transition``: each run's history is a legal walk of :data:`LEGAL` ending in the row's state;
 - ``stale_epoch``: per shard, scheduled runs in creation order never go back to an older epoch;
 - ``manual``: one trigger-now key, one run, one execution id, delivered;
-- ``orphan_delivery``: every delivery names a run row, with its job, slot and a recorded attempt.
+- ``orphan_delivery``: every delivery names a run row, with its job, slot and a recorded attempt;
+- ``early_start``: no scheduled run is queued, started or delivered before its slot;
+- ``after_stop``: nothing of a paused job is delivered for a slot after the pause took effect, and
+  no attempt of a deleted job starts after the deletion took effect.
+
+Lateness (``late``). A slot is judged twice: its first *delivery* (the sink's arrival) and its
+*release*, the earliest evidence that its trigger was out: the first attempt's ``queued_at``, the
+first RUNNING event, or the first delivery, whichever is first. The ``queued_at`` stamp alone is
+not judged late: a scheduler stamps a batch queued after publishing it, so a scheduler stopped
+between the publish and the stamp writes the stamp when it wakes, after workers have started the
+runs on time; the stamp's lateness is reported (``queue_lateness_*``), not bounded. Early is
+judged by ``early_start`` alone, with no allowance under faults: the nodes run on one clock,
+PostgreSQL's carried forward by the monotonic clock, which agrees with the harness's (the
+machine's) to within the anchor's precision, ``clock_tolerance_s``; a store stamp or an arrival
+earlier than that before its slot was released early.
+
+Stops (``after_stop``). A pause, an edit or a deletion *takes effect* at the instant the API node
+read its clock for the change (``Window.committed``, ``Version.committed``: the job's
+``updated_at`` in the API's answer; for a deletion, which answers with no body, the
+acknowledgement, which is never before it). cronwheel promises, from that instant: no slot after
+it is delivered while the job stays paused (its armed runs are removed in the pause's
+transaction); no slot after it that only the replaced schedule has is delivered; and no attempt
+of a deleted job is started (a claim reads the live job; a deleted job's run is cancelled, not
+attempted). A run whose slot came before a pause took effect
+may still be delivered after it: it was due, and released, while the job was active.
 
 Time. Instants the harness measured (API acknowledgements, deliveries, faults) are ``time.time()``
 floats; instants from the store are aware datetimes. Both come from the one machine clock.
@@ -37,8 +61,8 @@ collected well after ``window_end`` (every required slot's deadline has passed, 
 
 Phases. A slot is *calm* unless it lies in [fault.start - calm_bound_s, fault.end + extra] of
 some fault, where extra is the fault's ``bound_s`` (*bounded*: the slot may be late by up to
-``bound_s`` counted from the later of the slot and the fault's start, at least ``calm_bound_s``,
-and early by as much, which covers injected clock skew) or
+``bound_s`` counted from the later of the slot and the fault's start, at least ``calm_bound_s``)
+or
 ``recovery_s`` (*unbounded*: exempt from any lateness bound, but still required, so it must be
 made good after the fault by the job's misfire policy).
 
@@ -81,6 +105,8 @@ CHECKS = (
     "stale_epoch",
     "manual",
     "orphan_delivery",
+    "early_start",
+    "after_stop",
 )
 TERMINAL = frozenset({"SUCCESS", "FAILED", "SKIPPED"})
 FIRST_STATES = frozenset({"PENDING", "SKIPPED"})
@@ -108,13 +134,15 @@ _INF = math.inf
 class Version:
     """One definition of a job's timing. ``since``: when the API acknowledged the create or edit
     that made it; ``until``: when it acknowledged the next timing edit (None: live to the end);
-    ``requested``: when that create or edit call was issued (None: same as ``since``)."""
+    ``requested``: when that create or edit call was issued (None: same as ``since``);
+    ``committed``: when that edit took effect (module docstring, "Stops"; None: unknown)."""
 
     expression: str
     zone: str
     since: float
     until: float | None
     requested: float | None = None
+    committed: float | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +154,11 @@ class Window:
     acknowledged: float
     end_requested: float | None = None
     end_acknowledged: float | None = None
+    committed: float | None = None  # when the change took effect (module docstring, "Stops")
+
+    @property
+    def effective(self) -> float:
+        return self.acknowledged if self.committed is None else self.committed
 
 
 @dataclass(frozen=True)
@@ -231,7 +264,7 @@ class History:
     calm_bound_s: float = 1.0
     edit_margin_s: float = 1.0
     recovery_s: float = 30.0
-    early_tolerance_s: float = 0.0
+    clock_tolerance_s: float = 0.05
 
 
 # -- output --------------------------------------------------------------------------------------
@@ -737,6 +770,7 @@ class _Sample:
     phase: _Phase
     delivered: float | None
     queued: float | None
+    released: float | None
 
 
 def _samples(index: _Index, job: JobPlan, required: Sequence[datetime]) -> list[_Sample]:
@@ -748,6 +782,10 @@ def _samples(index: _Index, job: JobPlan, required: Sequence[datetime]) -> list[
         rows = index.scheduled.get((job.job_id, slot), ())
         # queued_at is rewritten when a trigger is re-dispatched: only a first attempt's is the fire
         queued = [run.queued_at.timestamp() for run in rows if run.queued_at and run.attempts <= 1]
+        started = [_first_start(index, run) for run in rows]
+        evidence = [*queued, *(s for s in started if s is not None)]
+        if delivered is not None:
+            evidence.append(delivered)
         found.append(
             _Sample(
                 job_id=job.job_id,
@@ -755,30 +793,38 @@ def _samples(index: _Index, job: JobPlan, required: Sequence[datetime]) -> list[
                 phase=index.phase(moment),
                 delivered=None if delivered is None else delivered - moment,
                 queued=min(queued) - moment if queued else None,
+                released=min(evidence) - moment if evidence else None,
             )
         )
     return found
 
 
-def _check_late(history: History, samples: Sequence[_Sample]) -> list[Violation]:
-    """Required slots are delivered (and, first attempts, queued) no later than their phase
-    allows: ``calm_bound_s`` when calm, ``max(bound_s, calm_bound_s)`` under a bounded fault (no
-    bound under an unbounded one); and never earlier than ``early_tolerance_s`` (under a bounded
-    fault: its bound) before the slot."""
+def _first_start(index: _Index, run: RunRow) -> float | None:
+    """When the run's first attempt started: its first RUNNING event."""
+    starts = _starts(index, run)
+    return starts[0] if starts else None
+
+
+def _starts(index: _Index, run: RunRow) -> list[float]:
+    """When each attempt of the run started (its RUNNING events, in order)."""
+    return [event.at.timestamp() for event in index.events.get(run.id, ()) if event.state == "RUNNING"]
+
+
+def _check_late(samples: Sequence[_Sample]) -> list[Violation]:
+    """Required slots are delivered, and released (module docstring, "Lateness"), no later than
+    their phase allows: ``calm_bound_s`` when calm, ``max(bound_s, calm_bound_s)`` under a
+    bounded fault, no bound under an unbounded one."""
     found = []
     for sample in samples:
         if sample.phase.kind == "unbounded":
             continue
-        early = history.early_tolerance_s if sample.phase.kind == "calm" else sample.phase.allowed
-        for what, lateness in (("delivered", sample.delivered), ("queued", sample.queued)):
-            if lateness is None or -early <= lateness <= sample.phase.allowed:
+        for what, lateness in (("delivered", sample.delivered), ("released", sample.released)):
+            if lateness is None or lateness <= sample.phase.allowed:
                 continue
-            word = "late" if lateness > 0 else "early"
             found.append(
                 Violation(
                     "late",
-                    f"{what} {abs(lateness):.3f}s {word} ({sample.phase.kind}, "
-                    f"allowed {sample.phase.allowed:.3f}s)",
+                    f"{what} {lateness:.3f}s late ({sample.phase.kind}, allowed {sample.phase.allowed:.3f}s)",
                     sample.job_id,
                     sample.slot,
                     context={"lateness": lateness, "faults": [f.kind for f in sample.phase.faults]},
@@ -973,6 +1019,90 @@ def _check_orphans(index: _Index) -> list[Violation]:
     return found
 
 
+# -- j. early start -------------------------------------------------------------------------------
+
+
+def _check_early(index: _Index) -> list[Violation]:
+    """No scheduled run is queued, has an attempt started (RUNNING event) or is delivered more
+    than ``clock_tolerance_s`` before its slot: nothing is released before its slot, under a
+    fault or not."""
+    history = index.history
+    found = []
+    for run in history.runs:
+        if run.kind != "scheduled":
+            continue
+        slot = _utc(run.slot)
+        stamps = [("queued", run.queued_at.timestamp())] if run.queued_at else []
+        stamps += [(f"attempt {n} started", at) for n, at in enumerate(_starts(index, run), start=1)]
+        for what, moment in stamps:
+            if moment < slot.timestamp() - history.clock_tolerance_s:
+                found.append(_early(run, slot, what, moment))
+        for delivery in index.by_run.get(run.id, ()):
+            if delivery.arrived < slot.timestamp() - history.clock_tolerance_s:
+                found.append(_early(run, slot, f"attempt {delivery.attempt} delivered", delivery.arrived))
+    return found
+
+
+def _early(run: RunRow, slot: datetime, what: str, moment: float) -> Violation:
+    early = slot.timestamp() - moment
+    return Violation("early_start", f"{what} {early:.3f}s before its slot", run.job_id, slot, (run.id,),
+                     {"at": moment})  # fmt: skip
+
+
+# -- k. after a stop -------------------------------------------------------------------------------
+
+
+def _check_after_stop(index: _Index) -> list[Violation]:
+    """Module docstring, "Stops": no delivery of a slot after a pause took effect (until the
+    resume was requested), and no delivered attempt of a deleted job that started after the
+    deletion took effect (attempt n's start: the run's n-th RUNNING event; its arrival when the
+    history has none)."""
+    found = []
+    tolerance = index.history.clock_tolerance_s
+    for delivery in index.history.deliveries:
+        job = index.jobs.get(delivery.job_id)
+        run = index.runs_by_id.get(delivery.execution_id)
+        if job is None or run is None:
+            continue  # an orphan: its own check
+        slot = _utc(run.slot).timestamp()
+        for pause in job.paused:
+            end = _INF if pause.end_requested is None else pause.end_requested
+            if run.kind == "scheduled" and pause.effective + tolerance < slot < end:
+                found.append(
+                    _stopped(run, delivery, "a slot after the pause took effect delivered", pause.effective)
+                )
+        if run.kind == "scheduled" and _replaced(job, _utc(run.slot), tolerance):
+            found.append(_stopped(run, delivery, "a slot of the replaced schedule delivered after the edit"))
+        if job.deleted is not None:
+            starts = _starts(index, run)
+            started = starts[delivery.attempt - 1] if delivery.attempt <= len(starts) else delivery.arrived
+            if started > job.deleted.effective + tolerance:
+                found.append(_stopped(run, delivery, "an attempt started after the deletion took effect",
+                                      job.deleted.effective))  # fmt: skip
+    return found
+
+
+def _replaced(job: JobPlan, slot: datetime, tolerance: float) -> bool:
+    """Whether ``slot`` is a slot of a schedule an edit replaced, not of its successor, and after
+    that edit took effect (and before the next edit was requested)."""
+    moment = slot.timestamp()
+    versions = job.versions
+    for position in range(1, len(versions)):
+        old, new = versions[position - 1], versions[position]
+        following = versions[position + 1] if position + 1 < len(versions) else None
+        end = _INF if following is None else _requested(following)
+        if new.committed is None or not new.committed + tolerance < moment < end:
+            continue
+        if fires_at(old.expression, old.zone, slot) and not fires_at(new.expression, new.zone, slot):
+            return True
+    return False
+
+
+def _stopped(run: RunRow, delivery: Delivery, message: str, effective: float | None = None) -> Violation:
+    context = {"arrived": delivery.arrived, "attempt": delivery.attempt, "effective": effective}
+    return Violation("after_stop", message, run.job_id, _utc(run.slot), (run.id,), context)
+
+
 # -- the judge -----------------------------------------------------------------------------------
 
 
@@ -991,12 +1121,14 @@ def check(history: History) -> Report:
         samples += _samples(index, job, required)
     violations["doubled"] = _check_doubled(index)
     violations["phantom"] = _check_phantom(index)
-    violations["late"] = _check_late(history, samples)
+    violations["late"] = _check_late(samples)
     violations["unfinished"] = _check_unfinished(index)
     violations["illegal_transition"] = _check_transitions(index)
     violations["stale_epoch"] = _check_epochs(index)
     violations["manual"] = _check_manual(index)
     violations["orphan_delivery"] = _check_orphans(index)
+    violations["early_start"] = _check_early(index)
+    violations["after_stop"] = _check_after_stop(index)
     return Report(
         counts=_counts(index, expected, optional),
         violations=violations,
@@ -1059,5 +1191,5 @@ def load_history(raw: Mapping[str, Any]) -> History:
         calm_bound_s=raw["calm_bound_s"],
         edit_margin_s=raw["edit_margin_s"],
         recovery_s=raw["recovery_s"],
-        early_tolerance_s=raw["early_tolerance_s"],
+        clock_tolerance_s=raw.get("clock_tolerance_s", 0.05),
     )

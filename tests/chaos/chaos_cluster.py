@@ -29,12 +29,17 @@ from typing import Any
 import httpx
 from chaos_backplane import Backplane
 
+from cronwheel.scheduler import ARM_AHEAD_S
+from cronwheel.scheduler.loop import ARM_MIN_S
+
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 FAKETIME_LIB = Path(
     os.environ.get("CRONWHEEL_FAKETIME_LIB") or "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 )
 REPO = Path(__file__).resolve().parents[2]
-ARM_AHEAD = os.environ.get("CRONWHEEL_TEST_ARM_AHEAD", "")  # the schedulers' --arm-ahead (empty: off)
+# the schedulers' --arm-ahead (empty: cronwheel's default); ARMING: whether they arm ahead
+ARM_AHEAD = os.environ.get("CRONWHEEL_TEST_ARM_AHEAD", "")
+ARMING = float(ARM_AHEAD or ARM_AHEAD_S) >= ARM_MIN_S
 
 
 def free_port() -> int:
@@ -377,7 +382,7 @@ class ChaosCluster:
         )
         if failpoints:
             env["CRONWHEEL_FAILPOINTS"] = failpoints
-        if ARM_AHEAD:  # the schedulers arm ahead and release at the slot (docs/reliability.md)
+        if ARM_AHEAD:  # 0: the schedulers record at the slot (docs/reliability.md)
             env["CRONWHEEL_ARM_AHEAD"] = ARM_AHEAD
         clock_file = None
         if faketime:

@@ -14,13 +14,14 @@ import os
 import random
 import re
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from chaos_cluster import ARM_AHEAD, ChaosCluster, Node
+from chaos_cluster import ARMING, ChaosCluster, Node
 from chaos_witness import (
     Behaviour,
     CommandLine,
@@ -31,7 +32,7 @@ from chaos_witness import (
     WitnessProcess,
     read_command_lines,
 )
-from chaos_workload import Workload
+from chaos_workload import JobRecord, Workload
 
 HERD_RATE = 80.0  # deliveries per second the two workers sustain on top of the steady load
 
@@ -56,6 +57,7 @@ class Nemesis:
     findings: list[str] = field(default_factory=list)  # violations seen on the spot
     workload: Workload | None = None
     herd_size: int = 400
+    round_herd_size: int = 25
     log: Callable[[str], None] = print
 
     @property
@@ -112,17 +114,15 @@ class Nemesis:
         self._end(record)
 
     def kill_scheduler_between_commit_and_publish(self) -> None:
-        """Between the store commit and the queue publish: for a scheduler that arms ahead, the
-        commit of an arm, before the release (``scheduler.after_arm``)."""
+        """Between the store commit and the queue publish. For a scheduler that arms ahead, one
+        of the two instants between arm and release, drawn by the seed: the commit of an arm,
+        before its runs are held (``scheduler.after_arm``), or armed runs due, their triggers
+        not queued (``scheduler.before_release``). The shards' next owner must release them."""
+        place = self.rng.choice(["after_arm", "before_release"]) if ARMING else "after_commit"
         node = self._scheduler(faketime=False)
-        hits = self.rng.randint(2, 8)
-        place = "after_arm" if ARM_AHEAD else "after_commit"
-        record = self._begin(
-            "kill -9 scheduler after commit",
-            node.name,
-            self.scheduler_bound(),
-            f"failpoint {place} pass {hits}",
-        )
+        hits = self.rng.randint(2, 6)
+        kind = "kill -9 scheduler after commit"
+        record = self._begin(kind, node.name, self.scheduler_bound(), f"failpoint {place} pass {hits}")
         node.kill()
         crashing = self.cluster.start_scheduler(node.name, failpoints=f"scheduler.{place}=kill@{hits}")
         deadline = time.monotonic() + 60
@@ -136,6 +136,56 @@ class Nemesis:
         time.sleep(self.rng.uniform(1, 3))
         self.cluster.start_scheduler(node.name)
         self._end(record)
+
+    def move_shard_in_window(self) -> None:
+        """A herd armed, then its scheduler stopped (SIGTERM) half a second before the slot: the
+        shards move to the others, which must load the armed runs and release them; the node
+        rejoins after the slot and the shards move again."""
+        due = self._aim_herd()
+        node = self._scheduler()
+        record = self._begin("shard moved between arm and release", node.name, self.scheduler_bound())
+        time.sleep(max(0.0, due - 0.5 - time.time()))
+        node.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while node.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        record.detail = f"stopped {due - time.time():.2f} s before the herd's slot"
+        time.sleep(max(0.0, due + self.rng.uniform(1, 2) - time.time()))
+        self.cluster.restart(node.name)
+        self._end(record)
+
+    def edit_in_arming_window(self) -> None:
+        """Pause one editable job, reschedule another and delete a third, each once its next
+        slot is armed and before it is released (the job's runs list shows it PENDING, never
+        queued, its slot ahead). Whatever was armed must go with the change."""
+        assert self.workload is not None
+        record = self._begin("pause, edit, delete in the arming window", "workload", 0.0)
+        landed = []
+        for action in ("pause", "reschedule", "delete"):
+            landed.append(f"{action} {self._edit_armed(action)}")
+        record.detail = "; ".join(landed)
+        self._end(record)
+
+    def _edit_armed(self, action: str) -> str:
+        assert self.workload is not None
+        jobs = self.workload.active_editable()
+        if len(jobs) <= (3 if action == "delete" else 0):
+            return "skipped: too few editable jobs"
+        job = self.rng.choice(jobs)
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            slot = self.workload.armed_slot(job, ahead_s=0.25)
+            if slot is not None:
+                getattr(self.workload, action)(*self._edit_arguments(action, job))
+                inside = "inside" if time.time() < slot else "after the slot (too slow)"
+                return f"{job.name} {inside} the window of {datetime.fromtimestamp(slot, UTC):%H:%M:%S}"
+            time.sleep(0.05)
+        return f"{job.name}: no armed run seen"
+
+    def _edit_arguments(self, action: str, job: JobRecord) -> tuple[object, ...]:
+        if action == "reschedule":
+            return (job, self.rng.choice(["*/3 * * * * *", "1/2 * * * * *", "*/5 * * * * *"]))
+        return (job,)
 
     def pause_scheduler(self) -> None:
         """SIGSTOP past the lease, then SIGCONT: the woken node must not fire stale shards."""
@@ -269,6 +319,18 @@ class Nemesis:
                 return node
         return None
 
+    def kill_worker_before_herd(self) -> None:
+        """kill -9 a worker a moment before a herd's slot: whatever it holds of the herd (a
+        worker that takes triggers ahead of their slot holds them then) is handed to the other."""
+        due = self._aim_herd()
+        node = self._worker()
+        record = self._begin("kill -9 worker before a herd's slot", node.name, self.worker_bound())
+        time.sleep(max(0.0, due - self.rng.uniform(0.1, 0.5) - time.time()))
+        node.kill()
+        time.sleep(1)
+        self.cluster.restart(node.name)
+        self._end(record)
+
     def pause_worker(self) -> None:
         """SIGSTOP a worker past its lease: its attempts are handed to another worker."""
         node = self._worker()
@@ -337,6 +399,30 @@ class Nemesis:
             self.findings.append(f"herd: creating {count} jobs took too long to aim at {due:%H:%M:%S}")
         time.sleep(max(0.0, due.timestamp() - time.time()) + bound)
         self._end(record)
+
+    def _aim_herd(self) -> float:
+        """Create a round's herd now and return its slot (time.time())."""
+        assert self.workload is not None
+        count = self.round_herd_size
+        due = datetime.fromtimestamp(int(time.time()) + 4 + count // 10, UTC)
+        bound = 2.0 + count / HERD_RATE
+        record = self._begin("round herd", "workload", bound, f"{count} jobs due at {due:%H:%M:%S}")
+        self.workload.create_herd(count, due, threads=4)
+        record.end = due.timestamp()
+        return due.timestamp()
+
+    def round_herd(self) -> threading.Thread:
+        """A round's herd created beside the next fault, due while it lasts."""
+
+        def aim() -> None:
+            try:
+                self._aim_herd()
+            except Exception as error:  # a finding, not a silent end of the thread
+                self.findings.append(f"round herd not created: {error!r}")
+
+        thread = threading.Thread(target=aim, name="round-herd", daemon=True)
+        thread.start()
+        return thread
 
     # -- target faults ---------------------------------------------------------------------------
 

@@ -45,9 +45,12 @@ SHORT_FAULTS = (
     "herd",
     "kill_scheduler",
     "kill_scheduler_between_commit_and_publish",
+    "move_shard_in_window",
+    "edit_in_arming_window",
     "pause_scheduler",
     "kill_worker_mid_http",
     "kill_worker_mid_command",
+    "kill_worker_before_herd",
     "blackhole_scheduler_postgres",
     "blackhole_scheduler_etcd",
     "restart_redis",
@@ -76,9 +79,13 @@ class Profile:
 
 
 SHORT = Profile("short", SHORT_FAULTS, rounds=1, mix=Mix())
-LONG = Profile("long", ALL_FAULTS, rounds=3, mix=Mix(steady=240, herd=2000), calm_s=8.0, shuffle=True)
+LONG = Profile(
+    "long", ALL_FAULTS, rounds=3, mix=Mix(steady=240, herd=2000, round_herd=100), calm_s=8.0, shuffle=True
+)
 CALM = Profile("calm", (), rounds=1, mix=Mix(), calm_s=60.0)  # the baseline: no fault at all
 HERD = Profile("herd", ("herd",), rounds=1, mix=Mix(), calm_s=10.0)  # load alone, for measuring
+# faults that aim a herd of their own: no round herd beside them
+HERDED = frozenset({"herd", "move_shard_in_window", "kill_worker_before_herd"})
 PROFILES = {"short": SHORT, "long": LONG, "calm": CALM, "herd": HERD}
 
 CALM_BOUND_S = 1.5
@@ -137,6 +144,7 @@ def run(profile: Profile, seed: int, workdir: Path, log: Callable[[str], None] =
             time.sleep(4)
             nemesis = Nemesis(cluster, witness, append_file, rng, log=log)
             nemesis.workload, nemesis.herd_size = workload, profile.mix.herd
+            nemesis.round_herd_size = profile.mix.round_herd
             window_start = time.time()
             time.sleep(profile.calm_first_s)  # a calm phase: the bound without faults is checked too
             _unleash(profile, nemesis, workload, rng, log)
@@ -169,7 +177,10 @@ def _unleash(
         for fault in faults:
             nemesis.revive()
             log(f"chaos: round {round_number + 1}: edit {workload.random_edit()}")
+            herd = None if fault in HERDED or not profile.mix.round_herd else nemesis.round_herd()
             getattr(nemesis, fault)()
+            if herd is not None:
+                herd.join()
             time.sleep(profile.calm_s)
             log(f"chaos: edit {workload.random_edit()}")
 
@@ -256,6 +267,7 @@ def _plan(job: JobRecord) -> JobPlan:
                 since=version.acknowledged,
                 until=None if following is None else following.acknowledged,
                 requested=version.requested,
+                committed=version.committed,
             )
         )
     return JobPlan(
@@ -266,7 +278,10 @@ def _plan(job: JobRecord) -> JobPlan:
         grace_s=job.grace_s,
         max_catch_up=1000,
         overlap=job.overlap,
-        paused=[Window(p.requested, p.acknowledged, p.end_requested, p.end_acknowledged) for p in job.pauses],
+        paused=[
+            Window(p.requested, p.acknowledged, p.end_requested, p.end_acknowledged, p.committed)
+            for p in job.pauses
+        ],
         deleted=None if job.deleted is None else Window(job.deleted[0], job.deleted[1]),
         expect_failure=job.expect_failure,
     )

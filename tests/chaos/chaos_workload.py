@@ -30,6 +30,7 @@ class VersionRecord:
     zone: str
     requested: float  # the edit (or create) was sent
     acknowledged: float  # ... and answered
+    committed: float | None = None  # when the edit took effect: the job's updated_at in the answer
 
 
 @dataclass
@@ -38,6 +39,7 @@ class PauseRecord:
     acknowledged: float
     end_requested: float | None = None
     end_acknowledged: float | None = None
+    committed: float | None = None  # when the pause took effect: the job's updated_at in the answer
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Mix:
     failing: int = 2
     flaky: int = 6
     herd: int = 400  # jobs due in one and the same second (a nemesis step)
+    round_herd: int = 25  # a smaller herd beside every other fault, due while it lasts
     editable: int = 8
     grpc: int = 8  # steady jobs whose target is the gRPC witness (when the workload has one)
 
@@ -100,6 +103,8 @@ class Workload:
         self.jobs: dict[str, JobRecord] = {}
         self.manual: list[ManualRecord] = []
         self.errors: list[str] = []
+        self.lock = threading.Lock()  # herds are created beside the nemesis, from other threads
+        self._herds = 0  # herd jobs named so far
 
     def close(self) -> None:
         self.api.close()
@@ -186,31 +191,61 @@ class Workload:
             self.jobs[job_id] = record
         return record
 
-    def create_herd(self, count: int, due: datetime) -> None:
+    def create_herd(self, count: int, due: datetime, threads: int = 8) -> None:
         """``count`` jobs all due at ``due`` (and then not for a day): a thundering herd. Created
-        over several connections at once, as a deploy pipeline would."""
+        over several connections at once, as a deploy pipeline would; safe beside other calls."""
         expression = f"{due.second} {due.minute} {due.hour} * * *"
-        start = sum(1 for job in self.jobs.values() if job.group == "herd")
+        with self.lock:
+            start, self._herds = self._herds, self._herds + count
         local = threading.local()
 
         def create(index: int) -> JobRecord:
             if not hasattr(local, "api"):  # one client per thread, made once: clients are costly
                 local.api = httpx.Client(base_url=self.api.base_url, headers=self.api.headers, timeout=30)
                 clients.append(local.api)
-            return self._job("herd", index, expression, self._http("/herd"), client=local.api)
+            for _ in range(40):  # beside a fault, the API may be unable to reach its store for a while
+                try:
+                    return self._job("herd", index, expression, self._http("/herd"), client=local.api)
+                except (AssertionError, httpx.HTTPError) as error:
+                    self.errors.append(f"herd job {index}: {error!r}"[:300])
+                    time.sleep(0.5)
+            raise AssertionError(f"herd job {index} could not be created")
 
         clients: list[httpx.Client] = []
-        with ThreadPoolExecutor(max_workers=8) as pool:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
             records = list(pool.map(create, range(start, start + count)))
         for client in clients:
             client.close()
-        for record in records:
-            self.jobs[record.job_id] = record
+        with self.lock:
+            for record in records:
+                self.jobs[record.job_id] = record
 
     # -- edits while faults run ----------------------------------------------------------------
 
     def editable(self) -> list[JobRecord]:
-        return [job for job in self.jobs.values() if job.group == "editable" and job.live]
+        with self.lock:
+            return [job for job in self.jobs.values() if job.group == "editable" and job.live]
+
+    def active_editable(self) -> list[JobRecord]:
+        """Editable jobs neither deleted nor paused."""
+        return [
+            job for job in self.editable() if not job.pauses or job.pauses[-1].end_acknowledged is not None
+        ]
+
+    def armed_slot(self, job: JobRecord, ahead_s: float) -> float | None:
+        """The slot of ``job``'s armed run (PENDING, never queued, slot still ahead) if it has one
+        at least ``ahead_s`` ahead: the job is inside its arming window."""
+        response = self.api.get(f"/v1/jobs/{job.job_id}/runs")
+        if response.status_code != 200:
+            return None
+        now = time.time()
+        slots = [
+            datetime.fromisoformat(item["slot"]).timestamp()
+            for item in response.json()["items"]
+            if item["state"] == "PENDING" and item["queued_at"] is None
+        ]
+        ahead = [slot for slot in slots if slot - now >= ahead_s]
+        return min(ahead) if ahead else None
 
     def random_edit(self) -> str:
         """One seeded edit among pause/resume, schedule change, trigger-now twice, delete."""
@@ -253,8 +288,8 @@ class Workload:
 
     def pause(self, job: JobRecord) -> None:
         requested, acknowledged, response = self._call("POST", f"/v1/jobs/{job.job_id}/pause", json={})
-        _expect(response, 200)
-        job.pauses.append(PauseRecord(requested, acknowledged))
+        committed = _updated_at(_expect(response, 200))
+        job.pauses.append(PauseRecord(requested, acknowledged, committed=committed))
 
     def resume(self, job: JobRecord) -> None:
         requested, acknowledged, response = self._call("POST", f"/v1/jobs/{job.job_id}/resume", json={})
@@ -265,8 +300,8 @@ class Workload:
         requested, acknowledged, response = self._call(
             "PATCH", f"/v1/jobs/{job.job_id}", json={"schedule": expression}
         )
-        _expect(response, 200)
-        job.versions.append(VersionRecord(expression, "UTC", requested, acknowledged))
+        committed = _updated_at(_expect(response, 200))
+        job.versions.append(VersionRecord(expression, "UTC", requested, acknowledged, committed))
 
     def delete(self, job: JobRecord) -> None:
         requested, acknowledged, response = self._call("DELETE", f"/v1/jobs/{job.job_id}")
@@ -288,3 +323,9 @@ def _expect(response: httpx.Response | None, *statuses: int) -> httpx.Response:
     assert response is not None, "the API never answered"
     assert response.status_code in statuses, response.text
     return response
+
+
+def _updated_at(response: httpx.Response) -> float | None:
+    """When the change took effect: the job's ``updated_at`` in the API's answer."""
+    updated = response.json().get("updated_at")
+    return None if updated is None else datetime.fromisoformat(updated).timestamp()

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from chaos_checker import (
     CHECKS,
+    TERMINAL,
     Delivery,
     EventRow,
     FaultWindow,
@@ -229,7 +230,7 @@ class Recorder:
             epoch=epoch,
         )
         self.runs.append(row)
-        self.history_of(row, path or PATHS[state])
+        self.history_of(row, path or PATHS[state], started=at(slot_s + lateness * 0.75))
         if deliver and state != "SKIPPED":
             self.deliveries.append(Delivery(row.id, job_id, slot, 1, T0 + slot_s + lateness, 200))
         return row
@@ -244,10 +245,16 @@ class Recorder:
         self.deliveries = [d for d in self.deliveries if d.execution_id not in ids]
         return dropped
 
-    def history_of(self, row: RunRow, states: Sequence[str]) -> None:
+    def history_of(self, row: RunRow, states: Sequence[str], started: datetime | None = None) -> None:
+        """Events stamped as a healthy cluster stamps them: the record when the run was created,
+        each RUNNING at ``started`` (default: the slot), the end when it finished."""
         previous = None
         for state in states:
-            self.events.append(EventRow(len(self.events) + 1, row.id, state, previous, row.slot, "node-1"))
+            when = {"PENDING": row.created_at, "SKIPPED": row.created_at, "RUNNING": started}.get(state)
+            if state in TERMINAL and state != "SKIPPED":
+                when = row.finished_at
+            event = EventRow(len(self.events) + 1, row.id, state, previous, when or row.slot, "node-1")
+            self.events.append(event)
             previous = state
 
     def all_slots(self, job: JobPlan, start: float = 0, end: float = 60, **options: object) -> None:
@@ -268,9 +275,11 @@ class Recorder:
         )
 
 
-def only(report: Report, name: str) -> list[str]:
-    """The messages of check ``name``, after asserting that no other check complained."""
-    others = {other: found for other, found in report.violations.items() if other != name and found}
+def only(report: Report, name: str, *also: str) -> list[str]:
+    """The messages of check ``name``, after asserting that no other check (but ``also``)
+    complained."""
+    allowed = {name, *also}
+    others = {other: found for other, found in report.violations.items() if other not in allowed and found}
     assert not others, report.summary()
     return [violation.message for violation in report.violations[name]]
 
@@ -312,8 +321,9 @@ def test_success_without_delivery_and_calm_failure_are_misses() -> None:
     recorder, job = clean()
     recorder.deliveries = [d for d in recorder.deliveries if d.slot not in (at(25), at(30))]
     recorder.runs = [replace(r, state="FAILED") if r.slot == at(30) else r for r in recorder.runs]
+    failed = next(r.id for r in recorder.runs if r.slot == at(30))
     for index, event in enumerate(recorder.events):
-        if event.state == "SUCCESS" and event.at == at(30):
+        if event.state == "SUCCESS" and event.run_id == failed:
             recorder.events[index] = replace(event, state="FAILED")
     report = check(recorder.history([job]))
     assert only(report, "missed") == ["no delivery and no explained record"] * 2
@@ -383,11 +393,12 @@ def test_phantom_after_delete() -> None:
     report = check(recorder.history([deleted]))
     phantoms = report.violations["phantom"]
     assert (
-        only(report, "phantom")
+        only(report, "phantom", "after_stop")
         == ["run after the deletion was acknowledged"] * 3
         + ["delivery after the deletion was acknowledged"] * 3
     )
     assert {v.slot for v in phantoms} == {at(35), at(40), at(45)}
+    assert {v.slot for v in report.violations["after_stop"]} == {at(35), at(40), at(45)}
     # the slot at 30 lies in the deletion's ambiguity band: delivered is fine, and so is missing
     recorder.drop(35, 40, 45)
     assert check(recorder.history([deleted])).ok
@@ -402,8 +413,9 @@ def test_phantom_in_a_pause_and_ambiguous_edges_both_ways() -> None:
     recorder.drop(30, 35)
     recorder.run("job-a", 30, state="SKIPPED", reason="paused")
     report = check(recorder.history([paused]))
-    assert only(report, "phantom") == ["run inside a pause", "delivery inside a pause"]
+    assert only(report, "phantom", "after_stop") == ["run inside a pause", "delivery inside a pause"]
     assert {v.slot for v in report.violations["phantom"]} == {at(25)}
+    assert {v.slot for v in report.violations["after_stop"]} == {at(25)}
     # without the run at 25, the pause is clean; the edge slots 20 and 40 ran (tolerated) ...
     recorder.drop(25)
     assert check(recorder.history([paused])).ok
@@ -441,7 +453,7 @@ def test_late_in_calm_but_allowed_in_a_fault() -> None:
     report = check(recorder.history([job]))
     assert only(report, "late") == [
         "delivered 4.000s late (calm, allowed 0.500s)",
-        "queued 2.000s late (calm, allowed 0.500s)",
+        "released 2.000s late (calm, allowed 0.500s)",
     ]
     assert report.lateness_calm.max == pytest.approx(4.0)
     crash = [FaultWindow("scheduler-kill", T0 + 29, T0 + 31, 6.0)]
@@ -458,12 +470,115 @@ def test_late_in_calm_but_allowed_in_a_fault() -> None:
     assert exempt.lateness_unbounded.count == 7  # 30 to 60: recovery_s (30) after the fault
 
 
-def test_early_delivery_is_reported() -> None:
+def test_queued_stamp_written_late_is_reported_not_judged() -> None:
+    """A scheduler stopped between its publish and its queued stamp: the workers started and
+    delivered on time, the stamp came 6.27 s after the slot. Not late; the stamp is reported."""
+    recorder, job = clean()
+    run = recorder.runs[[r.slot for r in recorder.runs].index(at(30))]
+    recorder.runs[recorder.runs.index(run)] = replace(run, queued_at=at(36.27))
+    report = check(recorder.history([job]))
+    assert report.ok, report.summary()
+    assert report.queue_lateness_calm.max == pytest.approx(6.27)
+    # ... but a release that no evidence shows on time is late: no attempt, no delivery
+    recorder.drop(30)
+    recorder.run("job-a", 30, lateness=6.27, deliver=False, state="FAILED", path=["PENDING"])
+    recorder.runs[-1] = replace(recorder.runs[-1], state="PENDING", attempts=0)
+    late = only(check(recorder.history([job], faults=[FaultWindow("kill", T0 + 29, T0 + 30, 1.0)])), "late",
+                "missed", "unfinished")  # fmt: skip
+    assert late == ["released 3.135s late (bounded, allowed 1.000s)"]
+    # ... and one whose first attempt started late, delivered or not, is late too
+    recorder.drop(30)
+    recorder.run("job-a", 30, lateness=8.0)
+    assert only(check(recorder.history([job])), "late") == [
+        "delivered 8.000s late (calm, allowed 0.500s)",
+        "released 4.000s late (calm, allowed 0.500s)",
+    ]
+
+
+def test_early_delivery_start_or_queueing_is_reported() -> None:
     recorder, job = clean()
     recorder.deliveries = [
         replace(d, arrived=d.arrived - 1.0) if d.slot == at(10) else d for d in recorder.deliveries
     ]
-    assert only(check(recorder.history([job])), "late") == ["delivered 0.980s early (calm, allowed 0.500s)"]
+    assert only(check(recorder.history([job])), "early_start") == [
+        "attempt 1 delivered 0.980s before its slot"
+    ]
+    # under a fault too: nothing is released before its slot, whatever the fault
+    faulty = check(recorder.history([job], faults=[FaultWindow("kill", T0 + 5, T0 + 12, 6.0)]))
+    assert only(faulty, "early_start") == ["attempt 1 delivered 0.980s before its slot"]
+    recorder, job = clean()
+    run = recorder.runs[[r.slot for r in recorder.runs].index(at(20))]
+    recorder.runs[recorder.runs.index(run)] = replace(run, queued_at=at(19.5))
+    recorder.events = [
+        replace(e, at=at(19.9)) if e.run_id == run.id and e.state == "RUNNING" else e for e in recorder.events
+    ]
+    assert only(check(recorder.history([job])), "early_start") == [
+        "queued 0.500s before its slot",
+        "attempt 1 started 0.100s before its slot",
+    ]
+    # a stamp within the clock tolerance is not early
+    assert check(recorder.history([job], clock_tolerance_s=0.6)).ok
+
+
+def test_slot_after_a_pause_took_effect_is_never_delivered() -> None:
+    """The pause took effect at 24.9 (the API's clock), acknowledged at 26: the slot at 25 lies
+    in the pause's band for ``phantom``, but it is after the pause took effect: ``after_stop``."""
+    recorder, job = clean()
+    window = Window(T0 + 24.0, T0 + 26.0, T0 + 44.0, T0 + 44.5, committed=T0 + 24.9)
+    paused = replace(job, paused=[window])
+    recorder.drop(30, 35, 40)
+    report = check(recorder.history([paused]))
+    assert only(report, "after_stop") == ["a slot after the pause took effect delivered"]
+    assert [v.slot for v in report.violations["after_stop"]] == [at(25)]
+    # took effect after the slot: the run was due while active, and may be delivered later
+    assert check(recorder.history([replace(job, paused=[replace(window, committed=T0 + 25.01)])])).ok
+    recorder.drop(25)
+    assert check(recorder.history([paused])).ok
+
+
+def test_no_slot_of_a_replaced_schedule_is_delivered_after_the_edit_took_effect() -> None:
+    """Every 5 s, then every 3 s from an edit requested at 24.5, in effect at 24.9 and
+    acknowledged at 26.5: 25 is in the band for ``phantom`` (acknowledged later), but it is only
+    the old schedule's and after the edit took effect."""
+    old = Version(EVERY_5S, "UTC", T0 - 100, T0 + 26.5, T0 - 101)
+    new = Version("*/3 * * * * *", "UTC", T0 + 26.5, None, T0 + 24.5, committed=T0 + 24.9)
+    recorder = Recorder()
+    for slot in (5, 10, 15, 20, 25, 27, 30, 33, 36, 39, 42, 45, 48, 51, 54, 57, 60):
+        recorder.run("job-a", slot)
+    report = check(recorder.history([plan(versions=[old, new])]))
+    assert only(report, "after_stop") == ["a slot of the replaced schedule delivered after the edit"]
+    assert [v.slot for v in report.violations["after_stop"]] == [at(25)]
+    # in effect after 25: the old schedule's slot was due before the edit
+    assert check(recorder.history([plan(versions=[old, replace(new, committed=T0 + 25.1)])])).ok
+    # a slot both schedules have is the new one's
+    both = replace(new, expression="5/10 * * * * *")
+    recorder = Recorder()
+    for slot in (5, 10, 15, 20, 25, 35, 45, 55):
+        recorder.run("job-a", slot)
+    assert check(recorder.history([plan(versions=[old, both])])).ok
+
+
+def test_no_attempt_of_a_deleted_job_starts_after_the_deletion_took_effect() -> None:
+    recorder, job = clean()
+    recorder.drop(35, 40, 45, 50, 55, 60, 65, 70)
+    # slot 30 delivered, attempt started at 30.015: the deletion took effect at 29.9
+    deleted = replace(job, deleted=Window(T0 + 29.8, T0 + 31.0, committed=T0 + 29.9))
+    report = check(recorder.history([deleted]))
+    assert only(report, "after_stop") == ["an attempt started after the deletion took effect"]
+    # an attempt that started before the deletion, delivered after it, is fine
+    early = replace(deleted, deleted=Window(T0 + 29.8, T0 + 31.0, committed=T0 + 30.02))
+    assert check(recorder.history([early])).ok
+    # a retry (attempt 2) started after the deletion is not
+    run = recorder.runs[[r.slot for r in recorder.runs].index(at(30))]
+    recorder.runs[recorder.runs.index(run)] = replace(run, attempts=2)
+    recorder.events = [e for e in recorder.events if e.run_id != run.id]
+    recorder.history_of(replace(run, attempts=2), ["PENDING", "RUNNING", "RETRYING", "RUNNING", "SUCCESS"],
+                        started=at(30.01))  # fmt: skip
+    recorder.events[-2] = replace(recorder.events[-2], at=at(31.5))
+    recorder.deliveries.append(Delivery(run.id, "job-a", at(30), 2, T0 + 31.6, 200))
+    assert only(check(recorder.history([early])), "after_stop") == [
+        "an attempt started after the deletion took effect"
+    ]
 
 
 def test_unfinished_run() -> None:

@@ -73,12 +73,18 @@ async def test_the_lead_grows_with_the_jobs_of_a_second(
     assert len(await queued(roles)) == 5
 
 
-async def test_off_by_default_and_below_one_second(roles: Roles) -> None:
-    assert roles.scheduler.arm_ahead_s == 0.0
-    assert arming(roles, arm_ahead_s=0.5).arm_ahead_s == 0.0
+@pytest.mark.parametrize("lead", [0.0, 0.5])
+async def test_a_lead_of_0_or_below_one_second_turns_arming_off(roles: Roles, lead: float) -> None:
+    """``--arm-ahead 0`` (tests/cli/test_arm_ahead_option.py: it reaches the settings): nothing is
+    recorded before its slot, and the slot fires at its time as without arming."""
+    scheduler = arming(roles, arm_ahead_s=lead)
+    assert scheduler.arm_ahead_s == 0.0
     await roles.create()
-    await roles.tick(at(0, 59), roles.scheduler)
+    await roles.tick(at(0, 59), scheduler)
     assert await roles.runs() == []
+    await roles.tick(at(1), scheduler)
+    assert [run.state for run in await roles.runs()] == [PENDING]
+    assert len(await queued(roles)) == 1
 
 
 @pytest.mark.parametrize("overlap", [Overlap.FORBID, Overlap.REPLACE])

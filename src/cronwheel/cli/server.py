@@ -14,6 +14,7 @@ import click
 from cronwheel.errors import CronwheelError
 from cronwheel.limits import Limits
 from cronwheel.logs import FORMATS
+from cronwheel.scheduler import ARM_AHEAD_S
 from cronwheel.tracing import MODES
 
 if TYPE_CHECKING:
@@ -365,7 +366,7 @@ def node_options(function: F) -> F:
         click.option(
             "--arm-ahead",
             "arm_ahead_s",
-            default=0.0,
+            default=ARM_AHEAD_S,
             show_default=True,
             envvar="CRONWHEEL_ARM_AHEAD",
             type=click.FloatRange(min=0.0, max=60.0),
