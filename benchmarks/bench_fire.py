@@ -70,7 +70,17 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import func, insert, select
 
-from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine, peak_rss_mb, save_results
+from benchlib import (
+    DB_PREFIX,
+    REDIS_URL,
+    admin,
+    cpu_now,
+    database_url,
+    drop_keys,
+    machine,
+    peak_rss_mb,
+    save_results,
+)
 from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import Job, PythonTarget, new_id
@@ -387,7 +397,7 @@ async def backends(system: str, clock: SystemClock) -> AsyncIterator[tuple[SqlSt
             finally:
                 await store.close()
         return
-    name = f"cronwheel_bench_{uuid.uuid4().hex[:10]}"
+    name = f"{DB_PREFIX}_bench_{uuid.uuid4().hex[:10]}"
     await admin(f'CREATE DATABASE "{name}"')
     url = database_url(name)
     store = await open_store(url, clock=clock)
