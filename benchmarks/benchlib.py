@@ -57,6 +57,37 @@ def cpu_now() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+async def database_cpu_s(database: str) -> dict[int, float]:
+    """CPU seconds (user + system) each PostgreSQL backend connected to ``database`` has used so
+    far, by pid (the server runs on this machine; its shared processes, the WAL writer and the
+    checkpointer, are not counted)."""
+    connection = await asyncpg.connect(POSTGRES_ADMIN)
+    try:
+        pids = [
+            row[0]
+            for row in await connection.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", database)
+        ]
+    finally:
+        await connection.close()
+    ticks = os.sysconf("SC_CLK_TCK")
+    used: dict[int, float] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            used[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return used
+
+
+async def redis_cpu_s() -> float:
+    """CPU seconds the whole Redis server has used so far (``INFO cpu``: every client's share)."""
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        info = await client.info("cpu")
+    finally:
+        await client.aclose()
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
 def reset_peak_rss() -> None:
     """Linux: restart the peak-memory count (VmHWM) from the current size."""
     with contextlib.suppress(OSError):
