@@ -169,11 +169,12 @@ class Scheduler:
         if reload.unswept is not None:
             self._sweep(reload)
             return
-        listed = None if self.shards is None else sorted(self.shards)
+        asked = self.shards
+        listed = None if asked is None else sorted(asked)
         page = await self.store.due_jobs(reload.until, listed, self.load_page, after=reload.after)
         if self._reload is not reload:  # superseded while the page was read
             return
-        self._file_page(reload, page)
+        self._file_page(reload, page, None if self.shards is asked else self.shards)
         last = page[-1] if len(page) == self.load_page else None
         if last is None or last.next_run_at is None:
             reload.unswept = list(self.wheel.entries)
@@ -181,8 +182,10 @@ class Scheduler:
         else:
             reload.after = (last.next_run_at, last.id)
 
-    def _file_page(self, reload: Reload, page: list[DueJob]) -> None:
-        seen, entries, owned, wheel = reload.seen, self.wheel.entries, self.shards, self.wheel
+    def _file_page(self, reload: Reload, page: list[DueJob], owned: frozenset[int] | None) -> None:
+        """File a page's jobs; ``owned``: the shards held now, when they changed while the page
+        was read (None: they did not, and every job of the page is of a held shard)."""
+        seen, entries, wheel = reload.seen, self.wheel.entries, self.wheel
         for job in page:
             if job.id in seen or (owned is not None and job.shard not in owned):
                 continue  # changed since the page was read, or of a shard let go meanwhile
