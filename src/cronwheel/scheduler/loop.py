@@ -189,8 +189,11 @@ class Scheduler:
         for job in page:
             if job.id in seen or (owned is not None and job.shard not in owned):
                 continue  # changed since the page was read, or of a shard let go meanwhile
-            seen.add(job.id)
-            if entries.get(job.id) != job:
+            held = entries.get(job.id)
+            if held == job:
+                seen.add(held.id)  # the wheel's own id: the page's copy is let go
+            else:
+                seen.add(job.id)
                 wheel.add(job.id, job)
 
     def _sweep(self, reload: Reload) -> None:
