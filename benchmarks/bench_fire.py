@@ -26,7 +26,9 @@ measures the scheduler alone. After the window, workers get up to 60 s to start 
 runs not started by then are left out of ``started``. For APScheduler, queued lateness is the moment
 the job is submitted to its executor (``EVENT_JOB_SUBMITTED``) minus its scheduled run time (it has
 no separate start). CPU seconds and peak memory are each process's own (PostgreSQL's and Redis' CPU
-is not included; embedded includes its worker task). Jobs are written to the store in bulk before
+is not included; embedded includes its worker task); for cluster, the CPU of the benchmark
+database's PostgreSQL backends and of the whole Redis server (others' use of it included) over the
+same span is printed beside it, per 1,000 fires. Jobs are written to the store in bulk before
 the clock starts; that setup is not measured, but loading them into the scheduler is (``load_s``:
 start to first tick).
 
@@ -74,14 +76,17 @@ from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import func, insert, select
 
 from benchlib import (
+    DB_PREFIX,
     REDIS_URL,
     admin,
     cpu_now,
+    database_cpu_s,
     database_url,
     drop_keys,
     machine,
     peak_rss_mb,
     peer_python,
+    redis_cpu_s,
     save_results,
 )
 from cronwheel import logs
@@ -133,6 +138,8 @@ class Figures:
     worker_peak_rss_mb: float = float("nan")  # the largest worker process
     tracing: str = "off"  # --tracing
     spans: int = 0  # spans the encoding exporter was handed (--tracing encode)
+    db_cpu_s_per_1000: float = float("nan")  # cluster: the bench database's backends, per 1,000 fires
+    redis_cpu_s_per_1000: float = float("nan")  # cluster: the whole Redis server's, per 1,000 fires
 
 
 # -- the workload ----------------------------------------------------------------------------------
@@ -216,6 +223,7 @@ async def run_cronwheel(
         stop = asyncio.Event()
         async with worker_pool(system, workers, (store, queue, url, prefix), clock, tracer) as usage:
             cpu_before = cpu_now()
+            services_before = await services_cpu(url)
             started = time.monotonic()
             await scheduler.load(clock.now())
             load_s = time.monotonic() - started
@@ -225,6 +233,7 @@ async def run_cronwheel(
             stop.set()
             await task
             cpu_s = cpu_now() - cpu_before
+            db_cpu_s, redis_s = services_used(services_before, await services_cpu(url))
             lateness = await queued_lateness(store, plan)
             if workers:
                 await until_started(store, plan, len(lateness), DRAIN_S)
@@ -236,7 +245,27 @@ async def run_cronwheel(
         figures, started=len(starts), start_p50_ms=start_p50, start_p99_ms=start_p99, start_max_ms=start_max,
         workers=workers, worker_cpu_s_per_1000=round(worker_cpu, 4),
         worker_peak_rss_mb=usage.get("peak_rss_mb", float("nan")), tracing=tracing, spans=encoded.spans,
+        db_cpu_s_per_1000=round(db_cpu_s / max(figures.fires, 1) * 1000, 4),
+        redis_cpu_s_per_1000=round(redis_s / max(figures.fires, 1) * 1000, 4),
     )  # fmt: skip
+
+
+Services = tuple[dict[int, float], float]
+
+
+async def services_cpu(url: str) -> Services | None:
+    """The CPU used so far by the bench database's backends and by Redis (cluster; None: embedded)."""
+    if not url:
+        return None
+    return await database_cpu_s(url.rsplit("/", 1)[1]), await redis_cpu_s()
+
+
+def services_used(before: Services | None, after: Services | None) -> tuple[float, float]:
+    """(PostgreSQL, Redis) CPU seconds between two :func:`services_cpu` (NaN: embedded)."""
+    if before is None or after is None:
+        return float("nan"), float("nan")
+    backends = sum(used - before[0].get(pid, 0.0) for pid, used in after[0].items())
+    return backends, after[1] - before[1]
 
 
 class EncodeOnly:
@@ -401,7 +430,7 @@ async def backends(system: str, clock: SystemClock) -> AsyncIterator[tuple[SqlSt
             finally:
                 await store.close()
         return
-    name = f"cronwheel_bench_{uuid.uuid4().hex[:10]}"
+    name = f"{DB_PREFIX}_bench_{uuid.uuid4().hex[:10]}"
     await admin(f'CREATE DATABASE "{name}"')
     url = database_url(name)
     store = await open_store(url, clock=clock)
@@ -500,7 +529,7 @@ def child(system: str, plan: Plan, workers: int, tracing: str = "off", arm_ahead
 def spawn_peer(args: argparse.Namespace) -> Figures:
     """APScheduler 4 on a fresh PostgreSQL database, from its side venv."""
     python = peer_python("apscheduler4")
-    name = f"cronwheel_bench_peer_{uuid.uuid4().hex[:10]}"
+    name = f"{DB_PREFIX}_bench_peer_{uuid.uuid4().hex[:10]}"
     asyncio.run(admin(f'CREATE DATABASE "{name}"'))
     url = database_url(name).replace("postgresql://", "postgresql+asyncpg://", 1)
     settle = args.settle if args.settle is not None else 10.0 + args.jobs / 250  # it adds ~400/s
@@ -534,12 +563,13 @@ def spawn(system: str, args: argparse.Namespace) -> Figures:
 def report(results: list[Figures]) -> str:
     head = ("system", "fires", "expected", "fires/s", "queued p50 ms", "p99", "max", "started",
             "start p50 ms", "p99", "max", "load s", "CPU s/1000", "peak MB", "worker CPU s/1000",
-            "worker MB")  # fmt: skip
+            "worker MB", "PostgreSQL CPU s/1000", "Redis CPU s/1000")  # fmt: skip
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in results:
         row = (r.system, r.fires, r.expected, r.fires_per_s, r.p50_ms, r.p99_ms, r.max_ms, r.started,
                r.start_p50_ms, r.start_p99_ms, r.start_max_ms, r.load_s, r.cpu_s_per_1000, r.peak_rss_mb,
-               r.worker_cpu_s_per_1000, r.worker_peak_rss_mb)  # fmt: skip
+               r.worker_cpu_s_per_1000, r.worker_peak_rss_mb, r.db_cpu_s_per_1000,
+               r.redis_cpu_s_per_1000)  # fmt: skip
         lines.append(" | ".join(str(value) for value in row))
     by_system = {r.system: r for r in results}
     for peer_name in ("apscheduler", "apscheduler4"):

@@ -67,18 +67,19 @@ import httpx
 import uvicorn
 from sqlalchemy import JSON, Select, Table, select
 
-from benchlib import POSTGRES_ADMIN, REDIS_URL, admin, drop_keys, machine
+from benchlib import DB_PREFIX, POSTGRES_ADMIN, REDIS_URL, admin, drop_keys, machine
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.clock import SystemClock
+from cronwheel.clock import ManualClock, SystemClock
 from cronwheel.coordinator.port import Member, ShardLease
 from cronwheel.identity import Scope
 from cronwheel.model import SHARDS, HttpTarget, Job, Run, RunKind, RunState, new_id
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
-from cronwheel.scheduler.loop import Scheduler
+from cronwheel.scheduler.loop import HORIZON_S, LOAD_PAGE, Scheduler
 from cronwheel.scheduler.planner import first_slot
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store import codec
+from cronwheel.store.notify import RELOAD_ALL
 from cronwheel.store.port import JobQuery
 from cronwheel.store.schema import JOB_LIVE, Instant, jobs, runs, to_micros
 from cronwheel.store.sql import open_store
@@ -379,20 +380,48 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def measure_memory(url: str, anchor: datetime, horizon_s: float) -> dict[str, Any]:
-    clock = ShiftedClock(anchor + timedelta(seconds=30))
+async def reload_by_ticks(scheduler: Scheduler, now: datetime) -> dict[str, Any]:
+    """Tick at ``now`` until the reload in progress is done (a tick returns ``now`` while it
+    runs); each tick's wall time is how long a reload held that tick."""
+    ticks: list[float] = []
+    began = time.perf_counter()
+    while True:
+        start = time.perf_counter()
+        wake = await scheduler.tick(now)
+        ticks.append(time.perf_counter() - start)
+        if wake > now:
+            break
+    total = time.perf_counter() - began
+    ordered = sorted(ticks)
+    return {"ticks": len(ticks), "total_s": round(total, 2), "wheel_jobs": len(scheduler.jobs),
+            "tick_p50_ms": round(1000 * statistics.median(ordered), 1),
+            "tick_p99_ms": round(1000 * ordered[math.ceil(0.99 * len(ordered)) - 1], 1),
+            "tick_max_ms": round(1000 * ordered[-1], 1), "rss_mb": round(rss_mb(), 1)}  # fmt: skip
+
+
+async def measure_memory(url: str, anchor: datetime, horizon_s: float, pages: list[int]) -> dict[str, Any]:
+    """The wheel loaded at ``anchor + 30 s`` (a frozen clock: nothing falls due meanwhile) by
+    ticks, from empty (start-up), then again over the full wheel (a periodic full reload), each
+    tick timed (a reload for each page size of ``pages``)."""
+    now = anchor + timedelta(seconds=30)
+    clock = ManualClock(now)
     store = await open_store(url, clock=clock)
     try:
-        scheduler = Scheduler(store, MemoryQueue(clock), clock, "bench-memory", horizon_s=horizon_s,
-                              shards=range(SHARDS))  # fmt: skip
+        options: dict[str, Any] = {"horizon_s": horizon_s, "shards": range(SHARDS)}
+        scheduler = Scheduler(store, MemoryQueue(clock), clock, "bench-memory", **options)
         before = rss_mb()
-        began = time.perf_counter()
-        await scheduler.load(clock.now())
-        load_s = time.perf_counter() - began
-        after = rss_mb()
+        cold = await reload_by_ticks(scheduler, now)
+        load_s, after = cold["total_s"], rss_mb()
+        reloads = {}
+        for page in pages:  # the same wheel reloaded with each page size
+            scheduler.load_page = page
+            await scheduler.job_changed(RELOAD_ALL, now)
+            reloads[str(page)] = await reload_by_ticks(scheduler, now)
         return {"horizon_s": horizon_s, "wheel_jobs": len(scheduler.jobs), "load_s": round(load_s, 2),
                 "rss_before_mb": round(before, 1), "rss_after_mb": round(after, 1),
-                "rss_delta_mb": round(after - before, 1), "peak_rss_mb": round(peak_mb(), 1)}  # fmt: skip
+                "rss_delta_mb": round(after - before, 1), "page": LOAD_PAGE, "cold_by_ticks": cold,
+                "reloads_by_page": reloads,
+                "peak_rss_mb": round(peak_mb(), 1)}  # fmt: skip
     finally:
         await store.close()
 
@@ -606,7 +635,7 @@ def child_json(args: list[str]) -> dict[str, Any]:
 @contextlib.contextmanager
 def fresh_database() -> Iterator[str]:
     """A private database, migrated, dropped afterwards (each step on its own event loop)."""
-    name = f"cronwheel_million_{uuid.uuid4().hex[:10]}"
+    name = f"{DB_PREFIX}_million_{uuid.uuid4().hex[:10]}"
     asyncio.run(admin(f'CREATE DATABASE "{name}"'))
     url = POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}"
     try:
@@ -626,15 +655,20 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     with fresh_database() as url:
         results["load"] = asdict(asyncio.run(bulk_load(url, args.jobs, anchor)))
         print(f"  load: {results['load']}", flush=True)
+        common = ["--database", url, "--anchor", anchor.isoformat()]
+        memory = ["--horizon", str(args.horizon), "--pages", args.pages]
+        if args.scheduler_only:
+            results["memory"] = child_json(["--child", "memory", *common, *memory])
+            print(f"  memory: {results['memory']}", flush=True)
+            return results
         results["history"] = asyncio.run(load_history(url, anchor))
         print(f"  history: {results['history']}", flush=True)
         results["correlated"] = asyncio.run(measure_correlated(url, args.baseline))
         print(f"  the correlated query of before: {results['correlated']}", flush=True)
-        common = ["--database", url, "--anchor", anchor.isoformat()]
         if args.api_only:
             results["api"] = [asdict(latency) for latency in measure_api(url, args.requests)]
             return results
-        results["memory"] = child_json(["--child", "memory", *common, "--horizon", str(args.horizon)])
+        results["memory"] = child_json(["--child", "memory", *common, *memory])
         print(f"  memory: {results['memory']}", flush=True)
         prefix = f"bench-million-{uuid.uuid4().hex[:10]}"
         try:
@@ -648,11 +682,16 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(results: dict[str, Any]) -> str:
-    load, history = results["load"], results["history"]
+    load = results["load"]
     lines = [
         f"load: {load['jobs']} jobs + {load['label_rows']} label rows in {load['total_s']} s "
         f"({load['rows_per_s']} jobs/s end to end; COPY alone {load['copy_rows_per_s']} jobs/s), "
         f"{load['table_mb']} MB",
+    ]
+    if "history" not in results:
+        return "\n".join(lines + scheduler_report(results["memory"], None))
+    history = results["history"]
+    lines += [
         f"history: {history['runs']} runs (one per job; last states {history['states']}) in "
         f"{history['load_s']} s",
     ]
@@ -674,14 +713,24 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def scheduler_report(memory: dict[str, Any], takeover: dict[str, Any]) -> list[str]:
+def scheduler_report(memory: dict[str, Any], takeover: dict[str, Any] | None) -> list[str]:
     lines = [
         f"memory: {memory['wheel_jobs']} jobs in the wheel (horizon {memory['horizon_s']} s), load "
         f"{memory['load_s']} s, RSS {memory['rss_before_mb']} -> {memory['rss_after_mb']} MB "
-        f"(+{memory['rss_delta_mb']}), peak {memory['peak_rss_mb']} MB (target <= 1024)",
-        f"takeover: owning {takeover['owned']} shards, {takeover['herd_runs']} runs of one slot queued in "
-        f"{takeover['herd_s']} s; gaining a shard -> its first run queued (target <= 2 s):",
+        f"(+{memory['rss_delta_mb']}), peak {memory['peak_rss_mb']} MB (target <= 500)",
     ]
+    runs = {f"start-up, page {memory['page']}": memory["cold_by_ticks"]}
+    runs |= {f"reload, page {page}": ticks for page, ticks in memory["reloads_by_page"].items()}
+    for name, ticks in runs.items():
+        lines.append(f"  {name}: {ticks['ticks']} ticks in {ticks['total_s']} s, a tick p50 "
+                     f"{ticks['tick_p50_ms']} ms, p99 {ticks['tick_p99_ms']} ms, longest "
+                     f"{ticks['tick_max_ms']} ms; RSS after {ticks['rss_mb']} MB")  # fmt: skip
+    if takeover is None:
+        return lines
+    lines.append(
+        f"takeover: owning {takeover['owned']} shards, {takeover['herd_runs']} runs of one slot queued in "
+        f"{takeover['herd_s']} s; gaining a shard -> its first run queued (target <= 2 s):"
+    )
     for gain in takeover["takeovers"]:
         lines.append(f"  shard {gain['shard']}: {gain['queued']}/{gain['due']} runs, first "
                      f"{gain['first_s']} s, last {gain['last_s']} s")  # fmt: skip
@@ -694,7 +743,8 @@ def child(args: argparse.Namespace) -> None:
         return
     anchor = datetime.fromisoformat(args.anchor)
     if args.child == "memory":
-        figures = asyncio.run(measure_memory(args.database, anchor, args.horizon))
+        pages = [int(page) for page in args.pages.split(",")]
+        figures = asyncio.run(measure_memory(args.database, anchor, args.horizon, pages))
     else:
         figures = asyncio.run(measure_takeover(args.database, args.prefix, anchor, args.owned, args.gains))
     print(json.dumps(figures))
@@ -705,7 +755,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--jobs", type=int, default=1_000_000)
-    parser.add_argument("--horizon", type=float, default=120.0, help="memory: the wheel's horizon (s)")
+    parser.add_argument("--horizon", type=float, default=HORIZON_S, help="memory: the wheel's horizon (s)")
+    parser.add_argument("--pages", default=str(LOAD_PAGE), help="memory: page sizes of the timed reloads")
+    parser.add_argument("--scheduler-only", action="store_true", help="load, then the scheduler's memory")
     parser.add_argument("--owned", type=int, default=64, help="takeover: shards owned before the gains")
     parser.add_argument("--gains", type=int, default=3, help="takeover: shards gained, one after another")
     parser.add_argument("--requests", type=int, default=200, help="api: timed requests per query")

@@ -26,6 +26,7 @@ import redis.asyncio as aioredis
 
 POSTGRES_ADMIN = os.environ.get("CRONWHEEL_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("CRONWHEEL_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+DB_PREFIX = os.environ.get("CRONWHEEL_BENCH_DB_PREFIX", "cronwheel")  # of the databases created
 
 
 def peer_python(name: str) -> Path:
@@ -76,6 +77,37 @@ def cpu_now() -> float:
     """CPU seconds (user + system) this process has used so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+async def database_cpu_s(database: str) -> dict[int, float]:
+    """CPU seconds (user + system) each PostgreSQL backend connected to ``database`` has used so
+    far, by pid (the server runs on this machine; its shared processes, the WAL writer and the
+    checkpointer, are not counted)."""
+    connection = await asyncpg.connect(POSTGRES_ADMIN)
+    try:
+        pids = [
+            row[0]
+            for row in await connection.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", database)
+        ]
+    finally:
+        await connection.close()
+    ticks = os.sysconf("SC_CLK_TCK")
+    used: dict[int, float] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            used[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return used
+
+
+async def redis_cpu_s() -> float:
+    """CPU seconds the whole Redis server has used so far (``INFO cpu``: every client's share)."""
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        info = await client.info("cpu")
+    finally:
+        await client.aclose()
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
 def reset_peak_rss() -> None:

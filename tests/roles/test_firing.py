@@ -310,7 +310,7 @@ async def test_the_horizon_moves_on_by_reading_only_what_enters_it(roles: Roles)
     minutely = await roles.create("minutely")
     daily = await roles.create("daily", "4 12 * * *")  # 12:04: beyond the 120 s horizon at 12:00
     store = CountingStore(roles.store)
-    scheduler = roles.new_scheduler("mover", store=cast(SqlStore, store), reload_every_s=30)
+    scheduler = roles.new_scheduler("mover", store=cast(SqlStore, store), reload_every_s=30, horizon_s=120)
     await scheduler.load(at(0))
     assert set(scheduler.jobs) == {minutely.id}
     for second in range(30, 150, 30):

@@ -17,7 +17,7 @@ autovacuum's ANALYZE matters.)
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -33,8 +33,10 @@ DUE_BY_SHARD = re.compile(r"\bix_jobs_due\b(?!_at)")
 PARTIAL = re.compile(r"\bix_jobs_due(_at)?\b")
 
 
-async def _plan(connection: AsyncConnection, shards: list[int] | None) -> str:
-    statement = due_jobs_statement(HORIZON, shards, 10_000)
+async def _plan(
+    connection: AsyncConnection, shards: list[int] | None, after: tuple[datetime, str] | None = None
+) -> str:
+    statement = due_jobs_statement(HORIZON, shards, 10_000, after)
     sql = str(statement.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))
     prefix = "EXPLAIN QUERY PLAN " if connection.dialect.name == "sqlite" else "EXPLAIN "
     rows = (await connection.execute(text(prefix + sql))).all()
@@ -78,3 +80,18 @@ async def test_due_jobs_in_my_shards_use_the_partial_indexes(store: SqlStore) ->
         assert not re.search(r"\bSCAN jobs\b(?! USING)", plan), plan  # SQLite: a full table scan
     if store.engine.dialect.name == "sqlite":  # no statistics: it takes the (shard, ...) index
         assert DUE_BY_SHARD.search(some), some
+
+
+async def test_a_page_after_a_key_starts_its_range_of_the_keyset_index_there(store: SqlStore) -> None:
+    """A page of every shard's due jobs strictly after (next_run_at, id) is a range of
+    ``ix_jobs_due_at`` (next_run_at, id) that starts at that key: the index condition holds the
+    row comparison, so the jobs sharing the key's second that come before it are not read."""
+    async with store.engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            await _fill_postgres(connection)
+        plan = await _plan(connection, None, (START + timedelta(seconds=30), "m"))
+    assert "ix_jobs_due_at" in plan, plan
+    if store.engine.dialect.name == "postgresql":
+        assert re.search(r"Index Cond: .*ROW\(next_run_at, \(?id\)?", plan), plan
+    else:
+        assert re.search(r"USING INDEX ix_jobs_due_at \(\(next_run_at,id\)>\(\?,\?\)", plan), plan

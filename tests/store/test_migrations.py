@@ -84,7 +84,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0013"
+        assert await current_revision(engine) == head_revision() == "0014"
     finally:
         await engine.dispose()
 

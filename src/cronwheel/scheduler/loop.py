@@ -4,6 +4,12 @@
 triggers) and returns when to wake next; ``run()`` is the thin loop around it that sleeps until
 then or until a job changes. Tests call ``load`` / ``job_changed`` / ``tick`` with a manual clock.
 
+The wheel holds the jobs due within the horizon (:data:`HORIZON_S`, an hour) and is a cache of the
+store: a full reload (at start, after an outage, a fencing or lost notifications, and every
+``full_reload_every_s``) reads the due jobs a page per tick (:class:`Reload`), into the live
+wheel, so a tick waits for one page at most and fires between the pages; between full reloads
+only the jobs entering the horizon are read (``_extend``).
+
 With ``arm_ahead_s`` (off by default) the scheduler arms ahead and releases at the slot: the jobs
 with overlap ``allow`` of a coming second are recorded (the same fire transaction, PENDING, the
 cursor moved) up to ``arm_ahead_s`` before it, with a lead that grows with how many jobs that
@@ -41,7 +47,9 @@ log = logging.getLogger("cronwheel.scheduler")
 
 BATCH = 2000  # firings per store transaction
 PLAN_SLICE = 250  # jobs planned between two turns of the event loop (a write in flight goes on)
-LOAD_PAGE = 10_000  # jobs per read while loading the wheel
+HORIZON_S = 3600.0  # the wheel holds the jobs due within the next hour
+LOAD_PAGE = 2_000  # jobs per read while (re)loading the wheel: one read between two ticks
+SWEEP_SLICE = 50_000  # wheel keys checked per tick once a reload's last page is in
 ARM_MIN_S = 1.0  # the lead of a second with few jobs
 ARMED_READ = 1_000_000  # armed runs read at most on a load (more: the sweep releases the rest)
 ARM_S_PER_JOB = 0.0005  # lead per job of a second (a fire's record costs 0.1-0.3 ms here; margin x2)
@@ -61,6 +69,21 @@ class SchedulerStats:
             del self.lateness_s[:5_000]
 
 
+@dataclass
+class Reload:
+    """A reload in progress: the wheel is brought to the store's due set up to ``until``, one
+    page (keyset on ``next_run_at``, id) per tick. ``seen``: the jobs its pages filed and those
+    changed since it began (a job change read, this scheduler's own firing), whose wheel entry
+    is as new as the store's or newer; a page's row of a job already seen is stale and left out.
+    Once the last page is in, ``unswept`` holds the wheel's keys to check: those not seen are no
+    longer due in the store (deleted, paused, moved away unheard of) and leave the wheel."""
+
+    until: datetime
+    after: tuple[datetime, str] | None = None
+    seen: set[str] = field(default_factory=set)
+    unswept: list[str] | None = None
+
+
 class Scheduler:
     backoff: Backoff = LOOP  # waits after a transient failure of a tick
 
@@ -71,7 +94,7 @@ class Scheduler:
         clock: Clock,
         node: str,
         *,
-        horizon_s: float = 120.0,
+        horizon_s: float = HORIZON_S,
         reload_every_s: float = 30.0,
         full_reload_every_s: float | None = None,
         load_page: int = LOAD_PAGE,
@@ -101,6 +124,7 @@ class Scheduler:
         self._next_reload: datetime | None = None  # None: a full reload is due
         self._next_full = clock.now()
         self._loaded_until = clock.now()  # the wheel holds every job due up to here
+        self._reload: Reload | None = None  # a reload in progress, a page a tick
         self.stall = timedelta(seconds=stall_s)
         self._progress_at = clock.now()  # the store last answered this scheduler
         self.tracer = tracer  # off: the fire path checks ``enabled`` once per batch, nothing more
@@ -117,21 +141,79 @@ class Scheduler:
     # -- feeding the wheel ----------------------------------------------------------------------
 
     async def load(self, now: datetime) -> None:
-        """(Re)read every job due within the horizon from the store: the full pass, at start,
-        after an outage or a change of shards, and every ``full_reload_every_s`` as a safety net
-        for job changes this scheduler may not have heard of."""
+        """(Re)read every job due within the horizon from the store, all pages at once (start-up
+        of a benchmark or a test); :meth:`tick` does the same a page per tick."""
+        await self._begin_reload(now)
+        while self._reload is not None:
+            await self._reload_step()
+
+    async def _begin_reload(self, now: datetime) -> None:
+        """Start the full pass: at start, after an outage or a change of shards, and every
+        ``full_reload_every_s`` as a safety net for job changes this scheduler may not have heard
+        of. The wheel stays live meanwhile: ticks fire from it between the pages."""
         until = now + self.horizon
-        jobs = await self._read_due(until, None)
-        self.wheel.clear()
+        self._reload = Reload(until)
         self._loaded_until = until
-        for job in jobs:
-            self._keep(job)
         if self.arm_ahead_s:
             self.armed.clear()
             self._armed_of.clear()
             await self._read_armed(self.shards)
         self._next_reload = now + self.reload_every
         self._next_full = now + self.full_reload_every
+
+    async def _reload_step(self) -> None:
+        """One page of the reload in progress into the wheel, or, after the last page, one slice
+        of the sweep."""
+        reload = self._reload
+        assert reload is not None
+        if reload.unswept is not None:
+            self._sweep(reload)
+            return
+        asked = self.shards
+        listed = None if asked is None else sorted(asked)
+        page = await self.store.due_jobs(reload.until, listed, self.load_page, after=reload.after)
+        if self._reload is not reload:  # superseded while the page was read
+            return
+        self._file_page(reload, page, None if self.shards is asked else self.shards)
+        last = page[-1] if len(page) == self.load_page else None
+        if last is None or last.next_run_at is None:
+            reload.unswept = list(self.wheel.entries)
+            self._sweep(reload)
+        else:
+            reload.after = (last.next_run_at, last.id)
+
+    def _file_page(self, reload: Reload, page: list[DueJob], owned: frozenset[int] | None) -> None:
+        """File a page's jobs; ``owned``: the shards held now, when they changed while the page
+        was read (None: they did not, and every job of the page is of a held shard)."""
+        seen, entries, wheel = reload.seen, self.wheel.entries, self.wheel
+        for job in page:
+            if job.id in seen or (owned is not None and job.shard not in owned):
+                continue  # changed since the page was read, or of a shard let go meanwhile
+            held = entries.get(job.id)
+            if held == job:
+                seen.add(held.id)  # the wheel's own id: the page's copy is let go
+            else:
+                seen.add(job.id)
+                wheel.add(job.id, job)
+
+    def _sweep(self, reload: Reload) -> None:
+        """Drop up to :data:`SWEEP_SLICE` wheel entries the reload did not see; the last slice
+        ends the reload."""
+        keys = reload.unswept
+        assert keys is not None
+        seen, remove = reload.seen, self.wheel.remove
+        for key in keys[-SWEEP_SLICE:]:
+            if key not in seen:
+                remove(key)
+        del keys[-SWEEP_SLICE:]
+        if not keys:
+            self._reload = None
+
+    def _saw(self, job_id: str) -> None:
+        """The wheel's entry of ``job_id`` is as new as the store's: a reload page read earlier
+        must not overwrite it, nor its sweep drop it."""
+        if self._reload is not None:
+            self._reload.seen.add(job_id)
 
     async def _extend(self, now: datetime) -> None:
         """Read only the jobs that came within the horizon since the last read (every
@@ -168,6 +250,7 @@ class Scheduler:
         if job_id == RELOAD_ALL:
             self._next_reload = None
             return
+        self._saw(job_id)
         self.wheel.remove(job_id)
         if self.shards is not None and shard_of(job_id) not in self.shards:
             self._drop_armed(job_id, None, None)
@@ -231,6 +314,7 @@ class Scheduler:
         if not shards:
             return
         for job in await self._read_due(self._loaded_until, None, shards):
+            self._saw(job.id)
             self._keep(job)
         if self.arm_ahead_s:
             await self._read_armed(shards)
@@ -346,12 +430,16 @@ class Scheduler:
         """Fire everything due at ``now``; return when the next tick should run."""
         taken = await self._ownership_changed(now) if self.ownership is not None else None
         if self._next_reload is None or now >= self._next_full:
-            await self.load(now)  # every owned shard, the gained ones too
+            await self._begin_reload(now)  # every owned shard, the gained ones too
         else:
             if taken is not None:
                 await self._take(taken)
-            if now >= self._next_reload or self._loaded_until - now < self.horizon / 2:
+            if self._reload is None and (
+                now >= self._next_reload or self._loaded_until - now < self.horizon / 2
+            ):
                 await self._extend(now)
+        if self._reload is not None:
+            await self._reload_step()  # the tick waits for one page at most
         if self.arm_ahead_s:
             await self._release(now)  # the herd's second costs only this
         due = self.wheel.pop_due(_second(now))
@@ -485,6 +573,7 @@ class Scheduler:
         store call (a herd that another scheduler fired first can make a whole batch stale),
         as :meth:`job_changed` does for one."""
         for job_id in job_ids:
+            self._saw(job_id)
             self.wheel.remove(job_id)
         ours = [job_id for job_id in job_ids if self.shards is None or shard_of(job_id) in self.shards]
         if not ours:
@@ -509,11 +598,14 @@ class Scheduler:
         return queued
 
     def _advance(self, job: DueJob, firing: Firing) -> None:
+        self._saw(job.id)
         if firing.next_run_at is None:
             return
         self._keep(job.moved(firing.next_run_at))
 
     def _wake_at(self, now: datetime) -> datetime:
+        if self._reload is not None:
+            return now  # the next page, after what changed meanwhile
         wake = now + timedelta(seconds=1)
         if self._next_reload is not None:
             wake = min(wake, self._next_reload) if len(self.wheel) == 0 else wake

@@ -137,7 +137,8 @@ Index(
     postgresql_where=JOB_LIVE,
 )
 Index("ix_jobs_due", jobs.c.shard, jobs.c.next_run_at, sqlite_where=JOB_DUE, postgresql_where=JOB_DUE)
-Index("ix_jobs_due_at", jobs.c.next_run_at, sqlite_where=JOB_DUE, postgresql_where=JOB_DUE)
+# (next_run_at, id): the order a scheduler pages its due jobs in (keyset), ties included
+Index("ix_jobs_due_at", jobs.c.next_run_at, jobs.c.id, sqlite_where=JOB_DUE, postgresql_where=JOB_DUE)
 
 job_labels = Table(
     "job_labels",

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, Text, and_, cast, or_, select
+from sqlalchemy import Select, Text, bindparam, cast, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.audit import AuditEntry
@@ -45,16 +45,17 @@ def due_jobs_statement(
     until: datetime, shards: Sequence[int] | None, limit: int, after: tuple[datetime, str] | None = None
 ) -> Select[Any]:
     """The query of ``due_jobs``. Its WHERE contains ``JOB_DUE`` literally, so both databases use
-    the partial index ``ix_jobs_due`` (shard, next_run_at) for a shard filter (PostgreSQL: one
+    the partial index ``ix_jobs_due`` (shard, next_run_at) for a few shards (PostgreSQL: one
     index range per shard, ``shard = ANY(...) AND next_run_at <= until``, then a sort of only the
-    due rows; checked by ``tests/store/test_indexes.py``) and ``ix_jobs_due_at`` without one."""
+    due rows; checked by ``tests/store/test_indexes.py``) and ``ix_jobs_due_at`` (next_run_at, id)
+    for many or none: its order is the keyset's, so a page after ``after`` is one index range that
+    stops at the limit (on ``next_run_at`` alone, each page read and sorted every job of its
+    second)."""
     statement = select(*DUE_COLUMNS).where(JOB_DUE, jobs.c.next_run_at <= until)
-    if after is not None:  # keyset paging: strictly after (next_run_at, id)
+    if after is not None:  # keyset paging: strictly after (next_run_at, id), a range of ix_jobs_due_at
         at, job_id = after
-        statement = statement.where(
-            jobs.c.next_run_at >= at,  # a bound the index range starts from (the OR alone is a filter)
-            or_(jobs.c.next_run_at > at, and_(jobs.c.next_run_at == at, jobs.c.id > job_id)),
-        )
+        bound = tuple_(bindparam(None, at, jobs.c.next_run_at.type), bindparam(None, job_id, jobs.c.id.type))
+        statement = statement.where(tuple_(jobs.c.next_run_at, jobs.c.id) > bound)
     if shards is not None:
         statement = statement.where(jobs.c.shard.in_(sorted(set(shards))))
     return statement.order_by(jobs.c.next_run_at, jobs.c.id).limit(limit)
