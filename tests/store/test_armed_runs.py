@@ -5,15 +5,18 @@ unreleased ones (``cronwheel.store.sql.armed``)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import update
 
 from cronwheel.clock import ManualClock
 from cronwheel.errors import NotFoundError
 from cronwheel.model import RunKind, RunState
 from cronwheel.store.port import RunQuery
+from cronwheel.store.schema import runs
 from cronwheel.store.sql import SqlStore
 
 from .support import START, at, fire_one, make_run, new_job
@@ -156,3 +159,21 @@ async def test_unreleased_runs_are_read_by_shard(store: SqlStore) -> None:
     assert [run.id for run in await store.unreleased_runs([shard])] == [run_id]
     assert await store.unreleased_runs([s for s in range(256) if s != shard]) == []
     assert await store.unreleased_runs([]) == []
+
+
+async def test_a_claim_in_flight_wins_over_an_edit_that_would_remove_its_run(
+    store: SqlStore, clock: ManualClock
+) -> None:
+    job_id, run_id = await _armed(store)
+    await store.mark_queued([run_id], START)
+    job = await store.get_job(job_id)
+    async with store.engine.connect() as claim:  # a claim holds the run's row (a clock already at the slot)
+        transaction = await claim.begin()
+        await claim.execute(update(runs).where(runs.c.id == run_id).values(state=RunState.RUNNING.value))
+        edit = asyncio.create_task(store.update_job(dataclasses.replace(job, payload={"x": 1}), job.version))
+        await asyncio.sleep(0.3)  # the edit reaches the run's row and waits for it
+        await transaction.commit()
+    edited = await edit
+    assert (await store.get_run(run_id)).state is RunState.RUNNING  # started: it stays
+    assert [event.state for event in await store.list_events(run_id)] == [PENDING]  # its history intact
+    assert edited.next_run_at == at(2)  # the cursor stays past the slot that ran

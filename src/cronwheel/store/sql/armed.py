@@ -46,8 +46,11 @@ async def disarm(connection: AsyncConnection, job_id: str, now: datetime) -> dat
     """Delete ``job_id``'s armed runs whose slot is after ``now``, released or not (see the
     module docstring); returns the first removed slot (None: there were none). Call it with the
     job's row locked."""
-    found = await connection.execute(
-        select(runs.c.id, runs.c.slot).where(runs.c.job_id == job_id, _unstarted(), runs.c.slot > now)
+    found = await connection.execute(  # locked in id order, as claims lock: a claim waits, or wins
+        select(runs.c.id, runs.c.slot)
+        .where(runs.c.job_id == job_id, _unstarted(), runs.c.slot > now)
+        .order_by(runs.c.id)
+        .with_for_update()
     )
     armed = [(row.id, row.slot) for row in found]
     if not armed:
