@@ -200,3 +200,13 @@ async def test_a_worker_killed_holding_a_trigger_loses_nothing(
     done = await roles.store.get_run(run.id)
     assert (done.state, done.started_at, done.attempts) == (SUCCESS, at(1), 1)
     assert (await streams.stats("default")).pending == 0
+
+
+async def test_a_tick_that_releases_ahead_wakes_again_to_arm_the_next_second(roles: Roles) -> None:
+    scheduler = releasing(roles)
+    await roles.create(schedule="* * * * * *")  # every second: a lead of 1 s to arm, 0.1 s to release
+    assert await roles.tick(at(0, 59), scheduler) == at(0, 59.9)  # 1:00 armed, released at 0:59.9
+    assert await roles.tick(at(0, 59.9), scheduler) == at(1)  # 1:01 is armed at 1:00, not later
+    assert await roles.tick(at(1), scheduler) == at(1, 0.9)
+    armed = [run.slot for run in await roles.runs() if run.queued_at is None]
+    assert armed == [at(1, 1)]

@@ -554,7 +554,22 @@ class Scheduler:
             lead = self.release_lead(self.armed.count_at(release)) if self.release_ahead_s else 0.0
             release_at = datetime.fromtimestamp(release - lead, now.tzinfo)
             wake = max(min(wake, release_at), now)
+        arm_at = self._next_arm_at(now) if self.arm_ahead_s else None
+        if arm_at is not None:
+            wake = min(wake, datetime.fromtimestamp(arm_at, now.tzinfo))
         return wake
+
+    def _next_arm_at(self, now: datetime) -> float | None:
+        """When (Unix seconds) the next coming second is to be armed, if after ``now``: a tick
+        that releases ahead of one second comes too soon to arm the next."""
+        current, stamp = _second(now), now.timestamp()
+        times = [
+            second - self.lead(count)
+            for second in range(current + 1, current + math.ceil(self.arm_ahead_s) + 2)
+            if (count := self.wheel.count_at(second))
+        ]
+        later = [at for at in times if at > stamp]
+        return min(later) if later else None
 
     # -- the loop -----------------------------------------------------------------------------
 
