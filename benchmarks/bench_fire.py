@@ -324,6 +324,9 @@ async def worker_pool(
     processes = [
         subprocess.Popen([*command, "--node", node], stdout=subprocess.PIPE, text=True) for node in nodes
     ]
+    for process in processes:  # started (imports, connections) before the window: not measured
+        assert process.stdout is not None
+        await asyncio.to_thread(process.stdout.readline)
     try:
         yield usage
     finally:
@@ -347,6 +350,8 @@ async def worker_main(url: str, prefix: str, node: str) -> None:
     logs.configure("INFO")  # to stderr, which the scheduler child discards (DEVNULL)
     executors, stop = bench_executors(), asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await queue.ping()
+    print("ready", flush=True)  # the parent waits for this line
     try:
         await Worker(store, queue, executors, clock, node).run(stop, drain_s=1.0)
     finally:
