@@ -37,6 +37,8 @@ start to first tick).
     .venv/bin/python benchmarks/bench_fire.py --smoke          # tiny, a few seconds (CI)
     .venv/bin/python benchmarks/bench_fire.py --workload herd --jobs 10000 --workers 0 \
         --systems embedded --tracing encode                     # the cost of tracing (docs/performance.md)
+    .venv/bin/python benchmarks/bench_fire.py --workload steady --jobs 10000 --seconds 60 \
+        --systems cluster --arm-ahead 2 --release-ahead 0      # calm start lateness, released at the slot
 
 ``--tracing`` (cronwheel only): ``off`` (the default, as ``cronwheel server`` runs); ``encode``:
 the OpenTelemetry SDK as ``--tracing otlp`` sets it up (a batch span processor), whose exporter
@@ -95,7 +97,8 @@ from cronwheel.model import Job, PythonTarget, new_id
 from cronwheel.queue import Queue
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
-from cronwheel.scheduler.loop import Scheduler
+from cronwheel.scheduler import ARM_AHEAD_S
+from cronwheel.scheduler.loop import RELEASE_AHEAD_S, Scheduler
 from cronwheel.scheduler.planner import first_slot
 from cronwheel.server import tune_collector
 from cronwheel.store import codec
@@ -210,7 +213,12 @@ def summary(
 
 
 async def run_cronwheel(
-    system: str, plan: Plan, workers: int, tracing: str = "off", arm_ahead_s: float = 0.0
+    system: str,
+    plan: Plan,
+    workers: int,
+    tracing: str = "off",
+    arm_ahead_s: float = 0.0,
+    release_ahead_s: float = RELEASE_AHEAD_S,
 ) -> Figures:
     clock = SystemClock()
     encoded = EncodeOnly()
@@ -220,6 +228,7 @@ async def run_cronwheel(
     ):
         await seed(store, plan)
         scheduler = Scheduler(store, queue, clock, "bench", tracer=tracer, arm_ahead_s=arm_ahead_s)
+        scheduler.release_ahead_s = release_ahead_s
         stop = asyncio.Event()
         async with worker_pool(system, workers, (store, queue, url, prefix), clock, tracer) as usage:
             cpu_before = cpu_now()
@@ -357,6 +366,9 @@ async def worker_pool(
     processes = [
         subprocess.Popen([*command, "--node", node], stdout=subprocess.PIPE, text=True) for node in nodes
     ]
+    for process in processes:  # started (imports, connections) before the window: not measured
+        assert process.stdout is not None
+        await asyncio.to_thread(process.stdout.readline)
     try:
         yield usage
     finally:
@@ -380,6 +392,8 @@ async def worker_main(url: str, prefix: str, node: str) -> None:
     logs.configure("INFO")  # to stderr, which the scheduler child discards (DEVNULL)
     executors, stop = bench_executors(), asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await queue.ping()
+    print("ready", flush=True)  # the parent waits for this line
     try:
         await Worker(store, queue, executors, clock, node).run(stop, drain_s=1.0)
     finally:
@@ -518,12 +532,12 @@ async def run_apscheduler(plan: Plan) -> Figures:
 # -- the parent: one child per system --------------------------------------------------------------
 
 
-def child(system: str, plan: Plan, workers: int, tracing: str = "off", arm_ahead_s: float = 0.0) -> Figures:
+def child(system: str, plan: Plan, workers: int, args: argparse.Namespace) -> Figures:
     if system == "apscheduler":
         return asyncio.run(run_apscheduler(plan))
     tune_collector()  # as ``cronwheel server`` runs (APScheduler keeps Python's defaults, as its users do)
     logs.configure("INFO")  # as a node logs (to stderr, which the parent discards): its cost counts
-    return asyncio.run(run_cronwheel(system, plan, workers, tracing, arm_ahead_s))
+    return asyncio.run(run_cronwheel(system, plan, workers, args.tracing, args.arm_ahead, args.release_ahead))
 
 
 def spawn_peer(args: argparse.Namespace) -> Figures:
@@ -551,7 +565,7 @@ def spawn(system: str, args: argparse.Namespace) -> Figures:
     command = [sys.executable, __file__, "--child", system, "--workload", args.workload,
                "--jobs", str(args.jobs), "--seconds", str(args.seconds), "--settle", str(settle),
                "--workers", str(args.workers), "--tracing", args.tracing,
-               "--arm-ahead", str(args.arm_ahead)]  # fmt: skip
+               "--arm-ahead", str(args.arm_ahead), "--release-ahead", str(args.release_ahead)]  # fmt: skip
     with tempfile.TemporaryFile("w+") as errors:  # the child's logs: shown only if it fails
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=errors, text=True, check=False)
         if done.returncode != 0:
@@ -597,8 +611,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--arm-ahead",
         type=float,
-        default=0.0,
-        help="cronwheel: the scheduler's arm_ahead_s (0: fire at the slot)",
+        default=ARM_AHEAD_S,
+        help="cronwheel: the scheduler's arm_ahead_s, as --arm-ahead of a server (0: fire at the slot)",
+    )
+    parser.add_argument(
+        "--release-ahead",
+        type=float,
+        default=RELEASE_AHEAD_S,
+        help="cronwheel, with --arm-ahead: the scheduler's release_ahead_s (0: release at the slot)",
     )
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--child-worker", metavar="DATABASE_URL", help=argparse.SUPPRESS)
@@ -611,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         plan = make_plan(args.workload, args.jobs, args.seconds, args.settle)
         workers = args.workers if args.child != "apscheduler" else 0
-        print(json.dumps(asdict(child(args.child, plan, workers, args.tracing, args.arm_ahead))))
+        print(json.dumps(asdict(child(args.child, plan, workers, args))))
         return 0
     if args.smoke:
         args.jobs, args.seconds, args.settle = 120, 2.0, 2.0
@@ -621,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--systems: {', '.join(unknown) or 'apscheduler4'} (peers run the herd only)")
     print(
         f"bench_fire: {args.workload}, {args.jobs} jobs, tracing {args.tracing}, "
-        f"arm ahead {args.arm_ahead} s, "
+        f"arm ahead {args.arm_ahead} s, release ahead {args.release_ahead} s, "
         f"{machine()}",
         flush=True,
     )

@@ -280,3 +280,17 @@ def test_runs_get_lists_the_headers_each_http_attempt_sent() -> None:
     shown = run_detail_view(run)
     assert "headers sent (attempt 1):\n  Host: h\n  Authorization: [redacted]" in shown
     assert "attempt 2)" not in shown  # no request was sent: nothing to list
+
+
+def test_runs_get_says_a_run_released_ahead_was_queued_before_its_slot() -> None:
+    from cronwheel.cli.runs import run_detail_view
+
+    run: dict[str, Any] = {"id": "r1", "job_id": "j1", "job_team": "data", "job_name": "nightly",
+           "kind": "scheduled", "slot": "2026-03-02T12:01:00Z", "state": "SUCCESS", "reason": None,
+           "attempts": 1,
+           "queued_at": "2026-03-02T12:00:59.6Z", "queued_lateness_s": -0.4,
+           "started_at": "2026-03-02T12:01:00.002Z", "start_lateness_s": 0.002, "finished_at": None,
+           "next_attempt_at": None, "events": [], "attempt_details": []}  # fmt: skip
+    shown = run_detail_view(run)
+    assert "(0.400s before the slot)" in shown
+    assert "(0.002s after the slot)" in shown

@@ -39,6 +39,21 @@ async def test_each_trigger_goes_to_one_receiver(queue: Queue) -> None:
     assert await queue.receive("default", "w3", 10, 0.05) == []
 
 
+async def test_a_trigger_released_ahead_keeps_its_slot(backend: Backend) -> None:
+    queue = backend.queue
+    slot = T0 + timedelta(seconds=1, microseconds=123_457)
+    await queue.publish([Trigger("early", "j", slot=slot), Trigger("plain", "j")])
+    first, second = await queue.receive("default", "w1", 10, 0.1)
+    assert (first.trigger, second.trigger) == (Trigger("early", "j", slot=slot), Trigger("plain", "j"))
+    await queue.ack("default", [second])
+    await backend.before_visibility_expires()
+    await backend.after_visibility_expires()  # handed out again: the slot comes with it
+    (again,) = await queue.receive("default", "w2", 1, backend.redelivery_timeout_s)
+    assert again.trigger.slot == slot
+    await queue.ack("default", [again])
+    await backend.long_after()
+
+
 async def test_queues_are_separate(queue: Queue) -> None:
     await queue.publish([Trigger("a", "j", "fast"), Trigger("b", "j", "slow")])
     assert [d.trigger.run_id for d in await queue.receive("fast", "w", 10, 0.1)] == ["a"]

@@ -24,6 +24,7 @@ PENDING, SUCCESS, SKIPPED = RunState.PENDING, RunState.SUCCESS, RunState.SKIPPED
 
 def arming(roles: Roles, node: str = "armer", **options: Any) -> Scheduler:
     options.setdefault("arm_ahead_s", 30.0)
+    options.setdefault("release_ahead_s", 0.0)  # released at the slot (test_release_ahead.py: ahead)
     scheduler = roles.new_scheduler(node, **options)
     roles.scheduler = scheduler  # notifications go to it
     return scheduler

@@ -1,18 +1,22 @@
-"""Armed runs (recorded before their slot, not yet queued), on every backend: a version bump
-removes those still ahead in its own transaction and moves the cursor back; the sweep leaves
-them until their slot; a scheduler gaining shards finds them (``cronwheel.store.sql.armed``)."""
+"""Armed runs (recorded before their slot), on every backend: a version bump removes those still
+ahead, released or not, in its own transaction and moves the cursor back; the claim refuses them
+before their slot; the sweep leaves them until their slot; a scheduler gaining shards finds the
+unreleased ones (``cronwheel.store.sql.armed``)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import update
 
 from cronwheel.clock import ManualClock
 from cronwheel.errors import NotFoundError
 from cronwheel.model import RunKind, RunState
 from cronwheel.store.port import RunQuery
+from cronwheel.store.schema import runs
 from cronwheel.store.sql import SqlStore
 
 from .support import START, at, fire_one, make_run, new_job
@@ -90,7 +94,7 @@ async def test_the_job_last_run_falls_back_to_the_run_before(store: SqlStore) ->
     assert (await store.get_run(done.id)).state is PENDING
 
 
-async def test_runs_at_or_past_their_slot_and_released_runs_stay(store: SqlStore, clock: ManualClock) -> None:
+async def test_runs_at_or_past_their_slot_stay(store: SqlStore, clock: ManualClock) -> None:
     job = await new_job(store, next_run_at=at(1))
     run = await fire_one(store, job)
     clock.set(at(1))  # the slot has come: the run stands, whatever the edit
@@ -98,12 +102,38 @@ async def test_runs_at_or_past_their_slot_and_released_runs_stay(store: SqlStore
     edited = await store.update_job(dataclasses.replace(job, payload={"x": 1}), job.version)
     assert (await store.get_run(run.id)).state is PENDING
     assert edited.next_run_at == at(2)
-    clock.set(START)
-    later = await fire_one(store, edited)  # slot at(2), armed...
-    await store.mark_queued([later.id], START)  # ... and released (early, as a clock skew would)
-    edited = await store.get_job(job.id)
-    await store.update_job(dataclasses.replace(edited, payload={"x": 2}), edited.version)
-    assert (await store.get_run(later.id)).queued_at == START  # a queued run is never removed
+
+
+async def test_a_run_released_ahead_of_its_slot_goes_with_an_edit(store: SqlStore) -> None:
+    job_id, run_id = await _armed(store)
+    await store.mark_queued([run_id], START)  # released ahead: a worker holds its trigger
+    assert (await store.get_run(run_id)).queued_at == START
+    job = await store.get_job(job_id)
+    edited = await store.update_job(dataclasses.replace(job, payload={"x": 2}), job.version)
+    await _gone(store, run_id)  # the trigger held meets no run at the slot
+    assert edited.next_run_at == at(1)
+
+
+async def test_a_started_run_stays_through_an_edit(store: SqlStore, clock: ManualClock) -> None:
+    job_id, run_id = await _armed(store)
+    clock.set(at(1))
+    assert run_id in await store.claim_runs_with_jobs([run_id], "w", at(1), at(2))
+    clock.set(START + timedelta(seconds=30))  # an edit dated before the slot (a clock behind)
+    job = await store.get_job(job_id)
+    await store.update_job(dataclasses.replace(job, payload={"x": 3}), job.version)
+    assert (await store.get_run(run_id)).state is RunState.RUNNING
+
+
+async def test_the_claim_refuses_a_run_before_its_slot(store: SqlStore) -> None:
+    _, run_id = await _armed(store)
+    await store.mark_queued([run_id], START)
+    just_before = at(1) - timedelta(microseconds=1)
+    assert await store.claim_runs_with_jobs([run_id], "w", just_before, at(2)) == {}
+    assert (await store.get_run(run_id)).state is PENDING
+    claimed = await store.claim_runs_with_jobs([run_id], "w", at(1), at(2))
+    run, job = claimed[run_id]
+    assert (run.state, run.started_at, run.slot) == (RunState.RUNNING, at(1), at(1))
+    assert job is not None
 
 
 async def test_the_sweep_leaves_an_armed_run_until_its_slot(store: SqlStore) -> None:
@@ -129,3 +159,21 @@ async def test_unreleased_runs_are_read_by_shard(store: SqlStore) -> None:
     assert [run.id for run in await store.unreleased_runs([shard])] == [run_id]
     assert await store.unreleased_runs([s for s in range(256) if s != shard]) == []
     assert await store.unreleased_runs([]) == []
+
+
+async def test_a_claim_in_flight_wins_over_an_edit_that_would_remove_its_run(
+    store: SqlStore, clock: ManualClock
+) -> None:
+    job_id, run_id = await _armed(store)
+    await store.mark_queued([run_id], START)
+    job = await store.get_job(job_id)
+    async with store.engine.connect() as claim:  # a claim holds the run's row (a clock already at the slot)
+        transaction = await claim.begin()
+        await claim.execute(update(runs).where(runs.c.id == run_id).values(state=RunState.RUNNING.value))
+        edit = asyncio.create_task(store.update_job(dataclasses.replace(job, payload={"x": 1}), job.version))
+        await asyncio.sleep(0.3)  # the edit reaches the run's row and waits for it
+        await transaction.commit()
+    edited = await edit
+    assert (await store.get_run(run_id)).state is RunState.RUNNING  # started: it stays
+    assert [event.state for event in await store.list_events(run_id)] == [PENDING]  # its history intact
+    assert edited.next_run_at == at(2)  # the cursor stays past the slot that ran

@@ -698,7 +698,7 @@ async def test_delete_job_with_cancel_active_flags_its_unfinished_runs_at_once(s
     assert await store.claim_run(done.id, "w1", START, START + LEASE) is not None
     assert await store.finish_attempt(done.id, 1, "w1", SUCCESS, START, None) is not None
     running = await fire_one(store, await store.get_job(job.id))
-    assert await store.claim_run(running.id, "w1", START, START + LEASE) is not None
+    assert await store.claim_run(running.id, "w1", running.slot, running.slot + LEASE) is not None
     pending = await fire_one(store, await store.get_job(job.id))
     kept = await new_job(store, "kept")
     kept_run = await fire_one(store, kept)
@@ -1020,7 +1020,7 @@ async def test_expire_leases_respects_its_limit(store: SqlStore) -> None:
     job = await new_job(store)
     for _ in range(3):
         run = await fire_one(store, job)
-        await store.claim_run(run.id, "w", START, START + LEASE)
+        await store.claim_run(run.id, "w", run.slot, run.slot + LEASE)
         job = await store.get_job(job.id)
     assert len(await store.expire_leases(at(5), limit=2)) == 2
     assert len(await store.expire_leases(at(5), limit=2)) == 1
@@ -1060,13 +1060,13 @@ async def test_fail_run(store: SqlStore) -> None:
 async def test_illegal_transitions_are_refused(store: SqlStore) -> None:
     job = await new_job(store)
     done = await fire_one(store, job)
-    await store.claim_run(done.id, "w", START, START + LEASE)
+    await store.claim_run(done.id, "w", done.slot, done.slot + LEASE)
     await store.finish_attempt(done.id, 1, "w", SUCCESS, START, None)
     job = await store.get_job(job.id)
     skipped = await fire_one(store, job, RunState.SKIPPED, reason="paused")
     job = await store.get_job(job.id)
     running = await fire_one(store, job)
-    await store.claim_run(running.id, "w", START, START + LEASE)
+    await store.claim_run(running.id, "w", running.slot, running.slot + LEASE)
     job = await store.get_job(job.id)
     pending = await fire_one(store, job)
     before = {
@@ -1152,11 +1152,11 @@ async def test_active_runs(store: SqlStore) -> None:
     pending = await fire_one(store, job)
     job = await store.get_job(job.id)
     done = await fire_one(store, job)
-    await store.claim_run(done.id, "w", START, START + LEASE)
+    await store.claim_run(done.id, "w", done.slot, done.slot + LEASE)
     await store.finish_attempt(done.id, 1, "w", SUCCESS, START, None)
     job = await store.get_job(job.id)
     running = await fire_one(store, job)
-    await store.claim_run(running.id, "w", START, START + LEASE)
+    await store.claim_run(running.id, "w", running.slot, running.slot + LEASE)
     job = await store.get_job(job.id)
     await fire_one(store, job, RunState.SKIPPED)
     active = await store.active_runs([job.id, idle.id])
@@ -1251,9 +1251,9 @@ async def _lifecycle(store: SqlStore, job: Job, cycles: int, worker: str) -> lis
         result = await store.fire([firing_of(job, run)], START)
         assert result.accepted
         await store.mark_queued([run.id], START)
-        claimed = await store.claim_run(run.id, worker, START, START + LEASE)
+        claimed = await store.claim_run(run.id, worker, run.slot, run.slot + LEASE)
         assert claimed is not None
-        assert await store.heartbeat(run.id, 1, worker, START + 2 * LEASE) is not None
+        assert await store.heartbeat(run.id, 1, worker, run.slot + 2 * LEASE) is not None
         await store.list_runs(RunQuery(job_id=job.id, limit=2))
         finished = await store.finish_attempt(run.id, 1, worker, SUCCESS, START, None)
         assert finished is not None

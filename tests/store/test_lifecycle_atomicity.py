@@ -18,7 +18,7 @@ from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.port import RunQuery
 from cronwheel.store.sql import SqlStore
 
-from .support import LEASE, START, at, fire_one, make_job
+from .support import LEASE, at, fire_one, make_job
 
 
 def _service(store: SqlStore, clock: ManualClock) -> JobService:
@@ -55,7 +55,7 @@ async def test_a_delete_that_fails_before_its_cancel_flags_writes_nothing(
     service = _service(store, clock)
     job = await service.create(make_job(schedule="* * * * *"))
     running = await fire_one(store, job)
-    assert await store.claim_run(running.id, "w1", START, START + LEASE) is not None
+    assert await store.claim_run(running.id, "w1", running.slot, running.slot + LEASE) is not None
     pending = await fire_one(store, await store.get_job(job.id))
     clock.set(at(3))  # past both slots: runs, not armed runs (which a delete removes)
 

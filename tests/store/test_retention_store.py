@@ -38,11 +38,11 @@ async def record(store: SqlStore, job: Job, states: list[RunState]) -> list[Run]
     assert not result.stale_job_ids
     for run, state in zip(made, states, strict=True):
         if state in (S, F, R):
-            assert await store.claim_run(run.id, "w1", START, START + LEASE) is not None
+            assert await store.claim_run(run.id, "w1", run.slot, run.slot + LEASE) is not None
         if state in (S, F):
             outcome = Outcome.SUCCESS if state is S else Outcome.FAILURE
             attempt = AttemptResult(outcome, output="x")
-            done = await store.finish_attempt(run.id, 1, "w1", attempt, START, None)
+            done = await store.finish_attempt(run.id, 1, "w1", attempt, run.slot, None)
             assert done is not None
             assert done.state is state
     return made

@@ -17,9 +17,11 @@ def _seconds(value: float | None) -> str | None:
 
 
 def _late(at: str | None, lateness_s: float | None) -> str | None:
-    """An instant with how long after the slot it was."""
+    """An instant with how long after (or, released ahead, before) the slot it was."""
     if at is None:
         return None
+    if lateness_s is not None and lateness_s < 0:
+        return f"{when(at)}  ({_seconds(-lateness_s)} before the slot)"
     return f"{when(at)}  ({_seconds(lateness_s)} after the slot)"
 
 

@@ -13,6 +13,7 @@ class Trigger:
     run_id: str
     job_id: str
     queue: str = "default"
+    slot: datetime | None = None  # released ahead of its slot: the worker holds it until then
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,8 @@ class Queue(Protocol):
     """Contract (``tests/queue/test_queue_contract.py``, on every backend):
 
     * ``publish`` makes each trigger available to exactly one ``receive`` at a time on its queue
-      name; ``publish_at`` holds it until the given instant.
+      name, with its ``slot`` (if any) as published; ``publish_at`` holds it until the given
+      instant.
     * A received trigger that is not ``ack``-ed within the visibility timeout is handed out again
       (at-least-once); ``ack`` removes it for good.
     * ``receive`` waits at most ``timeout_s`` and returns up to ``limit`` deliveries.

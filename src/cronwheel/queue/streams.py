@@ -2,7 +2,8 @@
 
 Keys, per queue name (``prefix`` defaults to ``cronwheel``)::
 
-    {prefix}:q:{name}        stream: one entry per trigger (run_id, job_id, queue; nothing else),
+    {prefix}:q:{name}        stream: one entry per trigger (run_id, job_id, queue, and the slot of
+                             a trigger released ahead of it; nothing else),
                              read by one consumer group (``group``, default ``workers``)
     {prefix}:delayed:{name}  sorted set: triggers held until a due time (the score, Unix seconds)
     {prefix}:dead:{name}     stream: triggers handed out more than ``max_deliveries`` times
@@ -53,7 +54,7 @@ import math
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
 import redis.asyncio as aioredis
@@ -87,12 +88,18 @@ local function promote(delayed, stream, now, batch, queue)
 end
 """
 
-# Append triggers to one queue's stream. KEYS: stream. ARGV: queue name, run id, job id, run id, ...
+# Append triggers to one queue's stream. KEYS: stream.
+# ARGV: queue name, then run id, job id, slot (Unix microseconds; '' for none) per trigger.
 PUBLISH_SCRIPT = """
-for i = 2, #ARGV, 2 do
-  redis.call('XADD', KEYS[1], '*', 'run_id', ARGV[i], 'job_id', ARGV[i + 1], 'queue', ARGV[1])
+for i = 2, #ARGV, 3 do
+  if ARGV[i + 2] == '' then
+    redis.call('XADD', KEYS[1], '*', 'run_id', ARGV[i], 'job_id', ARGV[i + 1], 'queue', ARGV[1])
+  else
+    redis.call('XADD', KEYS[1], '*', 'run_id', ARGV[i], 'job_id', ARGV[i + 1], 'queue', ARGV[1],
+               'slot', ARGV[i + 2])
+  end
 end
-return (#ARGV - 1) / 2
+return (#ARGV - 1) / 3
 """
 PUBLISH_CHUNK = 1000  # triggers per script call: keeps each call's hold on Redis to a few ms
 
@@ -217,6 +224,18 @@ def _fields(raw: Any) -> dict[str, str]:
         return {str(k): str(v) for k, v in raw.items()}
     items = list(raw or [])
     return {str(items[i]): str(items[i + 1]) for i in range(0, len(items) - 1, 2)}
+
+
+def _micros(instant: datetime) -> int:
+    return (instant - _EPOCH) // _MICROSECOND
+
+
+def _instant(micros: str) -> datetime:
+    return _EPOCH + int(micros) * _MICROSECOND
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def _entry_ms(entry_id: str) -> int:
@@ -358,7 +377,8 @@ class RedisStreamQueue:
             for start in range(0, len(triggers), self._publish_batch):
                 by_queue: dict[str, list[str]] = {}
                 for trigger in triggers[start : start + self._publish_batch]:
-                    by_queue.setdefault(trigger.queue, []).extend((trigger.run_id, trigger.job_id))
+                    slot = "" if trigger.slot is None else str(_micros(trigger.slot))
+                    by_queue.setdefault(trigger.queue, []).extend((trigger.run_id, trigger.job_id, slot))
                 try:
                     await self._publish_calls(by_queue)
                 except rx.NoScriptError:  # Redis restarted (or its scripts were flushed)
@@ -368,8 +388,8 @@ class RedisStreamQueue:
     async def _publish_calls(self, by_queue: dict[str, list[str]]) -> None:
         pipe = self._redis.pipeline(transaction=False)
         for name, ids in by_queue.items():
-            for chunk in range(0, len(ids), 2 * PUBLISH_CHUNK):
-                args = [name, *ids[chunk : chunk + 2 * PUBLISH_CHUNK]]
+            for chunk in range(0, len(ids), 3 * PUBLISH_CHUNK):
+                args = [name, *ids[chunk : chunk + 3 * PUBLISH_CHUNK]]
                 pipe.evalsha(self._publish.sha, 1, self.stream_key(name), *args)
         await pipe.execute()
 
@@ -498,7 +518,9 @@ class RedisStreamQueue:
 
     def _delivery(self, queue: str, entry_id: str, times: int, raw: Any) -> Delivery:
         fields = _fields(raw)
-        return Delivery(Trigger(fields.get("run_id", ""), fields.get("job_id", ""), queue), entry_id, times)
+        slot = None if "slot" not in fields else _instant(fields["slot"])
+        trigger = Trigger(fields.get("run_id", ""), fields.get("job_id", ""), queue, slot)
+        return Delivery(trigger, entry_id, times)
 
     async def ack(self, queue: str, deliveries: Sequence[Delivery]) -> None:
         """XACK and XDEL in one transaction: acknowledged triggers leave the stream, so the

@@ -5,7 +5,7 @@
 holds (0.5 ms each, from 1 s), so 30 s is reached by 60,000 jobs due in one second, which record in
 about 10 s here (docs/performance.md). Longer would buy nothing for the herds this machine measures
 and would widen what a scheduler holds in memory, and what a pause or an edit has to remove,
-without making any slot more on time; it stays well inside the wheel's 120 s horizon.
+without making any slot more on time; it stays well inside the wheel's horizon.
 """
 
 ARM_AHEAD_S = 30.0

@@ -10,13 +10,19 @@ store: a full reload (at start, after an outage, a fencing or lost notifications
 wheel, so a tick waits for one page at most and fires between the pages; between full reloads
 only the jobs entering the horizon are read (``_extend``).
 
-With ``arm_ahead_s`` (off by default) the scheduler arms ahead and releases at the slot: the jobs
-with overlap ``allow`` of a coming second are recorded (the same fire transaction, PENDING, the
+With ``arm_ahead_s`` (0 here, off; servers pass :data:`~cronwheel.scheduler.ARM_AHEAD_S`) the
+scheduler arms ahead and releases at the slot: the jobs with overlap ``allow`` of a coming second
+are recorded (the same fire transaction, PENDING, the
 cursor moved) up to ``arm_ahead_s`` before it, with a lead that grows with how many jobs that
 second holds (:meth:`Scheduler.lead`); at the slot the tick only releases them (queues the
 triggers, then stamps them queued). Armed runs are held in a second wheel, by run id; a scheduler
 that loads or gains shards reads their armed runs from the store, and a job change drops the held
 runs that the change removed from the store (``cronwheel.store.sql.armed``).
+
+Armed runs are released a little ahead of their slot (``release_ahead_s``, at most; the lead of a
+second grows with how many runs it releases, :meth:`Scheduler.release_lead`): each trigger carries
+its slot, the worker holds it until then and claims it at the slot, and the claim refuses a run
+before its slot. A run released ahead is stamped queued when published, before its slot.
 """
 
 from __future__ import annotations
@@ -53,6 +59,9 @@ SWEEP_SLICE = 50_000  # wheel keys checked per tick once a reload's last page is
 ARM_MIN_S = 1.0  # the lead of a second with few jobs
 ARMED_READ = 1_000_000  # armed runs read at most on a load (more: the sweep releases the rest)
 ARM_S_PER_JOB = 0.0005  # lead per job of a second (a fire's record costs 0.1-0.3 ms here; margin x2)
+RELEASE_AHEAD_S = 0.5  # the longest release lead: triggers reach the workers before their slot
+RELEASE_MIN_S = 0.1  # the release lead of a second with few runs
+RELEASE_S_PER_RUN = 0.00005  # release lead per run (publish + stamp: about 20 us here; margin x2)
 
 
 @dataclass
@@ -104,6 +113,7 @@ class Scheduler:
         stall_s: float = 5.0,
         tracer: Tracer = OFF,
         arm_ahead_s: float = 0.0,
+        release_ahead_s: float = RELEASE_AHEAD_S,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -130,6 +140,7 @@ class Scheduler:
         self.tracer = tracer  # off: the fire path checks ``enabled`` once per batch, nothing more
         self.writers = store.write_concurrency  # fire batches written at once
         self.arm_ahead_s = arm_ahead_s if arm_ahead_s >= ARM_MIN_S else 0.0  # the longest lead; 0: off
+        self.release_ahead_s = max(0.0, release_ahead_s)  # the longest release lead; 0: at the slot
         self.armed: TimingWheel[Held] = TimingWheel(_held_second)  # recorded ahead, not yet released
         self._armed_of: dict[str, set[str]] = {}  # job id -> ids of its runs in ``armed``
 
@@ -390,21 +401,36 @@ class Scheduler:
         epochs = self.epochs
         return lambda shard: shard in valid and valid[shard] == epochs.get(shard)
 
+    def release_lead(self, count: int) -> float:
+        """How long before its slot a second holding ``count`` armed runs is released: enough to
+        publish and stamp them all (:data:`RELEASE_S_PER_RUN` each), at least
+        :data:`RELEASE_MIN_S`, at most ``release_ahead_s``."""
+        return min(self.release_ahead_s, max(RELEASE_MIN_S, count * RELEASE_S_PER_RUN))
+
+    def _release_until(self, now: datetime) -> datetime:
+        """The latest slot released at ``now``: ``now`` plus the coming second's lead."""
+        if not self.release_ahead_s:
+            return now
+        lead = self.release_lead(self.armed.count_at(_second(now) + 1))
+        return now + timedelta(seconds=lead)
+
     async def _release(self, now: datetime) -> None:
-        """Queue the triggers of the held runs whose slot has come (never one before its slot),
-        then stamp them queued. Runs of shards no longer held are left to their new owner."""
-        due = self.armed.pop_due(_second(now))
+        """Queue the triggers of the held runs whose release time has come (their slot, less the
+        lead; each trigger carries its slot), then stamp them queued. Runs of shards no longer
+        held are left to their new owner."""
+        until = self._release_until(now)
+        due = self.armed.pop_due(_second(until))
         owns = None if self.ownership is None else self._owner()
         ready: list[Run] = []
         for entry in due:
             run, shard = entry
-            if run.slot > now:  # later in this second
+            if run.slot > until:  # later in this second
                 self.armed.add(run.id, entry)
             elif owns is None or owns(shard):
                 ready.append(run)
         if ready:
             failpoints.hit("scheduler.before_release")  # armed runs recorded, triggers not queued
-            await self._publish(ready)
+            await self._publish(ready, ahead=until > now)
         armed_of = self._armed_of
         for run, _ in due:
             held = armed_of.get(run.job_id)
@@ -582,17 +608,21 @@ class Scheduler:
             if self.shards is None or job.shard in self.shards:
                 self._keep(DueJob.of(job))
 
-    async def _publish(self, runs: list[Run]) -> datetime:
-        """Queue the runs' triggers and stamp them queued; returns when (now, with none)."""
+    async def _publish(self, runs: list[Run], *, ahead: bool = False) -> datetime:
+        """Queue the runs' triggers (``ahead``: with their slots, for the workers to hold until
+        then) and stamp them queued; returns when (now, with none). A run queued before its slot
+        counts as on time (lateness 0)."""
         if not runs:
             return self.clock.now()
-        await self.queue.publish([Trigger(run.id, run.job_id, run.queue) for run in runs])
+        await self.queue.publish(
+            [Trigger(run.id, run.job_id, run.queue, run.slot if ahead else None) for run in runs]
+        )
         failpoints.hit("scheduler.after_publish")  # triggers queued, not yet marked queued
         queued = self.clock.now()
         await self.store.mark_queued([run.id for run in runs], queued)
         metrics.RUNS_RECORDED.labels("PENDING", "").inc(len(runs))
         for run in runs:
-            lateness = (queued - run.slot).total_seconds()
+            lateness = max(0.0, (queued - run.slot).total_seconds())
             self.stats.record_lateness(lateness)
             metrics.FIRE_LATENESS.observe(lateness)
         return queued
@@ -610,13 +640,29 @@ class Scheduler:
         if self._next_reload is not None:
             wake = min(wake, self._next_reload) if len(self.wheel) == 0 else wake
         next_due = self.wheel.next_due()
+        if next_due is not None:
+            wake = max(min(wake, datetime.fromtimestamp(next_due, now.tzinfo)), now)
         release = self.armed.next_due()
         if release is not None:
-            next_due = release if next_due is None else min(next_due, release)
-        if next_due is not None:
-            due_at = datetime.fromtimestamp(next_due, now.tzinfo)
-            wake = max(min(wake, due_at), now)
+            lead = self.release_lead(self.armed.count_at(release)) if self.release_ahead_s else 0.0
+            release_at = datetime.fromtimestamp(release - lead, now.tzinfo)
+            wake = max(min(wake, release_at), now)
+        arm_at = self._next_arm_at(now) if self.arm_ahead_s else None
+        if arm_at is not None:
+            wake = min(wake, datetime.fromtimestamp(arm_at, now.tzinfo))
         return wake
+
+    def _next_arm_at(self, now: datetime) -> float | None:
+        """When (Unix seconds) the next coming second is to be armed, if after ``now``: a tick
+        that releases ahead of one second comes too soon to arm the next."""
+        current, stamp = _second(now), now.timestamp()
+        times = [
+            second - self.lead(count)
+            for second in range(current + 1, current + math.ceil(self.arm_ahead_s) + 2)
+            if (count := self.wheel.count_at(second))
+        ]
+        later = [at for at in times if at > stamp]
+        return min(later) if later else None
 
     # -- the loop -----------------------------------------------------------------------------
 

@@ -5,13 +5,18 @@ Every attempt is claimed in the store first (a conditional PENDING/RETRYING -> R
 a trigger delivered twice starts at most one attempt. A long attempt heartbeats its lease; if the
 lease is lost (another worker took over after this one stalled) or cancellation is requested
 (overlap=replace, job deleted), the attempt is stopped.
+
+A trigger released ahead of its slot is held (:mod:`cronwheel.worker.holding`) without taking an
+attempt slot, and handed to the claim at its slot by the worker's one timer task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
+from collections import deque
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,6 +35,7 @@ from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import AttemptContext
 from cronwheel.worker.finisher import Finisher
 from cronwheel.worker.gate import Gate
+from cronwheel.worker.holding import Holding
 from cronwheel.worker.retry import retry_delay, should_retry
 
 log = logging.getLogger("cronwheel.worker")
@@ -53,6 +59,7 @@ class Worker:
         rng: random.Random | None = None,
         tracer: Tracer = OFF,
         gather_s: float | None = None,
+        hold_most: int | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -78,6 +85,11 @@ class Worker:
         # outcomes recorded many per transaction
         self.finisher = Finisher(store, clock, node, gather_s=self.gather_s, most=concurrency)
         self.tracer = tracer  # the claim and attempt spans, in each run's trace (off: none)
+        # triggers received ahead of their slot (at most 4 per attempt slot: the rest stay queued)
+        self.holding = Holding(4 * concurrency if hold_most is None else hold_most)
+        self._waiting: deque[Delivery] = deque()  # due, waiting for an attempt slot
+        self._timer: asyncio.Task[None] | None = None  # hands held triggers to the claim at their slot
+        self._held_changed = asyncio.Event()  # an earlier slot is held: the timer sleeps less
 
     async def run(self, stop: asyncio.Event, drain_s: float = 30.0) -> None:
         """Receive and handle triggers until ``stop``; then let running attempts finish for up to
@@ -116,8 +128,8 @@ class Worker:
         loop = asyncio.get_running_loop()
         tries = self.backoff.tracker()
         while not stop.is_set():
-            free = self.concurrency - self._busy
-            if free <= 0:  # bounded concurrency: wait for a claim or an attempt to finish
+            free = self.concurrency - self._busy - len(self._waiting)
+            if free <= 0 or not self.holding.room():  # bounded: wait for a slot, or a held trigger's
                 self._freed.clear()
                 await self._freed.wait()
                 continue
@@ -126,9 +138,10 @@ class Worker:
                 continue
             if free < self._batch and self._busy and self.gather_s > 0:
                 await self._slots.wait(self.gather_s)  # the slots of attempts finishing meanwhile
-                free = self.concurrency - self._busy
+                free = self.concurrency - self._busy - len(self._waiting)
             try:
-                deliveries = await self.queue.receive(queue_name, self.node, free, 1.0)
+                limit = max(1, min(free, self.holding.room()))
+                deliveries = await self.queue.receive(queue_name, self.node, limit, 1.0)
             except TransientError as error:  # the queue is down: wait and try again, don't die
                 delay = tries.failed()
                 log.warning(
@@ -146,10 +159,57 @@ class Worker:
             tries.succeeded()
             if deliveries:
                 _count_reclaims(queue_name, deliveries)
-                self._busy += len(deliveries)
-                self._to_claim.extend(deliveries)
-                if self._claimer is None:
-                    self._claimer = self._track(self._claim_all())
+                self.take_in(deliveries)
+
+    # -- triggers released ahead, held until their slot ----------------------------------------
+
+    def take_in(self, deliveries: Sequence[Delivery]) -> None:
+        """Hold the deliveries whose slot is ahead (the timer hands them over at it); the
+        others wait for an attempt slot."""
+        due = self.holding.hold_early(deliveries, self.clock.now())
+        if len(due) < len(deliveries):
+            self._wake_timer()
+        self._waiting.extend(due)
+        self._admit()
+
+    def release_due(self, now: datetime) -> int:
+        """Hand the held triggers whose slot is ``now`` or before to the claim; returns how many."""
+        due = self.holding.pop_due(now)
+        if due:
+            self._waiting.extend(due)
+            self._admit()
+            self._freed.set()  # room to hold more
+        return len(due)
+
+    def _admit(self) -> None:
+        """Give waiting triggers the free attempt slots and the claimer its next batch."""
+        count = min(len(self._waiting), self.concurrency - self._busy)
+        if count <= 0:
+            return
+        self._busy += count
+        self._to_claim.extend(self._waiting.popleft() for _ in range(count))
+        if self._claimer is None:
+            self._claimer = self._track(self._claim_all())
+
+    def _wake_timer(self) -> None:
+        if self._timer is None or self._timer.done():
+            self._timer = self._track(self._release_held())
+        else:
+            self._held_changed.set()
+
+    async def _release_held(self) -> None:
+        """The held triggers' timer: asleep until the earliest slot held, by the worker's clock
+        (woken sooner when an earlier one is held), then hands over what is due."""
+        while len(self.holding):
+            self.release_due(self.clock.now())
+            next_at = self.holding.next_at()
+            if next_at is None:
+                return
+            self._held_changed.clear()
+            delay = (next_at - self.clock.now()).total_seconds()
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._held_changed.wait(), delay)
 
     def _track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
@@ -217,6 +277,8 @@ class Worker:
         if slots:
             self._busy -= slots
             self._freed.set()
+            if self._waiting:
+                self._admit()
             if self.concurrency - self._busy >= self._batch:
                 self._slots.open()
 
@@ -292,15 +354,17 @@ class Worker:
         return await self._finish(run, None, AttemptResult(Outcome.CANCELLED, error=reason), span)
 
     async def _not_claimable(self, triggers: Sequence[Trigger], now: datetime) -> None:
-        """A trigger that came early for a retry is put back until its time; others are dropped.
-        One store read for all the triggers of a receive that could not be claimed."""
+        """A trigger that came early (for a retry, or before its slot: a clock behind the
+        publisher's) is put back until its time; others (the run is gone, taken or finished) are
+        dropped. One store read for all the triggers of a receive that could not be claimed."""
         found = await self.store.get_runs([trigger.run_id for trigger in triggers])
         for trigger in triggers:
             run = found.get(trigger.run_id)
-            if run is None or run.state is not RunState.RETRYING or run.next_attempt_at is None:
+            if run is None or run.state not in (RunState.PENDING, RunState.RETRYING):
                 continue
-            if run.next_attempt_at > now:
-                await self.queue.publish_at(trigger, run.next_attempt_at)
+            due = max(run.slot, run.next_attempt_at or run.slot)
+            if due > now:
+                await self.queue.publish_at(trigger, due)
 
     async def _attempt(self, job: Job, run: Run, span: Span) -> AttemptResult:
         ctx = AttemptContext.for_run(job, run, run.attempts, deadline=None, trace_headers=span.headers())

@@ -1,15 +1,19 @@
-"""Armed runs: scheduled runs recorded before their slot and not yet released (queued).
+"""Armed runs: scheduled runs recorded before their slot.
 
 A scheduler that arms ahead (``Scheduler(arm_ahead_s=...)``) writes a slot's run with the fire
-transaction some seconds before the slot, and queues its trigger only at the slot. Until then the
-run is PENDING with ``queued_at`` NULL and its slot in the future. Two things read or change them:
+transaction some seconds before the slot, and queues its trigger only shortly before the slot
+(``release_ahead_s``; the worker holds it until the slot). Until released the run is PENDING with
+``queued_at`` NULL and its slot in the future; released, ``queued_at`` is set and the run stays
+PENDING until a worker claims it, which the claim refuses before the slot
+(:mod:`cronwheel.store.sql.leases`). Two things read or change them:
 
 * :func:`disarm`, in the transaction of every write that bumps a job's version (edit, pause,
-  resume, delete): the job's armed runs whose slot is still ahead are deleted with their first
-  history event (they were never released: no worker saw them), its ``job_last_run`` row is
-  corrected, and the caller moves the cursor back to the first removed slot, so that the job's
-  current version arms (or, paused, records) that slot again. No SKIPPED record is left: a removed
-  armed run never existed for anyone but the scheduler that armed it.
+  resume, delete): the job's PENDING scheduled runs whose slot is still ahead, released or not,
+  are deleted with their first history event (no attempt can have started before the slot), its
+  ``job_last_run`` row is corrected, and the caller moves the cursor back to the first removed
+  slot, so that the job's current version arms (or, paused, records) that slot again. No SKIPPED
+  record is left: a removed armed run never ran for anyone; a worker holding its trigger finds
+  the run gone at the slot and drops the trigger.
 * :func:`unreleased`: a scheduler that loads or gains shards takes over their armed runs and
   releases them at their slot (those whose slot has passed at once).
 """
@@ -30,26 +34,30 @@ from cronwheel.store.sql.tx import Transactions
 from cronwheel.store.sql.where import check_limit
 
 
+def _unstarted() -> ColumnElement[bool]:
+    return and_(runs.c.state == RunState.PENDING.value, runs.c.kind == RunKind.SCHEDULED.value)
+
+
 def _unreleased() -> ColumnElement[bool]:
-    return and_(
-        runs.c.state == RunState.PENDING.value,
-        runs.c.queued_at.is_(None),
-        runs.c.kind == RunKind.SCHEDULED.value,
-    )
+    return and_(_unstarted(), runs.c.queued_at.is_(None))
 
 
 async def disarm(connection: AsyncConnection, job_id: str, now: datetime) -> datetime | None:
-    """Delete ``job_id``'s armed runs whose slot is after ``now`` (see the module docstring);
-    returns the first removed slot (None: there were none). Call it with the job's row locked."""
-    found = await connection.execute(
-        select(runs.c.id, runs.c.slot).where(runs.c.job_id == job_id, _unreleased(), runs.c.slot > now)
+    """Delete ``job_id``'s armed runs whose slot is after ``now``, released or not (see the
+    module docstring); returns the first removed slot (None: there were none). Call it with the
+    job's row locked."""
+    found = await connection.execute(  # locked in id order, as claims lock: a claim waits, or wins
+        select(runs.c.id, runs.c.slot)
+        .where(runs.c.job_id == job_id, _unstarted(), runs.c.slot > now)
+        .order_by(runs.c.id)
+        .with_for_update()
     )
     armed = [(row.id, row.slot) for row in found]
     if not armed:
         return None
     ids = [run_id for run_id, _ in armed]
     await connection.execute(delete(run_events).where(run_events.c.run_id.in_(ids)))
-    await connection.execute(delete(runs).where(runs.c.id.in_(ids), _unreleased()))
+    await connection.execute(delete(runs).where(runs.c.id.in_(ids), _unstarted()))
     await last_runs.forget(connection, [(job_id, run_id) for run_id in ids])
     first: datetime = min(slot for _, slot in armed)
     return first

@@ -87,7 +87,8 @@ async def claim(
     *,
     noted: bool = False,
 ) -> Claimed:
-    """Claim the due PENDING/RETRYING runs of ``run_ids``: each becomes RUNNING under
+    """Claim the due PENDING/RETRYING runs of ``run_ids`` (due: slot and next attempt not after
+    ``now``; a run is never claimed before its slot): each becomes RUNNING under
     ``worker``'s lease until ``lease_until``, with a new attempt and a RUNNING event, and is
     returned with its job as the attempt needs it. A run whose state changed since it was read
     drops out (the write re-checks the state it read). ``noted``: the claim is a whole
@@ -117,7 +118,9 @@ def _claimed_values(worker: str, now: datetime, lease_until: datetime) -> dict[s
 
 
 def _due(now: datetime) -> ColumnElement[bool]:
-    return or_(runs.c.next_attempt_at.is_(None), runs.c.next_attempt_at <= now)
+    """Claimable at ``now``: its slot has come (a trigger released ahead is early) and so has its
+    next attempt, if any."""
+    return and_(runs.c.slot <= now, or_(runs.c.next_attempt_at.is_(None), runs.c.next_attempt_at <= now))
 
 
 # PostgreSQL: ``UPDATE runs ... FROM`` the states this statement's snapshot read (``old``), the
@@ -139,6 +142,7 @@ WITH old AS (
   FROM old
   WHERE runs.id = old.id
     AND CASE WHEN old.previous IN ('PENDING', 'RETRYING') AND runs.state = old.previous
+                  AND runs.slot <= CAST(:now AS bigint)
                   AND (runs.next_attempt_at IS NULL OR runs.next_attempt_at <= CAST(:now AS bigint))
              THEN true ELSE false END
   RETURNING runs.*, old.previous
