@@ -303,23 +303,29 @@ class Worker:
                 await self.queue.publish_at(trigger, run.next_attempt_at)
 
     async def _attempt(self, job: Job, run: Run, span: Span) -> AttemptResult:
+        """The attempt itself, in the task that handles the run (no task of its own): a stop
+        by its lease keeper or a cancellation request cancels that task while it waits in the
+        executor, and the attempt ends with the stop's result."""
         ctx = AttemptContext.for_run(job, run, run.attempts, deadline=None, trace_headers=span.headers())
-        log.debug(  # the finish line says the rest, at INFO
-            "attempt started",
-            extra={
-                "action": "start",
-                "job_id": job.id,
-                "run_id": run.id,
-                "attempt": run.attempts,
-                "node": self.node,
-            },
-        )
-        work = asyncio.create_task(self.executors.execute(job.target, ctx))
-        held = self._hold(run, work)
+        if log.isEnabledFor(logging.DEBUG):  # the finish line says the rest, at INFO
+            log.debug(
+                "attempt started",
+                extra={
+                    "action": "start",
+                    "job_id": job.id,
+                    "run_id": run.id,
+                    "attempt": run.attempts,
+                    "node": self.node,
+                },
+            )
+        task = asyncio.current_task()
+        assert task is not None
+        held = self._hold(run, task)
         try:
-            return await work
+            return await self.executors.execute(job.target, ctx)
         except asyncio.CancelledError:
             if held.stopped is not None:  # stopped by its lease keeper or a cancellation request
+                task.uncancel()
                 return held.stopped
             raise
         finally:
@@ -327,7 +333,7 @@ class Worker:
 
     # -- leases of the attempts held ----------------------------------------------------------
 
-    def _hold(self, run: Run, work: asyncio.Task[AttemptResult]) -> _Held:
+    def _hold(self, run: Run, work: asyncio.Task[Any]) -> _Held:
         """Register a running attempt; its lease is extended by the worker's one keeper task."""
         loop = asyncio.get_running_loop()
         held = _Held(run, work, loop.time(), loop.time() + self.lease.total_seconds() / 3)
@@ -337,7 +343,9 @@ class Worker:
         return held
 
     def _unhold(self, run_id: str) -> None:
-        self._attempts.pop(run_id, None)
+        held = self._attempts.pop(run_id, None)
+        if held is not None:
+            held.over = True  # its task goes on to record the outcome: a late stop must not cancel it
         if not self._attempts and self._keeper is not None:
             self._keeper.cancel()  # nothing left to keep: the next attempt starts a new keeper
             self._keeper = None
@@ -409,13 +417,14 @@ class _Held:
     is next extended, and why it was stopped (None: it was not)."""
 
     run: Run
-    work: asyncio.Task[AttemptResult]
+    work: asyncio.Task[Any]  # the task waiting for the attempt's executor
     since: float  # loop time it started
     beat_at: float  # loop time
     stopped: AttemptResult | None = None
+    over: bool = False  # the executor returned: nothing left to stop
 
     def stop(self, reason: AttemptResult) -> None:
-        if not self.work.done() and self.stopped is None:
+        if self.stopped is None and not self.over:
             self.stopped = reason
             self.work.cancel()
 
