@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -845,6 +846,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--consumer-runs", type=int, default=3000)
     parser.add_argument("--step-runs", type=int, default=500, help="steps: runs delivered one by one")
     parser.add_argument("--client-posts", type=int, default=5000, help="clients: POSTs per client")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the workers' loop")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every scenario (medians)")
     parser.add_argument("--timeout", type=float, default=50.0, help="give up waiting after (s)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the worker processes here")
@@ -858,9 +860,19 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def use_uvloop() -> None:
+    """The worker process on uvloop's event loop, taken from the peers' venv (``--loop uvloop``:
+    a measurement, cronwheel does not depend on it); this venv's packages come first."""
+    site = next((PEERS_VENV / "lib").glob("python*/site-packages"))
+    sys.path.append(str(site))
+    importlib.import_module("uvloop").install()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     if args.child:
+        if args.child == "worker" and os.environ.get("CRONWHEEL_BENCH_LOOP") == "uvloop":
+            use_uvloop()
         if args.child == "sink":
             asyncio.run(sink_main())
         else:
@@ -870,6 +882,9 @@ def main(argv: list[str] | None = None) -> int:
         args.runs, args.consumer_runs, args.client_posts, args.timeout = 60, 60, 100, 15.0
         args.step_runs = 20
         args.consumers, args.consumer_procs = 20, 2
+    if args.loop == "uvloop":
+        peers_python()  # the venv that holds uvloop
+        os.environ["CRONWHEEL_BENCH_LOOP"] = "uvloop"  # the worker processes read it
     print(f"bench_webhooks: {machine()}", flush=True)
     results = asyncio.run(parent(args))
     print(report(results))
