@@ -54,10 +54,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,6 +86,7 @@ from benchlib import (
     database_url,
     drop_keys,
     peak_rss_mb,
+    peer_python,
     reset_peak_rss,
     save_results,
 )
@@ -103,9 +106,13 @@ from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
 
 SCENARIOS = ("embedded", "cluster", "consumers", "clients", "steps")
+PEERS = ("taskiq", "dramatiq")  # benchmarks/peer_webhooks.py, in .venv-peer-webhooks
+HERE = Path(__file__).resolve().parent
+PEERS_VENV = HERE.parent / ".venv-peer-webhooks"  # benchlib.peer_python("webhooks")
 PY_SPY = os.environ.get("CRONWHEEL_BENCH_PY_SPY") or shutil.which("py-spy") or "/tmp/tools/bin/py-spy"
 LOOPBACK = WorkerSettings(allowed_networks=("127.0.0.0/8",))  # as the tests allow the sink
 TARGET_PER_S = 3000.0
+DB_PREFIX = os.environ.get("CRONWHEEL_BENCH_DB_PREFIX", "cronwheel")  # of the databases made and dropped
 SEED_CHUNK = 1000
 TAG = "@bench "  # protocol lines between parent and children (py-spy may print too)
 BODY = b'{"bench":"webhooks"}'
@@ -147,8 +154,10 @@ async def hear(word: str) -> None:
 class Child:
     """A child process of this script, spoken to over its stdin/stdout with tagged lines."""
 
-    def __init__(self, *args: str, profile: Path | None = None, script: str = __file__) -> None:
-        command = [sys.executable, script, *args]
+    def __init__(
+        self, *args: str, profile: Path | None = None, script: str = __file__, python: str = sys.executable
+    ) -> None:
+        command = [python, script, *args]
         if profile is not None:
             command = [PY_SPY, "record", "-r", "200", "-f", "raw", "-o", str(profile), "--", *command]
         self.errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in result()
@@ -282,7 +291,7 @@ async def record_pending(
 @contextlib.asynccontextmanager
 async def cluster_backends() -> AsyncIterator[tuple[SqlStore, RedisStreamQueue, str, str]]:
     """A fresh database and key prefix, removed afterwards: (store, queue, url, prefix)."""
-    name = f"cronwheel_hooks_{uuid.uuid4().hex[:10]}"
+    name = f"{DB_PREFIX}_hooks_{uuid.uuid4().hex[:10]}"
     await admin(f'CREATE DATABASE "{name}"')
     prefix = f"bench-{name}"
     try:
@@ -471,6 +480,49 @@ async def observe(store: SqlStore, queue: RedisStreamQueue) -> dict[str, Any]:
         ],
         "stream_length_after": length,
     }
+
+
+# -- the peers: taskiq and dramatiq, one worker process each (benchmarks/peer_webhooks.py) --------
+
+
+def peers_python() -> str:
+    """The interpreter of the peers' venv (:func:`benchlib.peer_python`)."""
+    return str(peer_python("webhooks"))
+
+
+async def wait_arrivals(sink: Sink, count: int, timeout_s: float) -> tuple[int, float]:
+    """Poll the sink until ``count`` distinct keys arrived: (distinct keys, seconds since now)."""
+    started, seen = time.monotonic(), 0
+    while time.monotonic() - started < timeout_s:
+        seen = (await asyncio.to_thread(sink.stats))["distinct"]
+        if seen >= count:
+            break
+        await asyncio.sleep(0.05)
+    return seen, time.monotonic() - started
+
+
+async def run_peer(system: str, sink: Sink, runs: int, concurrency: int, timeout_s: float) -> Figures:
+    """One peer worker process: enqueue ``runs`` tasks (not timed), then time from go until the
+    sink saw them all."""
+    prefix = f"bench-peer-{uuid.uuid4().hex[:10]}"
+    child = Child(system, "--hook", sink.hook, "--redis", REDIS_URL, "--prefix", prefix, "--runs", str(runs),
+                  "--concurrency", str(concurrency), script=str(HERE / "peer_webhooks.py"),
+                  python=peers_python())  # fmt: skip
+    try:
+        child.expect("ready")
+        sink.reset()
+        child.send("go")
+        done, seconds = await wait_arrivals(sink, runs, timeout_s)
+        child.send("stop")
+        result = child.result()
+    finally:
+        await drop_keys(prefix)
+    return Figures(
+        scenario=system, processes=1, workers=1, concurrency=concurrency, runs=runs, delivered=done,
+        seconds=round(seconds, 3), per_s=round(done / seconds, 1),
+        cpu_s_per_1000=round(result["cpu_s"] / max(done, 1) * 1000, 3), peak_rss_mb=result["peak_rss_mb"],
+        **sink_counts(sink),
+    )  # fmt: skip
 
 
 # -- one delivery's steps, one at a time -----------------------------------------------------------
@@ -689,7 +741,7 @@ def report(results: Sequence[Figures]) -> str:
                      r.distinct, r.duplicates)))  # fmt: skip
     for r in results:
         lines += notes(r)
-    return "\n".join(lines)
+    return "\n".join(lines + medians(results))
 
 
 def notes(r: Figures) -> list[str]:
@@ -726,6 +778,8 @@ async def scenario(name: str, args: argparse.Namespace, sink: Sink) -> list[Figu
         return [run_client(kind, sink, args.client_posts, args.concurrency) for kind in ("aiohttp", "httpx")]
     if name == "steps":
         return [await run_steps(system, sink, args.step_runs) for system in ("embedded", "cluster")]
+    if name in PEERS:
+        return [await run_peer(name, sink, args.runs, args.concurrency, args.timeout)]
     shape = shapes(args)[name]
     stem = None
     if args.profile is not None:
@@ -744,13 +798,32 @@ async def parent(args: argparse.Namespace) -> list[Figures]:
     sink = Sink()
     results: list[Figures] = []
     try:
-        for name in [name for name in args.scenarios.split(",") if name]:
-            results += await scenario(name, args, sink)
-            for figures in results[-2:] if name in ("clients", "steps") else results[-1:]:
-                print(f"  {name}: {asdict(figures)}", flush=True)
+        for _ in range(args.repeat):
+            for name in [name for name in args.scenarios.split(",") if name]:
+                results += await scenario(name, args, sink)
+                for figures in results[-2:] if name in ("clients", "steps") else results[-1:]:
+                    print(f"  {name}: {asdict(figures)}", flush=True)
     finally:
         sink.stop()
     return results
+
+
+def medians(results: Sequence[Figures]) -> list[str]:
+    """Per scenario: the median deliveries/s and CPU ms per delivery over the rounds; per peer,
+    the median of each round's ratio cronwheel cluster / peer (rounds ran back to back)."""
+    by: defaultdict[str, list[Figures]] = defaultdict(list)
+    for figures in results:
+        by[figures.scenario].append(figures)
+    lines = [f"median of {len(runs)}: {name}: {statistics.median(f.per_s for f in runs):.1f} deliveries/s, "
+             f"{statistics.median(f.cpu_s_per_1000 for f in runs):.3f} CPU ms/delivery"
+             for name, runs in by.items() if len(runs) > 1]  # fmt: skip
+    for peer in [peer for peer in PEERS if peer in by and "cluster" in by]:
+        pairs = list(zip(by["cluster"], by[peer], strict=False))
+        speed = statistics.median(ours.per_s / theirs.per_s for ours, theirs in pairs)
+        cpu = statistics.median(theirs.cpu_s_per_1000 / ours.cpu_s_per_1000 for ours, theirs in pairs)
+        lines.append(f"cluster / {peer} (median of {len(pairs)} rounds): {speed:.2f}x the deliveries/s, "
+                     f"{cpu:.2f}x less CPU per delivery")  # fmt: skip
+    return lines
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -766,6 +839,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--consumer-runs", type=int, default=3000)
     parser.add_argument("--step-runs", type=int, default=500, help="steps: runs delivered one by one")
     parser.add_argument("--client-posts", type=int, default=5000, help="clients: POSTs per client")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the workers' loop")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of every scenario (medians)")
     parser.add_argument("--timeout", type=float, default=50.0, help="give up waiting after (s)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the worker processes here")
     parser.add_argument("--json", type=Path, default=None)
@@ -778,9 +853,19 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def use_uvloop() -> None:
+    """The worker process on uvloop's event loop, taken from the peers' venv (``--loop uvloop``:
+    a measurement, cronwheel does not depend on it); this venv's packages come first."""
+    site = next((PEERS_VENV / "lib").glob("python*/site-packages"))
+    sys.path.append(str(site))
+    importlib.import_module("uvloop").install()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     if args.child:
+        if args.child == "worker" and os.environ.get("CRONWHEEL_BENCH_LOOP") == "uvloop":
+            use_uvloop()
         if args.child == "sink":
             asyncio.run(sink_main())
         else:
@@ -790,6 +875,9 @@ def main(argv: list[str] | None = None) -> int:
         args.runs, args.consumer_runs, args.client_posts, args.timeout = 60, 60, 100, 15.0
         args.step_runs = 20
         args.consumers, args.consumer_procs = 20, 2
+    if args.loop == "uvloop":
+        peers_python()  # the venv that holds uvloop
+        os.environ["CRONWHEEL_BENCH_LOOP"] = "uvloop"  # the worker processes read it
     print(f"bench_webhooks: {machine()}", flush=True)
     results = asyncio.run(parent(args))
     print(report(results))

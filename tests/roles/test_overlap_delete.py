@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from cronwheel.errors import NotFoundError
-from cronwheel.model import Outcome, Overlap, RetryPolicy, RunState, SkipReason
-from cronwheel.store import AttemptResult
+from cronwheel.model import Outcome, Overlap, RetryPolicy, Run, RunState, SkipReason
+from cronwheel.store import AttemptResult, Finish
 from cronwheel.store.port import RunQuery
 
 from . import targets
@@ -221,3 +221,34 @@ async def test_delete_requests_cancellation_of_a_running_run(roles: Roles) -> No
     beat = await roles.store.heartbeat(run.id, 1, "ghost", roles.now + LEASE)
     assert beat is not None
     assert beat.cancel_requested
+
+
+async def test_a_stop_that_comes_after_the_attempt_returned_does_not_stop_its_recording(
+    roles: Roles,
+) -> None:
+    """The attempt runs in the task that records its outcome: a stop (a lease found lost, a
+    cancellation request) that arrives once the executor has returned leaves that task alone."""
+    await roles.create()
+    worker = roles.new_worker("worker-late", lease_s=600)
+    await roles.tick(at(1))
+    [delivery] = await roles.receive()
+    targets.hangs.append(0.2)
+    handled = asyncio.create_task(worker.handle(delivery))
+    await wait_until(lambda: len(targets.calls) == 1)
+    [held] = worker._attempts.values()
+    recording = worker.finisher.record
+
+    async def record_after_a_late_stop(finish: Finish) -> Run | None:
+        held.stop(AttemptResult(Outcome.CANCELLED, error="lease lost"))  # as the keeper would
+        await asyncio.sleep(0)
+        return await recording(finish)
+
+    worker.finisher.record = record_after_a_late_stop  # type: ignore[method-assign]
+    done = await asyncio.wait_for(handled, 3.0)
+    await roles.queue.ack("default", [delivery])
+
+    assert done is not None
+    assert done.state is RunState.SUCCESS
+    [attempt] = await roles.attempts(done.id)
+    assert (attempt.outcome, attempt.error) == (Outcome.SUCCESS, None)
+    assert targets.cancelled == []

@@ -13,6 +13,7 @@ from datetime import datetime
 from cronwheel.errors import BackendUnavailableError
 from cronwheel.model import Job, Outcome, Run, RunState
 from cronwheel.queue import Trigger
+from cronwheel.store import Finish
 from cronwheel.worker.loop import Worker
 
 from . import targets
@@ -143,3 +144,31 @@ async def test_a_failed_claim_leaves_its_triggers_unacknowledged(roles: Roles) -
     assert await states(roles) == [RunState.PENDING] * 3
     roles.clock.advance(3600)  # past the visibility timeout: they come back
     assert sorted(d.trigger.run_id for d in await roles.receive()) == sorted(run.id for run in runs)
+
+
+async def test_a_slot_frees_when_its_attempt_returns_while_few_outcomes_wait(roles: Roles) -> None:
+    """A slot stands for an attempt running: it is given back once the executor returns, before
+    the outcome is written, while fewer than ``concurrency`` outcomes wait to be written."""
+    runs = await held_back(roles, 3)
+    gate = asyncio.Event()
+    writes: list[list[str]] = []
+    finish_attempts = roles.store.finish_attempts
+
+    async def gated(finishes: Sequence[Finish], worker: str, now: datetime) -> dict[str, Run]:
+        writes.append([finish.run_id for finish in finishes])
+        await gate.wait()
+        return await finish_attempts(finishes, worker, now)
+
+    roles.store.finish_attempts = gated  # type: ignore[method-assign]
+    worker = roles.new_worker("worker-2", concurrency=1, gather_s=0)
+    async with running(worker):
+        await publish(roles, *runs)
+        await wait_until(lambda: len(targets.calls) == 2)  # the second ran while the first's outcome waits
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert len(targets.calls) == 2  # two outcomes wait: the second attempt keeps its slot
+        assert await states(roles) == [RunState.RUNNING] * 2 + [RunState.PENDING]
+        gate.set()
+        await wait_until(lambda: len(targets.calls) == 3 and worker._busy == 0 and not worker._recording)
+    assert await states(roles) == [SUCCESS] * 3
+    assert writes[0] == [targets.calls[0].execution_id]

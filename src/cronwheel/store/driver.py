@@ -2,13 +2,14 @@
 connection setup, how write transactions begin, what the store does differently on each database
 (:class:`Flavor`), upsert, and the translation of driver errors into cronwheel's errors.
 
-SQLite (aiosqlite): every connection gets WAL, ``synchronous=NORMAL``, ``foreign_keys=ON``,
-``busy_timeout=5000`` and a 32 MiB page cache. The driver's own implicit BEGIN is switched off and
-SQLAlchemy's ``begin`` event emits ``BEGIN`` itself, ``BEGIN IMMEDIATE`` for write transactions
-(connections given the :data:`WRITE` execution options): a write transaction then takes SQLite's
-write lock up front and waits for it under ``busy_timeout``, instead of failing with "database is
-locked" when a deferred transaction that has read tries to upgrade to a writer while another
-connection writes.
+SQLite (aiosqlite): each statement takes one trip to the driver's thread
+(:mod:`cronwheel.store.sqlite_cursor`); every connection gets WAL, ``synchronous=NORMAL``,
+``foreign_keys=ON``, ``busy_timeout=5000`` and a 32 MiB page cache. The driver's own implicit
+BEGIN is switched off and SQLAlchemy's ``begin`` event emits ``BEGIN`` itself, ``BEGIN IMMEDIATE``
+for write transactions (connections given the :data:`WRITE` execution options): a write
+transaction then takes SQLite's write lock up front and waits for it under ``busy_timeout``,
+instead of failing with "database is locked" when a deferred transaction that has read tries to
+upgrade to a writer while another connection writes.
 
 PostgreSQL (asyncpg): plain transactions; conditional writes are safe under READ COMMITTED
 because a blocked UPDATE re-checks its WHERE clause against the row it finally locks.
@@ -62,6 +63,7 @@ from cronwheel.errors import (
     PermanentError,
     RaceLostError,
 )
+from cronwheel.store import sqlite_cursor
 from cronwheel.store.files import private_sqlite_files
 from cronwheel.store.pg_connect import SSL_PARAMETERS, connect_arguments
 from cronwheel.tls import tls_refused
@@ -162,6 +164,7 @@ def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> Asy
         return _postgresql_engine(parsed, PostgresTimeouts.from_query(query), connect_arguments(query))
     if parsed.database:
         private_sqlite_files(parsed.database)  # 0600, before SQLite creates it with the umask's mode
+    sqlite_cursor.install()  # one trip to aiosqlite's thread per statement
     engine = create_async_engine(parsed, hide_parameters=True)  # errors never quote a row's values
     _setup_sqlite(engine, immediate=sqlite_begin_immediate)
     return engine

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import random
 from collections import deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,6 +39,10 @@ from cronwheel.worker.holding import Holding
 from cronwheel.worker.retry import retry_delay, should_retry
 
 log = logging.getLogger("cronwheel.worker")
+
+
+def _nothing() -> None:
+    pass
 
 
 class Worker:
@@ -72,6 +76,7 @@ class Worker:
         self.rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._tasks: set[asyncio.Task[None]] = set()  # claims in flight and attempts
         self._busy = 0  # slots of ``concurrency`` taken: triggers being claimed, attempts running
+        self._recording = 0  # attempts whose slot was given back before their outcome was recorded
         self._paused_until = 0.0  # loop time before which no trigger is received (the store is down)
         self._claim_tries = self.backoff.tracker()  # claims that failed in a row (the store is down)
         self._attempts: dict[str, _Held] = {}  # run id -> the attempt running it
@@ -260,8 +265,13 @@ class Worker:
             self._track(self._guarded(run, job))
 
     async def _guarded(self, run: Run, job: Job | None) -> None:
+        """Attempt a claimed run and record its outcome. Its slot is given back as soon as the
+        executor returns, while fewer than ``concurrency`` outcomes of this worker wait to be
+        recorded: a slot stands for an attempt running, and the next one need not wait for the
+        store's round trip of this one's outcome (the outcome still is recorded, by this task)."""
+        slot = _Slot(self)
         try:
-            await self.attempt(run, job)
+            await self.attempt(run, job, attempted=slot.early)
         except TransientError as error:  # a backend is down: the sweep retries what this left behind
             log.warning(
                 "attempt interrupted: backend unavailable",
@@ -270,7 +280,7 @@ class Worker:
         except Exception:  # the store is the record: the sweep retries what this left behind
             log.exception("attempt handling failed", extra={"action": "error", "run_id": run.id})
         finally:
-            self._release(1)
+            slot.done()
 
     def _release(self, slots: int) -> None:
         """Give back ``slots`` of ``concurrency``: the receive loop, if it waits for one, goes on."""
@@ -331,16 +341,22 @@ class Worker:
             spans.claim(self.tracer, [run for run, _ in started], now, self.clock.now(), len(triggers))
         return started  # a trigger delivered twice: one attempt
 
-    async def attempt(self, run: Run, job: Job | None) -> Run | None:
-        """Attempt a claimed run and record the outcome; returns the run as recorded. With
-        tracing on, the attempt is a span of the run's trace, ended once the outcome is recorded."""
+    async def attempt(
+        self, run: Run, job: Job | None, *, attempted: Callable[[], None] = _nothing
+    ) -> Run | None:
+        """Attempt a claimed run and record the outcome; returns the run as recorded.
+        ``attempted`` is called once the executor has returned, before the outcome is recorded.
+        With tracing on, the attempt is a span of the run's trace, ended once the outcome is
+        recorded."""
         if not self.tracer.enabled:
-            return await self._attempt_and_finish(run, job, NO_SPAN)
+            return await self._attempt_and_finish(run, job, NO_SPAN, attempted)
         span = spans.attempt(self.tracer, run, job, self.clock.now())
         with ending(span, self.clock):
-            return await self._attempt_and_finish(run, job, span)
+            return await self._attempt_and_finish(run, job, span, attempted)
 
-    async def _attempt_and_finish(self, run: Run, job: Job | None, span: Span) -> Run | None:
+    async def _attempt_and_finish(
+        self, run: Run, job: Job | None, span: Span, attempted: Callable[[], None]
+    ) -> Run | None:
         if job is None:
             return await self._cancel(run, "the job was deleted", span)
         if run.cancel_requested:  # replaced (overlap=replace) before it started
@@ -348,6 +364,7 @@ class Worker:
         if run.attempts == 1 and run.kind is RunKind.SCHEDULED and run.started_at is not None:
             metrics.START_LATENESS.observe((run.started_at - run.slot).total_seconds())
         result = await self._attempt(job, run, span)
+        attempted()
         return await self._finish(run, job, result, span)
 
     async def _cancel(self, run: Run, reason: str, span: Span) -> Run | None:
@@ -367,23 +384,29 @@ class Worker:
                 await self.queue.publish_at(trigger, due)
 
     async def _attempt(self, job: Job, run: Run, span: Span) -> AttemptResult:
+        """The attempt itself, in the task that handles the run (no task of its own): a stop
+        by its lease keeper or a cancellation request cancels that task while it waits in the
+        executor, and the attempt ends with the stop's result."""
         ctx = AttemptContext.for_run(job, run, run.attempts, deadline=None, trace_headers=span.headers())
-        log.debug(  # the finish line says the rest, at INFO
-            "attempt started",
-            extra={
-                "action": "start",
-                "job_id": job.id,
-                "run_id": run.id,
-                "attempt": run.attempts,
-                "node": self.node,
-            },
-        )
-        work = asyncio.create_task(self.executors.execute(job.target, ctx))
-        held = self._hold(run, work)
+        if log.isEnabledFor(logging.DEBUG):  # the finish line says the rest, at INFO
+            log.debug(
+                "attempt started",
+                extra={
+                    "action": "start",
+                    "job_id": job.id,
+                    "run_id": run.id,
+                    "attempt": run.attempts,
+                    "node": self.node,
+                },
+            )
+        task = asyncio.current_task()
+        assert task is not None
+        held = self._hold(run, task)
         try:
-            return await work
+            return await self.executors.execute(job.target, ctx)
         except asyncio.CancelledError:
             if held.stopped is not None:  # stopped by its lease keeper or a cancellation request
+                task.uncancel()
                 return held.stopped
             raise
         finally:
@@ -391,7 +414,7 @@ class Worker:
 
     # -- leases of the attempts held ----------------------------------------------------------
 
-    def _hold(self, run: Run, work: asyncio.Task[AttemptResult]) -> _Held:
+    def _hold(self, run: Run, work: asyncio.Task[Any]) -> _Held:
         """Register a running attempt; its lease is extended by the worker's one keeper task."""
         loop = asyncio.get_running_loop()
         held = _Held(run, work, loop.time(), loop.time() + self.lease.total_seconds() / 3)
@@ -401,7 +424,9 @@ class Worker:
         return held
 
     def _unhold(self, run_id: str) -> None:
-        self._attempts.pop(run_id, None)
+        held = self._attempts.pop(run_id, None)
+        if held is not None:
+            held.over = True  # its task goes on to record the outcome: a late stop must not cancel it
         if not self._attempts and self._keeper is not None:
             self._keeper.cancel()  # nothing left to keep: the next attempt starts a new keeper
             self._keeper = None
@@ -462,6 +487,31 @@ class Worker:
         return recorded
 
 
+class _Slot:
+    """One claimed run's slot of a worker's ``concurrency``: given back once, early (the
+    executor returned, and fewer than ``concurrency`` outcomes wait to be recorded) or when the
+    run's task ends."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.held = True
+        self.recording = False  # counted in the worker's outcomes waiting to be recorded
+
+    def early(self) -> None:
+        worker = self.worker
+        if self.held and worker._recording < worker.concurrency:
+            self.held, self.recording = False, True
+            worker._recording += 1
+            worker._release(1)
+
+    def done(self) -> None:
+        if self.recording:
+            self.worker._recording -= 1
+        if self.held:
+            self.held = False
+            self.worker._release(1)
+
+
 CANCELLED_BY_REQUEST = AttemptResult(
     Outcome.CANCELLED, error="cancelled (replaced by a newer run, or its job was deleted)"
 )
@@ -473,13 +523,14 @@ class _Held:
     is next extended, and why it was stopped (None: it was not)."""
 
     run: Run
-    work: asyncio.Task[AttemptResult]
+    work: asyncio.Task[Any]  # the task waiting for the attempt's executor
     since: float  # loop time it started
     beat_at: float  # loop time
     stopped: AttemptResult | None = None
+    over: bool = False  # the executor returned: nothing left to stop
 
     def stop(self, reason: AttemptResult) -> None:
-        if not self.work.done() and self.stopped is None:
+        if self.stopped is None and not self.over:
             self.stopped = reason
             self.work.cancel()
 

@@ -33,8 +33,8 @@ request would carry.
 Header values (they may hold secrets) are never logged; neither is the URL's query string or user
 info (error strings name ``scheme://host:port`` only). What the attempt keeps of the request's
 headers (``AttemptResult.request_headers``, shown on the run page) is captured in one place, as
-aiohttp writes them (:func:`_capture_sent_headers`: every header, ours, the target's and aiohttp's
-own), and goes through :func:`cronwheel.redaction.kept_headers`: credentials by name, the
+aiohttp serialises them for the connection (:class:`_Request`: every header, ours, the target's
+and aiohttp's own), and goes through :func:`cronwheel.redaction.kept_headers`: credentials by name, the
 signature, and every value that came from or holds a team secret become ``[redacted]``.
 
 **Secrets and signatures.** A header value may be a reference to a team secret; the attempt
@@ -58,8 +58,9 @@ import math
 import re
 import socket
 from collections.abc import Sequence
+from contextvars import ContextVar
 from datetime import UTC, datetime
-from types import SimpleNamespace
+from typing import Any
 
 import aiohttp
 from aiohappyeyeballs import AddrInfoType, SocketFactoryType
@@ -212,7 +213,7 @@ class HttpExecutor:
                 trust_env=False,  # no proxy from the environment: the guard sees the real peer
                 timeout=aiohttp.ClientTimeout(total=None),  # each request sets its own
                 raise_for_status=False,
-                trace_configs=[_capture_sent_headers()],
+                request_class=_Request,  # keeps the headers sent (no trace hooks: they cost per request)
             )
         return self._session
 
@@ -271,6 +272,7 @@ class HttpExecutor:
         headers = self._headers(target, ctx, body, keys)
         loop = asyncio.get_running_loop()
         started = loop.time()
+        capture = _SENDING.set(sent)
         try:
             async with asyncio.timeout(budget):
                 async with self._get_session().request(
@@ -280,7 +282,6 @@ class HttpExecutor:
                     data=body,
                     allow_redirects=False,
                     timeout=aiohttp.ClientTimeout(total=budget if math.isfinite(budget) else None),
-                    trace_request_ctx=sent,
                 ) as response:
                     status = response.status
                     retry_after = response.headers.get("Retry-After")
@@ -291,6 +292,8 @@ class HttpExecutor:
             return AttemptResult(Outcome.ERROR, error=_describe(exc, url, where))
         except OSError as exc:
             return AttemptResult(Outcome.ERROR, error=f"cannot reach {where}: {_os_text(exc)}")
+        finally:
+            _SENDING.reset(capture)
         log.debug(
             "http attempt job=%s run=%s attempt=%d %s -> %d in %.3f s",
             ctx.job_id,
@@ -384,22 +387,20 @@ class _Plan:
         return cls(_required(target), _optional(target), from_secrets, checked)
 
 
-def _capture_sent_headers() -> aiohttp.TraceConfig:
-    """The session's one tracing hook: each request's headers, as written to the connection, go
-    to the :class:`_SentHeaders` the request was given (``trace_request_ctx``)."""
+_SENDING: ContextVar[_SentHeaders | None] = ContextVar("cronwheel_http_sending", default=None)
 
-    async def sent(
-        _session: aiohttp.ClientSession,
-        context: SimpleNamespace,
-        params: aiohttp.TraceRequestHeadersSentParams,
-    ) -> None:
-        holder = context.trace_request_ctx
-        if isinstance(holder, _SentHeaders):
-            holder.headers = tuple(params.headers.items())
 
-    trace = aiohttp.TraceConfig()
-    trace.on_request_headers_sent.append(sent)
-    return trace
+class _Request(aiohttp.ClientRequest):
+    """aiohttp's request, which hands the headers it was sent with, as serialised for the
+    connection, to the :class:`_SentHeaders` of the attempt sending it (``_SENDING``, set by the
+    attempt's task around its request)."""
+
+    async def send(self, conn: Any) -> aiohttp.ClientResponse:
+        response = await super().send(conn)
+        holder = _SENDING.get()
+        if holder is not None:
+            holder.headers = tuple(self.headers.items())
+        return response
 
 
 def _required(target: HttpTarget) -> list[str]:
