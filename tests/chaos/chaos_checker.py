@@ -14,7 +14,8 @@ cannot hide itself in the checker. :func:`check` runs eleven checks, each produc
 - ``stale_epoch``: per shard, scheduled runs in creation order never go back to an older epoch;
 - ``manual``: one trigger-now key, one run, one execution id, delivered;
 - ``orphan_delivery``: every delivery names a run row, with its job, slot and a recorded attempt;
-- ``early_start``: no scheduled run is queued, started or delivered before its slot;
+- ``early_start``: no scheduled run is started or delivered before its slot (a trigger is
+  queued ahead of its slot by design, for the worker to hold until it);
 - ``after_stop``: nothing of a paused job is delivered for a slot after the pause took effect, and
   no attempt of a deleted job starts after the deletion took effect.
 
@@ -26,8 +27,8 @@ between the publish and the stamp writes the stamp when it wakes, after workers 
 runs on time; the stamp's lateness is reported (``queue_lateness_*``), not bounded. Early is
 judged by ``early_start`` alone, with no allowance under faults: the nodes run on one clock,
 PostgreSQL's carried forward by the monotonic clock, which agrees with the harness's (the
-machine's) to within the anchor's precision, ``clock_tolerance_s``; a store stamp or an arrival
-earlier than that before its slot was released early.
+machine's) to within the anchor's precision, ``clock_tolerance_s``; an attempt's start or an
+arrival earlier than that before its slot is early.
 
 Stops (``after_stop``). A pause, an edit or a deletion *takes effect* at the instant the API node
 read its clock for the change (``Window.committed``, ``Version.committed``: the job's
@@ -1032,8 +1033,7 @@ def _check_early(index: _Index) -> list[Violation]:
         if run.kind != "scheduled":
             continue
         slot = _utc(run.slot)
-        stamps = [("queued", run.queued_at.timestamp())] if run.queued_at else []
-        stamps += [(f"attempt {n} started", at) for n, at in enumerate(_starts(index, run), start=1)]
+        stamps = [(f"attempt {n} started", at) for n, at in enumerate(_starts(index, run), start=1)]
         for what, moment in stamps:
             if moment < slot.timestamp() - history.clock_tolerance_s:
                 found.append(_early(run, slot, what, moment))

@@ -73,7 +73,7 @@ async def test_the_worker_holds_the_trigger_and_starts_at_the_slot(roles: Roles)
     assert run.state is PENDING
     roles.clock.set(at(1))
     assert worker.release_due(roles.now) == 1
-    await wait_until(lambda: len(targets.calls) == 1 and worker._busy == 0)
+    await wait_until(lambda: len(targets.calls) == 1 and worker._busy == 0 and not worker._recording)
     done = await roles.store.get_run(run.id)
     assert (done.state, done.started_at, done.slot) == (SUCCESS, at(1), at(1))
     assert await roles.receive() == []  # acknowledged at the claim
@@ -128,11 +128,11 @@ async def test_held_triggers_take_no_attempt_slot_and_are_bounded(roles: Roles) 
     await roles.service.trigger(manual.id)
     [now] = await roles.receive()
     worker.take_in([now])  # due: claimed at once, beside the three held
-    await wait_until(lambda: len(targets.calls) == 1 and worker._busy == 0)
+    await wait_until(lambda: len(targets.calls) == 1 and worker._busy == 0 and not worker._recording)
     assert [call.execution_id for call in targets.calls] == [now.trigger.run_id]
     roles.clock.set(at(1))
     worker.release_due(roles.now)  # three due, one attempt slot: one after the other
-    await wait_until(lambda: len(targets.calls) == 4 and worker._busy == 0)
+    await wait_until(lambda: len(targets.calls) == 4 and worker._busy == 0 and not worker._recording)
     runs = [run for run in await roles.runs() if run.job_id != manual.id]
     assert [(run.state, run.started_at) for run in runs] == [(SUCCESS, at(1))] * 3
 
@@ -146,7 +146,7 @@ async def test_the_timer_hands_over_at_the_slot(roles: Roles) -> None:
     await wait_until(lambda: worker._timer is not None and not worker._timer.done())
     assert targets.calls == []
     roles.clock.set(at(1))
-    await wait_until(lambda: len(targets.calls) == 1 and worker._busy == 0)
+    await wait_until(lambda: len(targets.calls) == 1 and worker._busy == 0 and not worker._recording)
     [run] = await roles.runs()
     assert (run.state, run.started_at) == (SUCCESS, at(1))
 
@@ -196,7 +196,7 @@ async def test_a_worker_killed_holding_a_trigger_loses_nothing(
     [again] = await heir.queue.receive("default", "heir", 10, 2.0)
     assert (again.trigger.run_id, again.trigger.slot, again.deliveries) == (run.id, at(1), 2)
     heir.take_in([again])
-    await wait_until(lambda: len(targets.calls) == 1 and heir._busy == 0)
+    await wait_until(lambda: len(targets.calls) == 1 and heir._busy == 0 and not heir._recording)
     done = await roles.store.get_run(run.id)
     assert (done.state, done.started_at, done.attempts) == (SUCCESS, at(1), 1)
     assert (await streams.stats("default")).pending == 0

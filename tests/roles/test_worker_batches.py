@@ -96,7 +96,7 @@ async def test_what_arrives_during_a_claim_is_claimed_together_in_the_next(roles
         await publish(roles, later[1], later[2], later[0])  # later[0] delivered twice
         await drained(roles)  # received (three receives) while the claim waits
         claims.gate.set()
-        await wait_until(lambda: len(targets.calls) == 4 and worker._busy == 0)
+        await wait_until(lambda: len(targets.calls) == 4 and worker._busy == 0 and not worker._recording)
     assert claims.calls[0] == [first.id]
     assert sorted(claims.calls[1]) == sorted([later[0].id, *(run.id for run in later)])  # one call
     assert len(claims.calls) == 2
