@@ -8,7 +8,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -150,3 +150,22 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+@pytest.fixture
+def settings_of(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any, list[str], dict[str, str]], Any]:
+    """The settings a node command (``server``, ``api``, ``scheduler``...) hands to
+    ``cronwheel.server.serve`` for ``args`` and ``env``, without serving."""
+    seen: list[Any] = []
+
+    async def serve(settings: Any, announce: Any) -> None:
+        seen.append(settings)
+
+    monkeypatch.setattr("cronwheel.server.serve", serve)
+
+    def invoke(command: Any, args: list[str], env: dict[str, str]) -> Any:
+        result = CliRunner().invoke(command, args, env=env)
+        assert result.exit_code == 0, result.output
+        return seen.pop()
+
+    return invoke

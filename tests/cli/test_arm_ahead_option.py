@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from cronwheel.cli.server import scheduler, server
 from cronwheel.scheduler import ARM_AHEAD_S
@@ -25,17 +24,9 @@ from cronwheel.server import ServerSettings
 )
 @pytest.mark.parametrize("command", [server, scheduler])
 def test_the_option_reaches_the_settings(
-    monkeypatch: pytest.MonkeyPatch, command: Any, args: list[str], env: dict[str, str], lead: float
+    settings_of: Any, command: Any, args: list[str], env: dict[str, str], lead: float
 ) -> None:
-    seen: list[Any] = []
-
-    async def serve(settings: Any, announce: Any) -> None:
-        seen.append(settings)
-
-    monkeypatch.setattr("cronwheel.server.serve", serve)
-    result = CliRunner().invoke(command, args, env=env)
-    assert result.exit_code == 0, result.output
-    assert seen[0].arm_ahead_s == lead
+    assert settings_of(command, args, env).arm_ahead_s == lead
 
 
 def test_arming_is_on_by_default_with_a_30_s_cap() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from cronwheel.cli.server import api, server
 from cronwheel.service import TargetPolicy
@@ -23,17 +22,9 @@ from cronwheel.service import TargetPolicy
 )
 @pytest.mark.parametrize("command", [server, api])
 def test_the_option_reaches_the_settings(
-    monkeypatch: pytest.MonkeyPatch, command: Any, args: list[str], env: dict[str, str], allowed: bool
+    settings_of: Any, command: Any, args: list[str], env: dict[str, str], allowed: bool
 ) -> None:
-    seen: list[Any] = []
-
-    async def serve(settings: Any, announce: Any) -> None:
-        seen.append(settings)
-
-    monkeypatch.setattr("cronwheel.server.serve", serve)
-    result = CliRunner().invoke(command, args, env=env)
-    assert result.exit_code == 0, result.output
-    assert seen[0].allow_plain_credentials is allowed
+    assert settings_of(command, args, env).allow_plain_credentials is allowed
 
 
 def test_the_policy_refuses_them_by_default() -> None:
