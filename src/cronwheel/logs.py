@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -36,7 +37,17 @@ def _facts(record: logging.LogRecord) -> Iterator[tuple[str, Any]]:
 
 
 def _stamp(record: logging.LogRecord) -> str:
-    return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+    """``2026-12-06T21:56:38.123+00:00``: the second's text is made once per second."""
+    global _second  # noqa: PLW0603 - one tuple, swapped whole: threads see an old or a new one
+    second = int(record.created)
+    known, text = _second
+    if second != known:
+        text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second = (second, text)
+    return f"{text}.{int((record.created - second) * 1000):03d}+00:00"
+
+
+_second: tuple[int | None, str] = (None, "")  # the last second stamped, and its text
 
 
 class LogfmtFormatter(logging.Formatter):
@@ -86,9 +97,12 @@ def _native(value: Any) -> Any:
 
 
 def _quote(text: str) -> str:
-    if text and not any(c in text for c in ' "=\n\t'):
+    if text and _PLAIN.fullmatch(text):
         return text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+_PLAIN = re.compile(r'[^ "=\n\t]+')  # a value logfmt writes as it is
 
 
 def formatter(log_format: LogFormat = "logfmt") -> logging.Formatter:
@@ -98,6 +112,11 @@ def formatter(log_format: LogFormat = "logfmt") -> logging.Formatter:
 
 
 def configure(level: str = "INFO", log_format: LogFormat = "logfmt") -> None:
+    """Log at ``level`` to stderr in ``log_format``. A record is not given what no line shows
+    (the caller's file and line, the thread's and process' names): looking them up is most of
+    what a record costs, and a worker writes one per attempt."""
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None  # the logging HOWTO's optimisation: no frame walk per record
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(log_format))
     root = logging.getLogger()

@@ -192,7 +192,10 @@ def _joined_job(row: Any) -> Job | None:
     """The job columns of a claimed row (``job__``...), None when the job is deleted."""
     if row["job__id"] is None:
         return None
-    return codec.job_from_row({name: row[f"job__{name}"] for name in _JOB_COLUMNS})
+    return codec.job_from_row({name: row[joined] for name, joined in _JOINED_NAMES})
+
+
+_JOINED_NAMES = [(name, f"job__{name}") for name in _JOB_COLUMNS]
 
 
 async def _claim_read_then_write(
