@@ -23,7 +23,8 @@ Scenarios, each in fresh child processes, one after the other:
   HTTP session. Reports total deliveries/s,
   whether every run reached the sink exactly once (by ``Idempotency-Key``), runs attempted
   more than once, how many workers delivered, and the consumer group as Redis sees it (XINFO).
-* ``clients``: the raw HTTP client ceiling, no cronwheel: aiohttp and httpx each POST the same
+* ``clients``: the raw HTTP client ceiling: the worker's own client (``wire``, the SSRF guard
+  on), aiohttp and httpx each POST the same
   small JSON body to the same sink at the same concurrency, to read the worker's figure against.
 * ``steps``: one delivery at a time in this process, on both backends, with the CPU and wall ms
   of each step of ``Worker.handle`` (receive, claim with the job, ack, HTTP attempt, finish).
@@ -76,6 +77,7 @@ from typing import IO, Any
 import aiohttp
 import httpx
 import redis.asyncio as aioredis
+import yarl
 from aiohttp import web
 from sqlalchemy import func, insert, select
 
@@ -103,6 +105,8 @@ from cronwheel.store.port import Firing
 from cronwheel.store.schema import attempts, jobs, runs
 from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
+from cronwheel.worker.executors.http import GuardedResolver, guarded_socket_factory, parse_networks
+from cronwheel.worker.executors.wire import HttpPool
 from cronwheel.worker.loop import Worker
 
 SCENARIOS = ("embedded", "cluster", "consumers", "clients", "steps")
@@ -366,10 +370,7 @@ async def worker_main(args: argparse.Namespace) -> None:
         workers = [Worker(store, queue, executors, SystemClock(), f"{args.node}-{index}",
                           concurrency=args.concurrency) for index, queue in enumerate(queues)]  # fmt: skip
         tune_collector()  # as every node does (``cronwheel server``, ``cronwheel worker``)
-        logging.getLogger().handlers[:] = [
-            logging.NullHandler()
-        ]  # a node's INFO logs, their cost, not their text
-        logging.getLogger().setLevel(logging.INFO)
+        quiet_logs()  # a node's INFO lines, formatted: their cost, not their text
         tell("ready", info)
         await hear("go")
         reset_peak_rss()
@@ -626,6 +627,19 @@ async def client_main(args: argparse.Namespace) -> None:
                     return response.status
 
             ok = await drive(post, total, lanes)
+    elif args.client == "wire":  # the worker's own client, guarded as a worker's is
+        networks = parse_networks(LOOPBACK.allowed_networks)
+        pool = HttpPool(
+            GuardedResolver(aiohttp.DefaultResolver(), networks), guarded_socket_factory(networks)
+        )
+        url = yarl.URL(hook)
+
+        async def request(key: str) -> int:
+            response, _ = await pool.request("POST", url, list(headers(key).items()), BODY, 1024)
+            return response.status
+
+        ok = await drive(request, total, lanes)
+        await pool.close()
     else:
         limits = httpx.Limits(max_connections=lanes, max_keepalive_connections=lanes)
         async with httpx.AsyncClient(limits=limits, trust_env=False) as client:
@@ -670,7 +684,7 @@ STEPS = (
     ("Queue.ack (", "queue ack"),
     ("Queue.receive (", "queue receive"),
     ("check_cancellations (", "cancellation watch (store.cancel_requested)"),
-    ("execute (cronwheel/worker/executors", "HTTP attempt (aiohttp)"),
+    ("execute (cronwheel/worker/executors", "HTTP attempt"),
     ("cronwheel/worker/loop.py", "worker loop, other (tasks, logs, metrics)"),
     ("_run_once (", "event loop (callbacks, wake-ups)"),
 )
@@ -775,7 +789,8 @@ def shapes(args: argparse.Namespace) -> dict[str, Shape]:
 
 async def scenario(name: str, args: argparse.Namespace, sink: Sink) -> list[Figures]:
     if name == "clients":
-        return [run_client(kind, sink, args.client_posts, args.concurrency) for kind in ("aiohttp", "httpx")]
+        kinds = ("wire", "aiohttp", "httpx")
+        return [run_client(kind, sink, args.client_posts, args.concurrency) for kind in kinds]
     if name == "steps":
         return [await run_steps(system, sink, args.step_runs) for system in ("embedded", "cluster")]
     if name in PEERS:

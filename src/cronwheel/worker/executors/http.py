@@ -1,4 +1,5 @@
-"""HTTP webhook targets: one request per attempt over one shared, guarded connection pool.
+"""HTTP webhook targets: one request per attempt over one shared, guarded connection pool
+(:mod:`cronwheel.worker.executors.wire`).
 
 The webhook contract (docs/service.md, the HTTP headers): every attempt carries the execution id
 as ``Idempotency-Key`` and as the Standard Webhooks ``webhook-id`` (with ``webhook-timestamp``),
@@ -7,13 +8,12 @@ is any 2xx, or exactly the target's ``expected_status`` codes when it lists them
 
 **SSRF guard.** A worker must not become a way to reach what only the worker can reach (cloud
 metadata at 169.254.169.254, databases on 10/8, admin ports on loopback). The check runs on the
-addresses the socket actually connects to, at two points of aiohttp's connector:
+addresses the socket actually connects to, at two points of the client's connection pool:
 
-1. the connector's resolver is wrapped (:class:`GuardedResolver`): a host name whose answer
+1. the pool's resolver is wrapped (:class:`GuardedResolver`): a host name whose answer
    contains any refused address is refused whole, before any connection is tried;
-2. the connector's ``socket_factory`` (:func:`guarded_socket_factory`) checks the very address
-   each socket is about to connect to. This covers IP-literal URLs (which aiohttp never sends to
-   the resolver) and anything that could get past step 1, so a DNS answer that changes between a
+2. the pool's socket factory (:func:`guarded_socket_factory`) checks the very address each
+   socket is about to connect to. This covers IP-literal URLs (which are never resolved) and anything that could get past step 1, so a DNS answer that changes between a
    check and the connect (DNS rebinding) cannot slip through: the check and the connect use the
    same address.
 
@@ -26,15 +26,13 @@ are resolved, and nothing resolved is kept). What is
 refused is :data:`cronwheel.ssrf.DENY_TABLE` (private, loopback, link-local, multicast, reserved,
 documentation, unspecified ... IPv4 and IPv6, IPv4 carried in IPv6 judged as itself), unless inside
 ``WorkerSettings.allowed_networks``. A refused attempt is ``Outcome.ERROR`` and nothing is sent.
-The session never uses a proxy (``trust_env=False``), so the checked address is always the
-target's own. Its cookie jar is a dummy: one team's target cannot set cookies that another team's
-request would carry.
+The client never uses a proxy, so the checked address is always the target's own, and keeps no
+cookies: one team's target cannot set cookies that another team's request would carry.
 
 Header values (they may hold secrets) are never logged; neither is the URL's query string or user
 info (error strings name ``scheme://host:port`` only). What the attempt keeps of the request's
-headers (``AttemptResult.request_headers``, shown on the run page) is captured in one place, as
-aiohttp serialises them for the connection (:class:`_Request`: every header, ours, the target's
-and aiohttp's own), and goes through :func:`cronwheel.redaction.kept_headers`: credentials by name, the
+headers (``AttemptResult.request_headers``, shown on the run page) is what the client wrote, in
+order (every header: ours, the target's, ``Host`` and ``Content-Length``), and goes through :func:`cronwheel.redaction.kept_headers`: credentials by name, the
 signature, and every value that came from or holds a team secret become ``[redacted]``.
 
 **Secrets and signatures.** A header value may be a reference to a team secret; the attempt
@@ -58,14 +56,11 @@ import math
 import re
 import socket
 from collections.abc import Sequence
-from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any
 
 import aiohttp
 from aiohappyeyeballs import AddrInfoType, SocketFactoryType
 from aiohttp.abc import AbstractResolver, ResolveResult
-from multidict import CIMultiDict
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
@@ -78,6 +73,14 @@ from cronwheel.ssrf import IPNetwork, address_refusal, endpoint, parse_networks,
 from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_http, parse_url
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339
+from cronwheel.worker.executors.wire import (
+    ConnectError,
+    DisconnectedError,
+    HttpPool,
+    InvalidResponseError,
+    ResolveError,
+    WireError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +164,7 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
 
 
 class HttpExecutor:
-    """Delivers HTTP webhook attempts over one lazily created, shared ``aiohttp.ClientSession``."""
+    """Delivers HTTP webhook attempts over one lazily created, shared :class:`HttpPool`."""
 
     def __init__(
         self,
@@ -175,8 +178,8 @@ class HttpExecutor:
         self._secrets = secrets or SecretResolver(None, None)
         self._allowed = parse_networks(self._settings.allowed_networks)
         self._clock: Clock = clock or SystemClock()
-        self._inner_resolver = resolver  # default: aiohttp's DefaultResolver, made with the session
-        self._session: aiohttp.ClientSession | None = None
+        self._inner_resolver = resolver  # default: aiohttp's DefaultResolver, made with the pool
+        self._pool: HttpPool | None = None
         self._resolver: GuardedResolver | None = None
         # per job target, what does not change from one attempt to the next: the secrets it
         # names, and (for a target without secret references) its checked URL or refusal
@@ -196,32 +199,24 @@ class HttpExecutor:
         """The kept start of a body longer than the excerpt (None: the excerpt holds it all)."""
         return head_text(head, self._kept_bytes) if len(head) > self._settings.output_limit else None
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+    def _get_pool(self) -> HttpPool:
+        if self._pool is None:
             self._resolver = GuardedResolver(self._inner_resolver or aiohttp.DefaultResolver(), self._allowed)
-            connector = aiohttp.TCPConnector(
+            self._pool = HttpPool(
+                self._resolver,
+                guarded_socket_factory(self._allowed),
                 limit=self._settings.http_pool_limit,
                 limit_per_host=self._settings.http_pool_limit_per_host,
-                ttl_dns_cache=30,  # answers are checked before they are cached
-                keepalive_timeout=30,
-                resolver=self._resolver,
-                socket_factory=guarded_socket_factory(self._allowed),
+                keepalive_s=30,
+                dns_ttl_s=30,  # answers are checked before they are kept
             )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                cookie_jar=aiohttp.DummyCookieJar(),
-                trust_env=False,  # no proxy from the environment: the guard sees the real peer
-                timeout=aiohttp.ClientTimeout(total=None),  # each request sets its own
-                raise_for_status=False,
-                request_class=_Request,  # keeps the headers sent (no trace hooks: they cost per request)
-            )
-        return self._session
+        return self._pool
 
     async def close(self) -> None:
-        session, resolver = self._session, self._resolver
-        self._session = self._resolver = None
-        if session is not None:
-            await session.close()
+        pool, resolver = self._pool, self._resolver
+        self._pool = self._resolver = None
+        if pool is not None:
+            await pool.close()
         if resolver is not None:
             await resolver.close()
 
@@ -264,45 +259,21 @@ class HttpExecutor:
         if problem is not None:
             return AttemptResult(Outcome.ERROR, error=problem)
         assert url is not None
-        where = endpoint(url)  # for errors: no user info, path or query
         budget = ctx.budget_s(self._clock.now())
         if budget <= 0:
             return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
         body = None if ctx.payload is None else json.dumps(ctx.payload, separators=(",", ":")).encode()
         headers = self._headers(target, ctx, body, keys)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        capture = _SENDING.set(sent)
         try:
-            async with asyncio.timeout(budget):
-                async with self._get_session().request(
-                    target.method.upper(),
-                    url,
-                    headers=headers,
-                    data=body,
-                    allow_redirects=False,
-                    timeout=aiohttp.ClientTimeout(total=budget if math.isfinite(budget) else None),
-                ) as response:
-                    status = response.status
-                    retry_after = response.headers.get("Retry-After")
-                    head = await _read_head(response.content, self._kept_bytes)
+            async with asyncio.timeout(budget if math.isfinite(budget) else None):
+                response, sent.headers = await self._get_pool().request(
+                    target.method.upper(), url, headers, body, self._kept_bytes
+                )
         except TimeoutError:
             return AttemptResult(Outcome.TIMEOUT, error=f"no complete response within {budget:g} s")
-        except aiohttp.ClientError as exc:
-            return AttemptResult(Outcome.ERROR, error=_describe(exc, url, where))
-        except OSError as exc:
-            return AttemptResult(Outcome.ERROR, error=f"cannot reach {where}: {_os_text(exc)}")
-        finally:
-            _SENDING.reset(capture)
-        log.debug(
-            "http attempt job=%s run=%s attempt=%d %s -> %d in %.3f s",
-            ctx.job_id,
-            ctx.execution_id,
-            ctx.attempt,
-            where,
-            status,
-            loop.time() - started,
-        )
+        except (WireError, OSError) as exc:
+            return AttemptResult(Outcome.ERROR, error=_describe(exc, url, endpoint(url)))
+        status, head = response.status, response.body
         ok = status in target.expected_status if target.expected_status else 200 <= status < 300
         error = None if ok else _status_error(status, target.expected_status)
         return AttemptResult(
@@ -312,7 +283,9 @@ class HttpExecutor:
             output=head_text(head, self._settings.output_limit),
             output_tail=self._longer(head),
             retry_after_s=(
-                parse_retry_after(retry_after, self._clock.now()) if status in _RETRY_AFTER_STATUSES else None
+                parse_retry_after(response.header("Retry-After"), self._clock.now())
+                if status in _RETRY_AFTER_STATUSES
+                else None
             ),
         )
 
@@ -330,31 +303,39 @@ class HttpExecutor:
 
     def _headers(
         self, target: HttpTarget, ctx: AttemptContext, body: bytes | None, keys: tuple[bytes, ...]
-    ) -> CIMultiDict[str]:
-        headers: CIMultiDict[str] = CIMultiDict()
+    ) -> list[tuple[str, str]]:
+        """The request's headers but Host and Content-Length (the client writes those): the
+        target's, then cronwheel's own, which win over the target's (they are the contract)."""
+        timestamp = int(self._clock.now().timestamp())
+        ours = [
+            ("Idempotency-Key", ctx.execution_id),
+            ("webhook-id", ctx.execution_id),
+            ("webhook-timestamp", str(timestamp)),
+        ]
+        if keys:  # over the exact bytes sent: the body, or nothing
+            signature = signature_header(keys, ctx.execution_id, timestamp, body or b"")
+            ours.append(("webhook-signature", signature))
+        ours += [
+            ("X-Cronwheel-Job-Id", ctx.job_id),
+            ("X-Cronwheel-Scheduled-At", rfc3339(ctx.scheduled_at)),
+            ("X-Cronwheel-Attempt", str(ctx.attempt)),
+            *ctx.trace_headers,  # the attempt's span as the parent (tracing on)
+        ]
+        if ctx.payload is not None:
+            ours.append(("Content-Type", "application/json"))
+        replaced = {name.lower() for name, _ in ours}
+        headers: list[tuple[str, str]] = []
         for name, value in target.headers:  # none the client writes: check_http refused them
             assert isinstance(value, str), "secret references are resolved before the request is made"
-            headers.add(name, value)
-        headers.setdefault("User-Agent", self._settings.user_agent)
-        if ctx.payload is not None:
-            headers["Content-Type"] = "application/json"
-        # cronwheel's own headers win over the target's: they are the webhook contract
-        headers["Idempotency-Key"] = ctx.execution_id
-        headers["webhook-id"] = ctx.execution_id
-        timestamp = int(self._clock.now().timestamp())
-        headers["webhook-timestamp"] = str(timestamp)
-        if keys:  # over the exact bytes sent: the body, or nothing
-            headers["webhook-signature"] = signature_header(keys, ctx.execution_id, timestamp, body or b"")
-        headers["X-Cronwheel-Job-Id"] = ctx.job_id
-        headers["X-Cronwheel-Scheduled-At"] = rfc3339(ctx.scheduled_at)
-        headers["X-Cronwheel-Attempt"] = str(ctx.attempt)
-        for name, value in ctx.trace_headers:  # the attempt's span as the parent (tracing on)
-            headers[name] = value
-        return headers
+            if name.lower() not in replaced:
+                headers.append((name, value))
+        if not any(name.lower() == "user-agent" for name, _ in headers):
+            headers.append(("User-Agent", self._settings.user_agent))
+        return headers + ours
 
 
 class _SentHeaders:
-    """The headers one request was sent with, as aiohttp wrote them (None: it was not sent)."""
+    """The headers one request was sent with, as the client wrote them (None: it was not sent)."""
 
     def __init__(self) -> None:
         self.headers: tuple[tuple[str, str], ...] | None = None
@@ -387,22 +368,6 @@ class _Plan:
         return cls(_required(target), _optional(target), from_secrets, checked)
 
 
-_SENDING: ContextVar[_SentHeaders | None] = ContextVar("cronwheel_http_sending", default=None)
-
-
-class _Request(aiohttp.ClientRequest):
-    """aiohttp's request, which hands the headers it was sent with, as serialised for the
-    connection, to the :class:`_SentHeaders` of the attempt sending it (``_SENDING``, set by the
-    attempt's task around its request)."""
-
-    async def send(self, conn: Any) -> aiohttp.ClientResponse:
-        response = await super().send(conn)
-        holder = _SENDING.get()
-        if holder is not None:
-            holder.headers = tuple(self.headers.items())
-        return response
-
-
 def _required(target: HttpTarget) -> list[str]:
     """The secrets the attempt cannot go without: the headers' and the named signing secret."""
     names = [value.name for _, value in target.headers if not isinstance(value, str)]
@@ -421,21 +386,6 @@ def _signing(target: HttpTarget, resolved: Resolved, team: str) -> tuple[bytes, 
     if value is None:
         return ()
     return signing_keys(value, f"signing secret {name!r} of team {team!r}")
-
-
-async def _read_head(content: aiohttp.StreamReader, limit: int) -> bytes:
-    """Up to ``limit`` bytes of the body; the rest is never read (the connection is then closed
-    rather than reused, which aiohttp does on release of an unfinished body)."""
-    head = bytearray()
-    try:
-        while len(head) < limit:
-            chunk = await content.read(limit - len(head))
-            if not chunk:
-                break
-            head += chunk
-    except aiohttp.ClientPayloadError:
-        pass  # the status is the verdict; a broken body only shortens the kept output
-    return bytes(head)
 
 
 def _status_error(status: int, expected: tuple[int, ...]) -> str:
@@ -464,20 +414,20 @@ def _os_text(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-def _describe(exc: aiohttp.ClientError, url: URL, where: str) -> str:
+def _describe(exc: WireError | OSError, url: URL, where: str) -> str:
     """A clear error string for a failed request, without the URL's query or user info."""
     blocked = _blocked(exc)
     if blocked is not None:
         return str(blocked)
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return f"cannot resolve {url.host}: {_os_text(exc.os_error)}"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return f"cannot connect to {where}: {_os_text(exc.os_error)}"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
+    if isinstance(exc, ResolveError):
+        return f"cannot resolve {url.host}: {_os_text(exc.error)}"
+    if isinstance(exc, ConnectError | OSError):  # OSError: the connection broke while sending
+        return f"cannot connect to {where}: {_os_text(exc.error if isinstance(exc, ConnectError) else exc)}"
+    if isinstance(exc, DisconnectedError):
         return f"{where} closed the connection before responding"
-    if isinstance(exc, aiohttp.ClientResponseError):  # its text carries the full URL
-        return f"invalid response from {where}: {type(exc).__name__} (status {exc.status})"
     text = _scrubbed(str(exc).replace(str(url), where), url)
+    if isinstance(exc, InvalidResponseError):
+        return f"invalid response from {where}: {text or 'unreadable'}"
     return f"request to {where} failed: {type(exc).__name__}" + (f": {text}" if text else "")
 
 
