@@ -108,7 +108,7 @@ from cronwheel.tracing import OFF, Tracer
 from cronwheel.tracing import started as tracing_started
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
-from cronwheel.worker.loop import Worker
+from cronwheel.worker.loop import CONCURRENCY, Worker
 
 SYSTEMS = ("embedded", "cluster", "apscheduler")
 PEERS = ("apscheduler4",)  # run only when named in --systems (a side venv, herd only)
@@ -219,6 +219,7 @@ async def run_cronwheel(
     tracing: str = "off",
     arm_ahead_s: float = 0.0,
     release_ahead_s: float = RELEASE_AHEAD_S,
+    concurrency: int = CONCURRENCY,
 ) -> Figures:
     clock = SystemClock()
     encoded = EncodeOnly()
@@ -230,7 +231,8 @@ async def run_cronwheel(
         scheduler = Scheduler(store, queue, clock, "bench", tracer=tracer, arm_ahead_s=arm_ahead_s)
         scheduler.release_ahead_s = release_ahead_s
         stop = asyncio.Event()
-        async with worker_pool(system, workers, (store, queue, url, prefix), clock, tracer) as usage:
+        backend = (store, queue, url, prefix)
+        async with worker_pool(system, workers, backend, clock, tracer, concurrency) as usage:
             cpu_before = cpu_now()
             services_before = await services_cpu(url)
             started = time.monotonic()
@@ -341,6 +343,7 @@ async def worker_pool(
     backend: tuple[SqlStore, Queue, str, str],
     clock: SystemClock,
     tracer: Tracer = OFF,
+    concurrency: int = CONCURRENCY,
 ) -> AsyncIterator[dict[str, float]]:
     """``count`` workers for the run: embedded, one worker task in this process (as ``cronwheel
     server`` runs it; its CPU is this process'); cluster, ``count`` worker processes on the same
@@ -352,7 +355,9 @@ async def worker_pool(
     store, queue, url, prefix = backend
     if system == "embedded":
         executors, stop = bench_executors(), asyncio.Event()
-        worker = Worker(store, queue, executors, clock, "bench-worker", tracer=tracer)
+        worker = Worker(
+            store, queue, executors, clock, "bench-worker", tracer=tracer, concurrency=concurrency
+        )
         task = asyncio.create_task(worker.run(stop, drain_s=1.0), name="worker")
         try:
             yield usage
@@ -361,7 +366,16 @@ async def worker_pool(
             await task
             await executors.close()
         return
-    command = [sys.executable, __file__, "--child-worker", url, "--prefix", prefix]
+    command = [
+        sys.executable,
+        __file__,
+        "--child-worker",
+        url,
+        "--prefix",
+        prefix,
+        "--concurrency",
+        str(concurrency),
+    ]
     nodes = [f"bench-worker-{n}" for n in range(count)]
     processes = [
         subprocess.Popen([*command, "--node", node], stdout=subprocess.PIPE, text=True) for node in nodes
@@ -383,7 +397,7 @@ def stop_worker(process: subprocess.Popen[str]) -> dict[str, float]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-async def worker_main(url: str, prefix: str, node: str) -> None:
+async def worker_main(url: str, prefix: str, node: str, concurrency: int) -> None:
     """A cluster worker process: works the bench queue until SIGTERM, then prints its usage."""
     clock = SystemClock()
     store = await open_store(url, clock=clock)
@@ -395,7 +409,7 @@ async def worker_main(url: str, prefix: str, node: str) -> None:
     await queue.ping()
     print("ready", flush=True)  # the parent waits for this line
     try:
-        await Worker(store, queue, executors, clock, node).run(stop, drain_s=1.0)
+        await Worker(store, queue, executors, clock, node, concurrency=concurrency).run(stop, drain_s=1.0)
     finally:
         await executors.close()
         await queue.close()
@@ -537,7 +551,11 @@ def child(system: str, plan: Plan, workers: int, args: argparse.Namespace) -> Fi
         return asyncio.run(run_apscheduler(plan))
     tune_collector()  # as ``cronwheel server`` runs (APScheduler keeps Python's defaults, as its users do)
     logs.configure("INFO")  # as a node logs (to stderr, which the parent discards): its cost counts
-    return asyncio.run(run_cronwheel(system, plan, workers, args.tracing, args.arm_ahead, args.release_ahead))
+    return asyncio.run(
+        run_cronwheel(
+            system, plan, workers, args.tracing, args.arm_ahead, args.release_ahead, args.concurrency
+        )
+    )
 
 
 def spawn_peer(args: argparse.Namespace) -> Figures:
@@ -565,7 +583,8 @@ def spawn(system: str, args: argparse.Namespace) -> Figures:
     command = [sys.executable, __file__, "--child", system, "--workload", args.workload,
                "--jobs", str(args.jobs), "--seconds", str(args.seconds), "--settle", str(settle),
                "--workers", str(args.workers), "--tracing", args.tracing,
-               "--arm-ahead", str(args.arm_ahead), "--release-ahead", str(args.release_ahead)]  # fmt: skip
+               "--arm-ahead", str(args.arm_ahead), "--release-ahead", str(args.release_ahead),
+               "--concurrency", str(args.concurrency)]  # fmt: skip
     with tempfile.TemporaryFile("w+") as errors:  # the child's logs: shown only if it fails
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=errors, text=True, check=False)
         if done.returncode != 0:
@@ -607,6 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (cluster); 0: none")
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help="each worker's (server default)")
     parser.add_argument("--tracing", choices=TRACING, default="off", help="cronwheel's spans (see above)")
     parser.add_argument(
         "--arm-ahead",
@@ -626,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child_worker:
-        asyncio.run(worker_main(args.child_worker, args.prefix, args.node))
+        asyncio.run(worker_main(args.child_worker, args.prefix, args.node, args.concurrency))
         return 0
     if args.child:
         plan = make_plan(args.workload, args.jobs, args.seconds, args.settle)

@@ -107,7 +107,7 @@ from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
 from cronwheel.worker.executors.http import GuardedResolver, guarded_socket_factory, parse_networks
 from cronwheel.worker.executors.wire import HttpPool
-from cronwheel.worker.loop import Worker
+from cronwheel.worker.loop import CONCURRENCY, Worker
 
 SCENARIOS = ("embedded", "cluster", "consumers", "clients", "steps")
 PEERS = ("taskiq", "dramatiq")  # benchmarks/peer_webhooks.py, in .venv-peer-webhooks
@@ -847,7 +847,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--runs", type=int, default=2000, help="embedded, cluster: runs to deliver")
-    parser.add_argument("--concurrency", type=int, default=64, help="the worker's (the server default)")
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help="the worker's (server default)")
     parser.add_argument("--consumers", type=int, default=1000, help="consumers: Worker instances")
     parser.add_argument("--consumer-procs", type=int, default=4)
     parser.add_argument("--consumer-concurrency", type=int, default=2)

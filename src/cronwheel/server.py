@@ -81,7 +81,7 @@ from cronwheel.tracing import started as tracing_started
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.isolation import CommandIsolation
-from cronwheel.worker.loop import Worker
+from cronwheel.worker.loop import CONCURRENCY, Worker
 from cronwheel.worker.refusals import warn_refused_jobs
 
 log = logging.getLogger("cronwheel.server")
@@ -126,7 +126,7 @@ class ServerSettings:
     allowed_networks: tuple[str, ...] = ()
     allow_plain_credentials: bool = False  # store credentials given in clear (refused by default)
     command_isolation: CommandIsolation = field(default_factory=CommandIsolation)  # user, limits, cwd
-    concurrency: int = 64
+    concurrency: int = CONCURRENCY  # attempts each worker runs at once
     queues: tuple[str, ...] = ("default",)
     lease_s: float = 30.0
     ttl_s: float = 5.0  # coordinator membership / shard lease TTL

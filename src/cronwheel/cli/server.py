@@ -16,6 +16,7 @@ from cronwheel.limits import Limits
 from cronwheel.logs import FORMATS
 from cronwheel.scheduler import ARM_AHEAD_S
 from cronwheel.tracing import MODES
+from cronwheel.worker.loop import CONCURRENCY
 
 if TYPE_CHECKING:
     from cronwheel.oidc.settings import OidcSettings
@@ -356,7 +357,13 @@ def node_options(function: F) -> F:
             help="Only admins of every team may set this kind of target (repeatable; network: an HTTP "
             "target that only --allow-network makes acceptable).",
         ),
-        click.option("--concurrency", default=64, show_default=True, type=click.IntRange(1, 100_000)),
+        click.option(
+            "--concurrency",
+            default=CONCURRENCY,
+            show_default=True,
+            type=click.IntRange(1, 100_000),
+            help="Attempts each worker runs at once.",
+        ),
         click.option(
             "--queue", "queues", multiple=True, default=("default",), show_default=True, metavar="NAME"
         ),

@@ -13,9 +13,9 @@ addresses the socket actually connects to, at two points of the client's connect
 1. the pool's resolver is wrapped (:class:`GuardedResolver`): a host name whose answer
    contains any refused address is refused whole, before any connection is tried;
 2. the pool's socket factory (:func:`guarded_socket_factory`) checks the very address each
-   socket is about to connect to. This covers IP-literal URLs (which are never resolved) and anything that could get past step 1, so a DNS answer that changes between a
-   check and the connect (DNS rebinding) cannot slip through: the check and the connect use the
-   same address.
+   socket is about to connect to. This covers IP-literal URLs (which are never resolved) and
+   anything that could get past step 1, so a DNS answer that changes between a check and the
+   connect (DNS rebinding) cannot slip through: the check and the connect use the same address.
 
 Before either, the URL's host itself is judged as the service judged it when the job was written
 (:func:`cronwheel.ssrf.url_refusal`: numeric hosts in every spelling ``inet_aton`` reads, IPv6
@@ -32,8 +32,9 @@ cookies: one team's target cannot set cookies that another team's request would 
 Header values (they may hold secrets) are never logged; neither is the URL's query string or user
 info (error strings name ``scheme://host:port`` only). What the attempt keeps of the request's
 headers (``AttemptResult.request_headers``, shown on the run page) is what the client wrote, in
-order (every header: ours, the target's, ``Host`` and ``Content-Length``), and goes through :func:`cronwheel.redaction.kept_headers`: credentials by name, the
-signature, and every value that came from or holds a team secret become ``[redacted]``.
+order (every header: ours, the target's, ``Host`` and ``Content-Length``), and goes through
+:func:`cronwheel.redaction.kept_headers`: credentials by name, the signature, and every value
+that came from or holds a team secret become ``[redacted]``.
 
 **Secrets and signatures.** A header value may be a reference to a team secret; the attempt
 resolves it first (:mod:`cronwheel.secrets.resolve`: one store read, or a cached sealed copy),
