@@ -145,6 +145,22 @@ async def test_a_request_on_a_connection_the_server_closed_goes_on_a_new_one(
     assert box[0].connections == 2  # the second request was sent again, once, on a new connection
 
 
+async def test_a_connection_idle_beyond_keepalive_is_not_used_again(serve: Serve) -> None:
+    box: list[Server] = []
+    box.append(await serve(keep_answering(OK, box)))
+    guard = guarded_socket_factory(LOOPBACK)
+    pool = HttpPool(GuardedResolver(aiohttp.DefaultResolver(), LOOPBACK), guard, keepalive_s=0.05)
+    try:
+        await pool.request("GET", box[0].url, [], None, 100)
+        await pool.request("GET", box[0].url, [], None, 100)
+        assert box[0].connections == 1
+        await asyncio.sleep(0.1)
+        await pool.request("GET", box[0].url, [], None, 100)
+        assert box[0].connections == 2
+    finally:
+        await pool.close()
+
+
 async def test_a_new_connection_closed_without_an_answer_is_an_error(serve: Serve, pool: HttpPool) -> None:
     async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")

@@ -308,8 +308,12 @@ class HttpPool:
         return None
 
     def _sweep(self, now: float) -> None:
-        """Close the connections idle for too long, of every endpoint; forget empty endpoints."""
+        """Close the connections idle for too long, of every endpoint; forget empty endpoints
+        and DNS answers past their time."""
         self._swept_at = now
+        for name, (at, _) in list(self._dns.items()):
+            if now - at >= self._dns_ttl_s:
+                del self._dns[name]
         for key, endpoint in list(self._endpoints.items()):
             for connection in [c for c in endpoint.idle if now - c.idle_since >= self._keepalive_s]:
                 connection.close()
