@@ -353,9 +353,11 @@ class ChaosCluster:
             "CRONWHEEL_QUEUE_URL": queue_url,
             "CRONWHEEL_TTL": str(self.ttl_s),
             "CRONWHEEL_LEASE": str(self.lease_s),
-            # the workload creates a herd of up to 2,000 jobs at once from one address: the rate
-            # limit has its own tests (tests/api/test_limits.py), the chaos suite others
+            # the workload creates a herd of up to 2,000 jobs at once from one address, and the
+            # long profile more than 10,000 jobs in its one team: the rate limit and the team
+            # quota have their own tests (tests/api/test_limits.py), the chaos suite others
             "CRONWHEEL_RATE_LIMIT": "0",
+            "CRONWHEEL_MAX_JOBS_PER_TEAM": "0",
         }
 
     def _direct_env(self) -> dict[str, str]:

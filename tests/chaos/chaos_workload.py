@@ -203,13 +203,15 @@ class Workload:
             if not hasattr(local, "api"):  # one client per thread, made once: clients are costly
                 local.api = httpx.Client(base_url=self.api.base_url, headers=self.api.headers, timeout=30)
                 clients.append(local.api)
+            last = ""
             for _ in range(40):  # beside a fault, the API may be unable to reach its store for a while
                 try:
                     return self._job("herd", index, expression, self._http("/herd"), client=local.api)
                 except (AssertionError, httpx.HTTPError) as error:
-                    self.errors.append(f"herd job {index}: {error!r}"[:300])
+                    last = f"herd job {index}: {error!r}"[:300]
+                    self.errors.append(last)
                     time.sleep(0.5)
-            raise AssertionError(f"herd job {index} could not be created")
+            raise AssertionError(f"herd job {index} could not be created; the last error: {last}")
 
         clients: list[httpx.Client] = []
         with ThreadPoolExecutor(max_workers=threads) as pool:
