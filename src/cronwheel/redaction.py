@@ -52,7 +52,6 @@ _CREDENTIAL_HEADER_WORDS = ("signature", "api-key", "apikey", "api_key", "sessio
 
 
 @functools.lru_cache(maxsize=1024)  # the same few names, attempt after attempt
-@functools.lru_cache(maxsize=1024)  # the same few names, once per attempt
 def credential_header(name: str) -> bool:
     """Whether a request header called ``name`` carries a credential (its value is not kept)."""
     lowered = name.lower()

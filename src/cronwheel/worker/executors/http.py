@@ -265,6 +265,8 @@ class HttpExecutor:
             return AttemptResult(Outcome.TIMEOUT, error="the attempt's deadline passed before it started")
         body = None if ctx.payload is None else json.dumps(ctx.payload, separators=(",", ":")).encode()
         headers = self._headers(target, ctx, body, keys)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
             async with asyncio.timeout(budget if math.isfinite(budget) else None):
                 response, sent.headers = await self._get_pool().request(
@@ -275,6 +277,15 @@ class HttpExecutor:
         except (WireError, OSError) as exc:
             return AttemptResult(Outcome.ERROR, error=_describe(exc, url, endpoint(url)))
         status, head = response.status, response.body
+        log.debug(
+            "http attempt job=%s run=%s attempt=%d %s -> %d in %.3f s",
+            ctx.job_id,
+            ctx.execution_id,
+            ctx.attempt,
+            endpoint(url),
+            status,
+            loop.time() - started,
+        )
         ok = status in target.expected_status if target.expected_status else 200 <= status < 300
         error = None if ok else _status_error(status, target.expected_status)
         return AttemptResult(

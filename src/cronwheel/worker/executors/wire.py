@@ -173,8 +173,7 @@ class _Connection(asyncio.Protocol):
 
     async def exchange(self, head: bytes, body: bytes | None, limit: int, *, head_only: bool) -> Response:
         assert self.transport is not None
-        self._reset(limit, head=head_only)
-        self._parser = httptools.HttpResponseParser(self)
+        self._reset(limit, head=head_only)  # the parser goes on from the message before
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(head if body is None else head + body)
         try:
