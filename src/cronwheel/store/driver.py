@@ -299,6 +299,10 @@ class Flavor:
     # a joined table from UPDATE ... FROM: a worker's claim (the runs, their attempts and events)
     # is one statement. SQLite has neither: the claim reads the states, then writes.
     writes_in_with: bool
+    # SQLite runs in this process, on aiosqlite's thread: a worker's claim or outcome batch runs
+    # there whole, as one function of several statements (:mod:`cronwheel.store.sql.lite`), not
+    # statement by statement from the event loop.
+    in_process: bool
 
 
 SQLITE = Flavor(
@@ -311,6 +315,7 @@ SQLITE = Flavor(
     team_locks=False,
     lateral=False,
     writes_in_with=False,
+    in_process=True,
 )
 POSTGRESQL = Flavor(
     "postgresql",
@@ -322,6 +327,7 @@ POSTGRESQL = Flavor(
     team_locks=True,
     lateral=True,
     writes_in_with=True,
+    in_process=False,
 )
 _FLAVORS = {flavor.name: flavor for flavor in (SQLITE, POSTGRESQL)}
 

@@ -11,17 +11,25 @@ the description, rows, row count and last row id it read there.
 which the store never asks for, keep SQLAlchemy's). It relies on ``aiosqlite.Connection._execute``
 and ``._conn`` and on SQLAlchemy's cursor adapter, at the versions ``requirements/dev.lock`` pins;
 ``tests/store`` runs the whole store over it.
+
+:func:`write_transaction` goes one step further for the store's hottest writes: a whole write
+transaction, several statements between ``BEGIN IMMEDIATE`` and ``COMMIT``, as one function on
+that thread (:mod:`cronwheel.store.sql.lite`).
 """
 
 from __future__ import annotations
 
 import collections
 import sqlite3
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
+from sqlalchemy import exc
 from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_connection
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.util.concurrency import await_
+
+T = TypeVar("T")
 
 _Answer = tuple[Any, list[Any], int, int | None]  # description, rows, row count, last row id
 
@@ -111,6 +119,40 @@ class OneTripCursor:
         rows = list(self._rows)
         self._rows.clear()
         return rows
+
+
+async def write_transaction(connection: AsyncConnection, work: Callable[[sqlite3.Cursor], T]) -> T:
+    """``work`` with a cursor of ``connection``'s ``sqlite3`` connection, on aiosqlite's thread,
+    as one write transaction (``BEGIN IMMEDIATE``; ``COMMIT``, or ``ROLLBACK`` when ``work``
+    raises); ``connection`` must not be in a transaction of SQLAlchemy's. The driver's errors come
+    back as SQLAlchemy's (``DBAPIError``), as those of any statement do."""
+    fairy = await connection.get_raw_connection()
+    adapted = fairy.dbapi_connection
+    assert isinstance(adapted, AsyncAdapt_aiosqlite_connection)
+    driver = adapted._connection  # the aiosqlite.Connection
+    try:
+        async with adapted._execute_mutex:
+            answer: T = await driver._execute(_transaction, driver._conn, work)
+    except sqlite3.Error as error:
+        raise exc.DBAPIError.instance(None, None, error, sqlite3.Error) from error
+    return answer
+
+
+def _transaction(connection: sqlite3.Connection, work: Callable[[sqlite3.Cursor], T]) -> T:
+    """On aiosqlite's thread: ``work`` between BEGIN IMMEDIATE and COMMIT."""
+    cursor = connection.cursor()
+    try:
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            answer = work(cursor)
+        except BaseException:
+            if connection.in_transaction:
+                cursor.execute("ROLLBACK")
+            raise
+        cursor.execute("COMMIT")
+        return answer
+    finally:
+        cursor.close()
 
 
 def install() -> None:

@@ -68,6 +68,7 @@ from cronwheel.store.sql import (
     jobs,
     last_runs,
     leases,
+    lite,
     notices,
     retention,
     runs,
@@ -314,6 +315,8 @@ class SqlStore:
         if not run_ids:
             return {}
         ids = sorted(set(run_ids))  # id order: one lock order
+        if self._tx.flavor.in_process:  # the whole transaction on the driver's thread
+            return await lite.claim(self._tx, ids, worker, now, lease_until)
         if self._tx.statements_commit_alone and len(ids) <= CHUNK:  # one statement, one round trip
             return await self._tx.write_alone(
                 lambda connection: _claim(connection, ids, worker, now, lease_until, noted=True)
@@ -343,6 +346,8 @@ class SqlStore:
         if not finishes:
             return {}
         unique = leases.unique_finishes(finishes)  # id order: one lock order
+        if self._tx.flavor.in_process:  # the whole transaction on the driver's thread
+            return await lite.finish(self._tx, unique, worker, now)
         if self._tx.statements_commit_alone and len(unique) <= CHUNK:  # one statement, one round trip
             return await self._tx.write_alone(
                 lambda connection: leases.finish(connection, unique, worker, now, noted=True)

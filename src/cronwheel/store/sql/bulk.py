@@ -25,6 +25,7 @@ import contextlib
 import functools
 import json
 import operator
+import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -165,6 +166,16 @@ async def insert_events(connection: AsyncConnection, rows: Sequence[tuple[Any, .
     await connection.exec_driver_sql(_sqlite_append("run_events", columns), list(rows))
 
 
+def insert_events_on(cursor: sqlite3.Cursor, rows: Sequence[tuple[Any, ...]]) -> None:
+    """:func:`insert_events` on SQLite's own cursor, on the driver's thread
+    (:mod:`cronwheel.store.sql.lite`)."""
+    done = [{"run_id": row[0], "at": row[1]} for row in rows if row[2] in _OUTCOMES]
+    if done:
+        cursor.executemany(_NOTE_OUTCOME_SQL, done)
+    if rows:
+        cursor.executemany(_sqlite_append("run_events", _EVENT_COLUMNS), rows)
+
+
 def _filled(
     table: str, columns: tuple[tuple[str, str], ...], rows: Sequence[tuple[Any, ...]]
 ) -> tuple[tuple[tuple[str, str], ...], Sequence[tuple[Any, ...]]]:
@@ -297,7 +308,8 @@ def _sqlite_advance(count: int, held: int | None) -> str:
 
 
 _OUTCOMES = (RunState.SUCCESS.value, RunState.FAILED.value)
-_NOTE_OUTCOME = text("INSERT INTO notification_inbox (run_id, at) VALUES (:run_id, :at)")
+_NOTE_OUTCOME_SQL = "INSERT INTO notification_inbox (run_id, at) VALUES (:run_id, :at)"
+_NOTE_OUTCOME = text(_NOTE_OUTCOME_SQL)
 
 
 async def note_outcomes(connection: AsyncConnection, rows: Sequence[tuple[Any, ...]]) -> None:

@@ -39,6 +39,7 @@ its job; a fire with overlap=replace locked the job, then the runs it cancels.)
 from __future__ import annotations
 
 import functools
+import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -164,6 +165,14 @@ async def _upsert(connection: AsyncConnection, rows: Sequence[Row]) -> None:
         chunk = newest[start : start + SQLITE_ROWS]
         flat = tuple(value for row in chunk for value in row)
         await connection.exec_driver_sql(_record_sqlite(len(chunk)), flat)
+
+
+def record_on(cursor: sqlite3.Cursor, rows: Iterable[Row]) -> None:
+    """:func:`record` of ``rows`` on SQLite's own cursor, on the driver's thread
+    (:mod:`cronwheel.store.sql.lite`)."""
+    newest = sorted(_newest_of_each_job(rows).values())
+    if newest:
+        cursor.executemany(_record_sqlite(1), newest)
 
 
 def _newest_of_each_job(rows: Iterable[Row]) -> dict[str, Row]:

@@ -322,12 +322,12 @@ async def _finish_in_one_statement(
     now: datetime,
 ) -> dict[str, Run]:
     results = [one.result for one in finishes]
-    states = [_finished_state(one) for one in finishes]
+    states = [finished_state(one) for one in finishes]
     params = {
         "run_ids": [one.run_id for one in finishes],
         "attempts": [one.attempt for one in finishes],
         "states": [state.value for state in states],
-        "next_attempt_at": [_retry_micros(one, state) for one, state in zip(finishes, states, strict=True)],
+        "next_attempt_at": [retry_micros(one, state) for one, state in zip(finishes, states, strict=True)],
         "outcomes": [result.outcome.value for result in results],
         "status_codes": [result.status_code for result in results],
         "exit_codes": [result.exit_code for result in results],
@@ -335,8 +335,8 @@ async def _finish_in_one_statement(
         "outputs": [result.output for result in results],
         "retry_after_s": [result.retry_after_s for result in results],
         "output_tails": [result.output_tail for result in results],
-        "request_headers": [_headers_text(result) for result in results],
-        "details": [_outcome_detail(result) for result in results],
+        "request_headers": [headers_text(result) for result in results],
+        "details": [outcome_detail(result) for result in results],
         "now": to_micros(now),
         "worker": worker,
     }  # fmt: skip
@@ -344,14 +344,14 @@ async def _finish_in_one_statement(
     return {row["id"]: codec.run_from_row(row) for row in result.mappings()}
 
 
-def _retry_micros(one: Finish, state: RunState) -> int | None:
+def retry_micros(one: Finish, state: RunState) -> int | None:
     """When the next attempt is due: set only on a run that goes RETRYING."""
     if state is not RunState.RETRYING or one.next_attempt_at is None:
         return None
     return to_micros(one.next_attempt_at)
 
 
-def _headers_text(result: AttemptResult) -> str | None:
+def headers_text(result: AttemptResult) -> str | None:
     headers = codec.headers_to_json(result.request_headers)
     return None if headers is None else json.dumps(headers)
 
@@ -363,7 +363,7 @@ async def _finish_statement_by_statement(
     executemany for the attempts, one insert of events (and inbox rows)."""
     groups: dict[tuple[RunState, datetime | None], list[Finish]] = {}
     for one in finishes:
-        state = _finished_state(one)
+        state = finished_state(one)
         key = (state, one.next_attempt_at if state is RunState.RETRYING else None)
         groups.setdefault(key, []).append(one)
     recorded: dict[str, Run] = {}
@@ -383,14 +383,14 @@ async def _finish_statement_by_statement(
         await connection.execute(_FINISH_ATTEMPT, [_attempt_outcome(one, now) for one in done])
         events = [
             bulk.event_values(f.run_id, now, recorded[f.run_id].state, RunState.RUNNING, f.attempt, worker,
-                              _outcome_detail(f.result))
+                              outcome_detail(f.result))
             for f in done
         ]  # fmt: skip
         await bulk.insert_events(connection, events)
     return recorded
 
 
-def _finished_state(one: Finish) -> RunState:
+def finished_state(one: Finish) -> RunState:
     if one.result.outcome is Outcome.SUCCESS:
         return RunState.SUCCESS
     return RunState.RETRYING if one.next_attempt_at is not None else RunState.FAILED
@@ -422,7 +422,7 @@ def _attempt_outcome(one: Finish, now: datetime) -> dict[str, Any]:
             "b_request_headers": codec.headers_to_json(result.request_headers)}  # fmt: skip
 
 
-def _outcome_detail(result: AttemptResult) -> str:
+def outcome_detail(result: AttemptResult) -> str:
     detail = result.outcome.value if result.error is None else f"{result.outcome}: {result.error}"
     return detail[:DETAIL_MAX]
 

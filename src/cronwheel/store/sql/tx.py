@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -19,6 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from cronwheel.errors import RaceLostError
+from cronwheel.store import sqlite_cursor
 from cronwheel.store.driver import WRITE, flavor_of, translated_errors
 from cronwheel.store.notify import CHANNEL
 
@@ -99,6 +101,14 @@ class Transactions:
                 return await step(connection)
 
         return await racing(write)
+
+    async def write_on_driver(self, work: Callable[[sqlite3.Cursor], T]) -> T:
+        """``work`` as one write transaction run whole on the driver's own thread with its own
+        cursor, where the database lives in this process (``Flavor.in_process``: SQLite, see
+        :mod:`cronwheel.store.sql.lite`); serialized with the other writes."""
+        with translated_errors():
+            async with self._serialized(), self.engine.connect() as connection:
+                return await sqlite_cursor.write_transaction(connection, work)
 
     def _serialized(self) -> contextlib.AbstractAsyncContextManager[Any]:
         return self._write_lock if self._write_lock is not None else contextlib.nullcontext()
