@@ -22,16 +22,21 @@ import asyncio
 import json
 import os
 import re
+import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import httpx
 from aiohttp import web
+
+PY_SPY = os.environ.get("CRONWHEEL_BENCH_PY_SPY") or shutil.which("py-spy") or "/tmp/tools/bin/py-spy"
 
 
 async def start_sink(keys: list[str] | None = None) -> tuple[web.AppRunner, str, list[float]]:
@@ -49,7 +54,7 @@ async def start_sink(keys: list[str] | None = None) -> tuple[web.AppRunner, str,
     app.router.add_post("/hook", handle)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    await web.TCPSite(runner, "127.0.0.1", 0, backlog=1024).start()
     return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/hook", arrivals
 
 
@@ -57,9 +62,9 @@ def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str, dict[str,
     """The server, its URL, and the header of the admin token it wrote beside its database."""
     log = workdir / "server.log"
     command = [sys.executable, "-m", "cronwheel", "server", "--port", "0", "--allow-network", "127.0.0.0/8",
-               "--database-url", f"sqlite:///{workdir / 'bench.db'}", "--log-level", "WARNING",
-               "--rate-limit", "0"]  # fmt: skip
-    # no rate limit: --jobs N creates and pauses N jobs as fast as the API answers
+               "--database-url", f"sqlite:///{workdir / 'bench.db'}", "--rate-limit", "0"]  # fmt: skip
+    # no rate limit: --jobs N creates and pauses N jobs as fast as the API answers; the rest is the
+    # default server's (its INFO lines, one per attempt, go to server.log)
     process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     for _ in range(400):
         found = re.search(r"serving on (http://\S+)", log.read_text(errors="replace"))
@@ -139,7 +144,17 @@ def herd_file(path: Path, jobs: int, hook: str, slot: float) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-async def herd(jobs: int, settle_s: float) -> dict[str, Any]:
+def profile_server(pid: int, slot: float, into: Path) -> subprocess.Popen[bytes]:
+    """py-spy (``record -r 200 -f raw``) of the server from now (3 s before the slot) until 5 s
+    after it."""
+    into.mkdir(parents=True, exist_ok=True)
+    seconds = max(1, int(slot - time.time() + 5))
+    command = [PY_SPY, "record", "--pid", str(pid), "--rate", "200", "--format", "raw", "--nonblocking",
+               "--duration", str(seconds), "--output", str(into / "server.raw")]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def herd(jobs: int, settle_s: float, profile: Path | None = None) -> dict[str, Any]:
     keys: list[str] = []
     runner, hook, arrivals = await start_sink(keys)
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,13 +169,23 @@ async def herd(jobs: int, settle_s: float) -> dict[str, Any]:
             subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
             apply_s = time.monotonic() - applying
             overran = time.time() > slot
+            spy = None
+            if profile is not None:
+                await asyncio.sleep(max(0.0, slot - 3 - time.time()))
+                spy = profile_server(process.pid, slot, profile)
+            await asyncio.sleep(max(0.0, slot - 1 - time.time()))
+            before = (cpu_seconds(process.pid), time.process_time())
             while time.time() < slot + 60 and len(set(keys)) < jobs:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.05)
+            cpu = {"server": cpu_seconds(process.pid) - before[0], "sink": time.process_time() - before[1]}
             await asyncio.sleep(1.0)  # any late doubles
+            if spy is not None:
+                spy.wait(60)
         finally:
             process.terminate()
             process.wait(30)
             await runner.cleanup()
+        steps = run_steps(Path(tmp) / "bench.db")
     lateness = [moment - slot for moment in arrivals]
     return {
         "jobs": jobs,
@@ -170,7 +195,31 @@ async def herd(jobs: int, settle_s: float) -> dict[str, Any]:
         "missing": jobs - len(set(keys)),
         "doubled": len(keys) - len(set(keys)),
         "arrival_lateness_ms": {k: round(v * 1000, 1) for k, v in percentiles(lateness).items()},
+        **steps,
+        # from 1 s before the slot to the last arrival: the server's CPU, and this process' (the sink's)
+        "cpu_s": {name: round(seconds, 2) for name, seconds in cpu.items()},
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_steps(database: Path) -> dict[str, dict[str, float]]:
+    """Each run's queued, started and finished instants minus its slot, in ms (p50 / p99 / max),
+    read from the server's database once it stopped: where the arrivals' lateness comes from."""
+    with sqlite3.connect(database) as connection:
+        rows = connection.execute("SELECT slot, queued_at, started_at, finished_at FROM runs").fetchall()
+    found = {}
+    for index, name in ((1, "queued"), (2, "started"), (3, "finished")):
+        values = [(row[index] - row[0]) / 1e6 for row in rows if row[index] is not None]
+        found[f"{name}_lateness_ms"] = {k: round(v * 1000, 1) for k, v in percentiles(values).items()}
+    started = [(row[2] - row[0]) / 1e5 for row in rows if row[2] is not None]
+    tenths = Counter(f"{int(tenth) / 10:+.1f}s" for tenth in started)
+    found["started_per_100ms"] = dict(sorted(tenths.items()))
+    return found
 
 
 if __name__ == "__main__":
@@ -182,6 +231,8 @@ if __name__ == "__main__":
     parser.add_argument("--every", type=int, default=5, help="each job fires every N seconds")
     parser.add_argument("--herd", type=int, default=0, help="N jobs due in one second (a webhook's view)")
     parser.add_argument("--settle", type=float, default=None, help="--herd: seconds from start to the slot")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="--herd: py-spy the server, 3 s before the slot to 5 s after")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI (no timing judgement)")
     args = parser.parse_args()
     if args.smoke:
@@ -189,6 +240,6 @@ if __name__ == "__main__":
     if args.herd:
         # apply writes some 25-50 jobs a second
         settle = args.settle if args.settle is not None else 15.0 + args.herd / 15
-        print(json.dumps(asyncio.run(herd(args.herd, settle)), indent=2))
+        print(json.dumps(asyncio.run(herd(args.herd, settle, args.profile)), indent=2))
     else:
         print(json.dumps(asyncio.run(main(args.jobs, args.seconds, args.every)), indent=2))

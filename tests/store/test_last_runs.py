@@ -23,7 +23,7 @@ from cronwheel.store.driver import create_engine
 from cronwheel.store.migrate import run_sync_at
 from cronwheel.store.port import AttemptResult, Finish, JobQuery
 from cronwheel.store.schema import job_last_run, jobs, runs
-from cronwheel.store.sql import SqlStore, last_runs, leases, open_store
+from cronwheel.store.sql import SqlStore, last_runs, leases, lite, open_store
 from cronwheel.store.sql.where import latest_run_of_job
 
 from .support import LEASE, START, at, firing_of, make_job, make_run
@@ -223,7 +223,7 @@ def test_the_property_sees_a_missing_write(store_url: str, monkeypatch: pytest.M
         return None
 
     monkeypatch.setattr(last_runs, "record_found", nothing)
-    monkeypatch.setattr(last_runs, "record_on", lambda *args: None)  # SQLite's, on its thread
+    monkeypatch.setattr(lite, "_NOTED_SQL", "SELECT :ids")  # SQLite's, on the driver's thread
     monkeypatch.setattr(leases, "_FINISH_NOTED", leases._FINISH_IN_ONE)
     with pytest.raises(AssertionError):
         _property(store_url, examples=60, shrink=False)

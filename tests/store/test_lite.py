@@ -13,11 +13,11 @@ import aiosqlite.core
 import pytest
 from sqlalchemy import select
 
-from cronwheel.errors import BackendUnavailableError
+from cronwheel.errors import BackendUnavailableError, CronwheelError
 from cronwheel.model import Outcome, RunState
 from cronwheel.store.port import AttemptResult, Finish
 from cronwheel.store.schema import attempts, job_last_run, jobs, notification_inbox, run_events, runs
-from cronwheel.store.sql import SqlStore, last_runs, leases, lite, open_store
+from cronwheel.store.sql import SqlStore, leases, lite, open_store
 
 from .support import LEASE, START, at, fire_one, new_job
 
@@ -117,13 +117,10 @@ async def test_a_claim_and_an_outcome_batch_are_one_trip_each(
 async def test_a_batch_that_fails_midway_writes_nothing(
     store: SqlStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The failpoint: the statement after the runs, attempts and events fails."""
     run = await fire_one(store, await new_job(store))
-
-    def failing(cursor: sqlite3.Cursor, rows: Any) -> None:
-        raise RuntimeError("failpoint: after the runs, attempts and events")
-
-    monkeypatch.setattr(last_runs, "record_on", failing)
-    with pytest.raises(RuntimeError, match="failpoint"):
+    monkeypatch.setattr(lite, "_NOTED_SQL", "INSERT INTO no_such_table VALUES (1)")
+    with pytest.raises(CronwheelError):
         await store.claim_runs([run.id], "w1", START, START + LEASE)
     assert (await store.get_run(run.id)).state is RunState.PENDING
     assert await store.list_attempts(run.id) == []
@@ -140,14 +137,14 @@ async def test_the_drivers_errors_are_translated(store: SqlStore) -> None:
         await store._tx.write_on_driver(locked)
 
 
-@pytest.mark.parametrize("name", ["_CLAIMABLE_SQL", "_CLAIM_SQL", "_JOBS_SQL", "_FINISH_SQL"])
-async def test_every_run_is_found_by_primary_key(store: SqlStore, store_url: str, name: str) -> None:
-    """Even on a fresh database without statistics, where SQLite would otherwise answer
-    ``state IN ('PENDING', ...)`` by the state index and read every PENDING run of a herd."""
-    params = {"ids": "[]", "now": 0, "worker": "w", "lease_until": 0, "outcomes": "[]"}
+@pytest.mark.parametrize("name", sorted(name for name in dir(lite) if name.endswith("_SQL")))
+async def test_every_row_is_found_by_its_key(store: SqlStore, store_url: str, name: str) -> None:
+    """Every table a statement reads is read by its key (the batch's own rows only: some read
+    nothing but the batch), even on a fresh database without statistics, where SQLite would
+    otherwise answer ``state IN ('PENDING', ...)`` by the state index and read every PENDING
+    run of a herd."""
+    params = {"ids": "[]", "now": 0, "worker": "w", "lease_until": 0, "outcomes": "[]", "previous": "[]"}
     with sqlite3.connect(store_url.removeprefix("sqlite:///")) as connection:
         plan = [row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {getattr(lite, name)}", params)]
-    searches = [step for step in plan if step.startswith(("SEARCH", "SCAN")) and "json_each" not in step]
-    searches = [step for step in searches if not step.startswith("SCAN o ")]
-    assert searches
-    assert all("USING INDEX sqlite_autoindex_" in step and "(id=?)" in step for step in searches)
+    tables = [step for step in plan if step.startswith(("SEARCH", "SCAN")) and "VIRTUAL TABLE" not in step]
+    assert all(step.startswith("SEARCH") and "INDEX sqlite_autoindex_" in step for step in tables)

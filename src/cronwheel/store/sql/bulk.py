@@ -25,7 +25,6 @@ import contextlib
 import functools
 import json
 import operator
-import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -166,16 +165,6 @@ async def insert_events(connection: AsyncConnection, rows: Sequence[tuple[Any, .
     await connection.exec_driver_sql(_sqlite_append("run_events", columns), list(rows))
 
 
-def insert_events_on(cursor: sqlite3.Cursor, rows: Sequence[tuple[Any, ...]]) -> None:
-    """:func:`insert_events` on SQLite's own cursor, on the driver's thread
-    (:mod:`cronwheel.store.sql.lite`)."""
-    done = [{"run_id": row[0], "at": row[1]} for row in rows if row[2] in _OUTCOMES]
-    if done:
-        cursor.executemany(_NOTE_OUTCOME_SQL, done)
-    if rows:
-        cursor.executemany(_sqlite_append("run_events", _EVENT_COLUMNS), rows)
-
-
 def _filled(
     table: str, columns: tuple[tuple[str, str], ...], rows: Sequence[tuple[Any, ...]]
 ) -> tuple[tuple[tuple[str, str], ...], Sequence[tuple[Any, ...]]]:
@@ -307,15 +296,14 @@ def _sqlite_advance(count: int, held: int | None) -> str:
     return sql + "RETURNING jobs.id"
 
 
-_OUTCOMES = (RunState.SUCCESS.value, RunState.FAILED.value)
-_NOTE_OUTCOME_SQL = "INSERT INTO notification_inbox (run_id, at) VALUES (:run_id, :at)"
-_NOTE_OUTCOME = text(_NOTE_OUTCOME_SQL)
+NOTIFIED = (RunState.SUCCESS.value, RunState.FAILED.value)  # the states a run goes to the inbox in
+_NOTE_OUTCOME = text("INSERT INTO notification_inbox (run_id, at) VALUES (:run_id, :at)")
 
 
 async def note_outcomes(connection: AsyncConnection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Put the runs of ``rows`` (event tuples) that reached SUCCESS or FAILED in
     ``notification_inbox``: the notifier (:mod:`cronwheel.notifications.notifier`) decides from
     there, so a terminal state and its notification are written together or not at all."""
-    done = [{"run_id": row[0], "at": row[1]} for row in rows if row[2] in _OUTCOMES]
+    done = [{"run_id": row[0], "at": row[1]} for row in rows if row[2] in NOTIFIED]
     if done:
         await connection.execute(_NOTE_OUTCOME, done)  # the instants are epoch microseconds already

@@ -39,7 +39,6 @@ its job; a fire with overlap=replace locked the job, then the runs it cancels.)
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -167,12 +166,15 @@ async def _upsert(connection: AsyncConnection, rows: Sequence[Row]) -> None:
         await connection.exec_driver_sql(_record_sqlite(len(chunk)), flat)
 
 
-def record_on(cursor: sqlite3.Cursor, rows: Iterable[Row]) -> None:
-    """:func:`record` of ``rows`` on SQLite's own cursor, on the driver's thread
-    (:mod:`cronwheel.store.sql.lite`)."""
-    newest = sorted(_newest_of_each_job(rows).values())
-    if newest:
-        cursor.executemany(_record_sqlite(1), newest)
+def noted_from_select(source: str) -> str:
+    """SQLite: :func:`record` in one statement, of the runs rows that ``source`` (a SELECT of
+    ``job_id, slot, id, state``) selects (:mod:`cronwheel.store.sql.lite`). A job named twice
+    is upserted twice, in the same statement: the newer-only condition keeps the newest."""
+    return f"""
+INSERT INTO job_last_run (job_id, team, slot, run_id, state)
+SELECT changed.job_id, {_TEAM.format(column="job_id")}, changed.slot, changed.id, changed.state
+FROM ({source}) AS changed WHERE true
+ON CONFLICT (job_id) DO UPDATE {_SET} {_NEWER}"""  # noqa: S608 (constants, and a SELECT of the caller's)
 
 
 def _newest_of_each_job(rows: Iterable[Row]) -> dict[str, Row]:
