@@ -13,7 +13,7 @@ import aiosqlite.core
 import pytest
 from sqlalchemy import select
 
-from cronwheel.errors import BackendUnavailableError, CronwheelError
+from cronwheel.errors import BackendUnavailableError, CronwheelError, InvalidInputError
 from cronwheel.model import Outcome, RunState
 from cronwheel.store.port import AttemptResult, Finish
 from cronwheel.store.schema import attempts, job_last_run, jobs, notification_inbox, run_events, runs
@@ -148,3 +148,14 @@ async def test_every_row_is_found_by_its_key(store: SqlStore, store_url: str, na
         plan = [row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {getattr(lite, name)}", params)]
     tables = [step for step in plan if step.startswith(("SEARCH", "SCAN")) and "VIRTUAL TABLE" not in step]
     assert all(step.startswith("SEARCH") and "INDEX sqlite_autoindex_" in step for step in tables)
+
+
+async def test_an_outcome_with_nul_is_refused_and_writes_nothing(store: SqlStore) -> None:
+    """SQLite's JSON functions would end the text at NUL: refused whole, as PostgreSQL refuses it
+    (the executors replace NUL before any outcome reaches a store)."""
+    run = await fire_one(store, await new_job(store))
+    await store.claim_runs([run.id], "w1", START, START + LEASE)
+    finish = Finish(run.id, 1, AttemptResult(Outcome.FAILURE, error="a\x00b"))
+    with pytest.raises(InvalidInputError, match="not one the metadata store can hold"):
+        await store.finish_attempts([finish], "w1", at(1))
+    assert (await store.get_run(run.id)).state is RunState.RUNNING

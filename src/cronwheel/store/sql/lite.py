@@ -32,8 +32,10 @@ from typing import Any
 from sqlalchemy import Table
 from sqlalchemy.engine import Dialect
 
+from cronwheel.errors import InvalidInputError
 from cronwheel.model import Job, Run, RunState
 from cronwheel.store import codec
+from cronwheel.store.driver import REFUSED_VALUE
 from cronwheel.store.port import Finish
 from cronwheel.store.schema import Instant, jobs, runs, to_micros
 from cronwheel.store.sql import bulk, last_runs, leases
@@ -166,6 +168,10 @@ async def finish(tx: Transactions, finishes: Sequence[Finish], worker: str, now:
     outcomes = [_outcome(one) for one in finishes]
     # ensure_ascii off: a text that cannot be stored (a lone surrogate) fails to bind, as it does
     # through SQLAlchemy (InvalidInputError), rather than being stored as an escape
+    if any(isinstance(value, str) and "\x00" in value for outcome in outcomes for value in outcome):
+        raise InvalidInputError(
+            REFUSED_VALUE
+        )  # SQLite's JSON functions end a text at NUL; PostgreSQL refuses it
     params = {"outcomes": json.dumps(outcomes, ensure_ascii=False), "now": to_micros(now), "worker": worker}
     finished = await tx.write_on_driver(lambda cursor: _finish(cursor, params))
     read = _reader(tx.engine.dialect)
