@@ -127,12 +127,10 @@ SELECT {_O["run_id"]}, :now FROM json_each(:outcomes) AS o
 WHERE {_HELD} AND {_O["state"]} IN ({_quoted(bulk.NOTIFIED)})
 """  # noqa: S608 (constants only)
 
-Claimed = dict[str, tuple[Run, Job | None]]
-
 
 async def claim(
     tx: Transactions, run_ids: Sequence[str], worker: str, now: datetime, lease_until: datetime
-) -> Claimed:
+) -> leases.Claimed:
     """:func:`~cronwheel.store.sql.leases.claim` of ``run_ids`` as one write transaction."""
     for previous in CLAIMABLE_VALUES:
         require_legal(RunState(previous), RunState.RUNNING)
@@ -166,12 +164,11 @@ async def finish(tx: Transactions, finishes: Sequence[Finish], worker: str, now:
     """:func:`~cronwheel.store.sql.leases.finish` of ``finishes`` (each run named once) as one
     write transaction."""
     outcomes = [_outcome(one) for one in finishes]
+    # SQLite's JSON functions end a text at NUL: refused, as PostgreSQL refuses NUL in text
+    if any(isinstance(value, str) and "\x00" in value for outcome in outcomes for value in outcome):
+        raise InvalidInputError(REFUSED_VALUE)
     # ensure_ascii off: a text that cannot be stored (a lone surrogate) fails to bind, as it does
     # through SQLAlchemy (InvalidInputError), rather than being stored as an escape
-    if any(isinstance(value, str) and "\x00" in value for outcome in outcomes for value in outcome):
-        raise InvalidInputError(
-            REFUSED_VALUE
-        )  # SQLite's JSON functions end a text at NUL; PostgreSQL refuses it
     params = {"outcomes": json.dumps(outcomes, ensure_ascii=False), "now": to_micros(now), "worker": worker}
     finished = await tx.write_on_driver(lambda cursor: _finish(cursor, params))
     read = _reader(tx.engine.dialect)
