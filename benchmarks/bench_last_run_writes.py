@@ -39,9 +39,19 @@ from typing import Any
 from sqlalchemy import insert
 
 from benchlib import admin, database_url, machine
-from cronwheel.model import HttpTarget, Job, Outcome, Run, RunKind, RunState, new_id
+from cronwheel.model import (
+    AttemptResult,
+    Finish,
+    Firing,
+    HttpTarget,
+    Job,
+    Outcome,
+    Run,
+    RunKind,
+    RunState,
+    new_id,
+)
 from cronwheel.store import codec
-from cronwheel.store.port import AttemptResult, Finish, Firing
 from cronwheel.store.schema import jobs
 from cronwheel.store.sql import SqlStore, last_runs, open_store
 

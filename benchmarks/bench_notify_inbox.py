@@ -25,8 +25,18 @@ from typing import Any
 
 from sqlalchemy import text
 
-from cronwheel.model import HttpTarget, Job, Outcome, Run, RunKind, RunState, new_id
-from cronwheel.store.port import AttemptResult, Finish, Firing
+from cronwheel.model import (
+    AttemptResult,
+    Finish,
+    Firing,
+    HttpTarget,
+    Job,
+    Outcome,
+    Run,
+    RunKind,
+    RunState,
+    new_id,
+)
 from cronwheel.store.sql import SqlStore, bulk, open_store
 
 START = datetime(2026, 3, 2, 12, tzinfo=UTC)

@@ -29,8 +29,7 @@ import nats
 from aiohttp import web
 from nats.js.api import StreamConfig
 
-from cronwheel.model import HttpTarget, MqttTarget, NatsTarget, Outcome, RabbitMqTarget, Target
-from cronwheel.store.port import AttemptResult
+from cronwheel.model import AttemptResult, HttpTarget, MqttTarget, NatsTarget, Outcome, RabbitMqTarget, Target
 from cronwheel.worker.executors import AttemptContext, WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
 from cronwheel.worker.executors.mqtt import MqttExecutor

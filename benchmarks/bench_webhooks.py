@@ -95,13 +95,12 @@ from benchlib import (
 from benchlib import machine as base_machine
 from cronwheel import logs
 from cronwheel.clock import SystemClock
-from cronwheel.model import HttpTarget, Job, Run, RunKind, RunState, new_id
+from cronwheel.model import Firing, HttpTarget, Job, Run, RunKind, RunState, new_id
 from cronwheel.queue import Queue, Trigger
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
 from cronwheel.server import tune_collector
 from cronwheel.store import codec
-from cronwheel.store.port import Firing
 from cronwheel.store.schema import attempts, jobs, runs
 from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings

@@ -1,19 +1,15 @@
 """The audit log's records: who did what to which object of which team, when, from where, and how
-it ended (issue #11, item 8).
+it ended.
 
 An :class:`AuditEntry` is appended for every change made through the API (a job created, edited,
 paused, resumed, triggered or deleted; a token made or revoked; a secret set or deleted; secrets
 re-encrypted) and for every refused request (401, 403, and a 404 answered because the object is
 behind another team's wall). Entries are never updated or deleted through the API.
 
-What a change looked like is kept as ``before``/``after`` snapshots (:func:`job_snapshot`,
-:func:`token_snapshot`, :func:`secret_snapshot`), never holding a credential: a job's plain header
-and environment values become :data:`REDACTED` (a reference to a secret stays: it is a name, not
-a value), its URL loses its user info and query values, a token is its public fields (never the
-token or its digest) and a secret is its name and key id (never its value).
-
-The records here are pure (no store, no clock); the store writes them, in the transaction of the
-change they record where there is one (:mod:`cronwheel.store.sql.audit`).
+What a change looked like is kept as ``before``/``after`` snapshots that never hold a
+credential; the store takes them (:mod:`cronwheel.store.snapshots`) and writes the entry in the
+transaction of the change it records where there is one (:mod:`cronwheel.store.sql.audit`). The
+records here are pure: no store, no clock.
 """
 
 from __future__ import annotations
@@ -25,13 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from cronwheel.identity import Caller
-from cronwheel.model import Job, new_id
-from cronwheel.store.codec import job_definition_to_row, target_to_json
-from cronwheel.targets import redacted_url
-from cronwheel.tokens import ApiToken
-
-REDACTED = "(redacted)"
-"""What a plain header or environment value of a job becomes in an audit snapshot."""
+from cronwheel.model import new_id
 
 
 class AuditAction(enum.StrEnum):
@@ -140,56 +130,3 @@ class AuditQuery:
     until: datetime | None = None  # before
     limit: int = 100
     cursor: str | None = None  # newest first
-
-
-# -- snapshots (never a credential) ----------------------------------------------------------------
-
-
-def job_snapshot(job: Job | None) -> dict[str, Any] | None:
-    """What an audit entry keeps of ``job``: its definition and state as JSON, with every plain
-    header and environment value redacted and its URL without user info or query values."""
-    if job is None:
-        return None
-    row = job_definition_to_row(job)
-    row["target"] = _redacted_target(job)
-    return {
-        "id": job.id,
-        "version": job.version,
-        **{key: _json(value) for key, value in row.items() if key != "updated_at"},
-    }
-
-
-def _redacted_target(job: Job) -> dict[str, Any]:
-    target = target_to_json(job.target)
-    for key in ("headers", "env"):
-        pairs = target.get(key)
-        if isinstance(pairs, list):
-            target[key] = [[name, value if _is_reference(value) else REDACTED] for name, value in pairs]
-    if isinstance(target.get("url"), str):
-        target["url"] = redacted_url(target["url"])
-    return target
-
-
-def _is_reference(value: Any) -> bool:
-    return isinstance(value, dict) and set(value) == {"secret"}
-
-
-def _json(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else value
-
-
-def token_snapshot(token: ApiToken) -> dict[str, Any]:
-    """A token's public fields (never the token, nor its digest)."""
-    return {
-        "id": token.id,
-        "name": token.name,
-        "team": token.team,
-        "scopes": sorted(scope.value for scope in token.scopes),
-        "expires_at": _json(token.expires_at),
-        "revoked_at": _json(token.revoked_at),
-    }
-
-
-def secret_snapshot(key_id: str, updated_at: datetime | None) -> dict[str, Any]:
-    """What is known of a secret's value: the key that seals it, and when it was set."""
-    return {"key_id": key_id, "updated_at": _json(updated_at)}

@@ -430,3 +430,56 @@ class RunEvent:
     attempt: int = 0
     node: str | None = None
     detail: str | None = None
+
+
+# -- what the roles hand the store -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """The scheduler's decision for one job: record ``runs`` (PENDING or SKIPPED) and move the
+    job's cursor from ``expected_next_run_at`` to ``next_run_at``, only if the job is still at
+    ``expected_version`` and ``expected_next_run_at`` (guarantee 1: the store decides)."""
+
+    job_id: str
+    expected_version: int
+    expected_next_run_at: datetime | None
+    next_run_at: datetime | None
+    runs: tuple[Run, ...] = ()
+    cancel_run_ids: tuple[str, ...] = ()  # overlap=replace: ask these runs' workers to stop
+
+
+@dataclass(frozen=True, slots=True)
+class FireResult:
+    accepted: list[Run] = field(default_factory=list)  # PENDING runs now recorded: queue them
+    skipped: list[Run] = field(default_factory=list)  # SKIPPED runs now recorded
+    stale_job_ids: list[str] = field(default_factory=list)  # condition failed: nothing written
+    # the job's shard is not held at the given epoch (a newer lease exists): nothing written
+    fenced_job_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    outcome: Outcome
+    status_code: int | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    output: str | None = None
+    retry_after_s: float | None = None
+    output_tail: str | None = None  # more of the output than the 1 KiB excerpt (None: it held it all)
+    # the HTTP request's headers as sent, credentials "[redacted]" (redaction.kept_headers); None:
+    # no request was sent (not HTTP, or refused before sending)
+    request_headers: tuple[tuple[str, str], ...] | None = None
+    # the target said retrying cannot help (a gRPC INVALID_ARGUMENT, a payload that does not
+    # convert ...): the run ends FAILED whatever attempts remain; ``error`` says why
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """One attempt's outcome, for :meth:`cronwheel.store.Store.finish_attempts`."""
+
+    run_id: str
+    attempt: int
+    result: AttemptResult
+    next_attempt_at: datetime | None = None  # given: the run is RETRYING (unless it succeeded)

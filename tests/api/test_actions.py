@@ -7,8 +7,7 @@ from typing import Any
 
 import httpx
 
-from cronwheel.model import Outcome
-from cronwheel.store import AttemptResult
+from cronwheel.model import AttemptResult, Outcome
 
 from .conftest import Env, job_body
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from cronwheel.model import Outcome
-from cronwheel.store import AttemptResult
+from cronwheel.model import AttemptResult, Outcome
 from cronwheel.store.sql import open_store
 
 from .conftest import START, Server

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from cronwheel import metrics
-from cronwheel.model import HttpTarget, Job, RetentionPolicy, Run, RunKind, RunState, new_id
+from cronwheel.model import Firing, HttpTarget, Job, RetentionPolicy, Run, RunKind, RunState, new_id
 from cronwheel.server import ServerSettings, serve
-from cronwheel.store.port import Firing, RunQuery
+from cronwheel.store.port import RunQuery
 from cronwheel.store.sql import SqlStore, open_store
 
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

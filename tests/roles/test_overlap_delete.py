@@ -8,8 +8,7 @@ from datetime import timedelta
 import pytest
 
 from cronwheel.errors import NotFoundError
-from cronwheel.model import Outcome, Overlap, RetryPolicy, Run, RunState, SkipReason
-from cronwheel.store import AttemptResult, Finish
+from cronwheel.model import AttemptResult, Finish, Outcome, Overlap, RetryPolicy, Run, RunState, SkipReason
 from cronwheel.store.port import RunQuery
 
 from . import targets

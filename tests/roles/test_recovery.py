@@ -12,11 +12,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from cronwheel.errors import BackendUnavailableError
-from cronwheel.model import Outcome, RetryPolicy, RunState
+from cronwheel.model import AttemptResult, Outcome, RetryPolicy, RunState
 from cronwheel.queue import Delivery, Trigger
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.scheduler.loop import Scheduler
-from cronwheel.store import AttemptResult
 from cronwheel.store.port import MAX_LOST_ATTEMPTS
 
 from . import targets

@@ -11,9 +11,8 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 
 from cronwheel.errors import BackendUnavailableError
-from cronwheel.model import Job, Outcome, Run, RunState
+from cronwheel.model import Finish, Job, Outcome, Run, RunState
 from cronwheel.queue import Trigger
-from cronwheel.store import Finish
 from cronwheel.worker.loop import Worker
 
 from . import targets

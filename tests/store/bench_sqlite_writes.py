@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cronwheel.errors import CronwheelError
-from cronwheel.model import HttpTarget, Job, Outcome, Run, RunKind, RunState, new_id
+from cronwheel.model import AttemptResult, Firing, HttpTarget, Job, Outcome, Run, RunKind, RunState, new_id
 from cronwheel.store.driver import create_engine
 from cronwheel.store.migrate import upgrade_database
-from cronwheel.store.port import AttemptResult, Firing
 from cronwheel.store.sql import SqlStore
 
 T = TypeVar("T")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwheel.model import HttpTarget, Job, Run, RunKind, RunState, new_id
-from cronwheel.store.port import FireResult, Firing, Store
+from cronwheel.model import FireResult, Firing, HttpTarget, Job, Run, RunKind, RunState, new_id
+from cronwheel.store.port import Store
 
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

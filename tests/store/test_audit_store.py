@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from cronwheel import failpoints
-from cronwheel.audit import REDACTED, Actor, AuditAction, AuditEntry, AuditQuery, job_snapshot
+from cronwheel.audit import Actor, AuditAction, AuditEntry, AuditQuery
 from cronwheel.clock import ManualClock
 from cronwheel.errors import ConflictError, InvalidInputError
 from cronwheel.identity import Scope
@@ -20,6 +20,7 @@ from cronwheel.model import HttpTarget, RunKind, RunState, SecretRef
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.port import StoredSecret
+from cronwheel.store.snapshots import REDACTED, job_snapshot
 from cronwheel.store.sql import SqlStore
 from cronwheel.tokens import PREFIX, issue
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cronwheel.model import Outcome, Run, RunState
-from cronwheel.store.port import AttemptResult, Finish
+from cronwheel.model import AttemptResult, Finish, Outcome, Run, RunState
 from cronwheel.store.sql import SqlStore
 from cronwheel.store.sql.tx import CHUNK
 

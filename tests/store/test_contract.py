@@ -21,8 +21,10 @@ from cronwheel.errors import (
 )
 from cronwheel.model import (
     LEGAL_TRANSITIONS,
+    AttemptResult,
     CommandTarget,
     DueJob,
+    Finish,
     HttpTarget,
     Job,
     MisfireMode,
@@ -39,7 +41,7 @@ from cronwheel.model import (
     shard_of,
 )
 from cronwheel.store import sql
-from cronwheel.store.port import MAX_LOST_ATTEMPTS, AttemptResult, Finish, JobQuery, RunQuery
+from cronwheel.store.port import MAX_LOST_ATTEMPTS, JobQuery, RunQuery
 from cronwheel.store.schema import jobs
 from cronwheel.store.sql import SqlStore, open_store
 

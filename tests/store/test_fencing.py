@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from cronwheel.model import Job, Run
+from cronwheel.model import FireResult, Firing, Job, Run
 from cronwheel.store import codec, schema
-from cronwheel.store.port import FireResult, Firing, RunQuery
+from cronwheel.store.port import RunQuery
 from cronwheel.store.sql import SqlStore, bulk, open_store
 
 from .support import START, at, firing_of, make_job, make_run, new_job

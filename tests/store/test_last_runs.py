@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import insert, select, text
 
-from cronwheel.model import Job, Outcome, Run, RunKind, RunState
+from cronwheel.model import AttemptResult, Finish, Job, Outcome, Run, RunKind, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import create_engine
 from cronwheel.store.migrate import run_sync_at
-from cronwheel.store.port import AttemptResult, Finish, JobQuery
+from cronwheel.store.port import JobQuery
 from cronwheel.store.schema import job_last_run, jobs, runs
 from cronwheel.store.sql import SqlStore, last_runs, leases, lite, open_store
 from cronwheel.store.sql.where import latest_run_of_job

@@ -14,8 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from cronwheel.errors import BackendUnavailableError, CronwheelError, InvalidInputError
-from cronwheel.model import Outcome, RunState
-from cronwheel.store.port import AttemptResult, Finish
+from cronwheel.model import AttemptResult, Finish, Outcome, RunState
 from cronwheel.store.schema import attempts, job_last_run, jobs, notification_inbox, run_events, runs
 from cronwheel.store.sql import SqlStore, leases, lite, open_store
 

@@ -10,9 +10,8 @@ import pytest
 
 from cronwheel.audit import Actor, AuditAction, AuditQuery
 from cronwheel.clock import ManualClock
-from cronwheel.model import Job, Outcome, RunState, SecretRef
+from cronwheel.model import AttemptResult, Job, Outcome, RunState, SecretRef
 from cronwheel.notifications.rules import Condition, EmailChannel, Rule, SlackChannel, WebhookChannel
-from cronwheel.store.port import AttemptResult
 from cronwheel.store.sql import SqlStore, notices
 from cronwheel.store.sql.notices import Observation, job_scope, team_scope
 

@@ -13,10 +13,10 @@ from sqlalchemy import func, select
 
 from cronwheel import metrics
 from cronwheel.clock import ManualClock
-from cronwheel.model import Job, Outcome, RetentionPolicy, Run, RunState
+from cronwheel.model import AttemptResult, Job, Outcome, RetentionPolicy, Run, RunState
 from cronwheel.retention import RunStub, decide, effective
 from cronwheel.scheduler.purger import Purger
-from cronwheel.store.port import AttemptResult, RunQuery
+from cronwheel.store.port import RunQuery
 from cronwheel.store.schema import attempts, run_events
 from cronwheel.store.sql import SqlStore
 

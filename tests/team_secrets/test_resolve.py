@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from cronwheel.clock import ManualClock
-from cronwheel.model import CommandTarget, HttpTarget, Outcome, SecretRef
+from cronwheel.model import AttemptResult, CommandTarget, HttpTarget, Outcome, SecretRef
 from cronwheel.secrets.crypto import Keyring, new_key, seal
 from cronwheel.secrets.resolve import Resolved, SecretResolver, SecretUnavailableError
-from cronwheel.store.port import AttemptResult, StoredSecret
+from cronwheel.store.port import StoredSecret
 from cronwheel.store.sql import SqlStore, open_store
 
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

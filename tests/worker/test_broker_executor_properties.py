@@ -22,8 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker_support import amqp_connection
-from cronwheel.model import KafkaTarget, Outcome, RabbitMqTarget
-from cronwheel.store.port import AttemptResult
+from cronwheel.model import AttemptResult, KafkaTarget, Outcome, RabbitMqTarget
 from cronwheel.worker.executors import AttemptContext, WorkerSettings
 from cronwheel.worker.executors.kafka import KafkaExecutor
 from cronwheel.worker.executors.rabbitmq import RabbitMqExecutor

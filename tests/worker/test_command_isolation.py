@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import CommandTarget, Outcome
+from cronwheel.model import AttemptResult, CommandTarget, Outcome
 from cronwheel.server import ServerSettings
-from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors import AttemptContext, CommandExecutor, WorkerSettings
 from cronwheel.worker.executors.isolation import AUTO, CommandIsolation, CommandLimits, default_user
 

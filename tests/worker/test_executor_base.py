@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from cronwheel.model import HttpTarget, Job, Outcome, Run, RunKind, RunState
-from cronwheel.store.port import AttemptResult
+from cronwheel.model import AttemptResult, HttpTarget, Job, Outcome, Run, RunKind, RunState
 from cronwheel.worker.executors.base import AttemptContext, head_text, rfc3339, storable, tail_text
 
 SLOT = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

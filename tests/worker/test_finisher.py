@@ -9,8 +9,8 @@ from typing import cast
 
 from cronwheel.clock import ManualClock
 from cronwheel.errors import BackendUnavailableError
-from cronwheel.model import Outcome, Run, RunKind, RunState
-from cronwheel.store import AttemptResult, Finish, Store
+from cronwheel.model import AttemptResult, Finish, Outcome, Run, RunKind, RunState
+from cronwheel.store import Store
 from cronwheel.worker.finisher import Finisher
 
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

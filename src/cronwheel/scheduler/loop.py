@@ -38,14 +38,13 @@ from cronwheel import failpoints, metrics
 from cronwheel.clock import Clock
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import NotFoundError, TransientError
-from cronwheel.model import DueJob, Overlap, Run, RunState, new_id, shard_of
+from cronwheel.model import DueJob, FireResult, Firing, Overlap, Run, RunState, new_id, shard_of
 from cronwheel.queue import Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.scheduler.planner import arm, armable, plan
 from cronwheel.scheduler.wheel import TimingWheel
 from cronwheel.store import Store
 from cronwheel.store.notify import RELOAD_ALL
-from cronwheel.store.port import FireResult, Firing
 from cronwheel.tracing import OFF, Tracer
 from cronwheel.tracing.runs import FireSpans
 

@@ -10,9 +10,8 @@ import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from cronwheel.model import DueJob, Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
+from cronwheel.model import DueJob, Firing, Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
 from cronwheel.schedule import Schedule, parse_schedule
-from cronwheel.store.port import Firing
 
 MAX_SLOTS_PER_PLAN = 1000  # slots looked at per job per pass; a job further behind continues next pass
 _EPSILON = timedelta(microseconds=1)

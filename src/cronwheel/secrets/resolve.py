@@ -34,6 +34,7 @@ from typing import Protocol
 from cronwheel.clock import monotonic_of
 from cronwheel.errors import PermanentError
 from cronwheel.model import (
+    AttemptResult,
     CommandTarget,
     GrpcTarget,
     HttpTarget,
@@ -45,7 +46,7 @@ from cronwheel.model import (
     Value,
 )
 from cronwheel.secrets.crypto import Keyring, Sealed, unseal
-from cronwheel.store.port import AttemptResult, StoredSecret
+from cronwheel.store.port import StoredSecret
 
 UNREADABLE = "the job's secrets could not be read: the store is unavailable"  # a TransientError's text
 MIN_FRAGMENT = 4  # characters of a secret's value cut at an edge of the kept output, redacted

@@ -7,24 +7,9 @@ Core with one Alembic schema; :class:`cronwheel.store.notify.PostgresChangeListe
 job-change notifications between processes on PostgreSQL.
 """
 
-from cronwheel.store.port import (
-    AttemptResult,
-    Finish,
-    FireResult,
-    Firing,
-    JobQuery,
-    Page,
-    RunQuery,
-    RunSample,
-    Store,
-    TokenQuery,
-)
+from cronwheel.store.port import JobQuery, Page, RunQuery, RunSample, Store, TokenQuery
 
 __all__ = [
-    "AttemptResult",
-    "Finish",
-    "FireResult",
-    "Firing",
     "JobQuery",
     "Page",
     "RunQuery",

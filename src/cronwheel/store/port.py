@@ -7,7 +7,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from cronwheel.model import Attempt, DueJob, Job, Outcome, RetentionPolicy, Run, RunEvent, RunState
+from cronwheel.model import (
+    Attempt,
+    AttemptResult,
+    DueJob,
+    Finish,
+    FireResult,
+    Firing,
+    Job,
+    RetentionPolicy,
+    Run,
+    RunEvent,
+    RunState,
+)
 from cronwheel.retention import HistoryBounds, RunStub
 from cronwheel.tokens import ApiToken
 
@@ -75,46 +87,6 @@ class TokenQuery:
 
 
 @dataclass(frozen=True, slots=True)
-class Firing:
-    """The scheduler's decision for one job: record ``runs`` (PENDING or SKIPPED) and move the
-    job's cursor from ``expected_next_run_at`` to ``next_run_at``, only if the job is still at
-    ``expected_version`` and ``expected_next_run_at`` (guarantee 1: the store decides)."""
-
-    job_id: str
-    expected_version: int
-    expected_next_run_at: datetime | None
-    next_run_at: datetime | None
-    runs: tuple[Run, ...] = ()
-    cancel_run_ids: tuple[str, ...] = ()  # overlap=replace: ask these runs' workers to stop
-
-
-@dataclass(frozen=True, slots=True)
-class FireResult:
-    accepted: list[Run] = field(default_factory=list)  # PENDING runs now recorded: queue them
-    skipped: list[Run] = field(default_factory=list)  # SKIPPED runs now recorded
-    stale_job_ids: list[str] = field(default_factory=list)  # condition failed: nothing written
-    # the job's shard is not held at the given epoch (a newer lease exists): nothing written
-    fenced_job_ids: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptResult:
-    outcome: Outcome
-    status_code: int | None = None
-    exit_code: int | None = None
-    error: str | None = None
-    output: str | None = None
-    retry_after_s: float | None = None
-    output_tail: str | None = None  # more of the output than the 1 KiB excerpt (None: it held it all)
-    # the HTTP request's headers as sent, credentials "[redacted]" (redaction.kept_headers); None:
-    # no request was sent (not HTTP, or refused before sending)
-    request_headers: tuple[tuple[str, str], ...] | None = None
-    # the target said retrying cannot help (a gRPC INVALID_ARGUMENT, a payload that does not
-    # convert ...): the run ends FAILED whatever attempts remain; ``error`` says why
-    final: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class StoredSecret:
     """A team secret as the store keeps it: sealed by :mod:`cronwheel.secrets.crypto` (the store
     never sees a value in clear), with the id of the key that sealed it."""
@@ -125,16 +97,6 @@ class StoredSecret:
     value: bytes = field(repr=False)
     created_at: datetime | None = None
     updated_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """One attempt's outcome, for :meth:`Store.finish_attempts`."""
-
-    run_id: str
-    attempt: int
-    result: AttemptResult
-    next_attempt_at: datetime | None = None  # given: the run is RETRYING (unless it succeeded)
 
 
 class Store(Protocol):

@@ -28,8 +28,8 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from cronwheel import __version__
-from cronwheel.tracing import Attributes, Span, TraceMode
-from cronwheel.tracing import SpanKind as Kind
+from cronwheel.tracing.port import Attributes, Span, TraceMode
+from cronwheel.tracing.port import SpanKind as Kind
 
 log = logging.getLogger("cronwheel.tracing")
 

@@ -18,9 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from cronwheel.model import Job, Outcome, Run, RunState
-from cronwheel.store.port import AttemptResult, FireResult, Firing
-from cronwheel.tracing import Attributes, Span, SpanKind, Tracer
+from cronwheel.model import AttemptResult, FireResult, Firing, Job, Outcome, Run, RunState
+from cronwheel.tracing.port import Attributes, Span, SpanKind, Tracer
 
 FIRE = "cronwheel.fire"
 FIRE_BATCH = "cronwheel.fire_batch"

@@ -18,8 +18,8 @@ import asyncio
 from datetime import datetime
 
 from cronwheel.clock import Clock
-from cronwheel.model import Run
-from cronwheel.store import Finish, Store
+from cronwheel.model import Finish, Run
+from cronwheel.store import Store
 from cronwheel.worker.gate import Gate
 
 

@@ -25,10 +25,10 @@ from typing import Any
 from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import TransientError
-from cronwheel.model import Job, Outcome, Run, RunKind, RunState
+from cronwheel.model import AttemptResult, Finish, Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff
-from cronwheel.store import AttemptResult, Finish, Store
+from cronwheel.store import Store
 from cronwheel.tracing import NO_SPAN, OFF, Span, Tracer, ending, trace_id
 from cronwheel.tracing import runs as spans
 from cronwheel.worker.executors import Executors

@@ -45,25 +45,27 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from cronwheel.audit import AuditEntry, AuditQuery
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import PermanentError
-from cronwheel.model import Attempt, DueJob, Job, RetentionPolicy, Run, RunEvent, RunState
-from cronwheel.retention import HistoryBounds, RunStub
-from cronwheel.store.driver import create_engine
-from cronwheel.store.migrate import current_revision, head_revision, upgrade_engine
-from cronwheel.store.port import (
+from cronwheel.model import (
+    Attempt,
     AttemptResult,
+    DueJob,
     Finish,
     FireResult,
     Firing,
-    JobQuery,
-    Page,
-    RunQuery,
-    RunSample,
-    StoredSecret,
-    TokenQuery,
+    Job,
+    RetentionPolicy,
+    Run,
+    RunEvent,
+    RunState,
 )
+from cronwheel.retention import HistoryBounds, RunStub
+from cronwheel.store.driver import create_engine
+from cronwheel.store.migrate import current_revision, head_revision, upgrade_engine
+from cronwheel.store.port import JobQuery, Page, RunQuery, RunSample, StoredSecret, TokenQuery
 from cronwheel.store.sql import (
     armed,
     audit,
+    cancels,
     firing,
     jobs,
     last_runs,
@@ -361,10 +363,10 @@ class SqlStore:
     async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None:
         if run_ids:
             async with self._tx.write() as connection:
-                await leases.request_cancel(connection, run_ids)
+                await cancels.request_cancel(connection, run_ids)
 
     async def cancel_requested(self, run_ids: Sequence[str]) -> set[str]:
-        return await leases.cancel_requested(self._tx, run_ids)
+        return await cancels.cancel_requested(self._tx, run_ids)
 
     async def fail_run(self, run_id: str, reason: str, now: datetime) -> Run | None:
         return await leases.fail(self._tx, run_id, reason, now)

@@ -34,9 +34,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import Run, RunState, shard_of
+from cronwheel.model import Firing, Run, RunState, shard_of
 from cronwheel.store.driver import flavor_of
-from cronwheel.store.port import Firing
 from cronwheel.store.schema import metadata, to_micros
 
 SQLITE_ROWS = 500  # rows per SQLite statement (24 columns: 12,000 variables of the 32,766 allowed)

@@ -17,14 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.audit import AuditEntry
 from cronwheel.errors import ConflictError
-from cronwheel.model import DueJob, Run, RunState
+from cronwheel.model import DueJob, FireResult, Firing, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import upsert
-from cronwheel.store.port import FireResult, Firing
 from cronwheel.store.schema import JOB_DUE, jobs, runs, shard_epochs
 from cronwheel.store.sql import audit, bulk, last_runs
+from cronwheel.store.sql.cancels import request_cancel
 from cronwheel.store.sql.jobs import live_job
-from cronwheel.store.sql.leases import request_cancel
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 from cronwheel.store.sql.where import ACTIVE_VALUES, check_limit, check_new_run
 

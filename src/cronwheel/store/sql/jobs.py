@@ -18,15 +18,16 @@ from sqlalchemy import ColumnElement, delete, exists, false, func, insert, selec
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
-from cronwheel.audit import AuditEntry, job_snapshot
+from cronwheel.audit import AuditEntry
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, QuotaExceededError
 from cronwheel.model import Job, Run
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import JobQuery, Page
 from cronwheel.store.schema import JOB_LIVE, job_labels, jobs
+from cronwheel.store.snapshots import job_snapshot
 from cronwheel.store.sql import armed, audit, bulk, last_runs
-from cronwheel.store.sql.leases import cancel_active
+from cronwheel.store.sql.cancels import cancel_active
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, notify_changed
 from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped
 from cronwheel.targets import redacted_url

@@ -28,22 +28,18 @@ from sqlalchemy import (
     or_,
     select,
     text,
-    true,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from cronwheel import failpoints
-from cronwheel.model import Job, Outcome, Run, RunState
+from cronwheel.model import AttemptResult, Finish, Job, Outcome, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
-from cronwheel.store.port import AttemptResult, Finish
 from cronwheel.store.schema import Instant, attempts, jobs, runs, to_micros
 from cronwheel.store.sql import bulk, last_runs
 from cronwheel.store.sql import jobs as jobs_of
-from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, racing
+from cronwheel.store.sql.tx import Transactions, chunks, racing
 from cronwheel.store.sql.where import (
-    ACTIVE_VALUES,
     CLAIMABLE,
     CLAIMABLE_VALUES,
     instant,
@@ -425,42 +421,6 @@ def _attempt_outcome(one: Finish, now: datetime) -> dict[str, Any]:
 def outcome_detail(result: AttemptResult) -> str:
     detail = result.outcome.value if result.error is None else f"{result.outcome}: {result.error}"
     return detail[:DETAIL_MAX]
-
-
-# -- cancellation ----------------------------------------------------------------------------------
-
-
-async def request_cancel(connection: AsyncConnection, run_ids: Sequence[str]) -> None:
-    """Flag the unfinished runs of ``run_ids`` to stop (``cancel_requested``; not a state change,
-    so no event): their workers see it at the next heartbeat or cancellation check."""
-    failpoints.hit("store.before_cancel_flags")
-    for chunk in chunks(list(run_ids), CHUNK):
-        await connection.execute(
-            update(runs)
-            .where(runs.c.id.in_(chunk), runs.c.state.in_(ACTIVE_VALUES))
-            .values(cancel_requested=true())
-        )
-
-
-async def cancel_active(connection: AsyncConnection, job_id: str) -> None:
-    """Flag every unfinished run of the job to stop (it was deleted)."""
-    failpoints.hit("store.before_cancel_flags")
-    await connection.execute(
-        update(runs)
-        .where(runs.c.job_id == job_id, runs.c.state.in_(ACTIVE_VALUES))
-        .values(cancel_requested=true())
-    )
-
-
-async def cancel_requested(tx: Transactions, run_ids: Sequence[str]) -> set[str]:
-    found: set[str] = set()
-    async with tx.read() as connection:
-        for chunk in chunks(sorted(set(run_ids)), CHUNK):
-            result = await connection.execute(
-                select(runs.c.id).where(runs.c.id.in_(chunk), runs.c.cancel_requested == true())
-            )
-            found.update(result.scalars())
-    return found
 
 
 # -- failure without an attempt -----------------------------------------------------------------------

@@ -33,10 +33,9 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Dialect
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import Job, Run, RunState
+from cronwheel.model import Finish, Job, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import REFUSED_VALUE
-from cronwheel.store.port import Finish
 from cronwheel.store.schema import Instant, jobs, runs, to_micros
 from cronwheel.store.sql import bulk, last_runs, leases
 from cronwheel.store.sql.tx import Transactions

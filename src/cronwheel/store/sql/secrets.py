@@ -15,12 +15,13 @@ from datetime import datetime
 
 from sqlalchemy import and_, delete, or_, select, update
 
-from cronwheel.audit import AuditEntry, secret_snapshot
+from cronwheel.audit import AuditEntry
 from cronwheel.errors import NotFoundError
 from cronwheel.store import codec
 from cronwheel.store.driver import upsert
 from cronwheel.store.port import Page, StoredSecret
 from cronwheel.store.schema import secrets
+from cronwheel.store.snapshots import secret_snapshot
 from cronwheel.store.sql import audit
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 from cronwheel.store.sql.where import check_limit

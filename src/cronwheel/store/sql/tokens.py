@@ -13,11 +13,12 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, and_, insert, or_, select, update
 
-from cronwheel.audit import AuditEntry, token_snapshot
+from cronwheel.audit import AuditEntry
 from cronwheel.errors import ConflictError, NotFoundError
 from cronwheel.store import codec
 from cronwheel.store.port import Page, TokenQuery
 from cronwheel.store.schema import api_tokens, from_micros, to_micros
+from cronwheel.store.snapshots import token_snapshot
 from cronwheel.store.sql import audit
 from cronwheel.store.sql.tx import Transactions
 from cronwheel.store.sql.where import check_limit, instant

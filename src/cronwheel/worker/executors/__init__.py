@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from cronwheel.clock import Clock
-from cronwheel.model import Outcome, Target
+from cronwheel.model import AttemptResult, Outcome, Target
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.store.port import AttemptResult
 from cronwheel.worker.executors.base import AttemptContext, Executor, WorkerSettings, rfc3339, storable
 from cronwheel.worker.executors.command import CommandExecutor
 from cronwheel.worker.executors.grpc import GrpcExecutor

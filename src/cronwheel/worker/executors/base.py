@@ -15,9 +15,8 @@ from typing import Any, Protocol, TypeVar
 
 from cronwheel import __version__, python_targets
 from cronwheel.errors import TransientError
-from cronwheel.model import Job, Outcome, Run, Target
+from cronwheel.model import AttemptResult, Job, Outcome, Run, Target
 from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
-from cronwheel.store.port import AttemptResult
 from cronwheel.targets import secret_references
 from cronwheel.worker.executors.isolation import CommandIsolation
 

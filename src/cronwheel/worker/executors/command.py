@@ -48,9 +48,8 @@ from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import CommandTarget, Outcome
+from cronwheel.model import AttemptResult, CommandTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_command
 from cronwheel.worker.executors import guard
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, decode_cut, rfc3339, with_secrets

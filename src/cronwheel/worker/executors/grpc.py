@@ -71,10 +71,9 @@ from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock, monotonic_of
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import GrpcTarget, Outcome
+from cronwheel.model import AttemptResult, GrpcTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.ssrf import address_refusal, parse_networks, url_refusal
-from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_grpc, find_method, grpc_address, method_descriptor
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339, with_secrets
 

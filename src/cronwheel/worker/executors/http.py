@@ -66,12 +66,11 @@ from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError, TransientError
-from cronwheel.model import HttpTarget, Outcome, SecretRef
+from cronwheel.model import AttemptResult, HttpTarget, Outcome, SecretRef
 from cronwheel.redaction import kept_headers
 from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
 from cronwheel.secrets.signing import TEAM_DEFAULT, SigningSecretError, signature_header, signing_keys
 from cronwheel.ssrf import IPNetwork, address_refusal, endpoint, parse_networks, url_refusal
-from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_http, parse_url
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339
 from cronwheel.worker.executors.wire import (

@@ -46,10 +46,9 @@ from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import KafkaTarget, Outcome
+from cronwheel.model import AttemptResult, KafkaTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.ssrf import IPNetwork, parse_networks, url_refusal
-from cronwheel.store.port import AttemptResult
 from cronwheel.targets import check_kafka
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (

@@ -40,10 +40,9 @@ from paho.mqtt.reasoncodes import ReasonCode
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.model import MqttTarget, Outcome
+from cronwheel.model import AttemptResult, MqttTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.ssrf import endpoint, parse_networks
-from cronwheel.store.port import AttemptResult
 from cronwheel.targets import MQTT_SCHEMES, broker_port, check_mqtt
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (

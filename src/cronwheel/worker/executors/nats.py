@@ -37,10 +37,9 @@ from nats.aio.client import Client as NatsClient
 from yarl import URL
 
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.model import NatsTarget, Outcome
+from cronwheel.model import AttemptResult, NatsTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.ssrf import endpoint, parse_networks
-from cronwheel.store.port import AttemptResult
 from cronwheel.targets import NATS_SCHEMES, broker_port, check_nats
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (

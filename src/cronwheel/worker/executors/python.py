@@ -40,8 +40,7 @@ from typing import Any
 
 from cronwheel import python_targets
 from cronwheel.clock import Clock, SystemClock
-from cronwheel.model import Outcome, PythonTarget
-from cronwheel.store.port import AttemptResult
+from cronwheel.model import AttemptResult, Outcome, PythonTarget
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
 
 TargetFunction = Callable[[Any, AttemptContext], Any]
