@@ -91,21 +91,21 @@ from benchlib import (
     redis_cpu_s,
     save_results,
 )
-from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import Job, PythonTarget, new_id
+from cronwheel.node.server import tune_collector
 from cronwheel.queue import Queue
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
 from cronwheel.scheduler import ARM_AHEAD_S
 from cronwheel.scheduler.loop import RELEASE_AHEAD_S, Scheduler
 from cronwheel.scheduler.planner import first_slot
-from cronwheel.server import tune_collector
 from cronwheel.store import codec
 from cronwheel.store.schema import jobs, runs
 from cronwheel.store.sql import SqlStore, open_store
-from cronwheel.tracing import OFF, Tracer
-from cronwheel.tracing import started as tracing_started
+from cronwheel.telemetry import logs
+from cronwheel.telemetry.tracing import OFF, Tracer
+from cronwheel.telemetry.tracing import started as tracing_started
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import CONCURRENCY, Worker
@@ -312,7 +312,7 @@ async def bench_tracer(mode: str, encoded: EncodeOnly) -> AsyncIterator[Tracer]:
         return
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from cronwheel.tracing.otel import OtelTracer, provider_for
+    from cronwheel.telemetry.tracing.otel import OtelTracer, provider_for
 
     provider = provider_for("bench", ("scheduler", "worker"))
     provider.add_span_processor(BatchSpanProcessor(encoded))  # type: ignore[arg-type]

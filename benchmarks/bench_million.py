@@ -69,22 +69,22 @@ from sqlalchemy import JSON, Select, Table, select
 
 from benchlib import DB_PREFIX, POSTGRES_ADMIN, REDIS_URL, admin, drop_keys, machine
 from cronwheel.api.app import ApiServices, create_app
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import issue
 from cronwheel.clock import ManualClock, SystemClock
 from cronwheel.coordinator.port import Member, ShardLease
-from cronwheel.identity import Scope
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.model import SHARDS, HttpTarget, Job, Run, RunKind, RunState, new_id
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
 from cronwheel.scheduler.loop import HORIZON_S, LOAD_PAGE, Scheduler
 from cronwheel.scheduler.planner import first_slot
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store import codec
 from cronwheel.store.notify import RELOAD_ALL
 from cronwheel.store.port import JobQuery
 from cronwheel.store.schema import JOB_LIVE, Instant, jobs, runs, to_micros
 from cronwheel.store.sql import open_store
 from cronwheel.store.sql.where import latest_run_of_job
-from cronwheel.tokens import issue
 
 CHUNK = 50_000  # jobs per COPY
 TEAMS = {"payments": 30, "search": 20, "ads": 12, "mail": 8, "billing": 6, "growth": 5, "infra": 5,

@@ -41,15 +41,15 @@ from sqlalchemy import func, insert, select
 
 from bench_fire import Plan, backends, make_plan, percentiles_ms, seed, window_runs
 from benchlib import machine, save_results
-from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import Job, PythonTarget, RetentionPolicy, Run, RunKind, RunState, new_id
+from cronwheel.node.server import tune_collector
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.purger import BATCH, EMBEDDED_BATCH, Purger
-from cronwheel.server import tune_collector
 from cronwheel.store import codec
 from cronwheel.store.schema import attempts, jobs, run_events, runs
 from cronwheel.store.sql import SqlStore
+from cronwheel.telemetry import logs
 
 SYSTEMS = ("embedded", "cluster")
 MODES = ("calm", "purge")

@@ -34,13 +34,13 @@ from pathlib import Path
 
 import bench_fire
 from benchlib import REDIS_URL, admin, cpu_now, database_url, drop_keys, machine, save_results
-from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import SHARDS
+from cronwheel.node.server import tune_collector
 from cronwheel.queue.streams import RedisStreamQueue
 from cronwheel.scheduler.loop import Scheduler
-from cronwheel.server import tune_collector
 from cronwheel.store.sql import open_store
+from cronwheel.telemetry import logs
 
 DRAIN_S = 30.0  # after the window, how long the workers get to start what was fired
 SETTLE_S = 12.0  # before the window (plus the time the jobs take to write): processes start

@@ -93,16 +93,16 @@ from benchlib import (
     save_results,
 )
 from benchlib import machine as base_machine
-from cronwheel import logs
 from cronwheel.clock import SystemClock
 from cronwheel.model import Firing, HttpTarget, Job, Run, RunKind, RunState, new_id
+from cronwheel.node.server import tune_collector
 from cronwheel.queue import Queue, Trigger
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
-from cronwheel.server import tune_collector
 from cronwheel.store import codec
 from cronwheel.store.schema import attempts, jobs, runs
 from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.telemetry import logs
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
 from cronwheel.worker.executors.http import GuardedResolver, guarded_socket_factory, parse_networks
 from cronwheel.worker.executors.wire import HttpPool

@@ -42,9 +42,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from benchlib import machine
 from cronwheel.model import DueJob
+from cronwheel.node.server import tune_collector
 from cronwheel.scheduler.loop import _due_second
 from cronwheel.scheduler.wheel import TimingWheel
-from cronwheel.server import tune_collector
 from cronwheel.store.codec import due_job_from_row
 
 T = TypeVar("T")

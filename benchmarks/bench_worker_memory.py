@@ -48,12 +48,12 @@ from pathlib import Path
 
 from bench_webhooks import LOOPBACK, TAG, Sink, record_pending, tell
 from benchlib import REDIS_URL, admin, database_url, drop_keys, machine, save_results
-from cronwheel import logs, metrics
 from cronwheel.clock import SystemClock
 from cronwheel.model import HttpTarget, Job, PythonTarget, Target, new_id
+from cronwheel.node.server import tune_collector
 from cronwheel.queue.streams import RedisStreamQueue
-from cronwheel.server import tune_collector
 from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.telemetry import logs, metrics
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
 

@@ -1,4 +1,4 @@
-"""Broker targets (nats, mqtt) before any attempt: what cronwheel.targets refuses, naming the field
+"""Broker targets (nats, mqtt) before any attempt: what cronwheel.targets.checks refuses, naming the field
 and never quoting a credential; the target policy's SSRF guard on the broker host; the API's specs
 to records and back; the fields listed as secret references and as plain values."""
 
@@ -11,11 +11,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from cronwheel.api.schemas import TargetSpec, target_from_record
 from cronwheel.errors import InvalidInputError
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import MqttTarget, NatsTarget, SecretRef, Target
 from cronwheel.secrets.resolve import Resolved
-from cronwheel.service import TargetPolicy
 from cronwheel.store import codec
-from cronwheel.targets import check_target, plain_values, secret_references
+from cronwheel.targets.checks import check_target, plain_values, secret_references
 
 SPEC: TypeAdapter[Any] = TypeAdapter(TargetSpec)
 NATS = "nats://nats.example.com:4222"

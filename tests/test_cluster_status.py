@@ -10,7 +10,7 @@ from typing import Any
 
 from cronwheel.cli.cluster import _render
 from cronwheel.clock import SystemClock
-from cronwheel.cluster import ClusterStatus, _node
+from cronwheel.cluster.status import ClusterStatus, _node
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.coordinator.port import Member
 from cronwheel.queue.memory import MemoryQueue

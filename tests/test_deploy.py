@@ -23,7 +23,7 @@ import jsonschema_rs
 import pytest
 import yaml
 
-from cronwheel.metrics_catalog import markdown_table, scraped_names
+from cronwheel.node.metrics_catalog import markdown_table, scraped_names
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"

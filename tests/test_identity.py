@@ -1,12 +1,12 @@
-"""Callers, scopes and teams (cronwheel.identity): another team's object is absent (404), a
+"""Callers, scopes and teams (cronwheel.auth.identity): another team's object is absent (404), a
 missing scope is forbidden (403), admin includes every scope."""
 
 from __future__ import annotations
 
 import pytest
 
+from cronwheel.auth.identity import TRUSTED, Caller, CallerKind, Scope
 from cronwheel.errors import ForbiddenError, NotFoundError
-from cronwheel.identity import TRUSTED, Caller, CallerKind, Scope
 
 
 def token(*scopes: Scope, teams: frozenset[str] | None = frozenset({"data"})) -> Caller:

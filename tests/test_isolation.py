@@ -14,10 +14,10 @@ from pathlib import Path
 
 import yaml
 
-from cronwheel import localtoken
+from cronwheel.auth import localtoken
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import issue
 from cronwheel.client import connection
-from cronwheel.identity import Scope
-from cronwheel.tokens import issue
 from suite_isolation import XDG_DIRECTORIES, Isolation, isolated_environment, suite_setting
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,8 +9,8 @@ import pytest
 
 from cronwheel.errors import PermanentError
 from cronwheel.limits import Limits, TooFrequentError
+from cronwheel.node.server import ServerSettings
 from cronwheel.schedule import parse_schedule
-from cronwheel.server import ServerSettings
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from cronwheel.cli import cli
-from cronwheel.logs import JsonFormatter, LogfmtFormatter, configure
 from cronwheel.model import RunState
+from cronwheel.telemetry.logs import JsonFormatter, LogfmtFormatter, configure
 
 
 def render(message: str, **extra: object) -> str:

@@ -1,14 +1,14 @@
-"""The endpoint of a node without the API: /metrics and /healthz only (cronwheel.metrics_http),
+"""The endpoint of a node without the API: /metrics and /healthz only (cronwheel.node.metrics_http),
 behind the API's Host check and, when the operator protects metrics, a token of every team."""
 
 from __future__ import annotations
 
 import httpx
 
-from cronwheel import metrics_http
 from cronwheel.api.access import AccessPolicy
+from cronwheel.auth.identity import Caller, CallerKind, Scope
 from cronwheel.errors import UnauthenticatedError
-from cronwheel.identity import Caller, CallerKind, Scope
+from cronwheel.node import metrics_http
 
 NODE = "http://127.0.0.1:9103"
 

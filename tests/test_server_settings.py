@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cronwheel.server import ServerSettings
+from cronwheel.node.server import ServerSettings
 
 
 def test_the_repr_hides_backend_passwords_keys_and_the_smtp_url() -> None:

@@ -1,4 +1,4 @@
-"""API tokens (cronwheel.tokens): 256 random bits, found by id, kept as a digest, judged at a time."""
+"""API tokens (cronwheel.auth.tokens): 256 random bits, found by id, kept as a digest, judged at a time."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cronwheel.auth.identity import CallerKind, Scope
+from cronwheel.auth.tokens import TOUCH_EVERY, check, issue, token_id
 from cronwheel.errors import InvalidInputError, UnauthenticatedError
-from cronwheel.identity import CallerKind, Scope
-from cronwheel.tokens import TOUCH_EVERY, check, issue, token_id
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cronwheel.identity import Caller
+from cronwheel.auth.identity import Caller
 from cronwheel.model import new_id
 
 
@@ -49,7 +49,7 @@ FAILURES = frozenset({AuditAction.AUTH_UNAUTHENTICATED, AuditAction.AUTH_FORBIDD
 @dataclass(frozen=True, slots=True)
 class Actor:
     """Who made a request, and from where: what every entry of that request records. ``kind`` is
-    a :class:`~cronwheel.identity.CallerKind` value, or ``anonymous`` for a request without a
+    a :class:`~cronwheel.auth.identity.CallerKind` value, or ``anonymous`` for a request without a
     valid credential (``id`` and ``name`` None)."""
 
     kind: str

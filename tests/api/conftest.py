@@ -16,11 +16,11 @@ import httpx
 import pytest
 
 from cronwheel.api.app import AccessPolicy, ApiServices, create_app, store_readiness
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import issue
 from cronwheel.clock import ManualClock
-from cronwheel.identity import Scope
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
-from cronwheel.tokens import issue
 
 from .doubles import RecordingQueue
 

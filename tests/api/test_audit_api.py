@@ -13,8 +13,8 @@ import pytest
 
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.api.auditing import BUDGET, RefusalSampler
+from cronwheel.auth.identity import Scope
 from cronwheel.clock import ManualClock
-from cronwheel.identity import Scope
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
 

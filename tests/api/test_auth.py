@@ -8,8 +8,8 @@ import hashlib
 import httpx
 import pytest
 
-from cronwheel.identity import Scope
-from cronwheel.tokens import token_id
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import token_id
 
 from .conftest import START, Env, bearer, issue_token, job_body
 

@@ -8,7 +8,7 @@ and a token of the team to read or revoke), so that no case depends on another's
 answer to a caller who may not see team ``data`` is also checked not to hold that job's id, name
 or run id (unless the request itself named it).
 
-Callers with a JWT of an identity provider (:data:`OIDC_PERSONAS`, cronwheel.oidc; a JWK Set file
+Callers with a JWT of an identity provider (:data:`OIDC_PERSONAS`, cronwheel.auth.oidc; a JWK Set file
 made here) run every row too, each held to the status of the token persona it matches: an OIDC
 caller is walled and scoped exactly as a token is.
 """
@@ -30,14 +30,14 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import Mount, Route
 
 from cronwheel.api.app import ApiServices, create_app
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.oidc import OidcAuthenticator, OidcSettings
+from cronwheel.auth.tokens import issue
 from cronwheel.clock import SystemClock
-from cronwheel.cluster import ClusterStatus
+from cronwheel.cluster.status import ClusterStatus
 from cronwheel.coordinator.local import LocalCoordinator
-from cronwheel.identity import Scope
-from cronwheel.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
-from cronwheel.tokens import issue
 from oidc_auth.provider import AUDIENCE, ISSUER, Provider, claims, rsa_key, sign
 
 from .conftest import BASE_URL, SERVED, START, Env, bearer, job_body

@@ -1,5 +1,5 @@
 """``rabbitmq`` and ``kafka`` targets through every layer but the executors: the API's schema and
-its 422s, the service's checks (:mod:`cronwheel.targets`) and policy (the SSRF guard on every
+its 422s, the service's checks (:mod:`cronwheel.targets.checks`) and policy (the SSRF guard on every
 broker host), the store's codec, secret references and the plain values ``secrets adopt`` moves."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import pytest
 
 from cronwheel.api.fields import reserved_kind
 from cronwheel.errors import InvalidInputError
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import Job, KafkaTarget, RabbitMqTarget, SecretRef, Target
-from cronwheel.service import TargetPolicy
 from cronwheel.store import JobQuery
 from cronwheel.store.codec import target_from_json, target_to_json
 from cronwheel.store.port import StoredSecret
-from cronwheel.targets import check_target, plain_values, secret_references
+from cronwheel.targets.checks import check_target, plain_values, secret_references
 
 from .conftest import Env, job_body
 

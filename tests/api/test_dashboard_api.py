@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import insert
 
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.cluster import ClusterStatus
+from cronwheel.cluster.status import ClusterStatus
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.model import Run, RunKind, RunState, new_id
 from cronwheel.store import codec, schema

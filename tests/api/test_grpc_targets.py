@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from cronwheel.errors import InvalidInputError
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import GrpcTarget, SecretRef
-from cronwheel.service import TargetPolicy
 from cronwheel.store import JobQuery, codec
-from cronwheel.targets import check_target, plain_values, secret_references
+from cronwheel.targets.checks import check_target, plain_values, secret_references
 from grpc_echo import SAY, descriptor_set
 
 from .conftest import Env, job_body

@@ -1,6 +1,6 @@
 """A host that holds a forbidden code point of the WHATWG URL Standard (once percent-decoded) is
 refused when the target is written, for every kind that names a host: a 422 naming the field,
-nothing stored, the value not echoed. :func:`cronwheel.targets.forbidden_host_code_point` is
+nothing stored, the value not echoed. :func:`cronwheel.targets.checks.forbidden_host_code_point` is
 checked against a small reference written from the standard's lists."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import GrpcTarget, HttpTarget, KafkaTarget, MqttTarget, NatsTarget, RabbitMqTarget
 from cronwheel.store import JobQuery
-from cronwheel.targets import NOT_UTF8, check_target, forbidden_host_code_point
+from cronwheel.targets.checks import NOT_UTF8, check_target, forbidden_host_code_point
 
 from .conftest import Env, job_body
 

@@ -19,14 +19,14 @@ from cronwheel.api.auth import current_caller
 from cronwheel.api.failures import REMEMBERED, FailedAuthentications, Waits, refusal_of
 from cronwheel.api.limits import MAX_REPEATED, BodyLimit
 from cronwheel.api.rate import RateLimiter
+from cronwheel.auth.identity import TRUSTED, Caller, CallerKind, Scope
 from cronwheel.clock import ManualClock
 from cronwheel.errors import PermanentError, RateLimitedError
-from cronwheel.identity import TRUSTED, Caller, CallerKind, Scope
+from cronwheel.jobs.service import MAX_PAYLOAD_BYTES, TargetPolicy
 from cronwheel.limits import Limits
-from cronwheel.server import ServerSettings, http_config, trusted_proxies
-from cronwheel.service import MAX_PAYLOAD_BYTES, TargetPolicy
+from cronwheel.node.server import ServerSettings, http_config, trusted_proxies
 from cronwheel.store import JobQuery
-from cronwheel.targets import MAX_EXEC_BYTES
+from cronwheel.targets.checks import MAX_EXEC_BYTES
 
 from .conftest import BASE_URL, START, Env, bearer, issue_token, job_body
 

@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import SecretRef
 from cronwheel.notifications import rules as notification_rules
 from cronwheel.notifications.rules import (
@@ -25,7 +26,6 @@ from cronwheel.notifications.rules import (
     rules_from_json,
     rules_to_json,
 )
-from cronwheel.service import TargetPolicy
 from cronwheel.store.port import StoredSecret
 from cronwheel.store.sql.notices import job_scope, team_scope
 

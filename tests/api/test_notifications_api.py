@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
 from cronwheel.store.port import StoredSecret
 from cronwheel.store.sql.notices import team_scope
 

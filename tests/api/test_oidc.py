@@ -14,7 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.oidc import OidcAuthenticator, OidcSettings
+from cronwheel.auth.oidc import OidcAuthenticator, OidcSettings
 from oidc_auth.provider import AUDIENCE, ISSUER, Provider, SigningKey, claims, forged, rsa_key, sign
 
 from .conftest import BASE_URL, SERVED, Env, bearer, job_body

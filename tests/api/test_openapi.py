@@ -3,7 +3,7 @@ findings): each test names a place where the document was looser than the server
 server answered something the document did not name, and checks both sides.
 
 Some values are checked by code, not by a schema (the schedule parser, the zone database,
-cronwheel.targets); the document states a pattern for them (``Documented`` in
+cronwheel.targets.checks); the document states a pattern for them (``Documented`` in
 cronwheel.api.schemas) that must never refuse what that code accepts, which the property tests
 at the end prove.
 """
@@ -23,7 +23,7 @@ from cronwheel.api.app import ApiServices, create_app
 from cronwheel.api.schemas import CRON_PATTERN, URL_PATTERN, ZONE_PATTERN
 from cronwheel.errors import InvalidInputError
 from cronwheel.schedule import ScheduleError, parse_schedule
-from cronwheel.targets import parse_url
+from cronwheel.targets.checks import parse_url
 
 from .conftest import job_body
 

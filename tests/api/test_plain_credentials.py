@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import HttpTarget, NatsTarget, SecretRef
-from cronwheel.service import TargetPolicy
 from cronwheel.store import JobQuery
 from cronwheel.store.port import StoredSecret
-from cronwheel.targets import masked_credentials, plain_credentials
+from cronwheel.targets.checks import masked_credentials, plain_credentials
 
 from .conftest import Env, issue_token, job_body
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from cronwheel.store import JobQuery
-from cronwheel.targets import reserved_header
+from cronwheel.targets.checks import reserved_header
 
 from .conftest import Env, job_body
 

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from cronwheel.api.output import OutputKept
 from cronwheel.api.schemas import JobCreate, JobOut, JobPatch, JobSpec, MisfireSpec, RetrySpec, spec_fields
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import TokenState
 from cronwheel.model import (
     KafkaSasl,
     MisfireMode,
@@ -30,7 +31,6 @@ from cronwheel.model import (
 )
 from cronwheel.notifications.rules import Condition
 from cronwheel.schedule import DstFold, DstGap, FireKind
-from cronwheel.tokens import TokenState
 
 EVERY_FIELD: dict[str, Any] = {
     "team": "data",

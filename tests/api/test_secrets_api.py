@@ -16,11 +16,11 @@ from fastapi import FastAPI
 
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.api.auth import current_caller
-from cronwheel.identity import Caller, CallerKind, Scope
+from cronwheel.auth.identity import Caller, CallerKind, Scope
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
 from cronwheel.secrets.signing import new_signing_secret
-from cronwheel.service import TargetPolicy
 from cronwheel.store import JobQuery
 
 from .conftest import SERVED, Env, bearer, job_body

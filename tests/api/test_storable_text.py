@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cronwheel.api.storable import storable, unstorable_path
+from cronwheel.auth.identity import Scope
 from cronwheel.clock import ManualClock
-from cronwheel.identity import Scope
 from cronwheel.store.sql import open_store
 from store.conftest import BACKENDS, fresh_postgres_database
 

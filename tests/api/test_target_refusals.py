@@ -1,4 +1,4 @@
-"""Targets that nothing could run are refused when written (``cronwheel.targets``), by the service,
+"""Targets that nothing could run are refused when written (``cronwheel.targets.checks``), by the service,
 so every writer gets the refusal: a 422 problem+json naming the field on the API, and nothing
 written. Before, a NUL byte in an argument was stored and made every attempt raise inside the
 worker."""
@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from cronwheel.errors import InvalidInputError
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import CommandTarget, HttpTarget, Job, PythonTarget, Target
-from cronwheel.service import TargetPolicy
 from cronwheel.store import JobQuery
-from cronwheel.targets import MAX_ARG_BYTES, MAX_EXEC_BYTES, check_target
+from cronwheel.targets.checks import MAX_ARG_BYTES, MAX_EXEC_BYTES, check_target
 
 from .conftest import Env, job_body
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from cronwheel.api.app import AccessPolicy, ApiServices, create_app
-from cronwheel.identity import Scope
-from cronwheel.service import JobService, TargetPolicy
+from cronwheel.auth.identity import Scope
+from cronwheel.jobs.service import JobService, TargetPolicy
 
 from .conftest import Env, issue_token, job_body
 

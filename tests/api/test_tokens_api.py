@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 
-from cronwheel.identity import Scope
-from cronwheel.tokens import token_id
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import token_id
 
 from .conftest import Env, issue_token
 

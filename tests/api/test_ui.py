@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from cronwheel import tokens
 from cronwheel.api import guard, ui
 from cronwheel.audit import AuditQuery
+from cronwheel.auth import tokens
+from cronwheel.auth.identity import Scope
 from cronwheel.clock import ManualClock
-from cronwheel.identity import Scope
 from cronwheel.store import JobQuery
 
 from .conftest import SERVED, START, Env, bearer, issue_token, job_body

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from cronwheel.audit import AuditQuery
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
 from cronwheel.limits import Limits
 from cronwheel.store import JobQuery
 

@@ -20,15 +20,15 @@ from click.testing import CliRunner, Result
 
 from api.doubles import RecordingQueue
 from cronwheel.api.app import ApiServices, create_app, store_readiness
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import issue
 from cronwheel.cli import cli
 from cronwheel.clock import ManualClock
-from cronwheel.identity import Scope
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
+from cronwheel.node.server import ServerSettings, http_config
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
-from cronwheel.server import ServerSettings, http_config
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
-from cronwheel.tokens import issue
 
 START = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
 SECRET_KEYS = Keyring([new_key("k1")])  # the test server's keys for team secrets
@@ -155,13 +155,13 @@ def free_port() -> int:
 @pytest.fixture
 def settings_of(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any, list[str], dict[str, str]], Any]:
     """The settings a node command (``server``, ``api``, ``scheduler``...) hands to
-    ``cronwheel.server.serve`` for ``args`` and ``env``, without serving."""
+    ``cronwheel.node.server.serve`` for ``args`` and ``env``, without serving."""
     seen: list[Any] = []
 
     async def serve(settings: Any, announce: Any) -> None:
         seen.append(settings)
 
-    monkeypatch.setattr("cronwheel.server.serve", serve)
+    monkeypatch.setattr("cronwheel.node.server.serve", serve)
 
     def invoke(command: Any, args: list[str], env: dict[str, str]) -> Any:
         result = CliRunner().invoke(command, args, env=env)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from cronwheel.cli.server import scheduler, server
+from cronwheel.node.server import ServerSettings
 from cronwheel.scheduler import ARM_AHEAD_S
-from cronwheel.server import ServerSettings
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cronwheel import localtoken
+from cronwheel.auth import localtoken
 from cronwheel.client.connection import (
     DEFAULT_URL,
     Config,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cronwheel.cli.server import api, server
-from cronwheel.service import TargetPolicy
+from cronwheel.jobs.service import TargetPolicy
 
 
 @pytest.mark.parametrize(

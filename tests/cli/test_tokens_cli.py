@@ -12,10 +12,10 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from cronwheel.audit import AuditEntry, AuditQuery
+from cronwheel.auth.tokens import ApiToken
 from cronwheel.cli import cli
 from cronwheel.store import TokenQuery
 from cronwheel.store.sql import open_store
-from cronwheel.tokens import ApiToken
 
 from .conftest import Server
 

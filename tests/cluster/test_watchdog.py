@@ -23,7 +23,7 @@ from cluster_harness import (
     cluster_fixture,  # noqa: F401 - the `cluster` fixture
 )
 
-from cronwheel.notifications.notifier import WATCH_EVERY_S as WATCH_S
+from cronwheel.notifier.loop import WATCH_EVERY_S as WATCH_S
 
 pytestmark = pytest.mark.integration
 

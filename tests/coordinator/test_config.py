@@ -1,4 +1,4 @@
-"""The coordinator URL forms (``cronwheel.backends.etcd_config``, docs/cluster.md) and how etcd's
+"""The coordinator URL forms (``cronwheel.node.backends.etcd_config``, docs/cluster.md) and how etcd's
 answers are classified: by gRPC status code (``cronwheel.coordinator.etcd_api.error_for``)."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from cronwheel.backends import etcd_config
 from cronwheel.coordinator.etcd_api import (
     Code,
     EtcdConfig,
@@ -18,6 +17,7 @@ from cronwheel.coordinator.etcd_api import (
 )
 from cronwheel.coordinator.etcd_client import EtcdClient
 from cronwheel.errors import InvalidInputError
+from cronwheel.node.backends import etcd_config
 from cronwheel.tls import TlsConfigError
 
 

@@ -8,12 +8,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cronwheel import metrics, metrics_live
 from cronwheel.clock import ManualClock
+from cronwheel.cluster import gauges as metrics_live
 from cronwheel.coordinator.etcd_api import EtcdConfig
 from cronwheel.coordinator.etcd_client import EtcdClient
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.model import SHARDS
+from cronwheel.telemetry import metrics
 
 from .conftest import TTL_S, EtcdServer, NodeFactory
 from .support import eventually, eventually_async

@@ -1,7 +1,7 @@
 """etcd over TLS and with credentials, on live etcd servers: an etcd that serves https only to
 clients with a certificate of a CA the test makes, and an etcd with authentication enabled
 (``--auth-token simple``, user root with a password). The coordinator URL forms are those of
-``cronwheel.backends.etcd_config`` (docs/cluster.md)."""
+``cronwheel.node.backends.etcd_config`` (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from cronwheel.backends import etcd_config
 from cronwheel.clock import SystemClock
 from cronwheel.coordinator.etcd import CoordinatorFailedError, EtcdCoordinator
 from cronwheel.coordinator.etcd_api import Code, EtcdAuthError, EtcdConfig, EtcdRequestError
 from cronwheel.coordinator.etcd_client import EtcdClient
 from cronwheel.errors import PermanentError
+from cronwheel.node.backends import etcd_config
 
 from .conftest import TTL_S, EtcdServer, Tls, etcd_binary
 from .support import balanced, eventually

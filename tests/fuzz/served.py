@@ -20,15 +20,15 @@ from pathlib import Path
 import uvicorn
 
 from cronwheel.api.app import ApiServices, create_app, store_readiness
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import issue
 from cronwheel.clock import SystemClock
-from cronwheel.identity import Scope
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
+from cronwheel.node.server import bind
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
-from cronwheel.server import bind
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
-from cronwheel.tokens import issue
 
 POLICY = TargetPolicy(allow_commands=True)
 

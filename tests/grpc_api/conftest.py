@@ -16,12 +16,12 @@ import pytest
 from api.conftest import START, issue_token
 from api.doubles import RecordingQueue
 from cronwheel.api.app import AccessPolicy, ApiServices, create_app
+from cronwheel.auth.identity import Scope
 from cronwheel.clock import ManualClock
 from cronwheel.grpc_api import GrpcServer, grpc_server
-from cronwheel.identity import Scope
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.v1 import jobs_pb2_grpc, runs_pb2_grpc, secrets_pb2_grpc, tokens_pb2_grpc
 

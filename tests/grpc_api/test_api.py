@@ -13,7 +13,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from api.conftest import issue_token
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
 from cronwheel.v1 import jobs_pb2, runs_pb2, schedules_pb2, schedules_pb2_grpc, secrets_pb2, targets_pb2
 from grpc_api.conftest import Env, Stubs, auth
 

@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field
 
 from api.conftest import issue_token
 from cronwheel.api.app import create_app
+from cronwheel.auth.identity import Scope
 from cronwheel.grpc_api import servicers
-from cronwheel.identity import Scope
 from cronwheel.limits import Limits
 from cronwheel.store import JobQuery
 from cronwheel.v1 import jobs_pb2, runs_pb2

@@ -11,7 +11,7 @@ import pytest
 from google.protobuf import struct_pb2
 
 from api.conftest import issue_token
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
 from cronwheel.v1 import jobs_pb2, targets_pb2
 from grpc_api.conftest import Env, Stubs, auth
 

@@ -16,8 +16,8 @@ import pytest
 
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.errors import PermanentError
+from cronwheel.node.server import ServerSettings, _unless_stopped, serve
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.server import ServerSettings, _unless_stopped, serve
 from cronwheel.store.sql import SqlStore
 
 

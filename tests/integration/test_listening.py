@@ -1,11 +1,11 @@
-"""The socket a node serves HTTP on (``cronwheel.server.bind``)."""
+"""The socket a node serves HTTP on (``cronwheel.node.server.bind``)."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 
-from cronwheel.server import bind
+from cronwheel.node.server import bind
 
 
 async def test_accepted_connections_send_at_once_without_waiting_for_acks() -> None:

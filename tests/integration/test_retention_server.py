@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from cronwheel import metrics
 from cronwheel.model import Firing, HttpTarget, Job, RetentionPolicy, Run, RunKind, RunState, new_id
-from cronwheel.server import ServerSettings, serve
+from cronwheel.node.server import ServerSettings, serve
 from cronwheel.store.port import RunQuery
 from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.telemetry import metrics
 
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 

@@ -89,7 +89,7 @@ async def test_with_tracing_off_a_node_never_imports_the_sdk_and_logs_json(
     assert "cronwheel.tracing" in imported
     assert not {name for name in imported if name.startswith("opentelemetry.sdk")}
     assert not {name for name in imported if name.startswith("opentelemetry.exporter")}
-    assert "cronwheel.tracing.otel" not in imported
+    assert "cronwheel.telemetry.tracing.otel" not in imported
 
     facts = [json.loads(line) for line in lines if line.startswith("{")]
     assert facts, "no JSON log line"

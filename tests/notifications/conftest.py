@@ -18,8 +18,8 @@ from aiosmtpd.controller import Controller
 from multidict import CIMultiDict
 
 from cronwheel.clock import ManualClock
-from cronwheel.notifications.channels import Senders, SmtpSettings
-from cronwheel.notifications.notifier import Notifier
+from cronwheel.notifier.channels import Senders, SmtpSettings
+from cronwheel.notifier.loop import Notifier
 from cronwheel.secrets.crypto import Keyring, new_key, seal
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import StoredSecret

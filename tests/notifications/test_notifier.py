@@ -13,17 +13,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from standardwebhooks import Webhook
 
-from cronwheel import metrics
 from cronwheel.clock import ManualClock
 from cronwheel.errors import BackendUnavailableError
 from cronwheel.model import AttemptResult, Firing, HttpTarget, Job, Outcome, Run, RunKind, RunState, new_id
-from cronwheel.notifications.channels import Senders, SmtpSettings
-from cronwheel.notifications.notifier import Notifier
 from cronwheel.notifications.rules import Condition, EmailChannel, Rule, SlackChannel, WebhookChannel
+from cronwheel.notifier.channels import Senders, SmtpSettings
+from cronwheel.notifier.loop import Notifier
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.signing import new_signing_secret
 from cronwheel.store.sql import SqlStore
 from cronwheel.store.sql.notices import Notices, job_scope, team_scope
+from cronwheel.telemetry import metrics
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
 

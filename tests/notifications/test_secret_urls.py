@@ -13,9 +13,9 @@ import pytest
 
 from cronwheel.clock import ManualClock
 from cronwheel.model import HttpTarget, Job, Outcome, SecretRef, new_id
-from cronwheel.notifications.channels import Senders
-from cronwheel.notifications.notifier import Notifier
 from cronwheel.notifications.rules import Condition, Rule, SlackChannel, WebhookChannel
+from cronwheel.notifier.channels import Senders
+from cronwheel.notifier.loop import Notifier
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.signing import new_signing_secret
 from cronwheel.store.sql import SqlStore

@@ -1,4 +1,4 @@
-"""The OIDC authenticator (cronwheel.oidc) on its own: keys made here, a JWK Set in a file, a
+"""The OIDC authenticator (cronwheel.auth.oidc) on its own: keys made here, a JWK Set in a file, a
 manual clock. Each refusal is checked for its reason, so that a check that stopped running (and a
 token that then passed for another reason) would fail the test."""
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from cronwheel.auth.identity import CallerKind, Scope
+from cronwheel.auth.oidc import FileSource, Keys, OidcAuthenticator, OidcSettings
+from cronwheel.auth.oidc.keys import JwksError, parse_jwks
 from cronwheel.clock import ManualClock
 from cronwheel.errors import BackendUnavailableError, ForbiddenError, UnauthenticatedError
-from cronwheel.identity import CallerKind, Scope
-from cronwheel.oidc import FileSource, Keys, OidcAuthenticator, OidcSettings
-from cronwheel.oidc.keys import JwksError, parse_jwks
 
 from .provider import (
     AUDIENCE,

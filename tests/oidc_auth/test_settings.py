@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.oidc import OidcSettings
 from cronwheel.errors import PermanentError
-from cronwheel.identity import Scope
-from cronwheel.oidc import OidcSettings
 
 from .provider import AUDIENCE, ISSUER, Provider, rsa_key
 

@@ -1,5 +1,5 @@
 """A scrape of ``/metrics`` reads each queue's depth, pending, delayed and lag then (``Queue.stats``
-through :mod:`cronwheel.metrics_live`), on every backend; a queue that fails or hangs leaves its
+through :mod:`cronwheel.cluster.gauges`), on every backend; a queue that fails or hangs leaves its
 series out of that scrape, within the timeout, and is counted."""
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from queue_backends import T0, Backend, open_backend
 
-from cronwheel import metrics, metrics_http, metrics_live
 from cronwheel.clock import ManualClock
+from cronwheel.cluster import gauges as metrics_live
+from cronwheel.node import metrics_http
 from cronwheel.queue import QueueStats, Trigger
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
+from cronwheel.telemetry import metrics
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ import pytest
 import redis.asyncio as aioredis
 from queue_backends import REDIS_VISIBILITY_S, T0, RedisQueues
 
-from cronwheel import metrics
 from cronwheel.clock import ManualClock
 from cronwheel.errors import BackendUnavailableError, InvalidInputError
 from cronwheel.queue import Delivery, Trigger
 from cronwheel.queue.streams import RedisStreamQueue
+from cronwheel.telemetry import metrics
 from suite_backends import REDIS_URL
 
 MakeQueue = Callable[..., RedisStreamQueue]

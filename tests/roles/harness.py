@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwheel.clock import ManualClock
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.model import (
     LEGAL_TRANSITIONS,
     Attempt,
@@ -24,7 +25,6 @@ from cronwheel.queue import Delivery
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.sweeper import Sweeper
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.port import RunQuery
 from cronwheel.store.sql import SqlStore
 from cronwheel.worker.executors import Executors, WorkerSettings

@@ -13,9 +13,9 @@ import pytest
 
 from cronwheel.clock import AnchoredClock
 from cronwheel.errors import BackendUnavailableError, PermanentError
+from cronwheel.node.timekeeping import keep_anchored
 from cronwheel.queue import Delivery, Trigger
 from cronwheel.retrying import Backoff
-from cronwheel.timekeeping import keep_anchored
 
 from .harness import Roles
 

@@ -13,10 +13,10 @@ import pytest
 
 from cronwheel.clock import ManualClock
 from cronwheel.coordinator.port import ShardLease
+from cronwheel.jobs.service import JobService
 from cronwheel.model import DueJob, Job, Overlap, RunKind, RunState
 from cronwheel.scheduler import loop
 from cronwheel.scheduler.planner import plan as real_plan
-from cronwheel.service import JobService
 from cronwheel.store import Store
 from cronwheel.store.sql import SqlStore, open_store
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import GrpcTarget, Job, Outcome, RetryPolicy, RunState
-from cronwheel.service import TargetPolicy
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
 from grpc_echo import SAY, EchoServer

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from cronwheel import metrics
 from cronwheel.clock import ManualClock
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.model import MisfirePolicy, RetryPolicy, RunState
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.store.port import MAX_LOST_ATTEMPTS
+from cronwheel.telemetry import metrics
 
 from .harness import Roles, at, wait_until
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import HttpTarget, Job, RetryPolicy, RunState, SecretRef
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.service import SecretService
-from cronwheel.service import TargetPolicy
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
 

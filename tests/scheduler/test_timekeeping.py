@@ -7,10 +7,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cronwheel import metrics
 from cronwheel.clock import AnchoredClock, ManualClock
+from cronwheel.node.timekeeping import anchor_once, keep_anchored
 from cronwheel.store.sql import open_store
-from cronwheel.timekeeping import anchor_once, keep_anchored
+from cronwheel.telemetry import metrics
 
 FAR = datetime(2031, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from yarl import URL
 
-from cronwheel.ssrf import (
+from cronwheel.targets.ssrf import (
     DENY_TABLE,
     GLOBAL_UNICAST_V6,
     address_refusal,

@@ -13,16 +13,16 @@ import pytest
 
 from cronwheel import failpoints
 from cronwheel.audit import Actor, AuditAction, AuditEntry, AuditQuery
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import PREFIX, issue
 from cronwheel.clock import ManualClock
 from cronwheel.errors import ConflictError, InvalidInputError
-from cronwheel.identity import Scope
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.model import HttpTarget, RunKind, RunState, SecretRef
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.port import StoredSecret
 from cronwheel.store.snapshots import REDACTED, job_snapshot
 from cronwheel.store.sql import SqlStore
-from cronwheel.tokens import PREFIX, issue
 
 from .support import START, at, make_job, make_run
 

@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import ApiToken, issue
 from cronwheel.clock import ManualClock
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
-from cronwheel.identity import Scope
 from cronwheel.store.port import JobQuery, RunQuery, TokenQuery
 from cronwheel.store.sql import SqlStore
-from cronwheel.tokens import ApiToken, issue
 
 from .support import START, at, fire_one, new_job
 

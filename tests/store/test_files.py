@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cronwheel.clock import ManualClock
 from cronwheel.model import HttpTarget, Job
-from cronwheel.server import _single_owner
+from cronwheel.node.server import _single_owner
 from cronwheel.store.files import open_private, private_sqlite_files
 from cronwheel.store.migrate import upgrade_database
 from cronwheel.store.sql import open_store

@@ -11,9 +11,9 @@ import pytest
 
 from cronwheel import failpoints
 from cronwheel.clock import ManualClock
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.model import RunState
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.port import RunQuery
 from cronwheel.store.sql import SqlStore

@@ -11,7 +11,6 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from cronwheel import metrics
 from cronwheel.clock import ManualClock
 from cronwheel.model import AttemptResult, Job, Outcome, RetentionPolicy, Run, RunState
 from cronwheel.retention import RunStub, decide, effective
@@ -19,6 +18,7 @@ from cronwheel.scheduler.purger import Purger
 from cronwheel.store.port import RunQuery
 from cronwheel.store.schema import attempts, run_events
 from cronwheel.store.sql import SqlStore
+from cronwheel.telemetry import metrics
 
 from .support import LEASE, MINUTE, START, firing_of, make_run, new_job
 

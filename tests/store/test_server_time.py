@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from cronwheel.clock import AnchoredClock
+from cronwheel.node.timekeeping import anchor_once
 from cronwheel.store import Store
-from cronwheel.timekeeping import anchor_once
 
 from .support import START
 

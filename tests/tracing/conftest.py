@@ -18,13 +18,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cronwheel.clock import ManualClock
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.model import HttpTarget, Job, RetryPolicy, Run
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.scheduler.loop import Scheduler
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
-from cronwheel.tracing import OFF, Tracer
-from cronwheel.tracing.otel import OtelTracer, provider_for
+from cronwheel.telemetry.tracing import OFF, Tracer
+from cronwheel.telemetry.tracing.otel import OtelTracer, provider_for
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
 

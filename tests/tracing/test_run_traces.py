@@ -14,8 +14,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 from cronwheel.model import RunState
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.store.port import RunQuery
-from cronwheel.tracing import trace_id
-from cronwheel.tracing.runs import ATTEMPT, CLAIM, FIRE, FIRE_BATCH
+from cronwheel.telemetry.tracing import trace_id
+from cronwheel.telemetry.tracing.runs import ATTEMPT, CLAIM, FIRE, FIRE_BATCH
 
 from .conftest import RETRY_ONCE, START, Roles, Sink, named
 

@@ -21,8 +21,8 @@ from opentelemetry.trace import StatusCode
 from cronwheel.cli import cli
 from cronwheel.clock import ManualClock
 from cronwheel.errors import PermanentError
-from cronwheel.tracing import NO_SPAN, OFF, check, ending, otel, started, trace_id
-from cronwheel.tracing.otel import OtelTracer, provider_for
+from cronwheel.telemetry.tracing import NO_SPAN, OFF, check, ending, otel, started, trace_id
+from cronwheel.telemetry.tracing.otel import OtelTracer, provider_for
 
 AT = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

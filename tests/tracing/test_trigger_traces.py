@@ -12,11 +12,11 @@ from opentelemetry.trace import SpanKind
 
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import issue
 from cronwheel.model import RunState
-from cronwheel.tokens import issue
-from cronwheel.tracing import trace_id
-from cronwheel.tracing.runs import ATTEMPT, FIRE
+from cronwheel.telemetry.tracing import trace_id
+from cronwheel.telemetry.tracing.runs import ATTEMPT, FIRE
 
 from .conftest import START, Roles, Sink, named
 

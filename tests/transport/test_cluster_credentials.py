@@ -22,7 +22,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from cronwheel.server import ServerSettings, serve
+from cronwheel.node.server import ServerSettings, serve
 from cronwheel.store.driver import StoreRefusedError
 
 from .servers import (

@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from cronwheel.backends import etcd_config, open_coordinator
 from cronwheel.clock import SystemClock
 from cronwheel.coordinator.etcd import EtcdCoordinator
 from cronwheel.coordinator.etcd_api import EtcdUnavailableError
 from cronwheel.coordinator.etcd_client import EtcdClient
 from cronwheel.errors import PermanentError
+from cronwheel.node.backends import etcd_config, open_coordinator
 
 from .servers import ETCD_PASSWORD, Pki, TlsEtcd, in_url
 

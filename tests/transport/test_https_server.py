@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from cronwheel.errors import PermanentError
-from cronwheel.server import ServerSettings, serve
+from cronwheel.node.server import ServerSettings, serve
 
 from .servers import Node, Pki, client_context
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from cronwheel.backends import connect_store
 from cronwheel.model import RunState
+from cronwheel.node.backends import connect_store
 from cronwheel.store.driver import StoreRefusedError
 from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cronwheel.backends import open_queue
 from cronwheel.clock import SystemClock
 from cronwheel.errors import BackendUnavailableError, InvalidInputError
+from cronwheel.node.backends import open_queue
 from cronwheel.queue.port import Trigger
 from cronwheel.queue.streams import QueueRefusedError, RedisStreamQueue
 from cronwheel.tls import TlsConfigError

@@ -18,7 +18,7 @@ import pytest
 
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import AttemptResult, CommandTarget, Outcome
-from cronwheel.server import ServerSettings
+from cronwheel.node.server import ServerSettings
 from cronwheel.worker.executors import AttemptContext, CommandExecutor, WorkerSettings
 from cronwheel.worker.executors.isolation import AUTO, CommandIsolation, CommandLimits, default_user
 

@@ -34,8 +34,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cronwheel.clock import ManualClock
+from cronwheel.jobs.service import check_payload
 from cronwheel.model import AttemptResult, CommandTarget, GrpcTarget, HttpTarget, Outcome, PythonTarget
-from cronwheel.service import check_payload
 from cronwheel.worker.executors import AttemptContext, WorkerSettings
 from cronwheel.worker.executors.command import CommandExecutor
 from cronwheel.worker.executors.grpc import GrpcExecutor

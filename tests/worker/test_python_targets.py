@@ -1,4 +1,4 @@
-"""Which Python functions a job may call (``cronwheel.python_targets``), proven on a module
+"""Which Python functions a job may call (``cronwheel.targets.python``), proven on a module
 written for each test: before, ``mod:rmtree`` (imported there from ``shutil``) ran and deleted a
 directory, and with the pattern ``*`` a job could call ``pty:spawn``."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from cronwheel.errors import InvalidInputError
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import Outcome, PythonTarget
-from cronwheel.python_targets import check_patterns, pattern_problem, refusal
-from cronwheel.server import ServerSettings
-from cronwheel.service import TargetPolicy
+from cronwheel.node.server import ServerSettings
+from cronwheel.targets.python import check_patterns, pattern_problem, refusal
 from cronwheel.worker.executors import AttemptContext, WorkerSettings
 from cronwheel.worker.executors.python import PythonExecutor
 from cronwheel.worker.refusals import refusal as worker_option

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cronwheel.clock import ManualClock
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.model import (
     CommandTarget,
     GrpcTarget,
@@ -26,7 +27,6 @@ from cronwheel.model import (
     new_id,
 )
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker

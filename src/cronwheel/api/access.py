@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from cronwheel.identity import Caller
+from cronwheel.auth.identity import Caller
 
 RESERVABLE = ("command", "python", "network")  # what --admin-only can reserve (see AccessPolicy)
 

@@ -24,8 +24,8 @@ from cronwheel.api.routes import Cursor, Limit
 from cronwheel.api.schemas import Instant
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import AuditEntry, AuditQuery
+from cronwheel.auth.identity import Scope
 from cronwheel.errors import InvalidInputError
-from cronwheel.identity import Scope
 
 router = APIRouter(tags=["audit"])
 Services = Annotated[ApiServices, Depends(get_services)]

@@ -20,7 +20,7 @@ process, whatever the number of addresses, REST and gRPC together (the services'
 
 The client address is the ASGI ``client`` the HTTP server reports: uvicorn takes it from
 ``X-Forwarded-For`` only when the peer is a proxy the operator named (``--forwarded-allow-ips``,
-none by default: :func:`cronwheel.server.http_config`), so a caller cannot write another address
+none by default: :func:`cronwheel.node.server.http_config`), so a caller cannot write another address
 into the log.
 """
 
@@ -35,7 +35,7 @@ from cronwheel.api.auth import CallerDep, client_address
 from cronwheel.api.sampling import BUDGET, WINDOW, RefusalSampler
 from cronwheel.api.services import ApiServices
 from cronwheel.audit import Actor, AuditAction
-from cronwheel.identity import Caller
+from cronwheel.auth.identity import Caller
 
 log = logging.getLogger("cronwheel.api")
 

@@ -5,12 +5,12 @@ to each :class:`~cronwheel.api.access.Authenticator` in turn: first the store's 
 (:class:`TokenAuthenticator`), then whatever else the app was given
 (``ApiServices.authenticators``: OIDC). No credential, or one that no authenticator accepts, is a
 401 (:class:`~cronwheel.errors.UnauthenticatedError`); what the caller may then do is the routes'
-business (:meth:`~cronwheel.identity.Caller.require`). Failures are counted by client address and
+business (:meth:`~cronwheel.auth.identity.Caller.require`). Failures are counted by client address and
 token id, and may be refused (429) before the credential is checked
 (:mod:`cronwheel.api.failures`): :func:`authenticate` is the one door, for REST and gRPC.
 
 There is no way to turn authentication off: the embedded server makes an admin token on first start
-(:mod:`cronwheel.server`), and the tests authenticate like any client.
+(:mod:`cronwheel.node.server`), and the tests authenticate like any client.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from cronwheel import tokens
 from cronwheel.api.services import ApiServices, get_services
+from cronwheel.auth import tokens
+from cronwheel.auth.identity import Caller, Scope
 from cronwheel.clock import Clock
 from cronwheel.errors import ForbiddenError, NotFoundError, UnauthenticatedError
-from cronwheel.identity import Caller, Scope
 from cronwheel.store import Store
 
 _bearer = HTTPBearer(
@@ -49,7 +49,7 @@ class TokenRefusedError(UnauthenticatedError):
 
 
 class TokenAuthenticator:
-    """The store's API tokens (:mod:`cronwheel.tokens`): one primary-key read per request, so that
+    """The store's API tokens (:mod:`cronwheel.auth.tokens`): one primary-key read per request, so that
     a revocation holds at once in every api process; ``last_used_at`` is written at most once a
     minute per token."""
 
@@ -121,7 +121,7 @@ CallerDep = Annotated[Caller, Depends(current_caller)]
 
 
 def client_address(request: Request) -> str | None:
-    """The client address the HTTP server reports (see :func:`cronwheel.server.http_config`)."""
+    """The client address the HTTP server reports (see :func:`cronwheel.node.server.http_config`)."""
     client = request.scope.get("client")
     return str(client[0])[:100] if client else None
 

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cronwheel.errors import InvalidInputError
+from cronwheel.jobs.service import TargetPolicy, no_slot_reason
 from cronwheel.model import (
     GrpcTarget,
     HttpTarget,
@@ -38,8 +39,7 @@ from cronwheel.model import (
     Target,
 )
 from cronwheel.schedule import ScheduleError, load_zone, parse_schedule
-from cronwheel.service import TargetPolicy, no_slot_reason
-from cronwheel.targets import check_target
+from cronwheel.targets.checks import check_target
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +177,7 @@ def schedule_sentence(error: ScheduleError) -> str:
 
 
 def target_problems(values: Mapping[str, Any]) -> list[FieldProblem]:
-    """What no attempt could run, whatever the policy (:mod:`cronwheel.targets`: a NUL byte in an
+    """What no attempt could run, whatever the policy (:mod:`cronwheel.targets.checks`: a NUL byte in an
     argument, a URL the HTTP client refuses ...), on the field the check names."""
     target = values.get("target")
     if target is None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cronwheel.api.services import ApiServices
+from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import ForbiddenError, InvalidInputError
-from cronwheel.identity import Caller, Scope
+from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import (
     CommandTarget,
     GrpcTarget,
@@ -32,7 +33,6 @@ from cronwheel.model import (
     RabbitMqTarget,
     Target,
 )
-from cronwheel.service import TargetPolicy
 
 
 def check_settable(caller: Caller, job: Job, stored: Job | None, services: ApiServices) -> None:

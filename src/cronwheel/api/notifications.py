@@ -31,8 +31,9 @@ from cronwheel.api.routes import job_for
 from cronwheel.api.schemas import NAME_PATTERN, SecretRefSpec, _text_or_secret
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import AuditAction
+from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import InvalidInputError, NotFoundError
-from cronwheel.identity import Caller, Scope
+from cronwheel.jobs.service import PlainCredentialError, UnknownSecretError
 from cronwheel.model import HttpTarget, Job, SecretRef, new_id
 from cronwheel.notifications.message import Notification
 from cronwheel.notifications.rules import (
@@ -51,7 +52,6 @@ from cronwheel.notifications.rules import (
     rules_to_json,
     url_references,
 )
-from cronwheel.service import PlainCredentialError, UnknownSecretError
 from cronwheel.store.sql import SqlStore
 from cronwheel.store.sql.notices import Notices, job_scope, team_scope
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cronwheel import metrics
+from cronwheel.telemetry import metrics
 
 UNMATCHED = "unmatched"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

@@ -2,7 +2,7 @@
 
 REST (:mod:`cronwheel.api.routes`) and gRPC (:mod:`cronwheel.grpc_api`) only translate: each
 validates its request into the same pydantic models (:mod:`cronwheel.api.schemas`), calls one
-function here with the authenticated :class:`~cronwheel.identity.Caller` (and the
+function here with the authenticated :class:`~cronwheel.auth.identity.Caller` (and the
 :class:`~cronwheel.audit.Actor` of a write), and turns the model it returns into its own answer.
 Every decision lives here once: scopes and team walls, expected versions (REST's ``If-Match``,
 gRPC's ``expected_version``) and how a conflict is told from a version that moved, the patch's
@@ -45,13 +45,13 @@ from cronwheel.api.schemas import (
 )
 from cronwheel.api.services import ApiServices
 from cronwheel.audit import Actor
+from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
-from cronwheel.identity import Caller, Scope
 from cronwheel.lateness import late_before
 from cronwheel.model import Job, Run, RunState
 from cronwheel.schedule import ScheduleError
 from cronwheel.store import JobQuery, RunQuery
-from cronwheel.targets import masked_credentials
+from cronwheel.targets.checks import masked_credentials
 
 T = TypeVar("T")
 
@@ -142,7 +142,7 @@ def label_pairs(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 def shown(caller: Caller, job: Job) -> Job:
     """``job`` as ``caller`` may read it: with the credentials its target holds in clear
-    (:func:`cronwheel.targets.plain_credentials`) as ``***`` unless the caller may write jobs."""
+    (:func:`cronwheel.targets.checks.plain_credentials`) as ``***`` unless the caller may write jobs."""
     if caller.has(Scope.WRITE):
         return job
     masked = masked_credentials(job.target)

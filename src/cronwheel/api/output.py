@@ -18,7 +18,7 @@ from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.schemas import OutcomeName
 from cronwheel.api.services import ApiServices, get_services
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
 from cronwheel.model import Attempt
 
 router = APIRouter(tags=["runs"])

@@ -36,9 +36,9 @@ from cronwheel.errors import (
     RateLimitedError,
     UnauthenticatedError,
 )
+from cronwheel.jobs.service import NoSlotError, PlainCredentialError, UnknownSecretError
 from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
-from cronwheel.service import NoSlotError, PlainCredentialError, UnknownSecretError
 
 log = logging.getLogger("cronwheel.api")
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cronwheel.auth.identity import Caller, CallerKind
 from cronwheel.clock import Monotonic
 from cronwheel.errors import RateLimitedError
-from cronwheel.identity import Caller, CallerKind
 from cronwheel.limits import Limits
 
 MAX_BUCKETS = 50_000

@@ -14,7 +14,6 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 
-from cronwheel import metrics_live
 from cronwheel.api import operations
 from cronwheel.api.addressing import job_route
 from cronwheel.api.auditing import ActorDep
@@ -50,7 +49,8 @@ from cronwheel.api.schemas import (
     TriggerIn,
 )
 from cronwheel.api.services import ApiServices, get_services
-from cronwheel.identity import Scope
+from cronwheel.auth.identity import Scope
+from cronwheel.cluster import gauges as metrics_live
 from cronwheel.model import RunState
 
 T = TypeVar("T")

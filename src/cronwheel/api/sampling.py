@@ -10,8 +10,8 @@ from collections import OrderedDict
 
 from prometheus_client import Counter
 
-from cronwheel import metrics
 from cronwheel.clock import Monotonic
+from cronwheel.telemetry import metrics
 
 WINDOW = 60.0  # seconds: one entry per kind of refusal per window
 BUDGET = 120  # refusal entries per window per api process, in all

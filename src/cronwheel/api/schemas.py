@@ -47,6 +47,7 @@ from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 from cronwheel.api import checks
 from cronwheel.api.partial import partial_model
 from cronwheel.errors import InvalidInputError
+from cronwheel.jobs.service import MAX_TIMEOUT_S, check_payload
 from cronwheel.lateness import is_late
 from cronwheel.model import (
     Attempt,
@@ -77,17 +78,16 @@ from cronwheel.model import (
 )
 from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, ScheduleError, describe, parse_schedule
 from cronwheel.schedule.lint import schedule_warnings
-from cronwheel.service import MAX_TIMEOUT_S, check_payload
 from cronwheel.store.port import RunSample
-from cronwheel.targets import MAX_DESCRIPTOR_SET_CHARS, plain_values
-from cronwheel.tracing import trace_id
+from cronwheel.targets.checks import MAX_DESCRIPTOR_SET_CHARS, plain_values
+from cronwheel.telemetry.tracing import trace_id
 
 # -- building blocks ---------------------------------------------------------------------------
 
 
 class Documented:
     """JSON Schema keywords that the OpenAPI document states about a value which code checks,
-    not the schema: the schedule parser, the zone database, :mod:`cronwheel.targets`. The
+    not the schema: the schedule parser, the zone database, :mod:`cronwheel.targets.checks`. The
     document then says what the server enforces while the server keeps its own precise messages
     (a cron field and column, "target.argv[1] contains a NUL byte"), and a stored value written
     before a check existed is still read back. Each keyword must never refuse what that code
@@ -133,7 +133,7 @@ HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-
 HeaderValue = Annotated[
     str,
     StringConstraints(max_length=8192, pattern=r"^[^\r\n\x00]*$"),
-    Documented(pattern=r"^[^\x00-\x08\x0a-\x1f\x7f]*$"),  # what aiohttp sends (cronwheel.targets)
+    Documented(pattern=r"^[^\x00-\x08\x0a-\x1f\x7f]*$"),  # what aiohttp sends (cronwheel.targets.checks)
 ]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")]
 ScheduleText = Annotated[
@@ -324,7 +324,7 @@ class PythonTargetSpec(_Strict):
         return PythonTarget(function=self.function)
 
 
-GRPC_METHOD_PATTERN = r"^[A-Za-z0-9_.]+/[A-Za-z0-9_]+$"  # cronwheel.targets.GRPC_METHOD says the rest
+GRPC_METHOD_PATTERN = r"^[A-Za-z0-9_.]+/[A-Za-z0-9_]+$"  # cronwheel.targets.checks.GRPC_METHOD says the rest
 GrpcMethodText = Annotated[str, StringConstraints(max_length=500), Documented(pattern=GRPC_METHOD_PATTERN)]
 DescriptorSetText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_DESCRIPTOR_SET_CHARS)]
 GrpcMetadataKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-z_.-]{1,200}$")]
@@ -368,7 +368,7 @@ class GrpcTargetSpec(_Strict):
         )
 
 
-CREDENTIAL_PATTERN = r"^[^\x00-\x1f\x7f]*$"  # what cronwheel.targets accepts in a credential
+CREDENTIAL_PATTERN = r"^[^\x00-\x1f\x7f]*$"  # what cronwheel.targets.checks accepts in a credential
 CredentialOrSecret = Annotated[
     Annotated[str, StringConstraints(min_length=1, max_length=1024), Documented(pattern=CREDENTIAL_PATTERN)]
     | SecretRefSpec,

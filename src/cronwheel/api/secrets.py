@@ -2,7 +2,7 @@
 
 Write-only values (guarantee 9): a value goes in with ``PUT`` and no response ever holds one;
 reads give each secret's name, the id of the key that seals it, and when it was created and last
-set. Every route asks the caller first (:meth:`~cronwheel.identity.Caller.require`): ``read`` to
+set. Every route asks the caller first (:meth:`~cronwheel.auth.identity.Caller.require`): ``read`` to
 list and show, ``write`` to set and delete, and another team's secrets answer 404 as if they did
 not exist. Re-encryption covers every team's secrets, so it takes an admin of all teams.
 
@@ -32,8 +32,8 @@ from cronwheel.api.routes import Cursor, Limit
 from cronwheel.api.schemas import NAME_PATTERN
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import Actor
+from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import ForbiddenError, InvalidInputError
-from cronwheel.identity import Caller, Scope
 from cronwheel.secrets.service import MAX_VALUE_BYTES, SecretService, SecretsNotConfiguredError
 from cronwheel.store.port import StoredSecret
 

@@ -12,10 +12,10 @@ from cronwheel.api.failures import FailedAuthentications
 from cronwheel.api.rate import RateLimiter
 from cronwheel.api.sampling import RefusalSampler
 from cronwheel.clock import Clock, monotonic_of
-from cronwheel.cluster import ClusterStatus
+from cronwheel.cluster.status import ClusterStatus
+from cronwheel.jobs.service import JobService
 from cronwheel.limits import Limits
 from cronwheel.secrets.service import SecretService
-from cronwheel.service import JobService
 from cronwheel.store import JobQuery, Store
 
 Readiness = Callable[[], Awaitable[dict[str, bool]]]

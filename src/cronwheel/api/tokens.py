@@ -1,4 +1,4 @@
-"""``/v1/tokens``: make, list, read and revoke API tokens (:mod:`cronwheel.tokens`).
+"""``/v1/tokens``: make, list, read and revoke API tokens (:mod:`cronwheel.auth.tokens`).
 
 Every route needs the ``admin`` scope. An admin of every team manages every token; an admin of
 one team manages that team's tokens only (it may give them any scope, ``admin`` included, on that
@@ -20,7 +20,6 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from cronwheel import tokens
 from cronwheel.api.auditing import ActorDep
 from cronwheel.api.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
@@ -31,10 +30,11 @@ from cronwheel.api.routes import Cursor, Limit
 from cronwheel.api.schemas import Instant, Name
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import Actor, AuditAction
+from cronwheel.auth import tokens
+from cronwheel.auth.identity import Caller, CallerKind, Scope
+from cronwheel.auth.tokens import ApiToken, TokenState
 from cronwheel.errors import ForbiddenError, HiddenError, InvalidInputError
-from cronwheel.identity import Caller, CallerKind, Scope
 from cronwheel.store import TokenQuery
-from cronwheel.tokens import ApiToken, TokenState
 
 router = APIRouter(tags=["tokens"])
 Services = Annotated[ApiServices, Depends(get_services)]

@@ -48,9 +48,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cronwheel.api.auth import authenticate, client_address
 from cronwheel.api.problems import problem_response
 from cronwheel.api.services import ApiServices
+from cronwheel.auth.identity import Caller
 from cronwheel.clock import Clock
 from cronwheel.errors import UnauthenticatedError
-from cronwheel.identity import Caller
 
 ASSETS = Path(__file__).parent / "static" / "ui"
 PAGE, SESSION, BRIDGE = "/ui/", "/ui/session", "/ui/api"

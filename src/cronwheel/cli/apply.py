@@ -239,7 +239,7 @@ def _shown(path: str, value: Any) -> str:
     if path.startswith(_SECRET_PREFIXES) and value is not None:
         return "(hidden)"
     if path == "target.url" and isinstance(value, str):
-        from cronwheel.targets import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
+        from cronwheel.targets.checks import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
 
         return repr(redacted_url(value))  # its user info and query may hold credentials
     return "(none)" if value is None else repr(value)

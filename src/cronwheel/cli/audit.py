@@ -144,7 +144,7 @@ def prune(older_than: str, database_url: str) -> None:
     delta = _delta(older_than)
     if delta is None:
         raise click.BadParameter("a duration such as 90d, 52w or 8760h", param_hint="--older-than")
-    from cronwheel.backends import connect_store  # noqa: PLC0415 - late: other commands start quickly
+    from cronwheel.node.backends import connect_store  # noqa: PLC0415 - late: other commands start quickly
 
     before = datetime.now(UTC) - delta
 

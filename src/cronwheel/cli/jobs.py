@@ -30,7 +30,7 @@ STATES = ("PENDING", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "SKIPPED")
 
 def _target(target: dict[str, Any]) -> str:
     if target["type"] == "http":
-        from cronwheel.targets import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
+        from cronwheel.targets.checks import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
 
         return f"http {target['method']} {redacted_url(target['url'])}"
     if target["type"] == "command":
@@ -52,7 +52,7 @@ def _broker_line(target: dict[str, Any]) -> str | None:
         retain = ", retain" if target.get("retain") else ""
         return f"mqtt {target['url']} topic {target['topic']} (qos {target['qos']}{retain})"
     if target["type"] == "rabbitmq":
-        from cronwheel.targets import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
+        from cronwheel.targets.checks import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
 
         exchange = target["exchange"] or "(default exchange)"
         return f"rabbitmq {redacted_url(target['url'])} {exchange} key {target['routing_key']}"

@@ -13,13 +13,13 @@ import click
 
 from cronwheel.errors import CronwheelError
 from cronwheel.limits import Limits
-from cronwheel.logs import FORMATS
 from cronwheel.scheduler import ARM_AHEAD_S
-from cronwheel.tracing import MODES
+from cronwheel.telemetry.logs import FORMATS
+from cronwheel.telemetry.tracing import MODES
 from cronwheel.worker.loop import CONCURRENCY
 
 if TYPE_CHECKING:
-    from cronwheel.oidc.settings import OidcSettings
+    from cronwheel.auth.oidc.settings import OidcSettings
     from cronwheel.worker.executors.isolation import CommandIsolation
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -123,7 +123,8 @@ def limit_options() -> list[Callable[[F], F]]:
 
 
 def oidc_options() -> list[Callable[[F], F]]:
-    """OIDC JWTs as bearers (:class:`cronwheel.oidc.OidcSettings`), each with its CRONWHEEL_* variable."""
+    """OIDC JWTs as bearers (:class:`cronwheel.auth.oidc.OidcSettings`), each with its CRONWHEEL_*
+    variable."""
     return [
         click.option(
             "--oidc-issuer",
@@ -215,7 +216,7 @@ _OIDC = ("issuer", "audience", "jwks_url", "jwks_file", "team_claim", "team_pref
 
 def _oidc(options: dict[str, Any]) -> OidcSettings:
     """``--oidc-*`` as OidcSettings (taken out of ``options``)."""
-    from cronwheel.oidc.settings import OidcSettings  # noqa: PLC0415 - PyJWT only when serving
+    from cronwheel.auth.oidc.settings import OidcSettings  # noqa: PLC0415 - PyJWT only when serving
 
     given = {name: options.pop(f"oidc_{name}") for name in _OIDC}
     for name in ("issuer", "audience", "jwks_url", "jwks_file"):  # an empty variable is an unset one
@@ -426,15 +427,15 @@ def node_options(function: F) -> F:
 
 
 def _run(roles: tuple[str, ...], **options: Any) -> None:
-    from cronwheel import logs  # noqa: PLC0415 - imported late: other commands stay quick to start
-    from cronwheel.secrets.keys import ENV_KEYS  # noqa: PLC0415
-    from cronwheel.server import (  # noqa: PLC0415
+    from cronwheel.node.server import (  # noqa: PLC0415
         ServerSettings,
         default_node,
         serve,
         trusted_proxies,
         tune_collector,
     )
+    from cronwheel.secrets.keys import ENV_KEYS  # noqa: PLC0415
+    from cronwheel.telemetry import logs  # noqa: PLC0415 - imported late: other commands stay quick to start
 
     logs.configure(options.pop("log_level"), options.pop("log_format"))
     allow_python = options.pop("allow_python")
@@ -512,7 +513,7 @@ def db() -> None:
 )
 def upgrade(database_url: str) -> None:
     """Apply the schema migrations (idempotent)."""
-    from cronwheel.backends import schema_errors  # noqa: PLC0415
+    from cronwheel.node.backends import schema_errors  # noqa: PLC0415
     from cronwheel.redaction import redact_url  # noqa: PLC0415
     from cronwheel.store.migrate import upgrade_database  # noqa: PLC0415
 

@@ -121,13 +121,13 @@ def create(
 
 
 def _bootstrap(database_url: str, name: str) -> None:
-    from cronwheel import localtoken  # noqa: PLC0415 - imported late: other commands stay quick to start
-    from cronwheel.backends import connect_store  # noqa: PLC0415
+    from cronwheel.node import admin_token  # noqa: PLC0415 - imported late: other commands stay quick to start
+    from cronwheel.node.backends import connect_store  # noqa: PLC0415
 
     async def make() -> str:
         store = await connect_store(database_url)
         try:
-            return await localtoken.issue_admin(store, datetime.now(UTC), name)
+            return await admin_token.issue_admin(store, datetime.now(UTC), name)
         finally:
             await store.close()
 

@@ -8,7 +8,7 @@ Each of the URL and the token is taken from the first of:
 3. a *context* of the config file (``--context`` or ``CRONWHEEL_CONTEXT``, else the file's
    ``current-context``), as kubectl does;
 4. for a server on this machine's loopback, the embedded server's token file
-   (:func:`cronwheel.localtoken.find_local_token`);
+   (:func:`cronwheel.auth.localtoken.find_local_token`);
 
 and the URL defaults to ``http://127.0.0.1:8080``. A context's token goes only to that context's
 URL, and a local token file only to a loopback URL: a ``--url`` pointing elsewhere never receives
@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from cronwheel import localtoken
+from cronwheel.auth import localtoken
 from cronwheel.client.errors import ConfigurationError
 
 DEFAULT_URL = "http://127.0.0.1:8080"

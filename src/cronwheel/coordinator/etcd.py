@@ -79,7 +79,6 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
-from cronwheel import metrics
 from cronwheel.clock import Clock, monotonic_of
 from cronwheel.coordinator.etcd_api import (
     EtcdApi,
@@ -130,6 +129,7 @@ from cronwheel.coordinator.session import (
 from cronwheel.errors import InvalidInputError, PermanentError
 from cronwheel.model import SHARDS
 from cronwheel.retrying import Backoff, Retries
+from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.coordinator.etcd")
 

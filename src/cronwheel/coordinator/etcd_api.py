@@ -102,7 +102,7 @@ class EtcdConfig:
     """How to reach an etcd cluster: its client URLs (all ``http://`` or all ``https://``), the
     user to authenticate as (etcd's auth API, when ``user`` is set), and for https the CA file to
     verify the servers with (default: the system's trust store) and an optional client
-    certificate and key. Parsed from the coordinator URL by :func:`cronwheel.backends.etcd_config`.
+    certificate and key. Parsed from the coordinator URL by :func:`cronwheel.node.backends.etcd_config`.
     The password never appears in ``repr()`` or in a log line."""
 
     endpoints: tuple[str, ...]

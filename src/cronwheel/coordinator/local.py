@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import Callable
 from datetime import datetime
 
-from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.coordinator.port import Member, ShardLease
 from cronwheel.model import SHARDS
+from cronwheel.telemetry import metrics
 
 
 class LocalCoordinator:

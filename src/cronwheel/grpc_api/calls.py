@@ -40,10 +40,10 @@ from cronwheel.api.services import ApiServices
 from cronwheel.api.storable import entry, unstorable_path
 from cronwheel.api.storable import refusal as unstorable
 from cronwheel.audit import Actor
+from cronwheel.auth.identity import Caller
 from cronwheel.errors import ForbiddenError, HiddenError, InvalidInputError, UnauthenticatedError
 from cronwheel.grpc_api.convert import to_dict
 from cronwheel.grpc_api.errors import grpc_status
-from cronwheel.identity import Caller
 
 PACKAGE = "/cronwheel.v1."
 METHOD: ContextVar[str] = ContextVar("cronwheel_grpc_method", default="(unknown method)")

@@ -51,9 +51,9 @@ from cronwheel.errors import (
     TransientError,
     UnauthenticatedError,
 )
+from cronwheel.jobs.service import NoSlotError, PlainCredentialError, UnknownSecretError
 from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
-from cronwheel.service import NoSlotError, PlainCredentialError, UnknownSecretError
 
 log = logging.getLogger("cronwheel.grpc")
 

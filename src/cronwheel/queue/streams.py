@@ -60,11 +60,11 @@ from typing import Any, ParamSpec, TypeVar
 import redis.asyncio as aioredis
 from redis import exceptions as rx
 
-from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import BackendUnavailableError, InvalidInputError, PermanentError
 from cronwheel.queue.port import Delivery, QueueStats, Trigger
 from cronwheel.queue.redis_url import check_queue_url
+from cronwheel.telemetry import metrics
 from cronwheel.tls import tls_refused
 
 log = logging.getLogger("cronwheel.queue")

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from cronwheel import failpoints, metrics
+from cronwheel import failpoints
 from cronwheel.clock import Clock
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import NotFoundError, TransientError
@@ -45,8 +45,9 @@ from cronwheel.scheduler.planner import arm, armable, plan
 from cronwheel.scheduler.wheel import TimingWheel
 from cronwheel.store import Store
 from cronwheel.store.notify import RELOAD_ALL
-from cronwheel.tracing import OFF, Tracer
-from cronwheel.tracing.runs import FireSpans
+from cronwheel.telemetry import metrics
+from cronwheel.telemetry.tracing import OFF, Tracer
+from cronwheel.telemetry.tracing.runs import FireSpans
 
 log = logging.getLogger("cronwheel.scheduler")
 
@@ -538,7 +539,7 @@ class Scheduler:
         self, jobs: list[DueJob], firings: list[Firing], now: datetime, arming: bool = False
     ) -> None:
         """Record a batch's firings, queue its triggers, move the wheel; with tracing on, each
-        recorded run's trace starts here (:class:`~cronwheel.tracing.runs.FireSpans`)."""
+        recorded run's trace starts here (:class:`~cronwheel.telemetry.tracing.runs.FireSpans`)."""
         if not self.tracer.enabled:
             await self._record(jobs, firings, now, arming)
             return

@@ -20,13 +20,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from cronwheel import metrics
 from cronwheel.clock import Clock, monotonic_of
 from cronwheel.errors import TransientError
 from cronwheel.model import RetentionPolicy
 from cronwheel.retention import RunStub, effective, purgeable
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.store import Store
+from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.retention")
 

@@ -21,13 +21,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import TransientError
 from cronwheel.model import Run, RunState
 from cronwheel.queue import Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.store import Store
+from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.sweeper")
 

@@ -21,8 +21,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from cronwheel.auth.identity import Scope
+from cronwheel.auth.tokens import ApiToken
 from cronwheel.errors import InvalidInputError
-from cronwheel.identity import Scope
 from cronwheel.model import (
     Attempt,
     CommandTarget,
@@ -52,7 +53,6 @@ from cronwheel.model import (
     shard_of,
 )
 from cronwheel.store.port import StoredSecret
-from cronwheel.tokens import ApiToken
 
 Row = Mapping[Any, Any]  # a RowMapping, or a dict of column values
 

@@ -6,7 +6,7 @@ in the same transaction as every job write (``create_job``, ``update_job``, ``de
 payload is only the job id; listeners re-read the job from the store.
 
 :class:`PostgresChangeListener` is the cluster's counterpart of the in-process
-``cronwheel.service.ChangeFeed``: it holds one dedicated asyncpg connection (outside any pool)
+``cronwheel.jobs.service.ChangeFeed``: it holds one dedicated asyncpg connection (outside any pool)
 that ``LISTEN``\\ s on :data:`CHANNEL` and puts each job id on every subscriber's
 ``asyncio.Queue[str]``. PostgreSQL does not keep notifications for a listener that is not
 connected, so after losing its connection (server restart, ``pg_terminate_backend``, a network

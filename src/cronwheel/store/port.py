@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
+from cronwheel.auth.tokens import ApiToken
 from cronwheel.model import (
     Attempt,
     AttemptResult,
@@ -21,7 +22,6 @@ from cronwheel.model import (
     RunState,
 )
 from cronwheel.retention import HistoryBounds, RunStub
-from cronwheel.tokens import ApiToken
 
 if TYPE_CHECKING:  # cronwheel.audit reads the store's codec: no import at run time
     from cronwheel.audit import AuditEntry, AuditQuery

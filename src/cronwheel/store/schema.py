@@ -258,12 +258,12 @@ shard_epochs = Table(
     Column("updated_at", Instant, nullable=False),
 )
 
-# API tokens (cronwheel.tokens): the digest of each token, never the token. ``team`` NULL: every
+# API tokens (cronwheel.auth.tokens): the digest of each token, never the token. ``team`` NULL: every
 # team. Revoked tokens keep their row (listed as revoked, named in the audit log).
 api_tokens = Table(
     "api_tokens",
     metadata,
-    Column("id", String(36), primary_key=True),  # the token's public id (cronwheel.tokens)
+    Column("id", String(36), primary_key=True),  # the token's public id (cronwheel.auth.tokens)
     Column("name", NAME, nullable=False),
     Column("team", NAME, nullable=True),
     Column("scopes", JSON, nullable=False),  # sorted list of scope names

@@ -12,10 +12,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from cronwheel.auth.tokens import ApiToken
 from cronwheel.model import Job
 from cronwheel.store.codec import job_definition_to_row, target_to_json
-from cronwheel.targets import redacted_url
-from cronwheel.tokens import ApiToken
+from cronwheel.targets.checks import redacted_url
 
 REDACTED = "(redacted)"
 """What a plain header or environment value of a job becomes in an audit snapshot."""

@@ -22,15 +22,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import TransientError
 from cronwheel.model import AttemptResult, Finish, Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff
 from cronwheel.store import Store
-from cronwheel.tracing import NO_SPAN, OFF, Span, Tracer, ending, trace_id
-from cronwheel.tracing import runs as spans
+from cronwheel.telemetry import metrics
+from cronwheel.telemetry.tracing import NO_SPAN, OFF, Span, Tracer, ending, trace_id
+from cronwheel.telemetry.tracing import runs as spans
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import AttemptContext
 from cronwheel.worker.finisher import Finisher

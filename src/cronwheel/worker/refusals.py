@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from cronwheel import python_targets
 from cronwheel.errors import TransientError
 from cronwheel.model import CommandTarget, Job, PythonTarget, Target
 from cronwheel.store import Store
 from cronwheel.store.port import JobQuery
+from cronwheel.targets import python as python_targets
 from cronwheel.worker.executors.base import WorkerSettings
 
 log = logging.getLogger("cronwheel.worker")

@@ -43,6 +43,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cronwheel.audit import AuditEntry, AuditQuery
+from cronwheel.auth.tokens import ApiToken
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import PermanentError
 from cronwheel.model import (
@@ -80,7 +81,6 @@ from cronwheel.store.sql import (
 )
 from cronwheel.store.sql.firing import due_jobs_statement
 from cronwheel.store.sql.tx import CHUNK, Transactions
-from cronwheel.tokens import ApiToken
 
 __all__ = ["SchemaOutdatedError", "SqlStore", "due_jobs_statement", "open_store"]
 

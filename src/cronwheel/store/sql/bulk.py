@@ -301,7 +301,7 @@ _NOTE_OUTCOME = text("INSERT INTO notification_inbox (run_id, at) VALUES (:run_i
 
 async def note_outcomes(connection: AsyncConnection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Put the runs of ``rows`` (event tuples) that reached SUCCESS or FAILED in
-    ``notification_inbox``: the notifier (:mod:`cronwheel.notifications.notifier`) decides from
+    ``notification_inbox``: the notifier (:mod:`cronwheel.notifier.loop`) decides from
     there, so a terminal state and its notification are written together or not at all."""
     done = [{"run_id": row[0], "at": row[1]} for row in rows if row[2] in NOTIFIED]
     if done:

@@ -30,7 +30,7 @@ from cronwheel.store.sql import armed, audit, bulk, last_runs
 from cronwheel.store.sql.cancels import cancel_active
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, notify_changed
 from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped
-from cronwheel.targets import redacted_url
+from cronwheel.targets.checks import redacted_url
 
 # -- reads -----------------------------------------------------------------------------------------
 
@@ -235,7 +235,7 @@ def erased_target(stored: Mapping[str, Any]) -> dict[str, Any]:
     """A stored target (its JSON, see :mod:`cronwheel.store.codec`) without what may be a secret:
     every value of its headers and environment (a plain value or a reference to a secret, alike:
     a reference tells which secret the job used) becomes :data:`ERASED`, and its URL loses its
-    user info and query values (:func:`cronwheel.targets.redacted_url`). Names, argv, the method
+    user info and query values (:func:`cronwheel.targets.checks.redacted_url`). Names, argv, the method
     and the rest stay, so the history still says what the job was."""
     erased = dict(stored)
     for key in _SECRET_PAIRS:

@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, insert, or_, select, update
 
 from cronwheel.audit import AuditEntry
+from cronwheel.auth.tokens import ApiToken
 from cronwheel.errors import ConflictError, NotFoundError
 from cronwheel.store import codec
 from cronwheel.store.port import Page, TokenQuery
@@ -22,7 +23,6 @@ from cronwheel.store.snapshots import token_snapshot
 from cronwheel.store.sql import audit
 from cronwheel.store.sql.tx import Transactions
 from cronwheel.store.sql.where import check_limit, instant
-from cronwheel.tokens import ApiToken
 
 
 async def create(tx: Transactions, token: ApiToken, entry: AuditEntry | None = None) -> ApiToken:

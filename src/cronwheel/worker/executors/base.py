@@ -13,11 +13,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
-from cronwheel import __version__, python_targets
+from cronwheel import __version__
 from cronwheel.errors import TransientError
 from cronwheel.model import AttemptResult, Job, Outcome, Run, Target
 from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
-from cronwheel.targets import secret_references
+from cronwheel.targets import python as python_targets
+from cronwheel.targets.checks import secret_references
 from cronwheel.worker.executors.isolation import CommandIsolation
 
 TargetT_contra = TypeVar("TargetT_contra", contravariant=True)

@@ -50,7 +50,7 @@ from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import AttemptResult, CommandTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.targets import check_command
+from cronwheel.targets.checks import check_command
 from cronwheel.worker.executors import guard
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, decode_cut, rfc3339, with_secrets
 
@@ -135,7 +135,7 @@ class CommandExecutor:
 
     def _refusal(self, target: CommandTarget) -> str | None:
         """Why the attempt cannot start: commands are off here, the target is one no system could
-        run (:mod:`cronwheel.targets`, for jobs stored before the service refused it), or its
+        run (:mod:`cronwheel.targets.checks`, for jobs stored before the service refused it), or its
         ``cwd`` is not there now."""
         if not self._settings.allow_commands:
             return DISABLED

@@ -10,7 +10,7 @@ execution id: the same on every attempt of a run, so a consumer de-duplicates on
 has a message id, it is the execution id too (NATS ``Nats-Msg-Id``).
 
 **The guard.** :func:`guarded_address` resolves a broker's host once, refuses it whole when any
-answer is an address the operator did not allow (:func:`cronwheel.ssrf.address_refusal`, as the
+answer is an address the operator did not allow (:func:`cronwheel.targets.ssrf.address_refusal`, as the
 HTTP executor's resolver does), and returns the address to connect to: the executor connects to
 that very address (TLS still verifies the host's name), so a DNS answer that changes between the
 check and the connect cannot slip through.
@@ -42,8 +42,8 @@ from yarl import URL
 
 from cronwheel.clock import monotonic_of
 from cronwheel.errors import InvalidInputError
-from cronwheel.ssrf import IPNetwork, address_refusal, url_refusal
-from cronwheel.targets import parse_broker_url
+from cronwheel.targets.checks import parse_broker_url
+from cronwheel.targets.ssrf import IPNetwork, address_refusal, url_refusal
 from cronwheel.worker.executors.base import AttemptContext, rfc3339
 from cronwheel.worker.executors.http import BlockedAddressError
 

@@ -34,9 +34,9 @@ all of them on :meth:`GrpcExecutor.close`: an idle worker holds no connection (d
 them). The next attempt opens a new channel, resolving the host again.
 
 **SSRF guard**, as for HTTP (:mod:`cronwheel.worker.executors.http`): the address's host is
-judged first as the service judged it (:func:`cronwheel.ssrf.url_refusal`); then the worker
+judged first as the service judged it (:func:`cronwheel.targets.ssrf.url_refusal`); then the worker
 resolves the host itself and refuses the whole answer if any address is refused
-(:func:`cronwheel.ssrf.address_refusal`, ``WorkerSettings.allowed_networks``); the channel is
+(:func:`cronwheel.targets.ssrf.address_refusal`, ``WorkerSettings.allowed_networks``); the channel is
 opened to exactly those checked addresses (``ipv4:a.b.c.d:port``; the host name goes as the
 ``:authority`` and the TLS name), so nothing resolved later can slip past the check, and gRPC's
 HTTP proxy support is off. A refused attempt is ``ERROR`` and no connection is made.
@@ -73,8 +73,8 @@ from cronwheel.clock import Clock, SystemClock, monotonic_of
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import AttemptResult, GrpcTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.ssrf import address_refusal, parse_networks, url_refusal
-from cronwheel.targets import check_grpc, find_method, grpc_address, method_descriptor
+from cronwheel.targets.checks import check_grpc, find_method, grpc_address, method_descriptor
+from cronwheel.targets.ssrf import address_refusal, parse_networks, url_refusal
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339, with_secrets
 
 log = logging.getLogger(__name__)

@@ -18,12 +18,12 @@ addresses the socket actually connects to, at two points of the client's connect
    connect (DNS rebinding) cannot slip through: the check and the connect use the same address.
 
 Before either, the URL's host itself is judged as the service judged it when the job was written
-(:func:`cronwheel.ssrf.url_refusal`: numeric hosts in every spelling ``inet_aton`` reads, IPv6
+(:func:`cronwheel.targets.ssrf.url_refusal`: numeric hosts in every spelling ``inet_aton`` reads, IPv6
 literals, ``localhost`` and metadata names), for jobs stored before that check existed; that
 judgement and the header rules depend on the target alone, so the executor makes them once per
 job target and keeps the answer (a target with secret references: at every attempt, once they
 are resolved, and nothing resolved is kept). What is
-refused is :data:`cronwheel.ssrf.DENY_TABLE` (private, loopback, link-local, multicast, reserved,
+refused is :data:`cronwheel.targets.ssrf.DENY_TABLE` (private, loopback, link-local, multicast, reserved,
 documentation, unspecified ... IPv4 and IPv6, IPv4 carried in IPv6 judged as itself), unless inside
 ``WorkerSettings.allowed_networks``. A refused attempt is ``Outcome.ERROR`` and nothing is sent.
 The client never uses a proxy, so the checked address is always the target's own, and keeps no
@@ -70,8 +70,8 @@ from cronwheel.model import AttemptResult, HttpTarget, Outcome, SecretRef
 from cronwheel.redaction import kept_headers
 from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
 from cronwheel.secrets.signing import TEAM_DEFAULT, SigningSecretError, signature_header, signing_keys
-from cronwheel.ssrf import IPNetwork, address_refusal, endpoint, parse_networks, url_refusal
-from cronwheel.targets import check_http, parse_url
+from cronwheel.targets.checks import check_http, parse_url
+from cronwheel.targets.ssrf import IPNetwork, address_refusal, endpoint, parse_networks, url_refusal
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339
 from cronwheel.worker.executors.wire import (
     ConnectError,
@@ -302,8 +302,8 @@ class HttpExecutor:
 
     def _check_target(self, target: HttpTarget) -> tuple[URL | None, str | None]:
         """The target's URL, or why no request may be made: what the service refuses when a job
-        is written (:mod:`cronwheel.targets`, and a host that is a refused address however it
-        is spelled, :mod:`cronwheel.ssrf`), checked again for jobs stored before."""
+        is written (:mod:`cronwheel.targets.checks`, and a host that is a refused address however it
+        is spelled, :mod:`cronwheel.targets.ssrf`), checked again for jobs stored before."""
         try:
             refusal = url_refusal(parse_url(target.url), self._allowed)  # first: the sharper reason
             if refusal is not None:

@@ -1,6 +1,6 @@
 """Python function targets: ``"package.module:function"`` called in the worker's own process.
 
-Only functions that :mod:`cronwheel.python_targets` allows may run, the rule the API applied when
+Only functions that :mod:`cronwheel.targets.python` allows may run, the rule the API applied when
 the job was written, checked again here before every call: the reference matches one of
 ``WorkerSettings.python_allow`` (fnmatch patterns on the whole ``"module:function"`` string) and
 names a plain function *defined in* that module, not one it imported (``mypkg.jobs:rmtree`` from
@@ -38,9 +38,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cronwheel import python_targets
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.model import AttemptResult, Outcome, PythonTarget
+from cronwheel.targets import python as python_targets
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings
 
 TargetFunction = Callable[[Any, AttemptContext], Any]
@@ -117,7 +117,7 @@ class PythonExecutor:
         return text[-self._settings.output_tail_bytes :] if self._settings.output_tail_bytes > 0 else None
 
     def _refusal(self, target: PythonTarget) -> str | None:
-        """The API's refusal (:func:`cronwheel.python_targets.refusal`), for jobs stored before
+        """The API's refusal (:func:`cronwheel.targets.python.refusal`), for jobs stored before
         it refused them or under other options."""
         return python_targets.refusal(target.function, self._settings.python_allow)
 

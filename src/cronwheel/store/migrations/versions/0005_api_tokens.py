@@ -4,7 +4,7 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-12-14
 
-One row per API token (``cronwheel.tokens``): its public id, name, team (NULL: every team),
+One row per API token (``cronwheel.auth.tokens``): its public id, name, team (NULL: every team),
 scopes, the SHA-256 digest of the token (the token itself is shown once and never stored), when it
 was made and by which token, its expiry, when it was last used (written at most once a minute) and
 when it was revoked. A frozen snapshot: later changes get new revisions.

@@ -30,19 +30,19 @@ import random
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from cronwheel import metrics
 from cronwheel.clock import Clock
 from cronwheel.errors import TransientError
 from cronwheel.model import Job
-from cronwheel.notifications.channels import Senders, SmtpSettings
 from cronwheel.notifications.decide import missed_aspect
 from cronwheel.notifications.rules import Condition, Rule
+from cronwheel.notifier.channels import Senders, SmtpSettings
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.scheduler.planner import last_slots
 from cronwheel.secrets.crypto import Keyring
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.sql import SqlStore
 from cronwheel.store.sql.notices import Observation
+from cronwheel.telemetry import metrics
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
 

@@ -1,10 +1,10 @@
 """What a target can hold: the limits of the things that run it, checked where a job is written
 and again where an attempt starts.
 
-These are not the operator's choices (that is :class:`cronwheel.service.TargetPolicy`) but what
+These are not the operator's choices (that is :class:`cronwheel.jobs.service.TargetPolicy`) but what
 the operating system, the HTTP client and the import system cannot take at all. A target that
 breaks one of them could never make a single attempt, so :meth:`JobService.validate
-<cronwheel.service.JobService.validate>` refuses it whole, for every writer (API, CLI, ``apply``).
+<cronwheel.jobs.service.JobService.validate>` refuses it whole, for every writer (API, CLI, ``apply``).
 The executors run the same checks before each attempt, so that a job stored before a check
 existed, or written around the service, ends as an ``error`` outcome that says why, not as an
 exception inside the worker.
@@ -33,7 +33,7 @@ exception inside the worker.
   ``-bin`` binary ones) with printable ASCII values; a ``descriptor_set`` that is base64 of a
   serialized ``google.protobuf.FileDescriptorSet`` defining the method (:func:`method_descriptor`).
 * **python** (``importlib``): ``package.module:function``, a dotted module path and one function
-  name (not a ``__dunder__``). Which functions may run is :mod:`cronwheel.python_targets`.
+  name (not a ``__dunder__``). Which functions may run is :mod:`cronwheel.targets.python`.
 * **nats** and **mqtt** (nats-py, aiomqtt): a broker URL ``nats://`` or ``tls://`` (NATS),
   ``mqtt://`` or ``mqtts://`` (MQTT) with a host (as for HTTP) and nothing after the port, and never
   user info (credentials go in the target's ``user``/``username``, ``password`` and ``token``
@@ -87,7 +87,7 @@ from cronwheel.model import (
     Value,
 )
 from cronwheel.redaction import HIDDEN, credential_header
-from cronwheel.ssrf import host_address
+from cronwheel.targets.ssrf import host_address
 
 if TYPE_CHECKING:
     from google.protobuf.descriptor import MethodDescriptor
@@ -290,7 +290,7 @@ def redacted_url(text: str) -> str:
     """A target URL as tables, plans and logs may show it: the user info and every query value
     become ``***`` (they may be credentials or tokens), the fragment goes; a URL that does not
     parse is not shown at all. Errors name ``scheme://host:port`` only
-    (:func:`cronwheel.ssrf.endpoint`)."""
+    (:func:`cronwheel.targets.ssrf.endpoint`)."""
     try:
         url = URL(text)
         shown = url.with_user(None).with_query([(key, "***") for key in url.query]).with_fragment(None)
@@ -636,7 +636,7 @@ def _check_credential(field: str, value: Value | None) -> None:
 def check_python(target: PythonTarget) -> None:
     """``package.module:function``: a dotted module path and one function name, as the API's
     schema says. An attribute path (``mod:helper.attr``) would reach whatever ``mod`` imported,
-    and a ``__dunder__`` name what every module has (:mod:`cronwheel.python_targets`)."""
+    and a ``__dunder__`` name what every module has (:mod:`cronwheel.targets.python`)."""
     module, sep, function = target.function.partition(":")
     dunder = function.startswith("__") and function.endswith("__")
     if not sep or not _dotted(module) or not function.isidentifier() or dunder:

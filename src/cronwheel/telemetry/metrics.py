@@ -3,7 +3,7 @@
 Fire lateness above all: how long after its slot a run's trigger was queued
 (``cronwheel_fire_lateness_seconds``) and its first attempt started
 (``cronwheel_start_lateness_seconds``). Figures read from a backend when scraped (queue depth,
-lag, shards owned, leadership) are in :mod:`cronwheel.metrics_live`. docs/operations.md lists
+lag, shards owned, leadership) are in :mod:`cronwheel.cluster.gauges`. docs/operations.md lists
 every metric; ``tests/test_metrics_doc.py`` holds that table equal to this registry.
 
 **Cardinality.** No label ever names a job or a run. ``team`` and ``queue`` are the only labels

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cronwheel.model import AttemptResult, FireResult, Firing, Job, Outcome, Run, RunState
-from cronwheel.tracing.port import Attributes, Span, SpanKind, Tracer
+from cronwheel.telemetry.tracing.port import Attributes, Span, SpanKind, Tracer
 
 FIRE = "cronwheel.fire"
 FIRE_BATCH = "cronwheel.fire_batch"

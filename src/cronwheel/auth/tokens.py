@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from cronwheel.auth.identity import Caller, CallerKind, Scope
 from cronwheel.errors import InvalidInputError, UnauthenticatedError
-from cronwheel.identity import Caller, CallerKind, Scope
 
 PREFIX = "cw_"
 _FORM = re.compile(r"^cw_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")

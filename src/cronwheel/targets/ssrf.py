@@ -6,7 +6,7 @@ workers can reach: cloud metadata (169.254.169.254, ``fd00:ec2::254``), database
 networks, admin ports on loopback. The decision is taken on addresses, in two places that share
 this module:
 
-* **when a job is written** (:class:`cronwheel.service.TargetPolicy`): the host is read exactly as
+* **when a job is written** (:class:`cronwheel.jobs.service.TargetPolicy`): the host is read exactly as
   the HTTP client will read it (yarl's parsing and IDNA mapping, so full-width digits and
   ideographic dots are already ASCII), then as the resolver would read a numeric host
   (:func:`inet_aton`: ``0x7f000001``, ``2130706433``, ``0177.0.0.1``, ``127.1``, ``0`` are all
@@ -231,7 +231,7 @@ def host_address(raw_host: str) -> HostAddress | None:
 
 
 def url_refusal(url: URL, allowed: Sequence[IPNetwork] = ()) -> str | None:
-    """Why ``url`` (parsed by :func:`cronwheel.targets.parse_url`) must not be requested, judged
+    """Why ``url`` (parsed by :func:`cronwheel.targets.checks.parse_url`) must not be requested, judged
     on its host alone (no DNS), or None. The reason names the host and its address, never the
     URL's user info, path or query."""
     found = host_address(url.raw_host or "")

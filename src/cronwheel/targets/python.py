@@ -7,7 +7,7 @@ anything the allowed module could reach: a function it had imported (``mypkg.job
 ``shutil``, deleted a directory), an attribute path through it (``mypkg.jobs:os.system``), and with
 the pattern ``*`` any function of the standard library (``pty:spawn`` ran a command). So:
 
-1. **Syntax** (:func:`cronwheel.targets.check_python`): one function name after the colon, not a
+1. **Syntax** (:func:`cronwheel.targets.checks.check_python`): one function name after the colon, not a
    dotted path, and no ``__dunder__`` name.
 2. **Patterns** (:func:`check_patterns`, when the server starts and whenever settings are made):
    each names its top-level package literally (``mypkg.*:run`` is fine, ``*``, ``*:run`` and
@@ -35,7 +35,7 @@ from typing import Any
 
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import PythonTarget
-from cronwheel.targets import check_python
+from cronwheel.targets.checks import check_python
 
 RESERVED = frozenset(sys.stdlib_module_names) | {"__main__", "cronwheel"}
 """Top-level packages no pattern may open: the standard library, the worker's main module and

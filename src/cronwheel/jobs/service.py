@@ -18,7 +18,6 @@ from typing import Any, Literal, Protocol
 
 from yarl import URL
 
-from cronwheel import metrics, python_targets
 from cronwheel.audit import Actor, AuditAction, AuditEntry
 from cronwheel.clock import Clock
 from cronwheel.errors import InvalidInputError
@@ -41,9 +40,9 @@ from cronwheel.model import (
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
-from cronwheel.ssrf import parse_networks, url_refusal
 from cronwheel.store import Store
-from cronwheel.targets import (
+from cronwheel.targets import python as python_targets
+from cronwheel.targets.checks import (
     MQTT_SCHEMES,
     NATS_SCHEMES,
     check_target,
@@ -55,8 +54,10 @@ from cronwheel.targets import (
     plain_credentials,
     secret_references,
 )
-from cronwheel.tracing import OFF, Tracer, ending
-from cronwheel.tracing import runs as spans
+from cronwheel.targets.ssrf import parse_networks, url_refusal
+from cronwheel.telemetry import metrics
+from cronwheel.telemetry.tracing import OFF, Tracer, ending
+from cronwheel.telemetry.tracing import runs as spans
 
 log = logging.getLogger("cronwheel.service")
 
@@ -103,7 +104,7 @@ class TargetPolicy:
 
     def check_credentials(self, target: Target, stored: Target | None = None) -> None:
         """Refuse (:class:`PlainCredentialError`) the credentials ``target`` holds in clear
-        (:func:`cronwheel.targets.plain_credentials`) unless the operator allows them; one the
+        (:func:`cronwheel.targets.checks.plain_credentials`) unless the operator allows them; one the
         ``stored`` definition already holds, same field and value, is kept: an edit of another
         field, or a whole definition read back and written again, does not need it moved first.
         Checked where a job is written, never by workers: stored jobs run as they are."""
@@ -165,7 +166,7 @@ class TargetPolicy:
 
     def _check_url(self, text: str) -> None:
         """Refuse a URL whose host is a non-public address however it is spelled (the host read
-        as the HTTP client and the resolver will read it: :func:`cronwheel.ssrf.url_refusal`).
+        as the HTTP client and the resolver will read it: :func:`cronwheel.targets.ssrf.url_refusal`).
         Host names are judged at every attempt, on the addresses they resolve to. The message
         never quotes the URL: its user info or query may hold a secret."""
         refusal = url_refusal(parse_url(text), parse_networks(self.allowed_networks))

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from cronwheel import metrics
 from cronwheel.clock import AnchoredClock
 from cronwheel.errors import TransientError
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.store import Store
+from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.clock")
 

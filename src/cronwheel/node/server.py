@@ -7,11 +7,11 @@ runs in every node whatever its roles, working while the node holds the watchdog
 cluster every member campaigns for it, so the dead-man's switch outlives the schedulers). SIGTERM and
 SIGINT stop it gracefully: the API stops accepting, the scheduler stops firing, running attempts
 get a grace period to finish. Every node serves its own metrics: on the API port with the api
-role, else on ``--metrics-port`` (:mod:`cronwheel.metrics_http`), and advertises where in its
+role, else on ``--metrics-port`` (:mod:`cronwheel.node.metrics_http`), and advertises where in its
 coordinator member record (``cronwheel cluster status`` shows it).
 
 Embedded (SQLite), the server keeps an admin token in ``<database>.token`` (0600), made on its
-first start, and says where it is (:mod:`cronwheel.localtoken`); a cluster's first token is made
+first start, and says where it is (:mod:`cronwheel.auth.localtoken`); a cluster's first token is made
 with ``cronwheel tokens create --bootstrap``. Who may reach the API (served hosts, protected
 metrics, targets reserved to admins) is the :class:`~cronwheel.api.access.AccessPolicy` built from
 the settings (:func:`access_policy`).
@@ -41,23 +41,27 @@ from typing import IO, Any
 
 import uvicorn
 
-from cronwheel import localtoken, metrics_http, metrics_live, python_targets
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
 from cronwheel.api.auth import TokenAuthenticator
 from cronwheel.api.limits import head_buffer_bytes
 from cronwheel.api.nosniff import NoSniff
-from cronwheel.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
+from cronwheel.auth import localtoken
+from cronwheel.auth.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
-from cronwheel.cluster import ClusterStatus
+from cronwheel.cluster import gauges as metrics_live
+from cronwheel.cluster.status import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
 from cronwheel.grpc_api import serve_grpc
+from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.limits import Limits
 from cronwheel.model import RetentionPolicy
-from cronwheel.notifications import notifier as notifications
-from cronwheel.notifications.channels import SmtpSettings
-from cronwheel.oidc import OidcAuthenticator, OidcSettings
+from cronwheel.node import admin_token, metrics_http
+from cronwheel.node.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
+from cronwheel.node.timekeeping import anchor_once, keep_anchored
+from cronwheel.notifier import loop as notifications
+from cronwheel.notifier.channels import SmtpSettings
 from cronwheel.queue import Queue
 from cronwheel.redaction import redact_url
 from cronwheel.retrying import CONNECT, retry
@@ -69,15 +73,14 @@ from cronwheel.secrets.crypto import Keyring
 from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, KeySource, load_keyring
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.service import SecretService
-from cronwheel.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.files import open_private
 from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore
-from cronwheel.timekeeping import anchor_once, keep_anchored
+from cronwheel.targets import python as python_targets
+from cronwheel.telemetry.tracing import OFF, TraceMode, Tracer
+from cronwheel.telemetry.tracing import check as check_tracing
+from cronwheel.telemetry.tracing import started as tracing_started
 from cronwheel.tls import ServerTls
-from cronwheel.tracing import OFF, TraceMode, Tracer
-from cronwheel.tracing import check as check_tracing
-from cronwheel.tracing import started as tracing_started
 from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.isolation import CommandIsolation
@@ -316,12 +319,12 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
 
 
 async def _local_token(settings: ServerSettings, backends: _Backends) -> tuple[str, ...]:
-    """The embedded server's admin token file (:mod:`cronwheel.localtoken`), made or kept; the
+    """The embedded server's admin token file (:mod:`cronwheel.auth.localtoken`), made or kept; the
     line that says where it is (never the token), announced once the API serves. A pointer to it
     is left for a fixed loopback port."""
     url = public_url(settings.host, backends.listening, backends.tls) if settings.port else ""
     now = backends.clock.now()
-    path = await localtoken.ensure(backends.store, settings.database_url, now, url, os.environ)
+    path = await admin_token.ensure(backends.store, settings.database_url, now, url, os.environ)
     if path is None:
         return ()
     log.info("admin token file", extra={"action": "token_file", "path": str(path)})
@@ -382,7 +385,7 @@ def _after(first: str, announce: Callable[[str], None]) -> Callable[[str], None]
 
 async def _clock(settings: ServerSettings, store: SqlStore) -> Clock:
     """Embedded: the machine's clock. Cluster: every node fires, leases and records by the
-    store's clock (``cronwheel.timekeeping``), read once before anything else happens."""
+    store's clock (``cronwheel.node.timekeeping``), read once before anything else happens."""
     if settings.embedded:
         return SystemClock()
     anchored = AnchoredClock()

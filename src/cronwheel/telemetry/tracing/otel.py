@@ -1,4 +1,4 @@
-"""The OpenTelemetry SDK behind :class:`cronwheel.tracing.Tracer` (``--tracing otlp|console``).
+"""The OpenTelemetry SDK behind :class:`cronwheel.telemetry.tracing.Tracer` (``--tracing otlp|console``).
 
 Imported only when tracing is on. The tracer provider is this module's own, never the global
 one: FastAPI (0.165+) traces every request of its app through the global provider once one is
@@ -28,8 +28,8 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from cronwheel import __version__
-from cronwheel.tracing.port import Attributes, Span, TraceMode
-from cronwheel.tracing.port import SpanKind as Kind
+from cronwheel.telemetry.tracing.port import Attributes, Span, TraceMode
+from cronwheel.telemetry.tracing.port import SpanKind as Kind
 
 log = logging.getLogger("cronwheel.tracing")
 

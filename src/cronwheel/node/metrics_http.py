@@ -2,7 +2,7 @@
 ``GET /healthz``, nothing else.
 
 Fire lateness is measured where runs are fired (schedulers) and start lateness where they start
-(workers): each process's registry (:data:`cronwheel.metrics.REGISTRY`) holds only its own
+(workers): each process's registry (:data:`cronwheel.telemetry.metrics.REGISTRY`) holds only its own
 figures, so every process must serve them. A node with the ``api`` role serves the same two paths
 on its API port instead. A bare ASGI callable rather than a web framework: two read-only paths
 need no routing, validation or OpenAPI.
@@ -21,11 +21,11 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from cronwheel import metrics_live
 from cronwheel.api.access import AccessPolicy
 from cronwheel.api.guard import ANY_HOST, host_allowed
+from cronwheel.auth.identity import Caller, Scope
+from cronwheel.cluster import gauges as metrics_live
 from cronwheel.errors import UnauthenticatedError
-from cronwheel.identity import Caller, Scope
 
 AsgiScope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -9,7 +9,7 @@ every span and attribute.
 
 The roles hold a :class:`Tracer`. With tracing off it is :data:`OFF`: ``enabled`` is False, the
 fire path checks that attribute once per batch and does nothing else, and OpenTelemetry is never
-imported. With ``--tracing otlp|console``, :func:`start` imports :mod:`cronwheel.tracing.otel`
+imported. With ``--tracing otlp|console``, :func:`start` imports :mod:`cronwheel.telemetry.tracing.otel`
 (the SDK: the ``cronwheel[otel]`` extra) and returns its tracer. A span's times are the role's
 clock readings (``at``), so a trace is on the same time base as the run's record.
 
@@ -27,7 +27,7 @@ from datetime import datetime
 
 from cronwheel.clock import Clock
 from cronwheel.errors import PermanentError
-from cronwheel.tracing.port import MODES, Attribute, Attributes, Span, SpanKind, TraceMode, Tracer
+from cronwheel.telemetry.tracing.port import MODES, Attribute, Attributes, Span, SpanKind, TraceMode, Tracer
 
 __all__ = [
     "MODES",
@@ -154,7 +154,7 @@ async def started(mode: TraceMode, node: str, roles: Sequence[str]) -> AsyncIter
     if mode == "off":
         yield OFF
         return
-    from cronwheel.tracing import otel  # noqa: PLC0415 - the SDK only when tracing is on
+    from cronwheel.telemetry.tracing import otel  # noqa: PLC0415 - the SDK only when tracing is on
 
     tracer = otel.exporting(mode, node, roles)
     try:

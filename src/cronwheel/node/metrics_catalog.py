@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from prometheus_client.metrics import MetricWrapperBase
 
-from cronwheel import metrics, metrics_live
-
 # Modules that register metrics of their own on import: load them so that the catalog is whole.
 from cronwheel.api import app as _api  # noqa: F401
+from cronwheel.cluster import gauges as metrics_live
+from cronwheel.telemetry import metrics
 
 _SUFFIXES = {
     "counter": ("_total",),
@@ -37,7 +37,7 @@ class Family:
 
 
 def families() -> list[Family]:
-    """Every family of :data:`cronwheel.metrics.REGISTRY`, sorted by name."""
+    """Every family of :data:`cronwheel.telemetry.metrics.REGISTRY`, sorted by name."""
     found: list[Family] = []
     for collector in list(metrics.REGISTRY._collector_to_names):  # no public listing: private names
         if isinstance(collector, MetricWrapperBase):

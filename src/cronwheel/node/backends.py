@@ -19,7 +19,7 @@ translates its connection failures into one (``store/driver.py``, ``queue/stream
 or a bug stops the process at once with the error.
 
 Each opener is an async context manager that closes what it opened on the way out, so that
-:func:`cronwheel.server.serve` stacks them (``contextlib.AsyncExitStack``) and a failure in a later
+:func:`cronwheel.node.server.serve` stacks them (``contextlib.AsyncExitStack``) and a failure in a later
 one closes the earlier ones.
 """
 

@@ -1,9 +1,9 @@
-"""OIDC JWTs as API bearers: verified, then mapped to a :class:`~cronwheel.identity.Caller`.
+"""OIDC JWTs as API bearers: verified, then mapped to a :class:`~cronwheel.auth.identity.Caller`.
 
 A bearer with the shape of a JWS (three dot-separated parts) is this authenticator's; anything else
 is left to the others (the store's tokens never have a dot). A JWT is accepted only when:
 
-* its header's ``alg`` is one of :data:`~cronwheel.oidc.keys.ALGORITHMS` (``none`` and HMAC are
+* its header's ``alg`` is one of :data:`~cronwheel.auth.oidc.keys.ALGORITHMS` (``none`` and HMAC are
   refused before any key is looked at) and matches the key it names (``kid``);
 * its signature verifies with a key of the provider's set (PyJWT, over ``cryptography``; RSA keys
   shorter than 2048 bits refused);
@@ -28,11 +28,11 @@ from typing import Any
 import jwt
 from jwt import PyJWK, PyJWTError
 
+from cronwheel.auth.identity import Caller, CallerKind, Scope
+from cronwheel.auth.oidc.keys import ALGORITHMS, FileSource, Keys, Source, UrlSource
+from cronwheel.auth.oidc.settings import ALL_TEAMS, OidcSettings
 from cronwheel.clock import Clock
 from cronwheel.errors import ForbiddenError, UnauthenticatedError
-from cronwheel.identity import Caller, CallerKind, Scope
-from cronwheel.oidc.keys import ALGORITHMS, FileSource, Keys, Source, UrlSource
-from cronwheel.oidc.settings import ALL_TEAMS, OidcSettings
 
 TEAM_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # as the API's team names
 NAME_CLAIMS = ("preferred_username", "email", "name")  # the caller's name for the audit log, else sub

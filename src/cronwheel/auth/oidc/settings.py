@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cronwheel.auth.identity import Scope
 from cronwheel.errors import PermanentError
-from cronwheel.identity import Scope
 
 ALL_TEAMS = "*"
 """A team value (after the prefix) that means every team: ``cronwheel:*`` with the prefix ``cronwheel:``."""
@@ -115,7 +115,7 @@ def _check_url(url: str) -> None:
 
 def _check_file(path: str) -> None:
     """A key file that can be read and holds a usable key now (the keys are read again later)."""
-    from cronwheel.oidc.keys import parse_jwks  # noqa: PLC0415 - keys imports aiohttp and PyJWT
+    from cronwheel.auth.oidc.keys import parse_jwks  # noqa: PLC0415 - keys imports aiohttp and PyJWT
 
     try:
         document = Path(path).read_bytes()

@@ -1,4 +1,5 @@
-"""The embedded server's admin token: where it is kept, how it is written, how the CLI finds it.
+"""The embedded server's admin token file: where it is kept, how it is written, how the CLI finds it
+(:mod:`cronwheel.node.admin_token` makes the token).
 
 ``cronwheel server`` over SQLite makes an admin token of every team on its first start and writes
 it to ``<database>.token`` (``cronwheel.db.token`` beside ``cronwheel.db``), readable and writable
@@ -21,18 +22,8 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-from cronwheel import tokens
-from cronwheel.audit import Actor, AuditAction
-from cronwheel.errors import NotFoundError, UnauthenticatedError
-from cronwheel.identity import Scope
-
-if TYPE_CHECKING:  # the CLI imports this module: no store code at its start
-    from cronwheel.store import Store
 
 TOKEN_SUFFIX = ".token"  # noqa: S105 - a file name suffix, not a secret
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -112,48 +103,3 @@ def find_local_token(url: str, env: Mapping[str, str], cwd: Path) -> tuple[str, 
         if token is not None:
             return token, candidate
     return None
-
-
-# -- the server's side ----------------------------------------------------------------------------
-
-
-async def issue_admin(store: Store, now: datetime, name: str) -> str:
-    """Store a new admin token of every team (made on the server itself: no ``created_by``) and
-    return it: the first token of a server (``cronwheel tokens create --bootstrap``, the embedded
-    server's file)."""
-    record, text = tokens.issue(name, None, [Scope.ADMIN], now)
-    made_here = Actor("server", None, "the server itself")  # no caller: the operator, on the server
-    entry = made_here.entry(AuditAction.TOKEN_CREATE, now, None, ("token", record.id, record.name))
-    await store.create_token(record, audit=entry)
-    return text
-
-
-async def ensure(
-    store: Store, database_url: str, now: datetime, url: str, env: Mapping[str, str]
-) -> Path | None:
-    """Make sure the embedded server's token file holds a working admin token (a new one when it
-    is missing or no longer works), and leave the pointer for ``url``. Returns the file (None:
-    the store is not a SQLite file)."""
-    path = token_file(database_url)
-    if path is None:
-        return None
-    current = read_token(path)
-    if current is None or not await _works(store, current, now):
-        write_private(path, await issue_admin(store, now, "local admin"))
-    elif path.stat().st_mode & 0o077:  # made readable by others since: take that back
-        write_private(path, current)
-    pointer = pointer_file(url, env)
-    if pointer is not None:
-        write_private(pointer, f"{path}\n")
-    return path
-
-
-async def _works(store: Store, text: str, now: datetime) -> bool:
-    token_id = tokens.token_id(text)
-    if token_id is None:
-        return False
-    try:
-        tokens.check(await store.get_token(token_id), text, now)
-    except (NotFoundError, UnauthenticatedError):
-        return False
-    return True

@@ -25,10 +25,10 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from cronwheel import metrics
 from cronwheel.coordinator import Coordinator
 from cronwheel.model import SHARDS
 from cronwheel.queue import Queue, QueueStats
+from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.metrics")
 

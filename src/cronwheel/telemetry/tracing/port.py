@@ -1,5 +1,5 @@
-"""The tracing port: :class:`Tracer` and the :class:`Span` it starts, as the roles use them; the
-backends are :mod:`cronwheel.tracing` (off) and :mod:`cronwheel.tracing.otel` (OpenTelemetry)."""
+"""The tracing port: :class:`Tracer` and the :class:`Span` it starts, as the roles use them. The
+backends: :mod:`cronwheel.telemetry.tracing` (off) and :mod:`cronwheel.telemetry.tracing.otel`."""
 
 from __future__ import annotations
 
