@@ -23,11 +23,12 @@ from cronwheel.notifications.rules import (
     Rule,
     SlackChannel,
     WebhookChannel,
+    job_scope,
     rules_from_json,
     rules_to_json,
+    team_scope,
 )
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.sql.notices import job_scope, team_scope
 
 from .conftest import Env, issue_token, job_body
 
@@ -72,8 +73,8 @@ async def test_refused_by_default(
         assert '{"secret": NAME}' in problem["detail"]
         assert "--allow-plain-credentials" in problem["detail"]
         assert TOKEN not in response.text
-    assert await env.store.notices.rules(team_scope("data")) is None
-    assert await env.store.notices.rules(job_scope(job_id)) is None
+    assert await env.store.notification_rules(team_scope("data")) is None
+    assert await env.store.notification_rules(job_scope(job_id)) is None
 
 
 @pytest.mark.parametrize(("channel", "masked"), PLAIN[:1] + PLAIN[2:3], ids=["slack", "token-query"])
@@ -97,7 +98,7 @@ async def test_a_url_given_as_a_secret_reference(client: httpx.AsyncClient, env:
     put = await client.put("/v1/teams/data/notifications", json=_rules(*channels))
     assert put.status_code == 200, put.text
     assert put.json()["rules"][0]["channels"] == channels
-    (rule,) = await env.store.notices.rules(team_scope("data")) or ()
+    (rule,) = await env.store.notification_rules(team_scope("data")) or ()
     assert rule.channels == (SlackChannel(SecretRef("slack-url")), WebhookChannel(SecretRef("slack-url")))
     reader = await issue_token(env.store, Scope.READ, team="data", name="reader")
     async with env.client(reader) as http_reader:
@@ -135,7 +136,7 @@ async def test_a_reference_to_a_secret_the_team_lacks_is_refused(client: httpx.A
         ("rules.0.channels.2.signing_secret", "secret_not_found"),
     ]
     assert "cronwheel secrets set data/slack-url" in problem["detail"]
-    assert await env.store.notices.rules(team_scope("data")) is None
+    assert await env.store.notification_rules(team_scope("data")) is None
 
 
 async def test_an_edit_keeps_a_url_the_stored_rules_hold(client: httpx.AsyncClient, env: Env) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 
 from cronwheel.auth.identity import Scope
+from cronwheel.notifications.rules import team_scope
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.sql.notices import team_scope
 
 from .conftest import Env, issue_token, job_body
 
@@ -75,7 +75,7 @@ async def test_refusals_name_the_field_and_write_nothing(client: httpx.AsyncClie
     ]
     for bad in schema_refusals:
         assert (await client.put("/v1/teams/data/notifications", json=_rules(bad))).status_code == 422
-    assert await env.store.notices.rules(team_scope("data")) is None
+    assert await env.store.notification_rules(team_scope("data")) is None
 
 
 async def test_another_teams_rules_are_not_found_and_read_scope_cannot_write(env: Env) -> None:
@@ -96,7 +96,7 @@ async def test_a_test_notification_is_queued_for_each_channel(client: httpx.Asyn
     sent = await client.post("/v1/teams/data/notifications/test", json={"job": "nightly"})
     assert sent.status_code == 202
     assert sent.json()["channels"] == 2
-    rows = await env.store.notices.outbox()
+    rows = await env.store.outbox()
     assert {row["event"] for row in rows} == {"test"}
     assert {row["notification_id"] for row in rows} == {sent.json()["notification_id"]}
     assert (await client.post("/v1/teams/data/notifications/test", json={"job": "nope"})).status_code == 404

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cronwheel.store.sql.notices import team_scope
+from cronwheel.notifications.rules import team_scope
 
 from .conftest import Server
 
@@ -50,7 +50,7 @@ async def test_bad_input_exits_non_zero_and_writes_nothing(server: Server, tmp_p
     both = server.run("notifications", "get", "--team", "data", "--job", "data/x")
     assert both.exit_code == 2
     assert "exactly one of --team" in both.stderr
-    assert await server.store.notices.rules(team_scope("data")) is None
+    assert await server.store.notification_rules(team_scope("data")) is None
     nothing = server.run("notifications", "test", "--team", "data")
     assert nothing.exit_code == 1
     assert "no notification rules apply to data" in nothing.stderr

@@ -16,13 +16,20 @@ from standardwebhooks import Webhook
 from cronwheel.clock import ManualClock
 from cronwheel.errors import BackendUnavailableError
 from cronwheel.model import AttemptResult, Firing, HttpTarget, Job, Outcome, Run, RunKind, RunState, new_id
-from cronwheel.notifications.rules import Condition, EmailChannel, Rule, SlackChannel, WebhookChannel
+from cronwheel.notifications.rules import (
+    Condition,
+    EmailChannel,
+    Rule,
+    SlackChannel,
+    WebhookChannel,
+    job_scope,
+    team_scope,
+)
 from cronwheel.notifier.channels import Senders, SmtpSettings
 from cronwheel.notifier.loop import Notifier
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.signing import new_signing_secret
 from cronwheel.store.sql import SqlStore
-from cronwheel.store.sql.notices import Notices, job_scope, team_scope
 from cronwheel.telemetry import metrics
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
@@ -63,7 +70,7 @@ async def test_a_failing_job_notifies_webhook_and_mail_once_and_its_recovery_onc
     rule = Rule(
         frozenset({Condition.FAILURE, Condition.RECOVERY}), (hook, EmailChannel(("ops@example.com",)))
     )
-    await store.notices.set_rules(team_scope("ops"), "ops", None, (rule,))
+    await store.set_notification_rules(team_scope("ops"), "ops", None, (rule,))
     job = await _job(store)
     sent_before = _count(metrics.NOTIFICATIONS_SENT, "webhook")
     for minute in range(10):
@@ -99,7 +106,7 @@ async def test_a_failed_delivery_is_retried_after_the_backoff_with_the_same_id(
     sink.statuses = [500, 503]
     rule = Rule(frozenset({Condition.CHANGE}), (SlackChannel(f"{sink.url}/slack"),))
     job = await _job(store)
-    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    await store.set_notification_rules(job_scope(job.id), "ops", job.id, (rule,))
     await _run_slot(store, job, START, Outcome.FAILURE)
     failed_before = _count(metrics.NOTIFICATIONS_FAILED, "slack")
     clock.set(START + timedelta(seconds=5))
@@ -117,7 +124,7 @@ async def test_a_failed_delivery_is_retried_after_the_backoff_with_the_same_id(
         "text": "cronwheel: job ops/backup failed (slot 2026-03-02T12:00:00+00:00)"
     }
     assert _count(metrics.NOTIFICATIONS_FAILED, "slack") - failed_before == 2
-    (row,) = await store.notices.outbox(job.id)
+    (row,) = await store.outbox(job.id)
     assert (row["state"], row["attempts"]) == ("sent", 3)
 
 
@@ -133,13 +140,13 @@ async def test_the_ssrf_guard_refuses_a_notification_webhook_to_a_private_addres
             frozenset({Condition.FAILURE}), (WebhookChannel(f"{sink.url}/x"), EmailChannel(("a@b.example",)))
         )
         job = await _job(store)
-        await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+        await store.set_notification_rules(job_scope(job.id), "ops", job.id, (rule,))
         await _run_slot(store, job, START, Outcome.FAILURE)
         await notifier.tick()
     finally:
         await http.close()
     assert sink.seen == []
-    errors = sorted(row["last_error"] for row in await store.notices.outbox(job.id))
+    errors = sorted(row["last_error"] for row in await store.outbox(job.id))
     assert "no SMTP relay is configured" in errors[0]
     assert "refused by the SSRF guard" in errors[1]
 
@@ -149,7 +156,7 @@ async def test_the_dead_mans_switch_raises_missed_once_then_back(
 ) -> None:
     """No scheduler runs: the job's slots are never fired. Deadline 90 s after each slot."""
     rule = Rule(frozenset({Condition.MISSED}), (WebhookChannel(f"{sink.url}/dms"),), deadline_s=90)
-    await store.notices.set_rules(team_scope("ops"), "ops", None, (rule,))
+    await store.set_notification_rules(team_scope("ops"), "ops", None, (rule,))
     job = await _job(store)
     clock.set(START + timedelta(seconds=89))  # the first slot (12:00) is not due yet
     await notifier.watch(clock.now())
@@ -176,9 +183,9 @@ async def test_a_paused_or_ruleless_job_is_not_watched(
 ) -> None:
     rule = Rule(frozenset({Condition.MISSED}), (WebhookChannel(f"{sink.url}/dms"),), deadline_s=60)
     job = await _job(store)
-    await store.notices.set_rules(team_scope("other"), "other", None, (rule,))
+    await store.set_notification_rules(team_scope("other"), "other", None, (rule,))
     assert await notifier.watch(START + timedelta(hours=1)) == 0
-    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    await store.set_notification_rules(job_scope(job.id), "ops", job.id, (rule,))
     current = await store.get_job(job.id)
     from dataclasses import replace
 
@@ -191,16 +198,16 @@ async def test_delivered_rows_are_pruned_after_a_week(
 ) -> None:
     rule = Rule(frozenset({Condition.FAILURE}), (WebhookChannel(f"{sink.url}/x"),))
     job = await _job(store)
-    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    await store.set_notification_rules(job_scope(job.id), "ops", job.id, (rule,))
     await _run_slot(store, job, START, Outcome.FAILURE)
     await notifier.tick()
-    assert [row["state"] for row in await store.notices.outbox()] == ["sent"]
+    assert [row["state"] for row in await store.outbox()] == ["sent"]
     clock.advance(7 * 86400 - 60)
     await notifier.tick()
-    assert len(await store.notices.outbox()) == 1
+    assert len(await store.outbox()) == 1
     clock.advance(120)
     await notifier.tick()
-    assert await store.notices.outbox() == []
+    assert await store.outbox() == []
 
 
 async def test_an_email_subject_is_one_line_whatever_the_reason_holds(
@@ -209,7 +216,7 @@ async def test_an_email_subject_is_one_line_whatever_the_reason_holds(
     box, _ = mailbox
     rule = Rule(frozenset({Condition.FAILURE}), (EmailChannel(("ops@example.com",)),))
     job = await _job(store)
-    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    await store.set_notification_rules(job_scope(job.id), "ops", job.id, (rule,))
     current = await store.get_job(job.id)
     run = Run(new_id(), job.id, RunKind.SCHEDULED, START, RunState.PENDING, job_version=current.version)
     await store.fire(
@@ -228,7 +235,7 @@ async def test_only_the_holder_of_the_watchdog_duty_passes(
 ) -> None:
     rule = Rule(frozenset({Condition.FAILURE}), (WebhookChannel(f"{sink.url}/x"),))
     job = await _job(store)
-    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    await store.set_notification_rules(job_scope(job.id), "ops", job.id, (rule,))
     await _run_slot(store, job, START, Outcome.FAILURE)
     holds = False
 
@@ -236,10 +243,10 @@ async def test_only_the_holder_of_the_watchdog_duty_passes(
         return holds
 
     assert await notifier.step(held) == notifier.every_s
-    assert await store.notices.outbox() == []  # not its duty: the inbox waits for the holder
+    assert await store.outbox() == []  # not its duty: the inbox waits for the holder
     holds = True
     await notifier.step(held)
-    assert [row["state"] for row in await store.notices.outbox()] == ["sent"]
+    assert [row["state"] for row in await store.outbox()] == ["sent"]
     assert len(sink.seen) == 1
 
 
@@ -248,9 +255,9 @@ async def test_a_holder_whose_store_keeps_failing_says_it_cannot_watch(
 ) -> None:
     """Its coordinator then gives the watchdog duty to a node that can (tests/coordinator)."""
     down = True
-    working = Notices.process_inbox
+    working = SqlStore.process_notification_inbox
 
-    async def process_inbox(self: Notices, now: datetime, limit: int = 500) -> int:
+    async def process_inbox(self: SqlStore, now: datetime, limit: int = 500) -> int:
         if down:
             raise BackendUnavailableError("the store does not answer")
         return await working(self, now, limit)
@@ -258,7 +265,7 @@ async def test_a_holder_whose_store_keeps_failing_says_it_cannot_watch(
     async def held() -> bool:
         return True
 
-    monkeypatch.setattr(Notices, "process_inbox", process_inbox)
+    monkeypatch.setattr(SqlStore, "process_notification_inbox", process_inbox)
     assert notifier.able()
     assert await notifier.step(held) < notifier.every_s  # the loop's backoff: 0.1 s, 0.2 s ...
     clock.advance(9)

@@ -13,13 +13,12 @@ import pytest
 
 from cronwheel.clock import ManualClock
 from cronwheel.model import HttpTarget, Job, Outcome, SecretRef, new_id
-from cronwheel.notifications.rules import Condition, Rule, SlackChannel, WebhookChannel
+from cronwheel.notifications.rules import Condition, Rule, SlackChannel, WebhookChannel, job_scope
 from cronwheel.notifier.channels import Senders
 from cronwheel.notifier.loop import Notifier
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.signing import new_signing_secret
 from cronwheel.store.sql import SqlStore
-from cronwheel.store.sql.notices import job_scope
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
 
@@ -34,7 +33,7 @@ async def _failing_job(store: SqlStore, rule: Rule) -> Job:
         Job(new_id(), "ops", "backup", "* * * * *", HttpTarget("https://example.com/x"),
             created_at=START, updated_at=START, next_run_at=START)
     )  # fmt: skip
-    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    await store.set_notification_rules(job_scope(job.id), "ops", job.id, (rule,))
     await _run_slot(store, job, START, Outcome.FAILURE)
     return job
 
@@ -59,8 +58,8 @@ async def test_a_slack_url_held_by_a_secret_is_resolved_at_delivery(
     assert bodies[0] == {"text": "cronwheel: job ops/backup failed (slot 2026-03-02T12:00:00+00:00)"}
     assert bodies[1]["event"] == "failure"
     assert "webhook-signature" in sink.seen[0][0]
-    assert {row["state"] for row in await store.notices.outbox(job.id)} == {"sent"}
-    assert all(row["channel"]["url"] == {"secret": "slack-url"} for row in await store.notices.outbox(job.id))
+    assert {row["state"] for row in await store.outbox(job.id)} == {"sent"}
+    assert all(row["channel"]["url"] == {"secret": "slack-url"} for row in await store.outbox(job.id))
 
 
 @pytest.mark.parametrize(
@@ -91,7 +90,7 @@ async def test_a_secret_that_is_missing_or_holds_a_refused_url_fails_the_deliver
     with caplog.at_level(logging.DEBUG):
         await notifier.tick()
     assert sink.seen == []
-    (row,) = await store.notices.outbox(job.id)
+    (row,) = await store.outbox(job.id)
     assert (row["state"], row["attempts"]) == ("pending", 1)  # retried: the secret may be set meanwhile
     assert reason in row["last_error"]
     assert "notification not delivered" in caplog.text
@@ -122,5 +121,5 @@ async def test_a_reference_is_resolved_again_at_each_delivery(
     finally:
         await http.close()
     assert sink.paths == [f"/hook/{TOKEN}"]
-    (row,) = await store.notices.outbox(job.id)
+    (row,) = await store.outbox(job.id)
     assert (row["state"], row["attempts"]) == ("sent", 2)

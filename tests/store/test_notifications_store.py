@@ -11,9 +11,17 @@ import pytest
 from cronwheel.audit import Actor, AuditAction, AuditQuery
 from cronwheel.clock import ManualClock
 from cronwheel.model import AttemptResult, Job, Outcome, RunState, SecretRef
-from cronwheel.notifications.rules import Condition, EmailChannel, Rule, SlackChannel, WebhookChannel
+from cronwheel.notifications.message import Observation
+from cronwheel.notifications.rules import (
+    Condition,
+    EmailChannel,
+    Rule,
+    SlackChannel,
+    WebhookChannel,
+    job_scope,
+    team_scope,
+)
 from cronwheel.store.sql import SqlStore, notices
-from cronwheel.store.sql.notices import Observation, job_scope, team_scope
 
 from .support import LEASE, at, firing_of, make_job, make_run
 
@@ -39,73 +47,73 @@ async def _finish_slot(
 
 
 async def _events(store: SqlStore, job_id: str) -> list[tuple[str, str]]:
-    return [(row["event"], row["channel"]["type"]) for row in await store.notices.outbox(job_id)]
+    return [(row["event"], row["channel"]["type"]) for row in await store.outbox(job_id)]
 
 
 async def test_ten_failures_notify_once_and_the_recovery_once(store: SqlStore, clock: ManualClock) -> None:
     job = await store.create_job(make_job(next_run_at=at(0)))
-    await store.notices.set_rules(team_scope("ops"), "ops", None, (ON_CHANGE,))
+    await store.set_notification_rules(team_scope("ops"), "ops", None, (ON_CHANGE,))
     failed = [await _finish_slot(store, job, minute, Outcome.FAILURE) for minute in range(10)]
-    assert await store.notices.process_inbox(at(11)) == 10
+    assert await store.process_notification_inbox(at(11)) == 10
     assert await _events(store, job.id) == [("failure", "webhook"), ("failure", "email")]
-    first = (await store.notices.outbox(job.id))[0]
+    first = (await store.outbox(job.id))[0]
     assert first["message"]["run_id"] == failed[0]  # about the run that changed the state
     for minute in (10, 11):
         await _finish_slot(store, job, minute, Outcome.SUCCESS)
-    await store.notices.process_inbox(at(12))
+    await store.process_notification_inbox(at(12))
     assert [event for event, _ in await _events(store, job.id)] == ["failure"] * 2 + ["recovery"] * 2
     await _finish_slot(store, job, 12, Outcome.FAILURE)
-    await store.notices.process_inbox(at(13))
+    await store.process_notification_inbox(at(13))
     assert [event for event, _ in await _events(store, job.id)].count("failure") == 4  # a new transition
 
 
 async def test_state_carries_across_passes_and_the_inbox_empties(store: SqlStore) -> None:
     job = await store.create_job(make_job(next_run_at=at(0)))
-    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (ON_CHANGE,))
+    await store.set_notification_rules(job_scope(job.id), "ops", job.id, (ON_CHANGE,))
     for minute in range(3):  # one pass per failure: the state is the store's, not the pass's
         await _finish_slot(store, job, minute, Outcome.FAILURE)
-        await store.notices.process_inbox(at(minute) + timedelta(seconds=30))
+        await store.process_notification_inbox(at(minute) + timedelta(seconds=30))
     assert [event for event, _ in await _events(store, job.id)] == ["failure", "failure"]
-    assert await store.notices.process_inbox(at(5)) == 0
+    assert await store.process_notification_inbox(at(5)) == 0
 
 
 async def test_a_job_rule_replaces_the_team_default_and_no_rule_notifies_nothing(store: SqlStore) -> None:
     quiet = await store.create_job(make_job("quiet", next_run_at=at(0)))
     loud = await store.create_job(make_job("loud", next_run_at=at(0), team="web"))
-    await store.notices.set_rules(team_scope("ops"), "ops", None, (ON_CHANGE,))
+    await store.set_notification_rules(team_scope("ops"), "ops", None, (ON_CHANGE,))
     only_mail = Rule(frozenset({Condition.FAILURE}), (MAIL,))
-    await store.notices.set_rules(job_scope(quiet.id), "ops", quiet.id, (only_mail,))
+    await store.set_notification_rules(job_scope(quiet.id), "ops", quiet.id, (only_mail,))
     await _finish_slot(store, quiet, 0, Outcome.FAILURE)
     await _finish_slot(store, loud, 0, Outcome.FAILURE)  # team web has no rules
-    await store.notices.process_inbox(at(2))
+    await store.process_notification_inbox(at(2))
     assert await _events(store, quiet.id) == [("failure", "email")]
     assert await _events(store, loud.id) == []
-    assert await store.notices.rules(job_scope(quiet.id)) == (only_mail,)
-    assert await store.notices.delete_rules(job_scope(quiet.id)) is True
-    assert await store.notices.rules(job_scope(quiet.id)) is None
+    assert await store.notification_rules(job_scope(quiet.id)) == (only_mail,)
+    assert await store.delete_notification_rules(job_scope(quiet.id)) is True
+    assert await store.notification_rules(job_scope(quiet.id)) is None
 
 
 async def test_late_fires_notify_once_per_transition(store: SqlStore) -> None:
     job = await store.create_job(make_job(next_run_at=at(0)))
     rule = Rule(frozenset({Condition.LATE}), (HOOK,), late_s=30)
-    await store.notices.set_rules(job_scope(job.id), "ops", job.id, (rule,))
+    await store.set_notification_rules(job_scope(job.id), "ops", job.id, (rule,))
     for minute, late in [(0, 5), (1, 45), (2, 50), (3, 1), (4, 40)]:
         await _finish_slot(store, job, minute, Outcome.SUCCESS, queued_late_s=late)
-    await store.notices.process_inbox(at(6))
-    rows = await store.notices.outbox(job.id)
+    await store.process_notification_inbox(at(6))
+    rows = await store.outbox(job.id)
     assert [row["event"] for row in rows] == ["late", "late"]  # minutes 1 and 4: two transitions
 
 
 async def test_a_failed_run_without_attempt_and_a_deleted_job(store: SqlStore) -> None:
     job = await store.create_job(make_job(next_run_at=at(0)))
-    await store.notices.set_rules(team_scope("ops"), "ops", None, (ON_CHANGE,))
+    await store.set_notification_rules(team_scope("ops"), "ops", None, (ON_CHANGE,))
     run = make_run(job, at(0))
     await store.fire([firing_of(job, run, following=at(1))], at(0))
     failed = await store.fail_run(run.id, "cancelled", at(0))
     assert failed is not None
     assert failed.state is RunState.FAILED
-    await store.notices.process_inbox(at(1))
-    rows = await store.notices.outbox(job.id)
+    await store.process_notification_inbox(at(1))
+    rows = await store.outbox(job.id)
     assert [row["message"]["detail"] for row in rows] == ["cancelled", "cancelled"]
 
 
@@ -114,16 +122,18 @@ async def test_watching_and_terminal_slots_for_the_dead_mans_switch(store: SqlSt
     other = await store.create_job(make_job("other", next_run_at=at(0)))
     paused = await store.create_job(make_job("paused", next_run_at=at(0), paused=True))
     missed = Rule(frozenset({Condition.MISSED}), (HOOK,), deadline_s=120)
-    await store.notices.set_rules(team_scope("ops"), "ops", None, (missed,))
-    await store.notices.set_rules(job_scope(other.id), "ops", other.id, (ON_CHANGE,))  # its own: no missed
-    found = await store.notices.watching(Condition.MISSED)
+    await store.set_notification_rules(team_scope("ops"), "ops", None, (missed,))
+    await store.set_notification_rules(
+        job_scope(other.id), "ops", other.id, (ON_CHANGE,)
+    )  # its own: no missed
+    found = await store.watched_jobs(Condition.MISSED)
     assert [(job.id, rules) for job, rules in found] == [(watched.id, (missed,))]
     assert paused.id not in {job.id for job, _ in found}
     await _finish_slot(store, watched, 0, Outcome.SUCCESS)
     running = make_run(await store.get_job(watched.id), at(1))
     await store.fire([firing_of(await store.get_job(watched.id), running, following=at(2))], at(1))
     asked = [(watched.id, at(0)), (watched.id, at(1)), (watched.id, at(2)), (other.id, at(0))]
-    assert await store.notices.terminal_slots(asked) == {(watched.id, at(0))}
+    assert await store.terminal_slots(asked) == {(watched.id, at(0))}
 
 
 async def test_two_notifiers_deciding_the_same_notification_never_conflict(
@@ -145,8 +155,8 @@ async def test_two_notifiers_deciding_the_same_notification_never_conflict(
 
     monkeypatch.setattr(notices, "_health", nothing_written)
     monkeypatch.setattr(notices, "_not_yet_written", all_fresh)
-    assert await store.notices.record([seen], at(3)) == 2
-    assert await store.notices.record([seen], at(3)) == 2  # it believes it wrote them: no ConflictError
+    assert await store.record_observations([seen], at(3)) == 2
+    assert await store.record_observations([seen], at(3)) == 2  # it believes it wrote them: no ConflictError
     assert await _events(store, job.id) == [("missed", "webhook"), ("missed", "email")]
 
 
@@ -161,17 +171,17 @@ async def test_a_channel_url_given_as_a_secret_reference_is_kept_as_one(store: S
     entry = actor.entry(
         AuditAction.NOTIFICATIONS_SET, at(0), "ops", ("notifications", team_scope("ops"), "ops")
     )
-    await store.notices.set_rules(team_scope("ops"), "ops", None, (rule,), audit=entry)
-    assert await store.notices.rules(team_scope("ops")) == (rule,)
+    await store.set_notification_rules(team_scope("ops"), "ops", None, (rule,), audit=entry)
+    assert await store.notification_rules(team_scope("ops")) == (rule,)
     await _finish_slot(store, job, 0, Outcome.FAILURE)
-    await store.notices.process_inbox(at(2))
-    rows = await store.notices.outbox(job.id)
+    await store.process_notification_inbox(at(2))
+    rows = await store.outbox(job.id)
     assert sorted(repr(row["channel"]["url"]) for row in rows) == [
         "'https://hooks.example.com/cronwheel'",
         "{'secret': 'hook-url'}",
         "{'secret': 'slack-url'}",
     ]
-    due = await store.notices.due(at(2))
+    due = await store.due_deliveries(at(2))
     assert sorted(map(repr, (delivery.channel for delivery in due))) == sorted(map(repr, rule.channels))
     (audited,) = (await store.list_audit(AuditQuery(action="notifications"))).items
     assert audited.after is not None

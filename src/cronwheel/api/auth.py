@@ -25,7 +25,7 @@ from cronwheel.auth import tokens
 from cronwheel.auth.identity import Caller, Scope
 from cronwheel.clock import Clock
 from cronwheel.errors import ForbiddenError, NotFoundError, UnauthenticatedError
-from cronwheel.store import Store
+from cronwheel.store.port import TokenStore
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -53,7 +53,7 @@ class TokenAuthenticator:
     a revocation holds at once in every api process; ``last_used_at`` is written at most once a
     minute per token."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: TokenStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
 

@@ -47,13 +47,14 @@ from cronwheel.notifications.rules import (
     Event,
     Rule,
     channel_credentials,
+    job_scope,
     masked_rules,
     rules_from_json,
     rules_to_json,
+    team_scope,
     url_references,
 )
-from cronwheel.store.sql import SqlStore
-from cronwheel.store.sql.notices import Notices, job_scope, team_scope
+from cronwheel.store.port import NoticeStore
 
 router = APIRouter(tags=["notifications"])
 Services = Annotated[ApiServices, Depends(get_services)]
@@ -138,17 +139,12 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
         403: "The token lacks the scope",
         404: "No such job (or a team the caller does not see)",
         422: "Invalid input; nothing was written",
-        503: "This server's store keeps no notifications",
     }
     return {status: {"description": descriptions[status], **PROBLEM_DOC} for status in statuses}
 
 
-def _notices(services: ApiServices) -> Notices:
-    if not isinstance(services.store, SqlStore):
-        raise ProblemError(
-            503, "notifications-unavailable", "Notifications unavailable", "no notification store"
-        )
-    return services.store.notices
+def _notices(services: ApiServices) -> NoticeStore:
+    return services.store
 
 
 def _out(rules: tuple[Rule, ...], source: Literal["job", "team", "none"], caller: Caller) -> RulesOut:
@@ -206,16 +202,16 @@ def _invalid(where: str, message: str, code: str) -> ProblemError:
 # -- the team's default ----------------------------------------------------------------------------
 
 
-@router.get("/teams/{team}/notifications", response_model=RulesOut, responses=_problems(401, 403, 404, 503))
+@router.get("/teams/{team}/notifications", response_model=RulesOut, responses=_problems(401, 403, 404))
 async def get_team_notifications(team: Team, caller: CallerDep, services: Services) -> RulesOut:
     """The team's default notification rules (for its jobs without rules of their own)."""
     caller.require(Scope.READ, team, what=f"team {team!r}")
-    rules = await _notices(services).rules(team_scope(team))
+    rules = await _notices(services).notification_rules(team_scope(team))
     return _out(rules or (), "team" if rules else "none", caller)
 
 
 @router.put(
-    "/teams/{team}/notifications", response_model=RulesOut, responses=_problems(400, 401, 403, 404, 422, 503)
+    "/teams/{team}/notifications", response_model=RulesOut, responses=_problems(400, 401, 403, 404, 422)
 )
 async def put_team_notifications(
     team: Team, body: RulesIn, caller: CallerDep, actor: ActorDep, services: Services
@@ -223,14 +219,14 @@ async def put_team_notifications(
     """Replace the team's default rules (``[]``: no default)."""
     caller.require(Scope.WRITE, team, what=f"team {team!r}")
     notices = _notices(services)
-    rules = await _checked(services, team, body, await notices.rules(team_scope(team)))
+    rules = await _checked(services, team, body, await notices.notification_rules(team_scope(team)))
     target = ("notifications", team_scope(team), team)
     if rules:
         entry = actor.entry(AuditAction.NOTIFICATIONS_SET, services.clock.now(), team, target)
-        await notices.set_rules(team_scope(team), team, None, rules, audit=entry)
+        await notices.set_notification_rules(team_scope(team), team, None, rules, audit=entry)
     else:
         entry = actor.entry(AuditAction.NOTIFICATIONS_DELETE, services.clock.now(), team, target)
-        await notices.delete_rules(team_scope(team), audit=entry)
+        await notices.delete_notification_rules(team_scope(team), audit=entry)
     return _out(rules, "team" if rules else "none", caller)
 
 
@@ -238,7 +234,7 @@ async def put_team_notifications(
     "/teams/{team}/notifications/test",
     status_code=202,
     response_model=TestOut,
-    responses=_problems(400, 401, 403, 404, 503),
+    responses=_problems(400, 401, 403, 404),
 )
 async def send_test_notification(team: Team, body: TestIn, caller: CallerDep, services: Services) -> TestOut:
     """Queue a sample notification (event ``test``) to every channel of the rules in force for
@@ -252,31 +248,35 @@ async def send_test_notification(team: Team, body: TestIn, caller: CallerDep, se
         if job is None:
             raise NotFoundError(f"no job {body.job!r} in team {team!r}")
         job_id, job_name = job.id, job.name
-        rules = await notices.rules(job_scope(job.id))
+        rules = await notices.notification_rules(job_scope(job.id))
     if rules is None:
-        rules = await notices.rules(team_scope(team)) or ()
+        rules = await notices.notification_rules(team_scope(team)) or ()
     now = services.clock.now()
     sample = Notification(f"ntf_test_{new_id()}", Event.TEST, team, job_id, job_name, now, detail="a sample")
     channels = list({repr(channel): channel for rule in rules for channel in rule.channels}.values())
-    return TestOut(notification_id=sample.id, channels=await notices.enqueue(sample, channels, now))
+    return TestOut(
+        notification_id=sample.id, channels=await notices.enqueue_notification(sample, channels, now)
+    )
 
 
 # -- a job's own -----------------------------------------------------------------------------------
 
 
-async def _job_rules(services: ApiServices, caller: Caller, job_id: str, scope: Scope) -> tuple[Job, Notices]:
+async def _job_rules(
+    services: ApiServices, caller: Caller, job_id: str, scope: Scope
+) -> tuple[Job, NoticeStore]:
     job = await job_for(services, caller, job_id, scope)
     return job, _notices(services)
 
 
-@job_route(router, "GET", "/notifications", response_model=RulesOut, responses=_problems(401, 403, 404, 503))
+@job_route(router, "GET", "/notifications", response_model=RulesOut, responses=_problems(401, 403, 404))
 async def get_job_notifications(job_id: str, caller: CallerDep, services: Services) -> RulesOut:
     """The rules in force for the job: its own, else its team's default (``source`` says which)."""
     job, notices = await _job_rules(services, caller, job_id, Scope.READ)
-    own = await notices.rules(job_scope(job.id))
+    own = await notices.notification_rules(job_scope(job.id))
     if own is not None:
         return _out(own, "job", caller)
-    default = await notices.rules(team_scope(job.team))
+    default = await notices.notification_rules(team_scope(job.team))
     return _out(default or (), "team" if default else "none", caller)
 
 
@@ -285,21 +285,21 @@ async def get_job_notifications(job_id: str, caller: CallerDep, services: Servic
     "PUT",
     "/notifications",
     response_model=RulesOut,
-    responses=_problems(400, 401, 403, 404, 422, 503),
+    responses=_problems(400, 401, 403, 404, 422),
 )
 async def put_job_notifications(
     job_id: str, body: RulesIn, caller: CallerDep, actor: ActorDep, services: Services
 ) -> RulesOut:
     """Give the job rules of its own, in place of its team's default (``[]``: notify nothing)."""
     job, notices = await _job_rules(services, caller, job_id, Scope.WRITE)
-    rules = await _checked(services, job.team, body, await notices.rules(job_scope(job.id)))
+    rules = await _checked(services, job.team, body, await notices.notification_rules(job_scope(job.id)))
     target = ("notifications", job_scope(job_id), job.name)
     entry = actor.entry(AuditAction.NOTIFICATIONS_SET, services.clock.now(), job.team, target)
-    await notices.set_rules(job_scope(job_id), job.team, job_id, rules, audit=entry)
+    await notices.set_notification_rules(job_scope(job_id), job.team, job_id, rules, audit=entry)
     return _out(rules, "job", caller)
 
 
-@job_route(router, "DELETE", "/notifications", status_code=204, responses=_problems(401, 403, 404, 503))
+@job_route(router, "DELETE", "/notifications", status_code=204, responses=_problems(401, 403, 404))
 async def delete_job_notifications(
     job_id: str, caller: CallerDep, actor: ActorDep, services: Services
 ) -> Response:
@@ -307,5 +307,5 @@ async def delete_job_notifications(
     job, notices = await _job_rules(services, caller, job_id, Scope.WRITE)
     target = ("notifications", job_scope(job_id), job.name)
     entry = actor.entry(AuditAction.NOTIFICATIONS_DELETE, services.clock.now(), job.team, target)
-    await notices.delete_rules(job_scope(job_id), audit=entry)
+    await notices.delete_notification_rules(job_scope(job_id), audit=entry)
     return Response(status_code=204)

@@ -19,12 +19,12 @@ from cronwheel.coordinator.port import Member
 from cronwheel.lateness import LATENESS_SAMPLE, LATENESS_WINDOW, percentiles
 from cronwheel.model import RunState
 from cronwheel.queue import Queue
-from cronwheel.store.sql import SqlStore
+from cronwheel.store.port import ClusterReads
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterStatus:
-    store: SqlStore
+    store: ClusterReads
     queue: Queue
     coordinator: Coordinator
     queues: tuple[str, ...]

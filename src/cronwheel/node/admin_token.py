@@ -13,10 +13,10 @@ from cronwheel.auth import tokens
 from cronwheel.auth.identity import Scope
 from cronwheel.auth.localtoken import pointer_file, read_token, token_file, write_private
 from cronwheel.errors import NotFoundError, UnauthenticatedError
-from cronwheel.store import Store
+from cronwheel.store.port import TokenStore
 
 
-async def issue_admin(store: Store, now: datetime, name: str) -> str:
+async def issue_admin(store: TokenStore, now: datetime, name: str) -> str:
     """Store a new admin token of every team (made on the server itself: no ``created_by``) and
     return it: the first token of a server (``cronwheel tokens create --bootstrap``, the embedded
     server's file)."""
@@ -28,7 +28,7 @@ async def issue_admin(store: Store, now: datetime, name: str) -> str:
 
 
 async def ensure(
-    store: Store, database_url: str, now: datetime, url: str, env: Mapping[str, str]
+    store: TokenStore, database_url: str, now: datetime, url: str, env: Mapping[str, str]
 ) -> Path | None:
     """Make sure the embedded server's token file holds a working admin token (a new one when it
     is missing or no longer works), and leave the pointer for ``url``. Returns the file (None:
@@ -47,7 +47,7 @@ async def ensure(
     return path
 
 
-async def _works(store: Store, text: str, now: datetime) -> bool:
+async def _works(store: TokenStore, text: str, now: datetime) -> bool:
     token_id = tokens.token_id(text)
     if token_id is None:
         return False

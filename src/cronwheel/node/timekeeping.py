@@ -16,7 +16,7 @@ import logging
 from cronwheel.clock import AnchoredClock
 from cronwheel.errors import TransientError
 from cronwheel.retrying import LOOP, Backoff, pause
-from cronwheel.store import Store
+from cronwheel.store.port import ServerClock
 from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.clock")
@@ -25,7 +25,7 @@ ANCHOR_EVERY_S = 5.0
 REPORT_SKEW_S = 0.5  # a wall clock further off than this is logged (it does not affect firing)
 
 
-async def anchor_once(clock: AnchoredClock, store: Store) -> float:
+async def anchor_once(clock: AnchoredClock, store: ServerClock) -> float:
     """Read the store's clock a few times and re-anchor on the read with the shortest round trip
     (its midpoint is the most certain); returns the wall clock's skew in seconds."""
     samples = await store.server_time(clock.monotonic, samples=3)
@@ -37,7 +37,7 @@ async def anchor_once(clock: AnchoredClock, store: Store) -> float:
 
 async def keep_anchored(
     clock: AnchoredClock,
-    store: Store,
+    store: ServerClock,
     stop: asyncio.Event,
     node: str,
     every_s: float = ANCHOR_EVERY_S,

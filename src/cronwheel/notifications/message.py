@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from cronwheel.notifications.rules import Channel, Event, channel_to_json
+from cronwheel.notifications.rules import Channel, Event, Rule, channel_to_json
 
 _HEADLINES = {
     Event.FAILURE: "failed",
@@ -102,3 +102,19 @@ class Delivery:
     notification: Notification
     channel: Channel
     attempts: int = 0  # made so far
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What was just seen of a job: aspects of its state, and what the notification is about."""
+
+    job_id: str
+    team: str
+    job_name: str
+    rules: tuple[Rule, ...]
+    health: dict[str, str]
+    subject: str  # the run id, or the missed slot: part of the notification id
+    run_id: str | None = None
+    slot: datetime | None = None
+    state: str | None = None
+    detail: str | None = None

@@ -308,3 +308,16 @@ def _seconds(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_SECONDS:
         raise InvalidInputError(f"{where} must be a number of seconds in (0, {MAX_SECONDS:g}]")
     return float(value)
+
+
+# -- scopes: whose rules -----------------------------------------------------------------------------
+
+
+def team_scope(team: str) -> str:
+    """The scope of a team's default rules."""
+    return f"team:{team}"
+
+
+def job_scope(job_id: str) -> str:
+    """The scope of one job's own rules."""
+    return f"job:{job_id}"

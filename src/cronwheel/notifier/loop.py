@@ -34,14 +34,14 @@ from cronwheel.clock import Clock
 from cronwheel.errors import TransientError
 from cronwheel.model import Job
 from cronwheel.notifications.decide import missed_aspect
+from cronwheel.notifications.message import Observation
 from cronwheel.notifications.rules import Condition, Rule
 from cronwheel.notifier.channels import Senders, SmtpSettings
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.scheduler.planner import last_slots
 from cronwheel.secrets.crypto import Keyring
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.store.sql import SqlStore
-from cronwheel.store.sql.notices import Observation
+from cronwheel.store.port import NoticeStore, Store
 from cronwheel.telemetry import metrics
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
@@ -60,7 +60,7 @@ class Notifier:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: NoticeStore,
         senders: Senders,
         clock: Clock,
         *,
@@ -86,21 +86,21 @@ class Notifier:
         """Turn the whole inbox into notifications; how many inbox rows were taken."""
         taken = 0
         while True:
-            batch = await self.store.notices.process_inbox(self.clock.now())
+            batch = await self.store.process_notification_inbox(self.clock.now())
             taken += batch
             if batch == 0:
                 return taken
 
     async def watch(self, now: datetime) -> int:
         """The dead-man's switch (see the module docstring); how many outbox rows it wrote."""
-        watched = await self.store.notices.watching(Condition.MISSED)
+        watched = await self.store.watched_jobs(Condition.MISSED)
         expected: list[tuple[Job, tuple[Rule, ...], Rule, datetime | None]] = []
         for job, rules in watched:
             for rule in rules:
                 if Condition.MISSED in rule.conditions:
                     expected.append((job, rules, rule, _expected_slot(job, rule, now)))
         slots = [(job.id, slot) for job, _, _, slot in expected if slot is not None]
-        done = await self.store.notices.terminal_slots(slots)
+        done = await self.store.terminal_slots(slots)
         observations = [
             Observation(
                 job.id, job.team, job.name, (rule,),
@@ -112,18 +112,18 @@ class Notifier:
             for job, rules, rule, slot in expected
             if slot is not None
         ]  # fmt: skip
-        return await self.store.notices.record(observations, now)
+        return await self.store.record_observations(observations, now)
 
     async def deliver(self, now: datetime) -> int:
         """Send the due outbox rows; how many were delivered."""
         sent = 0
-        for delivery in await self.store.notices.due(now):
+        for delivery in await self.store.due_deliveries(now):
             error = await self.senders.send(delivery.notification, delivery.channel, delivery.attempts + 1)
             tries = delivery.attempts + 1
             if error is None:
                 sent += 1
                 metrics.NOTIFICATIONS_SENT.labels(delivery.channel.type).inc()
-                await self.store.notices.delivered(delivery.id, self.clock.now())
+                await self.store.mark_delivered(delivery.id, self.clock.now())
                 continue
             metrics.NOTIFICATIONS_FAILED.labels(delivery.channel.type).inc()
             retry = None
@@ -139,7 +139,7 @@ class Notifier:
                     "error": error,
                 },
             )
-            await self.store.notices.delivered(delivery.id, self.clock.now(), error, retry)
+            await self.store.mark_delivered(delivery.id, self.clock.now(), error, retry)
         return sent
 
     async def tick(self) -> None:
@@ -148,7 +148,7 @@ class Notifier:
         await self.decide()
         if self._watched_at is None or now - self._watched_at >= self.watch_every:
             await self.watch(now)
-            await self.store.notices.prune(now - KEEP_DELIVERED)
+            await self.store.prune_deliveries(now - KEEP_DELIVERED)
             self._watched_at = now
         await self.deliver(now)
 
@@ -197,7 +197,7 @@ def _expected_slot(job: Job, rule: Rule, now: datetime) -> datetime | None:
 
 
 def build(
-    store: SqlStore,
+    store: Store,
     clock: Clock,
     *,
     allowed_networks: tuple[str, ...] = (),

@@ -43,8 +43,8 @@ from cronwheel.queue import Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.scheduler.planner import arm, armable, plan
 from cronwheel.scheduler.wheel import TimingWheel
-from cronwheel.store import Store
 from cronwheel.store.notify import RELOAD_ALL
+from cronwheel.store.port import FiringStore
 from cronwheel.telemetry import metrics
 from cronwheel.telemetry.tracing import OFF, Tracer
 from cronwheel.telemetry.tracing.runs import FireSpans
@@ -98,7 +98,7 @@ class Scheduler:
 
     def __init__(
         self,
-        store: Store,
+        store: FiringStore,
         queue: Queue,
         clock: Clock,
         node: str,

@@ -25,7 +25,7 @@ from cronwheel.errors import TransientError
 from cronwheel.model import RetentionPolicy
 from cronwheel.retention import RunStub, effective, purgeable
 from cronwheel.retrying import LOOP, Backoff, pause
-from cronwheel.store import Store
+from cronwheel.store.port import PurgeStore
 from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.retention")
@@ -52,7 +52,7 @@ class Purger:
 
     def __init__(
         self,
-        store: Store,
+        store: PurgeStore,
         clock: Clock,
         default: RetentionPolicy | None,
         *,

@@ -26,7 +26,7 @@ from cronwheel.errors import TransientError
 from cronwheel.model import Run, RunState
 from cronwheel.queue import Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff, pause
-from cronwheel.store import Store
+from cronwheel.store.port import SweepStore
 from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.sweeper")
@@ -39,7 +39,7 @@ class Sweeper:
 
     def __init__(
         self,
-        store: Store,
+        store: SweepStore,
         queue: Queue,
         clock: Clock,
         *,

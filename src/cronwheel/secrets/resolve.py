@@ -29,7 +29,6 @@ import collections
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from cronwheel.clock import monotonic_of
 from cronwheel.errors import PermanentError
@@ -46,7 +45,7 @@ from cronwheel.model import (
     Value,
 )
 from cronwheel.secrets.crypto import Keyring, Sealed, unseal
-from cronwheel.store.port import StoredSecret
+from cronwheel.store.port import SecretReader, StoredSecret
 
 UNREADABLE = "the job's secrets could not be read: the store is unavailable"  # a TransientError's text
 MIN_FRAGMENT = 4  # characters of a secret's value cut at an edge of the kept output, redacted
@@ -57,12 +56,6 @@ MAX_ENTRIES = 10_000
 class SecretUnavailableError(PermanentError):
     """A secret an attempt needs cannot be had here: it does not exist, or this process cannot
     open it. The message names the secret and says what to do; it never holds a value."""
-
-
-class SecretReader(Protocol):
-    """What the resolver needs of the store."""
-
-    async def get_secrets(self, team: str, names: Sequence[str]) -> dict[str, StoredSecret]: ...
 
 
 @dataclass(frozen=True, slots=True)

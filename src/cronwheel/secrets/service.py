@@ -15,8 +15,8 @@ from cronwheel.clock import Clock
 from cronwheel.errors import InvalidInputError, NotFoundError, PermanentError
 from cronwheel.secrets.crypto import Keyring, Sealed, UnsealError, seal, unseal
 from cronwheel.secrets.signing import TEAM_DEFAULT, SigningSecretError, signing_keys
-from cronwheel.store import Page, Store
-from cronwheel.store.port import StoredSecret
+from cronwheel.store import Page
+from cronwheel.store.port import SecretStore, StoredSecret
 
 MAX_VALUE_BYTES = 16 * 1024
 REKEY_BATCH = 100
@@ -67,7 +67,7 @@ class SecretService:
 
     def __init__(
         self,
-        store: Store,
+        store: SecretStore,
         keyring: Keyring | None,
         clock: Clock,
         changed: Callable[[str, str], None] | None = None,

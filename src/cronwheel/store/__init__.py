@@ -1,7 +1,8 @@
 """The metadata store port: the truth about jobs, runs and attempts.
 
-One ``Protocol``, :class:`Store`, with its contract in the docstrings; ``tests/store`` runs one
-contract suite against every backend (SQLite and PostgreSQL). Backends are named by their
+One ``Protocol`` per role (:mod:`cronwheel.store.port`), their union :class:`Store`, with the
+contracts in the docstrings; ``tests/store`` runs one contract suite against every backend
+(SQLite and PostgreSQL). Backends are named by their
 technology: :class:`cronwheel.store.sql.SqlStore` serves SQLite and PostgreSQL through SQLAlchemy
 Core with one Alembic schema; :class:`cronwheel.store.notify.PostgresChangeListener` carries
 job-change notifications between processes on PostgreSQL.

@@ -1,12 +1,22 @@
-"""The ``Store`` protocol and the small records its methods take and return."""
+"""The store's ports, one ``Protocol`` per role, with their contracts in the docstrings, and the
+small records their methods take and return.
+
+Each role holds only the port it uses: the scheduler :class:`FiringStore`, the worker
+:class:`LeaseStore`, the sweeper :class:`SweepStore`, the purger :class:`PurgeStore`, the job
+service :class:`JobStore`, secrets :class:`SecretStore`, tokens :class:`TokenStore`, the notifier
+:class:`NoticeStore`, the API's reads :class:`RunReads` and :class:`ClusterReads`. :class:`Store`
+is all of them: what a backend (:class:`cronwheel.store.sql.SqlStore`) implements and the
+contract suite (``tests/store``) runs against SQLite and PostgreSQL.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
+from cronwheel.audit import AuditEntry, AuditQuery
 from cronwheel.auth.tokens import ApiToken
 from cronwheel.model import (
     Attempt,
@@ -21,10 +31,9 @@ from cronwheel.model import (
     RunEvent,
     RunState,
 )
+from cronwheel.notifications.message import Delivery, Notification, Observation
+from cronwheel.notifications.rules import Channel, Condition, Rule
 from cronwheel.retention import HistoryBounds, RunStub
-
-if TYPE_CHECKING:  # cronwheel.audit reads the store's codec: no import at run time
-    from cronwheel.audit import AuditEntry, AuditQuery
 
 T = TypeVar("T")
 
@@ -99,60 +108,18 @@ class StoredSecret:
     updated_at: datetime | None = None
 
 
-class Store(Protocol):
-    """The metadata store. Every method is atomic; every instant is aware UTC.
-
-    Contract (checked by ``tests/store/test_contract.py`` on every backend):
-
-    * Jobs: ``create_job`` refuses a second live job with the same (team, name) with
-      ``ConflictError``; ``update_job`` with ``expected_version`` refuses a stale version with
-      ``ConflictError`` and bumps ``version`` on success; deleted jobs are invisible to
-      ``get_job``/``list_jobs``/``due_jobs`` (``NotFoundError``) but their runs stay readable.
-    * Team quota: given ``team_quota``, ``create_job`` (and ``update_job`` moving a job to
-      another team) refuses a job for a team that already has that many live jobs with
-      ``QuotaExceededError``, counted in the writing transaction so that two writes at once
-      cannot both take a team's last place.
-    * Firing: ``fire`` applies each :class:`Firing` in one transaction; a firing whose job moved
-      on (version, cursor, deleted) writes nothing and is reported stale; a run whose (job, slot)
-      already exists is not inserted twice ("already exists" is success, not an error).
-    * Fencing: ``claim_shards`` records each shard's lease epoch unless a newer one is stored;
-      ``fire`` with ``epochs`` applies a firing only while its job's shard is stored at exactly
-      that epoch, and reports the others fenced (nothing written), so a scheduler paused past its
-      lease cannot write once the next owner has claimed the shard.
-    * Lifecycle: ``resume_job`` (the job and its SKIPPED paused slots) and ``delete_job`` with
-      ``cancel_active`` (the job and its runs' cancel flags) are one transaction each, like
-      every method: a failure between their writes leaves nothing written.
-    * Teams: ``JobQuery.teams`` and ``RunQuery.teams`` restrict a listing to those teams' jobs
-      (a run's team is its job's, live or deleted) in the query itself: a page holds ``limit``
-      visible items when there are that many, never fewer because others were filtered out.
-    * Tokens: ``create_token`` stores a token's digest (``ConflictError`` for a taken id);
-      ``get_token`` reads revoked and expired tokens too (the caller judges them); a revoked
-      token stays revoked (``revoke_token`` again keeps the first ``revoked_at``).
-    * Runs move only along ``model.LEGAL_TRANSITIONS``; every change appends a ``RunEvent``.
-      ``claim_run`` is a conditional PENDING/RETRYING -> RUNNING write that starts attempt n+1;
-      ``heartbeat`` and ``finish_attempt`` succeed only for the current lease holder.
-    * Secrets: one per (team, name); ``put_secret`` creates or replaces it (keeping
-      ``created_at``); ``rekey_secret`` replaces a value only if it is still the one read.
-    * Audit: every job, token and secret write takes an optional ``audit`` entry, appended in the
-      same transaction (with its ``before``/``after`` snapshots filled from the rows the write
-      read and wrote) when the write changed something: both or neither. ``list_audit`` reads
-      newest first within ``AuditQuery.teams`` (an entry of no team is outside every wall);
-      nothing updates an entry, and only ``prune_audit`` (the operator's retention) deletes.
-    """
-
-    # jobs
-    async def create_job(
-        self, job: Job, *, team_quota: int | None = None, audit: AuditEntry | None = None
-    ) -> Job:
-        """Store a new job; with ``team_quota``, only while its team has fewer live jobs."""
-        ...
+class JobReads(Protocol):
+    """Jobs as every reader sees them: one, many, by name, a page. A deleted job is absent from
+    these reads but stays known (:meth:`job_known`, :meth:`job_team`): its runs stay readable."""
 
     async def get_job(self, job_id: str) -> Job: ...
+
     async def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
         """The live jobs among ``job_ids``, by id, in one read (deleted or unknown ones are absent)."""
         ...
 
     async def find_job(self, team: str, name: str) -> Job | None: ...
+
     async def job_known(self, job_id: str) -> bool:
         """Whether ``job_id`` names a job this store holds, live or deleted (a deleted job's runs
         stay readable, so its id stays known); an id never created is not."""
@@ -164,6 +131,29 @@ class Store(Protocol):
         ...
 
     async def list_jobs(self, query: JobQuery) -> Page[Job]: ...
+
+
+class Queueing(Protocol):
+    """Handing recorded runs to the queue: each run is marked queued once its trigger is sent."""
+
+    async def mark_queued(self, run_ids: Sequence[str], now: datetime) -> None:
+        """Stamp ``queued_at`` = ``now`` (their triggers are on the queue) on the runs that are
+        PENDING or RETRYING, and on those never stamped whatever their state: a worker may claim
+        a run, even finish it, before its scheduler stamps it, and the first queueing still
+        happened. A run already stamped and no longer claimable keeps its stamp."""
+        ...
+
+
+class JobStore(JobReads, Queueing, Protocol):
+    """What the job service writes: jobs, their manual runs and cancellations, each one
+    transaction with its audit entry."""
+
+    async def create_job(
+        self, job: Job, *, team_quota: int | None = None, audit: AuditEntry | None = None
+    ) -> Job:
+        """Store a new job; with ``team_quota``, only while its team has fewer live jobs."""
+        ...
+
     async def update_job(
         self,
         job: Job,
@@ -210,7 +200,18 @@ class Store(Protocol):
         its runs were not told."""
         ...
 
-    # scheduling
+    async def create_manual_run(self, run: Run, *, audit: AuditEntry | None = None) -> tuple[Run, bool]:
+        """Insert a manual run; if one with the same (job, idempotency key) exists, return it
+        and False (and ``audit`` is not appended)."""
+        ...
+
+    async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None: ...
+
+
+class FiringStore(JobReads, Queueing, Protocol):
+    """The scheduler's port: due jobs, shard fencing and the conditional fire that records runs
+    (guarantee 1: the store decides)."""
+
     @property
     def write_concurrency(self) -> int:
         """How many write transactions are worth running at once: a database that writes one
@@ -263,45 +264,12 @@ class Store(Protocol):
         inserted. Existing (job, slot) runs are left alone."""
         ...
 
-    async def create_manual_run(self, run: Run, *, audit: AuditEntry | None = None) -> tuple[Run, bool]:
-        """Insert a manual run; if one with the same (job, idempotency key) exists, return it
-        and False (and ``audit`` is not appended)."""
-        ...
 
-    # runs
-    async def get_run(self, run_id: str) -> Run: ...
+class LeaseStore(JobReads, Protocol):
+    """The worker's port: claim runs, hold their leases, record attempts and their outcomes."""
+
     async def get_runs(self, run_ids: Sequence[str]) -> dict[str, Run]:
         """The runs among ``run_ids``, by id, in one read (unknown ones are absent)."""
-        ...
-
-    async def get_run_with_team(self, run_id: str) -> tuple[Run, str]:
-        """The run and its job's team (the job live or deleted), in one read: what an API read
-        of one run needs to decide whether the caller may see it (``NotFoundError`` if none)."""
-        ...
-
-    async def list_runs(self, query: RunQuery) -> Page[Run]: ...
-    async def list_attempts(self, run_id: str) -> list[Attempt]: ...
-    async def list_events(self, run_id: str) -> list[RunEvent]: ...
-    async def last_runs(self, job_ids: Sequence[str]) -> dict[str, Run]:
-        """Each job's most recent run (by slot), for job summaries."""
-        ...
-
-    async def recent_runs(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[RunSample]]:
-        """Each job's ``per_job`` most recent runs (by slot), oldest first, for sparklines: one
-        statement for a page of jobs (jobs without runs are absent)."""
-        ...
-
-    async def fire_lateness(self, since: datetime, limit: int) -> list[int]:
-        """The fire lateness (queued_at - slot, microseconds) of the newest scheduled runs with a
-        slot at or after ``since`` that were queued: at most ``limit`` of them."""
-        ...
-
-    # workers
-    async def mark_queued(self, run_ids: Sequence[str], now: datetime) -> None:
-        """Stamp ``queued_at`` = ``now`` (their triggers are on the queue) on the runs that are
-        PENDING or RETRYING, and on those never stamped whatever their state: a worker may claim
-        a run, even finish it, before its scheduler stamps it, and the first queueing still
-        happened. A run already stamped and no longer claimable keeps its stamp."""
         ...
 
     async def claim_run(self, run_id: str, worker: str, now: datetime, lease_until: datetime) -> Run | None:
@@ -346,7 +314,6 @@ class Store(Protocol):
         recorded, by id; a run whose lease this worker lost (or named twice) is absent."""
         ...
 
-    async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None: ...
     async def cancel_requested(self, run_ids: Sequence[str]) -> set[str]:
         """Which of ``run_ids`` were asked to stop (one cheap read for all of a worker's attempts)."""
         ...
@@ -355,7 +322,11 @@ class Store(Protocol):
         """PENDING/RETRYING -> FAILED without an attempt (job deleted, cancelled)."""
         ...
 
-    # sweeps (the store-side backstop of at-least-once delivery)
+
+class SweepStore(JobReads, Queueing, Protocol):
+    """The sweeper's port, the store-side backstop of at-least-once delivery: runs whose trigger
+    was never sent, and leases whose worker went silent."""
+
     async def runs_to_dispatch(
         self,
         now: datetime,
@@ -380,7 +351,10 @@ class Store(Protocol):
         lease is orphaned (embedded restart) expires them all at once."""
         ...
 
-    # retention (cronwheel.retention decides what goes; the store reads and deletes)
+
+class PurgeStore(Protocol):
+    """The purger's port: :mod:`cronwheel.retention` decides what goes; the store reads and deletes."""
+
     async def retention_jobs(
         self, after: str | None = None, limit: int = 500
     ) -> list[tuple[str, RetentionPolicy | None]]:
@@ -403,17 +377,76 @@ class Store(Protocol):
         write transactions of at most 500 runs (a run that is not terminal stays); how many."""
         ...
 
-    # secrets (sealed values: cronwheel.secrets seals and opens them, the store only keeps them)
+
+class RunReads(Protocol):
+    """Runs, attempts and events as the API and the dashboard read them."""
+
+    async def get_run(self, run_id: str) -> Run: ...
+
+    async def get_run_with_team(self, run_id: str) -> tuple[Run, str]:
+        """The run and its job's team (the job live or deleted), in one read: what an API read
+        of one run needs to decide whether the caller may see it (``NotFoundError`` if none)."""
+        ...
+
+    async def list_runs(self, query: RunQuery) -> Page[Run]: ...
+
+    async def list_attempts(self, run_id: str) -> list[Attempt]: ...
+
+    async def list_events(self, run_id: str) -> list[RunEvent]: ...
+
+    async def last_runs(self, job_ids: Sequence[str]) -> dict[str, Run]:
+        """Each job's most recent run (by slot), for job summaries."""
+        ...
+
+    async def recent_runs(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[RunSample]]:
+        """Each job's ``per_job`` most recent runs (by slot), oldest first, for sparklines: one
+        statement for a page of jobs (jobs without runs are absent)."""
+        ...
+
+
+class ClusterReads(Protocol):
+    """What the cluster page and the live gauges read: shard owners, runs by state, fire lateness."""
+
+    async def shard_owners(self) -> dict[int, tuple[str, int]]:
+        """Each claimed shard's (node, epoch) as last recorded by ``claim_shards`` (cluster
+        status; the coordinator, not this table, says who holds a lease now)."""
+        ...
+
+    async def count_runs(self, states: Sequence[RunState]) -> dict[RunState, int]:
+        """How many runs are in each of ``states`` (states without runs are left out)."""
+        ...
+
+    async def fire_lateness(self, since: datetime, limit: int) -> list[int]:
+        """The fire lateness (queued_at - slot, microseconds) of the newest scheduled runs with a
+        slot at or after ``since`` that were queued: at most ``limit`` of them."""
+        ...
+
+
+class AuditWriter(Protocol):
+    """Appending audit entries that record no store write of their own."""
+
+    async def append_audit(self, entries: Sequence[AuditEntry]) -> None:
+        """Append entries that record no store write (refusals, re-encryption's summary)."""
+        ...
+
+
+class SecretReader(Protocol):
+    """What resolving a run's secret references reads: sealed values, never in clear."""
+
+    async def get_secrets(self, team: str, names: Sequence[str]) -> dict[str, StoredSecret]:
+        """The secrets of ``team`` among ``names``, by name, in one read (unknown ones are absent)."""
+        ...
+
+
+class SecretStore(SecretReader, AuditWriter, Protocol):
+    """Sealed team secrets: :mod:`cronwheel.secrets` seals and opens them, the store only keeps them."""
+
     async def put_secret(
         self, secret: StoredSecret, *, audit: AuditEntry | None = None
     ) -> tuple[StoredSecret, bool]:
         """Create the secret (team, name), or replace its key id and value keeping its
         ``created_at``; ``updated_at`` (and a new secret's ``created_at``) is the secret's, or
         now when None. Returns the stored secret and whether it was created."""
-        ...
-
-    async def get_secrets(self, team: str, names: Sequence[str]) -> dict[str, StoredSecret]:
-        """The secrets of ``team`` among ``names``, by name, in one read (unknown ones are absent)."""
         ...
 
     async def list_secrets(
@@ -439,17 +472,12 @@ class Store(Protocol):
         kept (the secret did not change, its encryption did). Returns whether it was replaced."""
         ...
 
-    async def server_time(
-        self, stamp: Callable[[], float], samples: int = 3
-    ) -> list[tuple[float, datetime, float]]:
-        """The store's own clock (PostgreSQL: ``clock_timestamp()``), the one reference every
-        node of a cluster anchors to: ``samples`` reads on one connection, each as ``(stamp()
-        just before, the store's time, stamp() just after)`` so that the caller can keep the
-        tightest (NTP's rule). A single-process store answers with its process clock."""
-        ...
 
-    # API tokens
+class TokenStore(Protocol):
+    """API tokens: their public records and digests, never a token."""
+
     async def create_token(self, token: ApiToken, *, audit: AuditEntry | None = None) -> ApiToken: ...
+
     async def get_token(self, token_id: str) -> ApiToken:
         """The token ``token_id``, whatever its state (``NotFoundError`` if none)."""
         ...
@@ -471,10 +499,10 @@ class Store(Protocol):
         api processes) write it once."""
         ...
 
-    # audit log
-    async def append_audit(self, entries: Sequence[AuditEntry]) -> None:
-        """Append entries that record no store write (refusals, re-encryption's summary)."""
-        ...
+
+class AuditLog(AuditWriter, Protocol):
+    """The audit log: appended (most entries in the transaction of the change they record), read
+    within walls, pruned only by the retention of the operator."""
 
     async def list_audit(self, query: AuditQuery) -> Page[AuditEntry]:
         """Entries, newest first (by ``at``, then id), a page at a time."""
@@ -483,5 +511,143 @@ class Store(Protocol):
     async def prune_audit(self, before: datetime) -> int:
         """Delete the entries older than ``before`` (the operator's retention); how many."""
         ...
+
+
+class NoticeStore(Protocol):
+    """Notification rules, each job's notification state and the outbox. A run's terminal state
+    enters the inbox in the transaction that writes it; :meth:`process_notification_inbox`
+    decides from it (with :mod:`cronwheel.notifications.decide`) exactly once per state change;
+    delivery from the outbox is at least once."""
+
+    async def notification_rules(self, scope: str) -> tuple[Rule, ...] | None:
+        """The rules stored for ``scope`` (``team_scope``, ``job_scope`` of
+        :mod:`cronwheel.notifications.rules`); None: none stored."""
+        ...
+
+    async def set_notification_rules(
+        self,
+        scope: str,
+        team: str,
+        job_id: str | None,
+        rules: tuple[Rule, ...],
+        *,
+        audit: AuditEntry | None = None,
+    ) -> None:
+        """Store ``scope``'s rules (replacing what was there), with ``audit`` in the same transaction."""
+        ...
+
+    async def delete_notification_rules(self, scope: str, *, audit: AuditEntry | None = None) -> bool:
+        """Drop ``scope``'s rules; whether there were any (``audit`` is appended only then)."""
+        ...
+
+    async def process_notification_inbox(self, now: datetime, limit: int = 500) -> int:
+        """Claim up to ``limit`` inbox rows and decide their notifications in one transaction;
+        how many rows were taken (0: the inbox is empty)."""
+        ...
+
+    async def watched_jobs(self, condition: Condition) -> list[tuple[Job, tuple[Rule, ...]]]:
+        """Live, unpaused jobs whose rules (their own, else their team's) ask for ``condition``."""
+        ...
+
+    async def terminal_slots(self, slots: Sequence[tuple[str, datetime]]) -> set[tuple[str, datetime]]:
+        """Which (job id, slot) pairs have a run in a terminal state."""
+        ...
+
+    async def record_observations(self, observations: Sequence[Observation], now: datetime) -> int:
+        """Record what the dead-man's switch saw, deciding as the inbox does; outbox rows written."""
+        ...
+
+    async def enqueue_notification(
+        self, notification: Notification, channels: Sequence[Channel], now: datetime
+    ) -> int:
+        """Write ``notification`` to the outbox for ``channels`` (a test notification)."""
+        ...
+
+    async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
+        """Outbox rows due for a try at ``now``, oldest first."""
+        ...
+
+    async def mark_delivered(
+        self, delivery_id: str, now: datetime, error: str | None = None, retry_at: datetime | None = None
+    ) -> None:
+        """Record one try: sent (``error`` None), to try again at ``retry_at``, or given up."""
+        ...
+
+    async def prune_deliveries(self, before: datetime) -> int:
+        """Delete the outbox rows delivered or given up before ``before``; how many."""
+        ...
+
+    async def outbox(self, job_id: str | None = None) -> list[dict[str, Any]]:
+        """The outbox rows (of one job), oldest first."""
+        ...
+
+
+class ServerClock(Protocol):
+    """The store's clock, the one reference every node of a cluster anchors to."""
+
+    async def server_time(
+        self, stamp: Callable[[], float], samples: int = 3
+    ) -> list[tuple[float, datetime, float]]:
+        """The store's own clock (PostgreSQL: ``clock_timestamp()``), the one reference every
+        node of a cluster anchors to: ``samples`` reads on one connection, each as ``(stamp()
+        just before, the store's time, stamp() just after)`` so that the caller can keep the
+        tightest (NTP's rule). A single-process store answers with its process clock."""
+        ...
+
+
+class Store(
+    JobStore,
+    FiringStore,
+    LeaseStore,
+    SweepStore,
+    PurgeStore,
+    RunReads,
+    ClusterReads,
+    SecretStore,
+    TokenStore,
+    AuditLog,
+    NoticeStore,
+    ServerClock,
+    Protocol,
+):
+    """The metadata store. Every method is atomic; every instant is aware UTC.
+
+    Contract (checked by ``tests/store/test_contract.py`` on every backend):
+
+    * Jobs: ``create_job`` refuses a second live job with the same (team, name) with
+      ``ConflictError``; ``update_job`` with ``expected_version`` refuses a stale version with
+      ``ConflictError`` and bumps ``version`` on success; deleted jobs are invisible to
+      ``get_job``/``list_jobs``/``due_jobs`` (``NotFoundError``) but their runs stay readable.
+    * Team quota: given ``team_quota``, ``create_job`` (and ``update_job`` moving a job to
+      another team) refuses a job for a team that already has that many live jobs with
+      ``QuotaExceededError``, counted in the writing transaction so that two writes at once
+      cannot both take a team's last place.
+    * Firing: ``fire`` applies each :class:`Firing` in one transaction; a firing whose job moved
+      on (version, cursor, deleted) writes nothing and is reported stale; a run whose (job, slot)
+      already exists is not inserted twice ("already exists" is success, not an error).
+    * Fencing: ``claim_shards`` records each shard's lease epoch unless a newer one is stored;
+      ``fire`` with ``epochs`` applies a firing only while its job's shard is stored at exactly
+      that epoch, and reports the others fenced (nothing written), so a scheduler paused past its
+      lease cannot write once the next owner has claimed the shard.
+    * Lifecycle: ``resume_job`` (the job and its SKIPPED paused slots) and ``delete_job`` with
+      ``cancel_active`` (the job and its runs' cancel flags) are one transaction each, like
+      every method: a failure between their writes leaves nothing written.
+    * Teams: ``JobQuery.teams`` and ``RunQuery.teams`` restrict a listing to those teams' jobs
+      (a run's team is its job's, live or deleted) in the query itself: a page holds ``limit``
+      visible items when there are that many, never fewer because others were filtered out.
+    * Tokens: ``create_token`` stores a token's digest (``ConflictError`` for a taken id);
+      ``get_token`` reads revoked and expired tokens too (the caller judges them); a revoked
+      token stays revoked (``revoke_token`` again keeps the first ``revoked_at``).
+    * Runs move only along ``model.LEGAL_TRANSITIONS``; every change appends a ``RunEvent``.
+      ``claim_run`` is a conditional PENDING/RETRYING -> RUNNING write that starts attempt n+1;
+      ``heartbeat`` and ``finish_attempt`` succeed only for the current lease holder.
+    * Secrets: one per (team, name); ``put_secret`` creates or replaces it (keeping
+      ``created_at``); ``rekey_secret`` replaces a value only if it is still the one read.
+    * Audit: every job, token and secret write takes an optional ``audit`` entry, appended in the
+      same transaction (with its ``before``/``after`` snapshots filled from the rows the write
+      read and wrote) when the write changed something: both or neither. ``list_audit`` reads
+      newest first within ``AuditQuery.teams`` (an entry of no team is outside every wall);
+      nothing updates an entry, and only ``prune_audit`` (the operator's retention) deletes.
+    """
 
     async def close(self) -> None: ...

@@ -19,13 +19,13 @@ from datetime import datetime
 
 from cronwheel.clock import Clock
 from cronwheel.model import Finish, Run
-from cronwheel.store import Store
+from cronwheel.store.port import LeaseStore
 from cronwheel.worker.gate import Gate
 
 
 class Finisher:
     def __init__(
-        self, store: Store, clock: Clock, node: str, *, gather_s: float = 0.0, most: int = 64
+        self, store: LeaseStore, clock: Clock, node: str, *, gather_s: float = 0.0, most: int = 64
     ) -> None:
         self.store = store
         self.clock = clock

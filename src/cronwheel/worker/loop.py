@@ -27,7 +27,7 @@ from cronwheel.errors import TransientError
 from cronwheel.model import AttemptResult, Finish, Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff
-from cronwheel.store import Store
+from cronwheel.store.port import LeaseStore
 from cronwheel.telemetry import metrics
 from cronwheel.telemetry.tracing import NO_SPAN, OFF, Span, Tracer, ending, trace_id
 from cronwheel.telemetry.tracing import runs as spans
@@ -60,7 +60,7 @@ class Worker:
 
     def __init__(
         self,
-        store: Store,
+        store: LeaseStore,
         queue: Queue,
         executors: Executors,
         clock: Clock,

@@ -19,8 +19,7 @@ from collections.abc import Sequence
 
 from cronwheel.errors import TransientError
 from cronwheel.model import CommandTarget, Job, PythonTarget, Target
-from cronwheel.store import Store
-from cronwheel.store.port import JobQuery
+from cronwheel.store.port import JobQuery, JobReads
 from cronwheel.targets import python as python_targets
 from cronwheel.worker.executors.base import WorkerSettings
 
@@ -46,7 +45,7 @@ def refusal(target: Target, settings: WorkerSettings) -> str | None:
 
 
 async def refused_jobs(
-    store: Store, settings: WorkerSettings, queues: Sequence[str], listed: int = LISTED
+    store: JobReads, settings: WorkerSettings, queues: Sequence[str], listed: int = LISTED
 ) -> tuple[int, list[tuple[Job, str]]]:
     """How many live jobs of ``queues`` this worker refuses, and the first ``listed`` of them
     with the option each needs."""
@@ -66,7 +65,9 @@ async def refused_jobs(
         cursor = page.next_cursor
 
 
-async def warn_refused_jobs(store: Store, settings: WorkerSettings, queues: Sequence[str], node: str) -> int:
+async def warn_refused_jobs(
+    store: JobReads, settings: WorkerSettings, queues: Sequence[str], node: str
+) -> int:
     """Log the refused jobs (see the module docstring); returns how many there are."""
     try:
         count, first = await refused_jobs(store, settings, queues)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -59,6 +60,8 @@ from cronwheel.model import (
     RunEvent,
     RunState,
 )
+from cronwheel.notifications.message import Delivery, Notification, Observation
+from cronwheel.notifications.rules import Channel, Condition, Rule
 from cronwheel.retention import HistoryBounds, RunStub
 from cronwheel.store.driver import create_engine
 from cronwheel.store.migrate import current_revision, head_revision, upgrade_engine
@@ -238,8 +241,6 @@ class SqlStore:
         return await firing.claim_shards(self._tx, leases, node, now)
 
     async def shard_owners(self) -> dict[int, tuple[str, int]]:
-        """Each claimed shard's (node, epoch) as last recorded by ``claim_shards`` (cluster
-        status; the coordinator, not this table, says who holds a lease now)."""
         return await firing.shard_owners(self._tx)
 
     async def fire(
@@ -278,7 +279,6 @@ class SqlStore:
         return await runs.list_page(self._tx, query)
 
     async def count_runs(self, states: Sequence[RunState]) -> dict[RunState, int]:
-        """How many runs are in each of ``states`` (states without runs are left out)."""
         return await runs.count(self._tx, states)
 
     async def list_attempts(self, run_id: str) -> list[Attempt]:
@@ -466,7 +466,50 @@ class SqlStore:
 
     # -- notifications ---------------------------------------------------------------------------
 
-    @property
-    def notices(self) -> notices.Notices:
-        """Notification rules, state and outbox (:mod:`cronwheel.store.sql.notices`)."""
-        return notices.Notices(self._tx, self._clock)
+    async def notification_rules(self, scope: str) -> tuple[Rule, ...] | None:
+        return await notices.get_rules(self._tx, scope)
+
+    async def set_notification_rules(
+        self,
+        scope: str,
+        team: str,
+        job_id: str | None,
+        rules: tuple[Rule, ...],
+        *,
+        audit: AuditEntry | None = None,
+    ) -> None:
+        await notices.put_rules(self._tx, scope, team, job_id, rules, self._clock.now(), audit)
+
+    async def delete_notification_rules(self, scope: str, *, audit: AuditEntry | None = None) -> bool:
+        return await notices.delete_rules(self._tx, scope, audit)
+
+    async def process_notification_inbox(self, now: datetime, limit: int = 500) -> int:
+        return await notices.process_inbox(self._tx, now, limit)
+
+    async def watched_jobs(self, condition: Condition) -> list[tuple[Job, tuple[Rule, ...]]]:
+        return await notices.watching(self._tx, condition)
+
+    async def terminal_slots(self, slots: Sequence[tuple[str, datetime]]) -> set[tuple[str, datetime]]:
+        return await notices.terminal_slots(self._tx, slots)
+
+    async def record_observations(self, observations: Sequence[Observation], now: datetime) -> int:
+        return await notices.record(self._tx, observations, now)
+
+    async def enqueue_notification(
+        self, notification: Notification, channels: Sequence[Channel], now: datetime
+    ) -> int:
+        return await notices.enqueue(self._tx, notification, channels, now)
+
+    async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
+        return await notices.due(self._tx, now, limit)
+
+    async def mark_delivered(
+        self, delivery_id: str, now: datetime, error: str | None = None, retry_at: datetime | None = None
+    ) -> None:
+        await notices.delivered(self._tx, delivery_id, now, error, retry_at)
+
+    async def prune_deliveries(self, before: datetime) -> int:
+        return await notices.prune(self._tx, before)
+
+    async def outbox(self, job_id: str | None = None) -> list[dict[str, Any]]:
+        return await notices.outbox(self._tx, job_id)

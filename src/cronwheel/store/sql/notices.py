@@ -13,7 +13,6 @@ outbox (:func:`due`, :func:`delivered`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,18 +21,19 @@ from sqlalchemy import and_, delete, false, insert, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.audit import AuditEntry
-from cronwheel.clock import Clock
 from cronwheel.model import Job, Run, RunState
 from cronwheel.notifications.decide import events, run_health
-from cronwheel.notifications.message import Delivery, Notification, channel_key, notification_id
+from cronwheel.notifications.message import Delivery, Notification, Observation, channel_key, notification_id
 from cronwheel.notifications.rules import (
     Channel,
     Condition,
     Event,
     Rule,
     channel_to_json,
+    job_scope,
     rules_from_json,
     rules_to_json,
+    team_scope,
 )
 from cronwheel.store import codec
 from cronwheel.store.driver import upsert
@@ -49,30 +49,6 @@ from cronwheel.store.sql import audit
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
-
-
-def team_scope(team: str) -> str:
-    return f"team:{team}"
-
-
-def job_scope(job_id: str) -> str:
-    return f"job:{job_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What was just seen of a job: aspects of its state, and what the notification is about."""
-
-    job_id: str
-    team: str
-    job_name: str
-    rules: tuple[Rule, ...]
-    health: dict[str, str]
-    subject: str  # the run id, or the missed slot: part of the notification id
-    run_id: str | None = None
-    slot: datetime | None = None
-    state: str | None = None
-    detail: str | None = None
 
 
 # -- rules -------------------------------------------------------------------------------------------
@@ -452,58 +428,3 @@ async def outbox(tx: Transactions, job_id: str | None = None) -> list[dict[str, 
         statement = statement.where(notification_outbox.c.job_id == job_id)
     async with tx.read() as connection:
         return [dict(row) for row in (await connection.execute(statement)).mappings()]
-
-
-class Notices:
-    """The notification tables of one store (``SqlStore.notices``), one transaction per method."""
-
-    def __init__(self, tx: Transactions, clock: Clock) -> None:
-        self._tx = tx
-        self._clock = clock
-
-    async def rules(self, scope: str) -> tuple[Rule, ...] | None:
-        """The rules stored for ``scope`` (:func:`team_scope`, :func:`job_scope`); None: none stored."""
-        return await get_rules(self._tx, scope)
-
-    async def set_rules(
-        self,
-        scope: str,
-        team: str,
-        job_id: str | None,
-        rules: tuple[Rule, ...],
-        *,
-        audit: AuditEntry | None = None,
-    ) -> None:
-        await put_rules(self._tx, scope, team, job_id, rules, self._clock.now(), audit)
-
-    async def delete_rules(self, scope: str, *, audit: AuditEntry | None = None) -> bool:
-        return await delete_rules(self._tx, scope, audit)
-
-    async def process_inbox(self, now: datetime, limit: int = 500) -> int:
-        return await process_inbox(self._tx, now, limit)
-
-    async def watching(self, condition: Condition) -> list[tuple[Job, tuple[Rule, ...]]]:
-        return await watching(self._tx, condition)
-
-    async def terminal_slots(self, slots: Sequence[tuple[str, datetime]]) -> set[tuple[str, datetime]]:
-        return await terminal_slots(self._tx, slots)
-
-    async def record(self, observations: Sequence[Observation], now: datetime) -> int:
-        return await record(self._tx, observations, now)
-
-    async def enqueue(self, notification: Notification, channels: Sequence[Channel], now: datetime) -> int:
-        return await enqueue(self._tx, notification, channels, now)
-
-    async def due(self, now: datetime, limit: int = 100) -> list[Delivery]:
-        return await due(self._tx, now, limit)
-
-    async def delivered(
-        self, delivery_id: str, now: datetime, error: str | None = None, retry_at: datetime | None = None
-    ) -> None:
-        await delivered(self._tx, delivery_id, now, error, retry_at)
-
-    async def prune(self, before: datetime) -> int:
-        return await prune(self._tx, before)
-
-    async def outbox(self, job_id: str | None = None) -> list[dict[str, Any]]:
-        return await outbox(self._tx, job_id)
