@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from cronwheel.api.access import AccessPolicy
+from cronwheel.api.callers.access import AccessPolicy
 from cronwheel.auth.identity import Caller, CallerKind, Scope
 from cronwheel.errors import UnauthenticatedError
 from cronwheel.node import metrics_http

@@ -2,7 +2,7 @@
 
 One record, :class:`Limits`, holds them all; ``cronwheel server`` and ``cronwheel api`` take each
 as an option with a ``CRONWHEEL_*`` variable (docs/service.md, docs/security.md "Limits"). The API
-enforces the request limits (:mod:`cronwheel.api.limits`); the job service the team quota and the
+enforces the request limits (:mod:`cronwheel.api.guards.limits`); the job service the team quota and the
 minimum interval between fires, wherever a job is written. Each refusal is a precise error that
 writes nothing (guarantee 6, docs/guarantees.md).
 

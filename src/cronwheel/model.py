@@ -1,7 +1,7 @@
 """The records cronwheel's roles pass around: jobs, runs, attempts, and their policies.
 
 Small frozen dataclasses, no references to services. Instants are aware UTC ``datetime`` objects.
-Pydantic lives only at the API boundary (``cronwheel.api.schemas``), which converts to and from
+Pydantic lives only at the API boundary (``cronwheel.api.schemas.jobs``), which converts to and from
 these records with ``to_record`` / ``from_record``.
 """
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.api.auditing import BUDGET, RefusalSampler
+from cronwheel.api.callers.auditing import BUDGET, RefusalSampler
 from cronwheel.auth.identity import Scope
 from cronwheel.clock import ManualClock
 from cronwheel.secrets.crypto import Keyring, new_key

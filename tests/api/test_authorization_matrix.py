@@ -156,7 +156,7 @@ ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/openapi.json"): Row(PUBLIC),
     ("GET", "/docs"): Row(PUBLIC),
     ("GET", "/docs/assets"): Row(PUBLIC, path="/docs/assets/swagger-ui.css"),
-    # the dashboard (cronwheel.api.ui): its page and assets are public like /docs; a bearer opens a
+    # the dashboard (cronwheel.api.routes.ui): its page and assets are public like /docs; a bearer opens a
     # session (201) as it would call the API; nothing else of it takes a bearer: a session's cookie
     # and CSRF token, which no caller here has, are what /ui/session and the bridge /ui/api read
     ("GET", "/ui"): Row(dict.fromkeys(PERSONAS, 307)),
@@ -292,7 +292,7 @@ async def _world(env: Env) -> World:
 
 
 def _record(name: str) -> Any:
-    from cronwheel.api.schemas import JobCreate
+    from cronwheel.api.schemas.jobs import JobCreate
 
     return JobCreate.model_validate(job_body(name, "data")).to_record()
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cronwheel.api.fields import reserved_kind
+from cronwheel.api.schemas.fields import reserved_kind
 from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import Job, KafkaTarget, RabbitMqTarget, SecretRef, Target

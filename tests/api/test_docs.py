@@ -82,5 +82,5 @@ def test_the_wheel_carries_the_assets(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in (*ASSETS, "LICENSE", "NOTICE", "VENDOR.md"):
         assert f"cronwheel/api/static/swagger-ui/{name}" in names
-    for name in ("index.html", "app.js", "api.js", "style.css"):  # the dashboard (cronwheel.api.ui)
+    for name in ("index.html", "app.js", "api.js", "style.css"):  # the dashboard (cronwheel.api.routes.ui)
         assert f"cronwheel/api/static/ui/{name}" in names

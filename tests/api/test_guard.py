@@ -1,7 +1,7 @@
 """The security review's first finding: a DNS-rebinding page could read the API (``Host:
 rebind.attacker.example`` answered 200), and body-less cross-site "simple requests" paused and
 triggered jobs (``Content-Type: text/plain``, ``Origin: https://evil.example`` answered 200 and
-the trigger was queued). Both are refused before any route runs (cronwheel.api.guard), even for a
+the trigger was queued). Both are refused before any route runs (cronwheel.api.guards.host), even for a
 request that carries a valid token."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cronwheel.api.access import AccessPolicy
-from cronwheel.api.guard import authority, host_allowed, hostname, refusal
+from cronwheel.api.callers.access import AccessPolicy
+from cronwheel.api.guards.host import authority, host_allowed, hostname, refusal
 from cronwheel.store import JobQuery
 
 from .conftest import Env, job_body

@@ -1,4 +1,4 @@
-"""The operator's limits on the API (cronwheel.limits, cronwheel.api.limits): each abuse is
+"""The operator's limits on the API (cronwheel.limits, cronwheel.api.guards.limits): each abuse is
 refused with a precise problem+json and writes nothing.
 
 Every test goes through the shared ``client``/``env`` fixtures; limits other than the defaults
@@ -15,10 +15,10 @@ import httpx
 import pytest
 from fastapi import Request
 
-from cronwheel.api.auth import current_caller
-from cronwheel.api.failures import REMEMBERED, FailedAuthentications, Waits, refusal_of
-from cronwheel.api.limits import MAX_REPEATED, BodyLimit
-from cronwheel.api.rate import RateLimiter
+from cronwheel.api.callers.auth import current_caller
+from cronwheel.api.callers.failures import REMEMBERED, FailedAuthentications, Waits, refusal_of
+from cronwheel.api.guards.limits import MAX_REPEATED, BodyLimit
+from cronwheel.api.guards.rate import RateLimiter
 from cronwheel.auth.identity import TRUSTED, Caller, CallerKind, Scope
 from cronwheel.clock import ManualClock
 from cronwheel.errors import PermanentError, RateLimitedError

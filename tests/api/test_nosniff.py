@@ -1,6 +1,6 @@
 """Every answer of the API app says ``X-Content-Type-Options: nosniff``, once: routes, problems,
 the dashboard, the docs, the probes, 404s, refusals made by middlewares before routing, and the
-500 of an error nothing handled (cronwheel.api.nosniff)."""
+500 of an error nothing handled (cronwheel.api.guards.nosniff)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cronwheel.api.auth import current_caller
+from cronwheel.api.callers.auth import current_caller
 from cronwheel.limits import Limits
 
 from .conftest import Env, job_body

@@ -4,7 +4,7 @@ server answered something the document did not name, and checks both sides.
 
 Some values are checked by code, not by a schema (the schedule parser, the zone database,
 cronwheel.targets.checks); the document states a pattern for them (``Documented`` in
-cronwheel.api.schemas) that must never refuse what that code accepts, which the property tests
+cronwheel.api.schemas.jobs) that must never refuse what that code accepts, which the property tests
 at the end prove.
 """
 
@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.api.schemas import CRON_PATTERN, URL_PATTERN, ZONE_PATTERN
+from cronwheel.api.schemas.jobs import CRON_PATTERN, URL_PATTERN, ZONE_PATTERN
 from cronwheel.errors import InvalidInputError
 from cronwheel.schedule import ScheduleError, parse_schedule
 from cronwheel.targets.checks import parse_url

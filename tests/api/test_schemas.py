@@ -14,8 +14,16 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from cronwheel.api.output import OutputKept
-from cronwheel.api.schemas import JobCreate, JobOut, JobPatch, JobSpec, MisfireSpec, RetrySpec, spec_fields
+from cronwheel.api.routes.output import OutputKept
+from cronwheel.api.schemas.jobs import (
+    JobCreate,
+    JobOut,
+    JobPatch,
+    JobSpec,
+    MisfireSpec,
+    RetrySpec,
+    spec_fields,
+)
 from cronwheel.auth.identity import Scope
 from cronwheel.auth.tokens import TokenState
 from cronwheel.model import (

@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.api.auth import current_caller
+from cronwheel.api.callers.auth import current_caller
 from cronwheel.auth.identity import Caller, CallerKind, Scope
 from cronwheel.jobs.service import TargetPolicy
 from cronwheel.secrets.crypto import Keyring, new_key

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cronwheel.api.storable import storable, unstorable_path
+from cronwheel.api.schemas.storable import storable, unstorable_path
 from cronwheel.auth.identity import Scope
 from cronwheel.clock import ManualClock
 from cronwheel.store.sql import open_store

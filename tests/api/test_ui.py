@@ -1,4 +1,4 @@
-"""The dashboard's session (cronwheel.api.ui): login with a bearer, the cookie's attributes, CSRF on
+"""The dashboard's session (cronwheel.api.routes.ui): login with a bearer, the cookie's attributes, CSRF on
 every bridged request, the guard's cross-site refusals, team walls through the bridge, and the ends
 of a session (logout, idle, revocation). The browser itself is in tests/ui."""
 
@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from cronwheel.api import guard, ui
+from cronwheel.api.guards import host as guard
+from cronwheel.api.routes import ui
 from cronwheel.audit import AuditQuery
 from cronwheel.auth import tokens
 from cronwheel.auth.identity import Scope

@@ -11,10 +11,12 @@ import pytest
 from pydantic import BaseModel
 
 from api.test_authorization_matrix import _bare_app, app_routes
-from cronwheel.api.audit import AuditEntryOut
-from cronwheel.api.output import RunOutputOut
-from cronwheel.api.routes import Health, Ready
-from cronwheel.api.schemas import (
+from cronwheel.api.routes.audit import AuditEntryOut
+from cronwheel.api.routes.jobs import Health, Ready
+from cronwheel.api.routes.output import RunOutputOut
+from cronwheel.api.routes.secrets import ReencryptOut, SecretOut
+from cronwheel.api.routes.tokens import TokenCreated, TokenOut
+from cronwheel.api.schemas.jobs import (
     JobOut,
     JobValidation,
     LastRunOut,
@@ -23,8 +25,6 @@ from cronwheel.api.schemas import (
     RunDetailOut,
     RunOut,
 )
-from cronwheel.api.secrets import ReencryptOut, SecretOut
-from cronwheel.api.tokens import TokenCreated, TokenOut
 from cronwheel.client import AsyncClient, Client, calls, types
 from cronwheel.client.calls import ROUTES
 
@@ -35,7 +35,7 @@ NOT_FOR_THE_CLIENT = {
     ("GET", "/metrics"): "the scrapers' root alias of /v1/metrics",
     ("GET", "/docs"): "the Swagger UI page, for browsers",
     ("GET", "/docs/assets"): "the Swagger UI's files, for browsers",
-    # the web dashboard (cronwheel.api.ui): its page, files and cookie session are a browser's
+    # the web dashboard (cronwheel.api.routes.ui): its page, files and cookie session are a browser's
     ("GET", "/ui"): "the dashboard's address, redirected to its page",
     ("GET", "/ui/"): "the dashboard's page, for browsers",
     ("GET", "/ui/assets"): "the dashboard's files, for browsers",

@@ -28,7 +28,7 @@ import schemathesis
 from schemathesis.openapi.checks import RejectedPositiveData
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-# Entry codes of refusals a schema cannot state (cronwheel.api.checks, cronwheel.api.routes).
+# Entry codes of refusals a schema cannot state (cronwheel.api.schemas.checks, cronwheel.api.routes.jobs).
 BEYOND_THE_SCHEMA = frozenset(
     {
         "invalid_schedule",  # the cron grammar, field ranges and the zone database
@@ -43,7 +43,7 @@ BEYOND_THE_SCHEMA = frozenset(
         "field_order",  # one field against another (end_at after start_at, max_delay_s >= initial)
         "payload_too_large",  # 64 KiB of compact JSON, measured after parsing
         # U+0000 or a lone surrogate in any string, keys of free JSON (a payload) included: what no
-        # store can hold (cronwheel.api.storable), stated once in the document's description
+        # store can hold (cronwheel.api.schemas.storable), stated once in the document's description
         # rather than as a pattern on every string of every schema
         "unstorable_text",
     }

@@ -14,7 +14,8 @@ import pytest
 from google.protobuf.descriptor import Descriptor
 from pydantic import BaseModel
 
-from cronwheel.api import schemas, secrets, tokens
+from cronwheel.api.routes import secrets, tokens
+from cronwheel.api.schemas import jobs as schemas
 from cronwheel.v1 import jobs_pb2, runs_pb2, schedules_pb2, secrets_pb2, targets_pb2, tokens_pb2
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -142,7 +142,7 @@ def test_describe_keeps_the_first_line_only() -> None:
 async def test_a_value_the_store_cannot_hold_is_invalid_input(
     store: SqlStore, backend: str, text_: str
 ) -> None:
-    """Behind the API's own check (cronwheel.api.storable): NUL (PostgreSQL's text refuses it) or a
+    """Behind the API's own check (cronwheel.api.schemas.storable): NUL (PostgreSQL's text refuses it) or a
     lone surrogate (no UTF-8 bytes) reaching a store is the input's fault, refused as invalid
     input that quotes nothing, and nothing is written; never a server fault."""
     if backend == "sqlite" and "\x00" in text_:  # SQLite holds NUL: the API refuses it before any store

@@ -10,8 +10,8 @@ import httpx
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
+from cronwheel.api.callers.access import AccessPolicy
 from cronwheel.auth.identity import Scope
 from cronwheel.auth.tokens import issue
 from cronwheel.model import RunState

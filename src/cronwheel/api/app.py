@@ -3,11 +3,11 @@
 Nothing is global: the :class:`ApiServices` live on ``app.state`` and routes reach them through a
 dependency, so one process can serve several apps (tests do) and every role wires its own.
 OpenAPI is served at ``/openapi.json`` and the interactive docs at ``/docs``, whose Swagger UI
-assets come from the package (:mod:`cronwheel.api.docs`), not from a CDN. Both are readable
+assets come from the package (:mod:`cronwheel.api.routes.docs`), not from a CDN. Both are readable
 without a token (the document is the same for every server and holds no data; Swagger UI must
 read it before its user can authorize), behind the same Host check as everything else
-(:mod:`cronwheel.api.guard`). Every answer says ``X-Content-Type-Options: nosniff``
-(:mod:`cronwheel.api.nosniff`). The web dashboard is at ``/ui`` (:mod:`cronwheel.api.ui`).
+(:mod:`cronwheel.api.guards.host`). Every answer says ``X-Content-Type-Options: nosniff``
+(:mod:`cronwheel.api.guards.nosniff`). The web dashboard is at ``/ui`` (:mod:`cronwheel.api.routes.ui`).
 """
 
 from __future__ import annotations
@@ -16,24 +16,15 @@ from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp
 
 from cronwheel import __version__
-from cronwheel.api import (
-    audit,
-    docs,
-    limits,
-    notifications,
-    openapi,
-    output,
-    problems,
-    secrets,
-    storable,
-    tokens,
-    ui,
-)
-from cronwheel.api.access import AccessPolicy
-from cronwheel.api.guard import RequestGuard
-from cronwheel.api.nosniff import NoSniff
-from cronwheel.api.observe import RequestMetrics
-from cronwheel.api.routes import router, system_router
+from cronwheel.api import openapi, problems
+from cronwheel.api.callers.access import AccessPolicy
+from cronwheel.api.guards import limits
+from cronwheel.api.guards.host import RequestGuard
+from cronwheel.api.guards.nosniff import NoSniff
+from cronwheel.api.guards.observe import RequestMetrics
+from cronwheel.api.routes import audit, docs, notifications, output, secrets, tokens, ui
+from cronwheel.api.routes.jobs import router, system_router
+from cronwheel.api.schemas import storable
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
 
 __all__ = ["AccessPolicy", "ApiServices", "Readiness", "create_app", "store_readiness"]
@@ -48,7 +39,7 @@ class _App(FastAPI):
 
 def create_app(services: ApiServices) -> FastAPI:
     app = _App(
-        docs_url=None,  # served by cronwheel.api.docs from the package's own assets
+        docs_url=None,  # served by cronwheel.api.routes.docs from the package's own assets
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,  # the API has no OAuth
         title="cronwheel",
@@ -71,9 +62,9 @@ def create_app(services: ApiServices) -> FastAPI:
     limits.install(app)
     openapi.install(app)
     docs.install(app)
-    ui.install(app)  # the dashboard at /ui (cronwheel.api.ui): its session bridge calls /v1 itself
+    ui.install(app)  # the dashboard at /ui (cronwheel.api.routes.ui): its session bridge calls /v1 itself
     # Every string a /v1 route takes is checked once, for what both stores can hold, once the
-    # caller is admitted (cronwheel.api.storable).
+    # caller is admitted (cronwheel.api.schemas.storable).
     per_request = [*limits.PER_REQUEST, Depends(storable.storable_request)]
     for routes in (router, tokens.router, secrets.router, audit.router, notifications.router, output.router):
         app.include_router(routes, prefix="/v1", dependencies=per_request, responses=limits.RESPONSES)

@@ -1,7 +1,7 @@
 """What every call of the job, run, schedule and cluster API does, whatever carries it.
 
-REST (:mod:`cronwheel.api.routes`) and gRPC (:mod:`cronwheel.grpc_api`) only translate: each
-validates its request into the same pydantic models (:mod:`cronwheel.api.schemas`), calls one
+REST (:mod:`cronwheel.api.routes.jobs`) and gRPC (:mod:`cronwheel.grpc_api`) only translate: each
+validates its request into the same pydantic models (:mod:`cronwheel.api.schemas.jobs`), calls one
 function here with the authenticated :class:`~cronwheel.auth.identity.Caller` (and the
 :class:`~cronwheel.audit.Actor` of a write), and turns the model it returns into its own answer.
 Every decision lives here once: scopes and team walls, expected versions (REST's ``If-Match``,
@@ -14,7 +14,7 @@ A job read by a caller who may not write it (no ``write`` scope) shows its plain
 masked (:func:`shown`); a writer sees them, so that a definition read and written back keeps them.
 
 A job body's checks need the server's policy and clock bound first (:func:`bind_checks`), in
-the task that validates the body (see :mod:`cronwheel.api.checks`).
+the task that validates the body (see :mod:`cronwheel.api.schemas.checks`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ import dataclasses
 from collections.abc import Awaitable, Sequence
 from typing import Any, Literal, TypeVar
 
-from cronwheel.api import checks
-from cronwheel.api.auth import require_every_team
-from cronwheel.api.checks import schedule_sentence
-from cronwheel.api.fields import check_settable
+from cronwheel.api.callers.auth import require_every_team
 from cronwheel.api.problems import ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
-from cronwheel.api.schemas import (
+from cronwheel.api.schemas import checks
+from cronwheel.api.schemas.checks import schedule_sentence
+from cronwheel.api.schemas.fields import check_settable
+from cronwheel.api.schemas.jobs import (
     JobCreate,
     JobOut,
     JobPage,
@@ -67,7 +67,7 @@ PATCH_ROUNDS = 3  # merges a patch tries while others edit the job between its r
 
 def bind_checks(services: ApiServices) -> None:
     """Bind the server's policy and clock for the checks that run while a job body is validated
-    (call it in the task that validates; see :mod:`cronwheel.api.checks`)."""
+    (call it in the task that validates; see :mod:`cronwheel.api.schemas.checks`)."""
     checks.bind(services.job_service.policy, services.clock.now())
 
 

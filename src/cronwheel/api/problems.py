@@ -23,8 +23,9 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cronwheel.api import auditing, methods
-from cronwheel.api.checks import schedule_problem, schedule_sentence
+from cronwheel.api.callers import auditing
+from cronwheel.api.guards import methods
+from cronwheel.api.schemas.checks import schedule_problem, schedule_sentence
 from cronwheel.errors import (
     BackendUnavailableError,
     ConflictError,
@@ -110,7 +111,7 @@ def field_error(field: str, message: str, location: str = "body", **extra: Any) 
     return entry
 
 
-# Facts a check adds to its problem entry (cronwheel.api.checks puts them in the error's ctx).
+# Facts a check adds to its problem entry (cronwheel.api.schemas.checks puts them in the error's ctx).
 _ENTRY_FACTS = ("cron_field", "cron_field_index", "column")
 
 

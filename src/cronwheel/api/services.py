@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from cronwheel.api.access import AccessPolicy, Authenticator
-from cronwheel.api.failures import FailedAuthentications
-from cronwheel.api.rate import RateLimiter
-from cronwheel.api.sampling import RefusalSampler
+from cronwheel.api.callers.access import AccessPolicy, Authenticator
+from cronwheel.api.callers.failures import FailedAuthentications
+from cronwheel.api.callers.sampling import RefusalSampler
+from cronwheel.api.guards.rate import RateLimiter
 from cronwheel.clock import Clock, monotonic_of
 from cronwheel.cluster.status import ClusterStatus
 from cronwheel.jobs.service import JobService

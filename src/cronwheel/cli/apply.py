@@ -14,7 +14,7 @@ only their jobs, and ``--prune`` deletes what it does not list of theirs, all of
 
 The file holds jobs as a list, as ``{team: ..., jobs: [...]}`` (the team is the default for
 jobs that name none), or one job per YAML document. Definitions are checked and normalized with
-the API's own schema (:mod:`cronwheel.api.schemas`) before anything is sent, so a typo in the
+the API's own schema (:mod:`cronwheel.api.schemas.jobs`) before anything is sent, so a typo in the
 fifth job stops the whole apply before the first one is written.
 """
 
@@ -137,7 +137,7 @@ def normalize(raw: list[Any], path: str) -> dict[str, dict[str, Any]]:
     # imported here, not at the top: pydantic costs every other command ~0.2 s of start-up
     from pydantic import ValidationError  # noqa: PLC0415
 
-    from cronwheel.api.schemas import JobCreate  # noqa: PLC0415
+    from cronwheel.api.schemas.jobs import JobCreate  # noqa: PLC0415
 
     specs: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
@@ -176,7 +176,7 @@ def server_spec(job: dict[str, Any]) -> dict[str, Any]:
     """A server job's definition, normalized the same way as the file's."""
     from pydantic import ValidationError  # noqa: PLC0415
 
-    from cronwheel.api.schemas import JobCreate  # noqa: PLC0415
+    from cronwheel.api.schemas.jobs import JobCreate  # noqa: PLC0415
 
     projected = {key: job[key] for key in JobCreate.model_fields if key in job}
     try:

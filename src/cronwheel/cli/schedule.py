@@ -1,7 +1,7 @@
 """``cronwheel schedule ...``: work with schedule expressions locally (no server needed).
 
 ``schedule preview`` builds its answer with the API's own builder and model
-(:meth:`cronwheel.api.schemas.PreviewOut.build`), so ``-o json`` prints exactly what
+(:meth:`cronwheel.api.schemas.jobs.PreviewOut.build`), so ``-o json`` prints exactly what
 ``POST /v1/schedules/preview`` answers for the same input, and the table is drawn from that
 same data.
 """
@@ -93,7 +93,7 @@ def _build(request: dict[str, Any], after: str | None) -> dict[str, Any]:
     # imported here, not at the top: pydantic costs every other command start-up time
     from pydantic import ValidationError  # noqa: PLC0415
 
-    from cronwheel.api.schemas import PreviewIn, PreviewOut  # noqa: PLC0415
+    from cronwheel.api.schemas.jobs import PreviewIn, PreviewOut  # noqa: PLC0415
 
     try:
         body = PreviewIn.model_validate({**request, "after": _start(after, request["timezone"])})

@@ -5,19 +5,19 @@ with REST's own pieces and the services' one instance of each (so REST and gRPC 
 together):
 
 1. ``authorization: Bearer <token>`` from the call's metadata is authenticated exactly as REST
-   does (:func:`cronwheel.api.auth.authenticate`: the store's API tokens, then OIDC), so the same
+   does (:func:`cronwheel.api.callers.auth.authenticate`: the store's API tokens, then OIDC), so the same
    tokens, scopes and team walls hold; a failure takes from the buckets of the peer's address and
    of the token id, and spent buckets refuse a credential before it is checked, as REST's do
-   (:mod:`cronwheel.api.failures`): RESOURCE_EXHAUSTED.
-2. The caller's rate bucket (:mod:`cronwheel.api.rate`, REST's ``rate_limit``) admits the call,
+   (:mod:`cronwheel.api.callers.failures`): RESOURCE_EXHAUSTED.
+2. The caller's rate bucket (:mod:`cronwheel.api.guards.rate`, REST's ``rate_limit``) admits the call,
    or it is RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` of the seconds REST puts in
    ``Retry-After``.
 4. Every string of the request is checked for what both stores can hold
-   (:mod:`cronwheel.api.storable`, REST's check): INVALID_ARGUMENT naming the field.
+   (:mod:`cronwheel.api.schemas.storable`, REST's check): INVALID_ARGUMENT naming the field.
 
 Any exception inside the call is answered once, by :mod:`cronwheel.grpc_api.errors`, with a
 status code and ``google.rpc`` details; a refusal REST audits (401, 403, 404 at a team's wall) is
-audited first, by the function REST's handlers call (:func:`cronwheel.api.auditing.record_refusal`),
+audited first, by the function REST's handlers call (:func:`cronwheel.api.callers.auditing.record_refusal`),
 naming the request ``gRPC /cronwheel.v1.<Service>/<Method>`` (:class:`MethodNames` tells the call
 its method).
 """
@@ -33,12 +33,12 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from cronwheel.api.auditing import record_refusal
-from cronwheel.api.auth import authenticate
-from cronwheel.api.rate import caller_key
+from cronwheel.api.callers.auditing import record_refusal
+from cronwheel.api.callers.auth import authenticate
+from cronwheel.api.guards.rate import caller_key
+from cronwheel.api.schemas.storable import entry, unstorable_path
+from cronwheel.api.schemas.storable import refusal as unstorable
 from cronwheel.api.services import ApiServices
-from cronwheel.api.storable import entry, unstorable_path
-from cronwheel.api.storable import refusal as unstorable
 from cronwheel.audit import Actor
 from cronwheel.auth.identity import Caller
 from cronwheel.errors import ForbiddenError, HiddenError, InvalidInputError, UnauthenticatedError
@@ -55,7 +55,7 @@ REQUEST: ContextVar[Any] = ContextVar("cronwheel_grpc_request", default=None)
 def bearer(context: Any) -> str | None:
     """The credential of ``authorization: Bearer <credential>`` in the call's metadata; a call
     with two ``authorization`` entries is INVALID_ARGUMENT, as REST answers two ``Authorization``
-    headers 400 (:mod:`cronwheel.api.guard`): no part may read another credential than the next."""
+    headers 400 (:mod:`cronwheel.api.guards.host`): no part may read another credential than the next."""
     values = [value for key, value in context.invocation_metadata() or () if key == "authorization"]
     if len(values) > 1:
         raise InvalidInputError("a call has one authorization metadata entry")

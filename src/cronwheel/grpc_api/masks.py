@@ -1,4 +1,4 @@
-"""``PatchJob``'s field mask as REST's PATCH body (:class:`~cronwheel.api.schemas.JobPatch`).
+"""``PatchJob``'s field mask as REST's PATCH body (:class:`~cronwheel.api.schemas.jobs.JobPatch`).
 
 Each path of ``update_mask`` names a field of ``JobSpec`` to change: its value in the request's
 ``job`` goes into the body, and a path whose field is unset there sends ``null`` (which clears a
@@ -16,7 +16,7 @@ from typing import Any
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.schemas import JobFields, MisfireSpec, RetrySpec
+from cronwheel.api.schemas.jobs import JobFields, MisfireSpec, RetrySpec
 from cronwheel.grpc_api.convert import spec_json, to_dict
 from cronwheel.v1 import jobs_pb2
 

@@ -3,10 +3,10 @@
 A method opens a :class:`~cronwheel.grpc_api.calls.Call` (rate limit, authentication, the audit of
 refusals, errors), resolves a job address (an id, or ``team/name``, as REST's two paths), turns its
 request into the REST API's pydantic model (:mod:`cronwheel.grpc_api.convert`), calls the one
-function of :mod:`cronwheel.api.operations` (or of :mod:`cronwheel.api.tokens`,
-:mod:`cronwheel.api.secrets`) that REST's route calls, and turns the model it returns into the
+function of :mod:`cronwheel.api.operations` (or of :mod:`cronwheel.api.routes.tokens`,
+:mod:`cronwheel.api.routes.secrets`) that REST's route calls, and turns the model it returns into the
 answer. The query parameters of list methods are checked by :class:`_Listing` models of the types
-REST declares its query parameters with (:mod:`cronwheel.api.queries`, under the same names).
+REST declares its query parameters with (:mod:`cronwheel.api.schemas.queries`, under the same names).
 """
 
 from __future__ import annotations
@@ -18,20 +18,13 @@ from google.protobuf import empty_pb2, struct_pb2
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from cronwheel.api import operations
-from cronwheel.api import secrets as secret_ops
-from cronwheel.api import tokens as token_ops
 from cronwheel.api.addressing import job_id_by_name
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.queries import (
-    DEFAULT_LIMIT,
-    CursorText,
-    Includes,
-    LabelFilters,
-    PageLimit,
-    Short,
-    States,
-)
-from cronwheel.api.schemas import (
+from cronwheel.api.routes import secrets as secret_ops
+from cronwheel.api.routes import tokens as token_ops
+from cronwheel.api.routes.secrets import SecretIn
+from cronwheel.api.routes.tokens import TokenCreate
+from cronwheel.api.schemas.jobs import (
     NAME_PATTERN,
     JobCreate,
     JobPatch,
@@ -43,9 +36,16 @@ from cronwheel.api.schemas import (
     RunStateName,
     TriggerIn,
 )
-from cronwheel.api.secrets import SecretIn
+from cronwheel.api.schemas.queries import (
+    DEFAULT_LIMIT,
+    CursorText,
+    Includes,
+    LabelFilters,
+    PageLimit,
+    Short,
+    States,
+)
 from cronwheel.api.services import ApiServices
-from cronwheel.api.tokens import TokenCreate
 from cronwheel.grpc_api.calls import Call
 from cronwheel.grpc_api.convert import message, spec_json, to_dict, validated
 from cronwheel.grpc_api.masks import patch_body

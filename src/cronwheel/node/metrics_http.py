@@ -21,8 +21,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from cronwheel.api.access import AccessPolicy
-from cronwheel.api.guard import ANY_HOST, host_allowed
+from cronwheel.api.callers.access import AccessPolicy
+from cronwheel.api.guards.host import ANY_HOST, host_allowed
 from cronwheel.auth.identity import Caller, Scope
 from cronwheel.cluster import gauges as metrics_live
 from cronwheel.errors import UnauthenticatedError

@@ -13,7 +13,7 @@ coordinator member record (``cronwheel cluster status`` shows it).
 Embedded (SQLite), the server keeps an admin token in ``<database>.token`` (0600), made on its
 first start, and says where it is (:mod:`cronwheel.auth.localtoken`); a cluster's first token is made
 with ``cronwheel tokens create --bootstrap``. Who may reach the API (served hosts, protected
-metrics, targets reserved to admins) is the :class:`~cronwheel.api.access.AccessPolicy` built from
+metrics, targets reserved to admins) is the :class:`~cronwheel.api.callers.access.AccessPolicy` built from
 the settings (:func:`access_policy`).
 
 The api and worker roles hold the keys that seal team secrets (:mod:`cronwheel.secrets.keys`):
@@ -41,11 +41,11 @@ from typing import IO, Any
 
 import uvicorn
 
-from cronwheel.api.access import AccessPolicy
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.api.auth import TokenAuthenticator
-from cronwheel.api.limits import head_buffer_bytes
-from cronwheel.api.nosniff import NoSniff
+from cronwheel.api.callers.access import AccessPolicy
+from cronwheel.api.callers.auth import TokenAuthenticator
+from cronwheel.api.guards.limits import head_buffer_bytes
+from cronwheel.api.guards.nosniff import NoSniff
 from cronwheel.auth import localtoken
 from cronwheel.auth.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
@@ -224,7 +224,7 @@ class ServerSettings:
 
 def access_policy(settings: ServerSettings) -> AccessPolicy:
     """Who may reach this node's HTTP endpoint. Served hosts: IP literals and ``localhost`` always
-    (:mod:`cronwheel.api.guard`), the ``--host`` name the node binds, this machine's own names when
+    (:mod:`cronwheel.api.guards.host`), the ``--host`` name the node binds, this machine's own names when
     it binds every address (its announced URL uses one), and ``--allowed-host``."""
     hosts = list(settings.allowed_hosts)
     if settings.host in ("", "0.0.0.0", "::"):  # noqa: S104 - naming a wildcard bind, not making one
@@ -577,7 +577,7 @@ class _Roles:
         url = public_url(settings.host, self.backends.listening, self.backends.tls)
         lines = (
             f"cronwheel serving on {url} (node {settings.node})",
-            f"dashboard: {url}/ui (log in with an API token)",  # cronwheel.api.ui
+            f"dashboard: {url}/ui (log in with an API token)",  # cronwheel.api.routes.ui
             *self.notes,
             *_oidc_line(settings.oidc),
         )

@@ -20,7 +20,7 @@ new ones unless the operator allows plain credentials, and shows them masked
 
 Records are frozen; :func:`rules_from_json` / :func:`rules_to_json` are the one JSON form (the
 store's column, the API's body, the CLI's file). Validation of URLs against the SSRF rules needs
-the operator's policy and lives with the API (:mod:`cronwheel.api.notifications`).
+the operator's policy and lives with the API (:mod:`cronwheel.api.routes.notifications`).
 """
 
 from __future__ import annotations

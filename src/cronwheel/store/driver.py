@@ -405,7 +405,7 @@ def describe(error: BaseException) -> str:
 # (22003), a string longer than its column (22001). The statement cannot succeed with that value,
 # so the fault is the input's, not the server's: refused as invalid input, without the driver's
 # text (it may quote the value). The API refuses such text before it reaches a store
-# (cronwheel.api.storable); this is the backstop for any other way in.
+# (cronwheel.api.schemas.storable); this is the backstop for any other way in.
 _REFUSED_VALUE_SQLSTATES = {"22021", "22P05", "22003", "22001"}
 REFUSED_VALUE = "a value is not one the metadata store can hold; nothing was written"
 

@@ -2,7 +2,7 @@
 
 Optional: off unless the operator names an issuer (``--oidc-issuer`` and its companions,
 docs/service.md "OIDC"). A request's ``Authorization: Bearer <jwt>`` is then verified here after
-the store's API tokens had no say (:class:`~cronwheel.api.access.Authenticator`). By concern:
+the store's API tokens had no say (:class:`~cronwheel.api.callers.access.Authenticator`). By concern:
 
 * :mod:`~cronwheel.auth.oidc.settings`: the operator's settings, checked at start (exit 2).
 * :mod:`~cronwheel.auth.oidc.keys`: the identity provider's public keys (a JWKS from a URL or a file),

@@ -108,7 +108,7 @@ def values(claims: Mapping[str, Any], path: str) -> list[str]:
 
 
 class OidcAuthenticator:
-    """An :class:`~cronwheel.api.access.Authenticator` of one identity provider's JWTs."""
+    """An :class:`~cronwheel.api.callers.access.Authenticator` of one identity provider's JWTs."""
 
     def __init__(self, settings: OidcSettings, keys: Keys, clock: Clock) -> None:
         assert settings.issuer is not None

@@ -21,7 +21,7 @@ Two attacks come from a browser on a machine that can reach the API (docs/securi
   401), comes from no other site (``Sec-Fetch-Site`` ``same-origin`` or ``none``, ``Origin`` the
   request's own host or an operator-allowed one; 403), and has a JSON body if any (415: forms can
   only send ``application/x-www-form-urlencoded``, ``multipart/form-data`` and ``text/plain``).
-  The dashboard's session paths (``/ui/api/...``, ``/ui/session``: :mod:`cronwheel.api.ui`) take
+  The dashboard's session paths (``/ui/api/...``, ``/ui/session``: :mod:`cronwheel.api.routes.ui`) take
   its CSRF header in place of ``Authorization`` (no simple request can carry either; the dashboard
   checks its value against the session's); ``/v1`` still needs ``Authorization`` and reads no cookie.
 
@@ -40,13 +40,13 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from cronwheel.api.access import AccessPolicy
+from cronwheel.api.callers.access import AccessPolicy
 from cronwheel.api.problems import problem_response
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 ANY_HOST = frozenset({"/healthz", "/v1/healthz"})
 # The dashboard's session paths, and the header that stands in for Authorization on them
-# (cronwheel.api.ui checks its value; kept here as literals so that the guard imports no route).
+# (cronwheel.api.routes.ui checks its value; kept here as literals so that the guard imports no route).
 UI_SESSION_PATHS = ("/ui/api/", "/ui/session")
 UI_CSRF_HEADER = "x-cronwheel-csrf"
 _SAME_SITE = frozenset({"same-origin", "none"})

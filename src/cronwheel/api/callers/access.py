@@ -1,6 +1,6 @@
 """The operator's access settings for one API, and the seam every way of authenticating plugs into.
 
-Kept apart from :mod:`cronwheel.api.auth` (which needs the app's services) so that
+Kept apart from :mod:`cronwheel.api.callers.auth` (which needs the app's services) so that
 :class:`~cronwheel.api.services.ApiServices` can name them without an import cycle.
 """
 

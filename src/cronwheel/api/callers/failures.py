@@ -1,13 +1,13 @@
 """Failed authentications: which credentials are refused before they are checked, and what a
 failure costs. Shared by REST and gRPC (``ApiServices.failures``, called by
-:func:`cronwheel.api.auth.authenticate`), on the buckets of the services' rate limiter
-(:mod:`cronwheel.api.rate`: the callers' rate and burst).
+:func:`cronwheel.api.callers.auth.authenticate`), on the buckets of the services' rate limiter
+(:mod:`cronwheel.api.guards.rate`: the callers' rate and burst).
 
 A credential that fails costs a token lookup, and has no caller to count by. Each failure takes
 from two buckets:
 
-* its client address's (:func:`~cronwheel.api.rate.failures_key`), whatever the credential;
-* its token id's (:func:`~cronwheel.api.rate.token_failures_key`), when the credential is an API
+* its client address's (:func:`~cronwheel.api.guards.rate.failures_key`), whatever the credential;
+* its token id's (:func:`~cronwheel.api.guards.rate.token_failures_key`), when the credential is an API
   token whose id exists (``cw_<id>_<secret>`` with a wrong secret, or expired, or revoked),
   wherever it comes from: guessing one token's secret is limited from every address together.
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cronwheel.api.rate import RateLimiter, failures_key, refusal, token_failures_key
+from cronwheel.api.guards.rate import RateLimiter, failures_key, refusal, token_failures_key
 from cronwheel.limits import Limits
 
 REMEMBERED = 24 * 3600.0

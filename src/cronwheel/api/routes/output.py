@@ -14,9 +14,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from cronwheel.api.auth import CallerDep
+from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
-from cronwheel.api.schemas import OutcomeName
+from cronwheel.api.schemas.jobs import OutcomeName
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.auth.identity import Scope
 from cronwheel.model import Attempt

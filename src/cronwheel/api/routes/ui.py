@@ -8,7 +8,7 @@ Design (docs/security.md, "The dashboard's session"):
   strict Content-Security-Policy (scripts, styles and connections of this origin only, no framing).
 * **Login** (``POST /ui/session``) takes the credential the way the API does: ``Authorization:
   Bearer <token>`` (an API token, or an OIDC JWT where configured), checked by
-  :func:`cronwheel.api.auth.authenticate`, the API's own function. The answer sets a cookie holding
+  :func:`cronwheel.api.callers.auth.authenticate`, the API's own function. The answer sets a cookie holding
   a random session id (never the token): ``HttpOnly`` (no script reads it), ``SameSite=Strict`` (no
   other site's page makes the browser send it), ``Path=/ui`` (it never reaches ``/v1``), ``Secure``
   over https. The token stays in this process's memory, never in a URL, a cookie or the page's
@@ -19,7 +19,7 @@ Design (docs/security.md, "The dashboard's session"):
   the cookie: the same routes, authentication (revocation and expiry hold at once), team walls,
   scopes, validation, rate limits and audit log as any API client. ``/v1`` never reads a cookie.
 * **CSRF**: a state change must carry a header no cross-site "simple" request can carry (the
-  request guard, :mod:`cronwheel.api.guard`, asks for it on ``/ui/api`` and ``/ui/session`` in place
+  request guard, :mod:`cronwheel.api.guards.host`, asks for it on ``/ui/api`` and ``/ui/session`` in place
   of ``Authorization``), whose value is the session's own secret (checked here, in constant time);
   the guard's ``Sec-Fetch-Site``/``Origin`` and JSON-body checks apply as to any state change; and
   the cookie is ``SameSite=Strict``. The bridge asks for the CSRF header on reads too.
@@ -45,14 +45,14 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cronwheel.api.auth import authenticate, client_address
+from cronwheel.api.callers.auth import authenticate, client_address
 from cronwheel.api.problems import problem_response
 from cronwheel.api.services import ApiServices
 from cronwheel.auth.identity import Caller
 from cronwheel.clock import Clock
 from cronwheel.errors import UnauthenticatedError
 
-ASSETS = Path(__file__).parent / "static" / "ui"
+ASSETS = Path(__file__).parents[1] / "static" / "ui"
 PAGE, SESSION, BRIDGE = "/ui/", "/ui/session", "/ui/api"
 CSRF_HEADER = "x-cronwheel-csrf"
 COOKIE = "cronwheel_session"

@@ -1,6 +1,6 @@
 """Which refused requests (401, 403, 404 at a team's wall) the audit log records one by one: one
 :class:`RefusalSampler` per API process, shared by REST and gRPC (``ApiServices.refusals``), so
-that a flood over either protocol is bounded by one budget (:mod:`cronwheel.api.auditing` writes
+that a flood over either protocol is bounded by one budget (:mod:`cronwheel.api.callers.auditing` writes
 the entries it admits). Pure: time from the injected clock.
 """
 
@@ -25,7 +25,7 @@ COALESCED = Counter(
 
 
 class RefusalSampler:
-    """Which refusals are written (the rules: :mod:`cronwheel.api.auditing`), on monotonic time."""
+    """Which refusals are written (the rules: :mod:`cronwheel.api.callers.auditing`), on monotonic time."""
 
     def __init__(
         self, clock: Monotonic, window: float = WINDOW, budget: int = BUDGET, max_keys: int = MAX_KEYS

@@ -1,13 +1,13 @@
 """Who is calling: the FastAPI dependency every route takes to learn its :class:`Caller`.
 
 A request names its caller with ``Authorization: Bearer <credential>``. The credential is handed
-to each :class:`~cronwheel.api.access.Authenticator` in turn: first the store's API tokens
+to each :class:`~cronwheel.api.callers.access.Authenticator` in turn: first the store's API tokens
 (:class:`TokenAuthenticator`), then whatever else the app was given
 (``ApiServices.authenticators``: OIDC). No credential, or one that no authenticator accepts, is a
 401 (:class:`~cronwheel.errors.UnauthenticatedError`); what the caller may then do is the routes'
 business (:meth:`~cronwheel.auth.identity.Caller.require`). Failures are counted by client address and
 token id, and may be refused (429) before the credential is checked
-(:mod:`cronwheel.api.failures`): :func:`authenticate` is the one door, for REST and gRPC.
+(:mod:`cronwheel.api.callers.failures`): :func:`authenticate` is the one door, for REST and gRPC.
 
 There is no way to turn authentication off: the embedded server makes an admin token on first start
 (:mod:`cronwheel.node.server`), and the tests authenticate like any client.

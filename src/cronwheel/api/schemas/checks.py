@@ -3,7 +3,7 @@
 A schema says that ``schedule`` is a string; only the schedule engine says that ``61 * * * *`` is
 out of range, only the server's target policy that ``http://10.0.0.1/`` is refused, and only the
 clock that an ``end_at`` has passed. These checks run in the wrap validators of the request
-models (:class:`~cronwheel.api.schemas.JobSpec`, :class:`~cronwheel.api.schemas.JobPatch`), on
+models (:class:`~cronwheel.api.schemas.jobs.JobSpec`, :class:`~cronwheel.api.schemas.jobs.JobPatch`), on
 every field the schema accepted, so one request gets one problem listing all of its errors, as
 ``cronwheel apply`` lists every problem of a file.
 

@@ -22,14 +22,14 @@ from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from cronwheel.api.auditing import ActorDep
-from cronwheel.api.auth import CallerDep
+from cronwheel.api.callers.auditing import ActorDep
+from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.operations import paged
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.queries import DEFAULT_LIMIT
-from cronwheel.api.routes import Cursor, Limit
-from cronwheel.api.schemas import NAME_PATTERN
+from cronwheel.api.routes.jobs import Cursor, Limit
+from cronwheel.api.schemas.jobs import NAME_PATTERN
+from cronwheel.api.schemas.queries import DEFAULT_LIMIT
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import Actor
 from cronwheel.auth.identity import Caller, Scope

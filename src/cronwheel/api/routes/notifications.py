@@ -23,12 +23,12 @@ from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from cronwheel.api.addressing import job_route
-from cronwheel.api.auditing import ActorDep
-from cronwheel.api.auth import CallerDep
+from cronwheel.api.callers.auditing import ActorDep
+from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.routes import job_for
-from cronwheel.api.schemas import NAME_PATTERN, SecretRefSpec, _text_or_secret
+from cronwheel.api.routes.jobs import job_for
+from cronwheel.api.schemas.jobs import NAME_PATTERN, SecretRefSpec, _text_or_secret
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import AuditAction
 from cronwheel.auth.identity import Caller, Scope

@@ -2,7 +2,7 @@
 
 * ``team``: a job goes only into a team of the caller's (creating one in another team, or moving
   one there, is a 403; the job it edits was already found among the caller's teams, or was a 404).
-* Reserved targets (:attr:`~cronwheel.api.access.AccessPolicy.admin_only`): a command, a python
+* Reserved targets (:attr:`~cronwheel.api.callers.access.AccessPolicy.admin_only`): a command, a python
   function, or an HTTP or broker target that only an operator-allowed non-public network makes acceptable
   (``--allow-network``). Only an admin of every team may set one; anyone else may still edit the
   other fields of a job that has one, since keeping the target unchanged is not setting it.

@@ -16,7 +16,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-ASSETS = Path(__file__).parent / "static" / "swagger-ui"
+ASSETS = Path(__file__).parents[1] / "static" / "swagger-ui"
 ASSETS_PATH = "/docs/assets"
 
 

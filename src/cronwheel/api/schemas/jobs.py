@@ -44,8 +44,8 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 
-from cronwheel.api import checks
-from cronwheel.api.partial import partial_model
+from cronwheel.api.schemas import checks
+from cronwheel.api.schemas.partial import partial_model
 from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import MAX_TIMEOUT_S, check_payload
 from cronwheel.lateness import is_late
@@ -738,7 +738,7 @@ class JobFields(_Strict):
 class JobSpec(JobFields):
     """A job's whole definition (the body of POST and PUT), checked in one round: the schema, then
     on the fields it accepted the schedule and zone, the server's target policy and queues, all
-    reported together (see :mod:`cronwheel.api.checks`)."""
+    reported together (see :mod:`cronwheel.api.schemas.checks`)."""
 
     _new_job: ClassVar[bool] = False  # JobCreate: also refuse a job that would never fire
 

@@ -5,8 +5,8 @@ one budget and gRPC is no way around it.
 A token bucket per key (:func:`caller_key`: the caller's token id or OIDC subject; the client
 address of a caller without an identity of its own; :func:`failures_key` and
 :func:`token_failures_key`: the client address, and the token id, of requests that failed
-authentication, :mod:`cronwheel.api.failures`). A refused request is a :class:`RateLimitedError` whose
-``retry_after_s`` REST answers as 429 with ``Retry-After`` (:mod:`cronwheel.api.limits`) and
+authentication, :mod:`cronwheel.api.callers.failures`). A refused request is a :class:`RateLimitedError` whose
+``retry_after_s`` REST answers as 429 with ``Retry-After`` (:mod:`cronwheel.api.guards.limits`) and
 gRPC as RESOURCE_EXHAUSTED with a ``google.rpc.RetryInfo`` of the same seconds
 (:mod:`cronwheel.grpc_api.calls`). Pure: no web framework, time from the injected clock.
 """

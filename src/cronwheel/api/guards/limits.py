@@ -14,7 +14,7 @@ sets it, and comes before anything is written:
   parsed as JSON before validation refused it.
 * :func:`rate_limit` (a dependency of every ``/v1`` route): a token bucket per caller (its token
   id or OIDC subject; the client address of the trusted caller of an app without authentication):
-  429 with ``Retry-After``. The buckets (:mod:`cronwheel.api.rate`) are shared with the gRPC API,
+  429 with ``Retry-After``. The buckets (:mod:`cronwheel.api.guards.rate`) are shared with the gRPC API,
   which answers the same refusal as RESOURCE_EXHAUSTED: one budget per caller over both. The
   buckets live in this process: a cluster of N api processes behind a load balancer lets a
   caller make N times the rate, which is acceptable, since the limit is there to keep one caller
@@ -22,8 +22,8 @@ sets it, and comes before anything is written:
   ``/metrics`` are not limited: they are cheap, and a probe refused for somebody else's traffic
   would restart a healthy node.
 * Failed authentications take from buckets of their client address and token id, and are refused
-  (429) before their credential is checked once those are spent: :mod:`cronwheel.api.failures`,
-  in :func:`cronwheel.api.auth.authenticate`.
+  (429) before their credential is checked once those are spent: :mod:`cronwheel.api.callers.failures`,
+  in :func:`cronwheel.api.callers.auth.authenticate`.
 * :func:`bounded_query`: a query parameter repeated more than :data:`MAX_REPEATED` times
   (``label``, ``state``): 422, before the store sees a query it could only refuse as an outage.
 """
@@ -39,10 +39,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cronwheel.api.auth import CallerDep
+from cronwheel.api.callers.auth import CallerDep
+from cronwheel.api.guards.rate import caller_key
 from cronwheel.api.openapi import PROBLEM_DOC, RETRY_AFTER
 from cronwheel.api.problems import ProblemError, field_error, problem_response
-from cronwheel.api.rate import caller_key
 from cronwheel.api.services import ApiServices
 from cronwheel.limits import Limits
 

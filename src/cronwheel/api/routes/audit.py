@@ -16,12 +16,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from cronwheel.api.auth import CallerDep
+from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.queries import DEFAULT_LIMIT
-from cronwheel.api.routes import Cursor, Limit
-from cronwheel.api.schemas import Instant
+from cronwheel.api.routes.jobs import Cursor, Limit
+from cronwheel.api.schemas.jobs import Instant
+from cronwheel.api.schemas.queries import DEFAULT_LIMIT
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import AuditEntry, AuditQuery
 from cronwheel.auth.identity import Scope

@@ -16,21 +16,12 @@ from pydantic import BaseModel
 
 from cronwheel.api import operations
 from cronwheel.api.addressing import job_route
-from cronwheel.api.auditing import ActorDep
-from cronwheel.api.auth import CallerDep, authenticate, client_address, require_every_team
+from cronwheel.api.callers.auditing import ActorDep
+from cronwheel.api.callers.auth import CallerDep, authenticate, client_address, require_every_team
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.operations import LABEL_HELP, RECENT_RUNS
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.queries import (
-    DEFAULT_LIMIT,
-    CursorText,
-    Includes,
-    LabelFilters,
-    PageLimit,
-    Short,
-    States,
-)
-from cronwheel.api.schemas import (
+from cronwheel.api.schemas.jobs import (
     Documented,
     JobCreate,
     JobOut,
@@ -48,6 +39,15 @@ from cronwheel.api.schemas import (
     RunStateName,
     TriggerIn,
 )
+from cronwheel.api.schemas.queries import (
+    DEFAULT_LIMIT,
+    CursorText,
+    Includes,
+    LabelFilters,
+    PageLimit,
+    Short,
+    States,
+)
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.auth.identity import Scope
 from cronwheel.cluster import gauges as metrics_live
@@ -59,7 +59,7 @@ Services = Annotated[ApiServices, Depends(get_services)]
 
 async def bind_checks(services: Services) -> None:
     """The server's policy and clock, for the checks that run while a job body is validated
-    (async: it must run in the request's task, see cronwheel.api.checks)."""
+    (async: it must run in the request's task, see cronwheel.api.schemas.checks)."""
     operations.bind_checks(services)
 
 
@@ -71,7 +71,7 @@ IfMatch = Annotated[
     Annotated[str, Documented(pattern=f"^{ETAG.pattern}$")] | None,
     Header(description='Make the write conditional on the job\'s version: the ETag of a read, like "3".'),
 ]
-# The list endpoints' query parameters: their constraints are cronwheel.api.queries' (gRPC's too).
+# The list endpoints' query parameters: their constraints are cronwheel.api.schemas.queries' (gRPC's too).
 Cursor = Annotated[CursorText | None, Query()]
 Limit = Annotated[PageLimit, Query()]
 
@@ -119,7 +119,7 @@ def parse_if_match(value: str | None) -> int | None:
     return None if value == "*" else int(value.removeprefix("W/").strip('"'))
 
 
-job_for = operations.job_for  # the notification routes' (cronwheel.api.notifications)
+job_for = operations.job_for  # the notification routes' (cronwheel.api.routes.notifications)
 
 
 # -- jobs ----------------------------------------------------------------------------------------

@@ -10,12 +10,12 @@
   a wall): the same entries, the request named ``gRPC /cronwheel.v1.<Service>/<Method>``.
 
 A flood of refusals must not become a flood of writes. The failed-authentication buckets of each
-client address and token id (:mod:`cronwheel.api.failures`) already answer 429, before
+client address and token id (:mod:`cronwheel.api.callers.failures`) already answer 429, before
 authentication and unrecorded, once they are spent; on top of it :class:`RefusalSampler` records at
 most one entry per (refusal, address, caller, request) per :data:`WINDOW` (the next one says how
 many alike it stands for) and at most :data:`BUDGET` refusal entries per window in each api
 process, whatever the number of addresses, REST and gRPC together (the services' one sampler,
-:mod:`cronwheel.api.sampling`). What is not written is counted
+:mod:`cronwheel.api.callers.sampling`). What is not written is counted
 (``cronwheel_audit_refusals_coalesced_total``).
 
 The client address is the ASGI ``client`` the HTTP server reports: uvicorn takes it from
@@ -31,8 +31,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from cronwheel.api.auth import CallerDep, client_address
-from cronwheel.api.sampling import BUDGET, WINDOW, RefusalSampler
+from cronwheel.api.callers.auth import CallerDep, client_address
+from cronwheel.api.callers.sampling import BUDGET, WINDOW, RefusalSampler
 from cronwheel.api.services import ApiServices
 from cronwheel.audit import Actor, AuditAction
 from cronwheel.auth.identity import Caller
