@@ -80,7 +80,7 @@ from cronwheel.queue.streams import RedisStreamQueue
 from cronwheel.scheduler.loop import HORIZON_S, LOAD_PAGE, Scheduler
 from cronwheel.scheduler.planner import first_slot
 from cronwheel.store import codec
-from cronwheel.store.notify import RELOAD_ALL
+from cronwheel.store.change_listener import RELOAD_ALL
 from cronwheel.store.port import JobQuery
 from cronwheel.store.schema import JOB_LIVE, Instant, jobs, runs, to_micros
 from cronwheel.store.sql import open_store

@@ -78,7 +78,7 @@ async def test_triggers_that_cannot_be_claimed_are_looked_up_in_one_store_call(r
     worker.store = cast(SqlStore, store)
     early = [Trigger(by_job[job.id].id, job.id) for job in [*retrying, done]]
     await roles.queue.publish([*early, Trigger("no-such-run", done.id)])
-    started = await worker.start(await roles.receive())
+    started = await worker.claim(await roles.receive())
 
     assert started == []  # nothing claimable: three retries not due yet, one finished, one unknown
     assert (store.calls["get_run"], store.calls["get_runs"]) == (0, 1)

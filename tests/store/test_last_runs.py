@@ -303,7 +303,7 @@ async def test_fires_claims_outcomes_and_sweeps_at_once_never_deadlock(postgres_
     """PostgreSQL, many writers on the same jobs' runs at once: a fire that also flags the runs it
     replaces (overlap=replace: jobs, then runs), claims and outcomes in batches given in opposite
     orders, and lease sweeps. Each writes ``job_last_run`` last and in job id order: the server
-    counts no deadlock (a deadlock would be retried by ``racing``, unseen but for this count)."""
+    counts no deadlock (a deadlock would be retried by ``retry_lost_races``, unseen but for this count)."""
     store, made = postgres_store, [await postgres_store.create_job(make_job(f"j{n}")) for n in range(40)]
     active: list[str] = []
 

@@ -14,7 +14,7 @@ from cronwheel.clock import ManualClock
 from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.model import RunState
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.store.notify import PostgresChangeListener
+from cronwheel.store.change_listener import PostgresChangeListener
 from cronwheel.store.port import RunQuery
 from cronwheel.store.sql import SqlStore
 

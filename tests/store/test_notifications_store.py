@@ -21,7 +21,8 @@ from cronwheel.notifications.rules import (
     job_scope,
     team_scope,
 )
-from cronwheel.store.sql import SqlStore, notices
+from cronwheel.store.sql import SqlStore
+from cronwheel.store.sql import notifications as notices
 
 from .support import LEASE, at, firing_of, make_job, make_run
 

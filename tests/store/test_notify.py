@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from cronwheel.errors import BackendUnavailableError, ConflictError, InvalidInputError
 from cronwheel.model import RunState
+from cronwheel.store.change_listener import CHANNEL, RELOAD_ALL, PostgresChangeListener, listener_dsn
 from cronwheel.store.driver import StoreRefusedError, async_url
-from cronwheel.store.notify import CHANNEL, RELOAD_ALL, PostgresChangeListener, listener_dsn
 from cronwheel.store.sql import SqlStore, open_store
 from suite_backends import POSTGRES_URL
 

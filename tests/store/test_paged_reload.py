@@ -16,7 +16,7 @@ from cronwheel.clock import ManualClock
 from cronwheel.model import DueJob
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.scheduler.loop import Scheduler
-from cronwheel.store.notify import RELOAD_ALL
+from cronwheel.store.change_listener import RELOAD_ALL
 from cronwheel.store.sql import SqlStore
 
 from .support import START, at, new_job

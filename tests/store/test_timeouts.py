@@ -17,8 +17,8 @@ from sqlalchemy import DDL, text
 from sqlalchemy.engine import make_url
 
 from cronwheel.errors import InvalidInputError, TransientError
+from cronwheel.store.change_listener import listener_dsn
 from cronwheel.store.driver import PostgresTimeouts, async_url, create_engine, translated_errors
-from cronwheel.store.notify import listener_dsn
 from cronwheel.store.sql import SqlStore, open_store
 
 from .support import make_job

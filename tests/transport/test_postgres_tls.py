@@ -13,8 +13,8 @@ from sqlalchemy import text
 
 from cronwheel.model import RunState
 from cronwheel.node.backends import connect_store
+from cronwheel.store.change_listener import PostgresChangeListener
 from cronwheel.store.driver import StoreRefusedError
-from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore
 from cronwheel.tls import TlsConfigError
 

@@ -38,7 +38,7 @@ Pure (no click, no HTTP): it only reads files and the environment.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -163,24 +163,44 @@ def resolve(
 ) -> Connection:
     """The URL, token and TLS files to use (see the module docstring for the order); ``tls``
     holds the arguments ``ca_cert``, ``client_cert``, ``client_key`` given."""
+    given = _given(url, token, env, tls)
+    chosen = _context(context or env.get("CRONWHEEL_CONTEXT") or config.current, config)
+    found = given if chosen is None else _with_context(given, *chosen)
+    found = replace(found, url=found.url or DEFAULT_URL)
+    if found.token is None:
+        local = localtoken.find_local_token(found.url, env, cwd)
+        if local is not None:
+            found = replace(found, token=local[0], source=str(local[1]))
+    return found if found.token else replace(found, source="none")
+
+
+def _given(
+    url: str | None, token: str | None, env: Mapping[str, str], tls: Mapping[str, str | None] | None
+) -> Connection:
+    """What the arguments and the environment say (an empty URL: not said yet)."""
     files = {attr: (tls or {}).get(attr) or env.get(name) or None for attr, name in _TLS_ENV.items()}
-    url = url or env.get("CRONWHEEL_URL") or None
     source = "--token" if token else "CRONWHEEL_TOKEN" if env.get("CRONWHEEL_TOKEN") else "none"
     token = token or env.get("CRONWHEEL_TOKEN") or None
-    chosen = _context(context or env.get("CRONWHEEL_CONTEXT") or config.current, config)
-    if chosen is not None:
-        name, ctx = chosen
-        url = url or ctx.url
-        if _same_server(url, ctx.url):
-            if token is None:
-                token, source = ctx.read_token(), f"context {name}"
-            files = {attr: value or _expanded(getattr(ctx, attr)) for attr, value in files.items()}
-    url = url or DEFAULT_URL
-    if token is None:
-        found = localtoken.find_local_token(url, env, cwd)
-        if found is not None:
-            token, source = found[0], str(found[1])
-    return Connection(url, token, source if token else "none", **files)
+    return Connection(url or env.get("CRONWHEEL_URL") or "", token, source, **files)
+
+
+def _with_context(given: Connection, name: str, ctx: Context) -> Connection:
+    """A context fills what was not given: its URL, and, for its own server only, its token and
+    TLS files."""
+    url = given.url or ctx.url
+    if not _same_server(url, ctx.url):
+        return replace(given, url=url)
+    token, source = (
+        (ctx.read_token(), f"context {name}") if given.token is None else (given.token, given.source)
+    )
+    return Connection(
+        url,
+        token,
+        source,
+        ca_cert=given.ca_cert or _expanded(ctx.ca_cert),
+        client_cert=given.client_cert or _expanded(ctx.client_cert),
+        client_key=given.client_key or _expanded(ctx.client_key),
+    )
 
 
 def checked_url(url: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 SCHEDULER = "scheduler"
 LEADER, WATCHDOG = "leader", "watchdog"  # the elected duties: their etcd keys
@@ -117,12 +117,29 @@ def decide(
         return Plan(drop=tuple(sorted(held)))
     member = node in view.members
     scheduler = SCHEDULER in roles and member
-    assignment = None
-    if view.leader_lease == lease:
-        wanted = rendezvous(shards, view.schedulers())
-        if wanted != view.assignment:
-            assignment = wanted
     mine = _assigned(node, view.assignment, shards) if scheduler else set()
+    return replace(
+        _shard_moves(lease, view, held, mine),
+        campaign=scheduler and view.leader is None,
+        watch=member and may_watch and view.watchdog is None,
+        resign=not may_watch and view.watchdog_lease == lease,
+        assignment=_reassignment(lease, view, shards),
+    )
+
+
+def _reassignment(lease: int, view: View, shards: int) -> tuple[str | None, ...] | None:
+    """The assignment the leader publishes when the schedulers changed (None: not the leader, or
+    the published one still holds)."""
+    if view.leader_lease != lease:
+        return None
+    wanted = rendezvous(shards, view.schedulers())
+    return wanted if wanted != view.assignment else None
+
+
+def _shard_moves(lease: int, view: View, held: Mapping[int, int], mine: set[int]) -> Plan:
+    """How this node's shards move toward ``mine``: release what is no longer its (held, or its
+    key in etcd), drop what it holds but whose key is gone or another's, adopt its keys it does
+    not hold yet, and acquire the free shards assigned to it."""
     ours = {shard: key for shard, key in view.shards.items() if key.lease == lease}
     release = {shard: epoch for shard, epoch in held.items() if shard not in mine}
     release.update({shard: key.epoch for shard, key in ours.items() if shard not in mine})
@@ -135,16 +152,7 @@ def decide(
         shard: key.epoch for shard, key in ours.items() if shard in mine and held.get(shard) != key.epoch
     }
     acquire = [shard for shard in sorted(mine) if shard not in view.shards and shard not in held]
-    return Plan(
-        campaign=scheduler and view.leader is None,
-        watch=member and may_watch and view.watchdog is None,
-        resign=not may_watch and view.watchdog_lease == lease,
-        assignment=assignment,
-        acquire=tuple(acquire),
-        release=release,
-        adopt=adopt,
-        drop=tuple(drop),
-    )
+    return Plan(acquire=tuple(acquire), release=release, adopt=adopt, drop=tuple(drop))
 
 
 def _assigned(node: str, assignment: tuple[str | None, ...] | None, shards: int) -> set[int]:

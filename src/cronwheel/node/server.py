@@ -73,8 +73,8 @@ from cronwheel.secrets.crypto import Keyring
 from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, KeySource, load_keyring
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.service import SecretService
+from cronwheel.store.change_listener import PostgresChangeListener
 from cronwheel.store.files import open_private
-from cronwheel.store.notify import PostgresChangeListener
 from cronwheel.store.sql import SqlStore
 from cronwheel.targets import python as python_targets
 from cronwheel.telemetry.tracing import OFF, TraceMode, Tracer

@@ -6,6 +6,6 @@ transactions):
   state, rule): once per transition, not once per slot;
 * :mod:`~cronwheel.notifications.message`: the notification, its stable id and renderings.
 
-The store keeps rules, each job's state and the outbox (:mod:`cronwheel.store.sql.notices`); the
+The store keeps rules, each job's state and the outbox (:mod:`cronwheel.store.sql.notifications`); the
 notifier role (:mod:`cronwheel.notifier`) delivers.
 """

@@ -9,7 +9,7 @@ Each pass (every ``every_s``):
 
 1. :meth:`decide`: the runs that reached SUCCESS or FAILED since the last pass (the inbox, written
    in the transaction of each state change) become notifications in the outbox, in the same
-   transaction as the jobs' new notification state (:mod:`cronwheel.store.sql.notices`);
+   transaction as the jobs' new notification state (:mod:`cronwheel.store.sql.notifications`);
 2. :meth:`watch` (every ``watch_every_s``, :data:`WATCH_EVERY_S`): the dead-man's switch. For
    each job whose rules ask for ``missed``, and each such rule's ``deadline_s``: the latest slot
    of its schedule (computed from the schedule, not from the runs) at least ``deadline_s`` old

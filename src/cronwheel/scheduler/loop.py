@@ -43,7 +43,7 @@ from cronwheel.queue import Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.scheduler.planner import arm, armable, plan
 from cronwheel.scheduler.wheel import TimingWheel
-from cronwheel.store.notify import RELOAD_ALL
+from cronwheel.store.change_listener import RELOAD_ALL
 from cronwheel.store.port import FiringStore
 from cronwheel.telemetry import metrics
 from cronwheel.telemetry.tracing import OFF, Tracer
@@ -236,7 +236,7 @@ class Scheduler:
         self._loaded_until = until
         for job in arrived:
             self.wheel.remove(job.id)
-            self._keep(job)
+            self._into_wheel(job)
         self._next_reload = now + self.reload_every
 
     async def _read_due(
@@ -274,9 +274,9 @@ class Scheduler:
         self._drop_armed(job_id, job.version, now)
         if self.shards is not None and job.shard not in self.shards:
             return
-        self._keep(DueJob.of(job))
+        self._into_wheel(DueJob.of(job))
 
-    def _keep(self, job: DueJob) -> None:
+    def _into_wheel(self, job: DueJob) -> None:
         """Into the wheel if due within what was loaded; a job due later is read when the
         horizon reaches it."""
         if job.paused or job.deleted_at is not None or job.next_run_at is None:
@@ -304,7 +304,7 @@ class Scheduler:
         log.info("shards", extra={"action": "own", "node": self.node, "shards": len(self.shards)})
         return set(accepted)
 
-    async def _take(self, shards: set[int]) -> None:
+    async def _reload_shards(self, shards: set[int]) -> None:
         """Bring the wheel in line with the owned shards without reading the others again:
         forget the jobs of shards no longer held (and of ``shards``), then read ``shards``' jobs
         due up to where the wheel is loaded. A scheduler gaining a few shards fires them after
@@ -326,7 +326,7 @@ class Scheduler:
             return
         for job in await self._read_due(self._loaded_until, None, shards):
             self._saw(job.id)
-            self._keep(job)
+            self._into_wheel(job)
         if self.arm_ahead_s:
             await self._read_armed(shards)
 
@@ -459,7 +459,7 @@ class Scheduler:
             await self._begin_reload(now)  # every owned shard, the gained ones too
         else:
             if taken is not None:
-                await self._take(taken)
+                await self._reload_shards(taken)
             if self._reload is None and (
                 now >= self._next_reload or self._loaded_until - now < self.horizon / 2
             ):
@@ -606,7 +606,7 @@ class Scheduler:
             return
         for job in (await self.store.get_jobs(ours)).values():
             if self.shards is None or job.shard in self.shards:
-                self._keep(DueJob.of(job))
+                self._into_wheel(DueJob.of(job))
 
     async def _publish(self, runs: list[Run], *, ahead: bool = False) -> datetime:
         """Queue the runs' triggers (``ahead``: with their slots, for the workers to hold until
@@ -631,7 +631,7 @@ class Scheduler:
         self._saw(job.id)
         if firing.next_run_at is None:
             return
-        self._keep(job.moved(firing.next_run_at))
+        self._into_wheel(job.moved(firing.next_run_at))
 
     def _wake_at(self, now: datetime) -> datetime:
         if self._reload is not None:

@@ -4,7 +4,7 @@ One ``Protocol`` per role (:mod:`cronwheel.store.port`), their union :class:`Sto
 contracts in the docstrings; ``tests/store`` runs one contract suite against every backend
 (SQLite and PostgreSQL). Backends are named by their
 technology: :class:`cronwheel.store.sql.SqlStore` serves SQLite and PostgreSQL through SQLAlchemy
-Core with one Alembic schema; :class:`cronwheel.store.notify.PostgresChangeListener` carries
+Core with one Alembic schema; :class:`cronwheel.store.change_listener.PostgresChangeListener` carries
 job-change notifications between processes on PostgreSQL.
 """
 

@@ -25,7 +25,7 @@ rewrite of a large ``runs`` table, or a wait for its ACCESS EXCLUSIVE lock, legi
 minutes, and a migration that times out is rolled back and retried by every start, so a bound
 below its real duration would block the upgrade for good. (Waiting for the migration lock that
 another node holds is an ordinary statement: it times out and the start is retried with backoff.
-The job-change listener, :mod:`cronwheel.store.notify`, has its own bounds.) Each can be set in
+The job-change listener, :mod:`cronwheel.store.change_listener`, has its own bounds.) Each can be set in
 the store URL's query, in seconds: ``postgresql://host/db?connect_timeout=5&command_timeout=60&
 pool_timeout=10&migration_timeout=3600`` (cronwheel reads and removes them; asyncpg never sees
 them). So are libpq's TLS parameters (``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey``,

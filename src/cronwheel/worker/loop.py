@@ -248,7 +248,7 @@ class Worker:
         back after the visibility timeout, and the sweep retries what the store holds."""
         started: list[tuple[Run, Job | None]] = []
         try:
-            started = await self.start(deliveries)
+            started = await self.claim(deliveries)
             self._claim_tries.succeeded()
         except TransientError as error:  # a backend is down: the sweep retries what this left behind
             delay = self._claim_tries.failed()  # receive no more meanwhile: they would fail alike
@@ -328,10 +328,10 @@ class Worker:
     async def handle(self, delivery: Delivery) -> Run | None:
         """Claim and attempt the triggered run; returns the run as recorded afterwards, or None
         when there was nothing to do (already taken, finished, or not due yet)."""
-        started = await self.start([delivery])
+        started = await self.claim([delivery])
         return await self.attempt(*started[0]) if started else None
 
-    async def start(self, deliveries: Sequence[Delivery]) -> list[tuple[Run, Job | None]]:
+    async def claim(self, deliveries: Sequence[Delivery]) -> list[tuple[Run, Job | None]]:
         """Claim the triggered runs in one store call, then acknowledge the triggers: from there
         on each run's lease, not the queue's visibility timeout, covers a crash (the sweep retries
         an expired lease), so an attempt longer than the visibility timeout is never handed out

@@ -9,7 +9,7 @@ On SQLite, write transactions are also serialized per store by an ``asyncio.Lock
 (:mod:`cronwheel.store.driver`), so writers from other processes wait under ``busy_timeout``.
 
 Cluster mode (PostgreSQL): every job write also sends ``pg_notify('cronwheel_jobs', job_id)`` in
-its transaction (:mod:`cronwheel.store.notify` has the listener), and firing writes can be fenced
+its transaction (:mod:`cronwheel.store.change_listener` has the listener), and firing writes can be fenced
 by shard lease epochs (``claim_shards``, ``fire(..., epochs=...)``; table ``shard_epochs``).
 
 The package, by concern (``SqlStore`` is a facade over them):
@@ -75,13 +75,13 @@ from cronwheel.store.sql import (
     last_runs,
     leases,
     lite,
-    notices,
     retention,
     runs,
     secrets,
     sweeps,
     tokens,
 )
+from cronwheel.store.sql import notifications as notices
 from cronwheel.store.sql.firing import due_jobs_statement
 from cronwheel.store.sql.tx import CHUNK, Transactions
 

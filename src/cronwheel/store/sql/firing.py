@@ -129,9 +129,21 @@ async def fire(
         refused = [firing.job_id for index, firing in enumerate(firings) if index not in applied]
         fenced = set() if held is None else await _outside_shards(connection, set(refused), held)
         chosen = [firing for index, firing in enumerate(firings) if index in applied]
-        inserted = await bulk.insert_runs(connection, [run for f in chosen for run in f.runs], now, epochs)
-        await request_cancel(connection, [run_id for f in chosen for run_id in f.cancel_run_ids])
-        await last_runs.record(connection, inserted)  # the last write: see last_runs on lock order
+        inserted = await _record_runs(connection, chosen, now, epochs)
+    return _result(inserted, refused, fenced)
+
+
+async def _record_runs(
+    connection: AsyncConnection, chosen: Sequence[Firing], now: datetime, epochs: Mapping[int, int] | None
+) -> list[Run]:
+    """Insert the runs of the firings applied, flag the runs they replace, note the last runs."""
+    inserted = await bulk.insert_runs(connection, [run for f in chosen for run in f.runs], now, epochs)
+    await request_cancel(connection, [run_id for f in chosen for run_id in f.cancel_run_ids])
+    await last_runs.record(connection, inserted)  # the last write: see last_runs on lock order
+    return inserted
+
+
+def _result(inserted: Sequence[Run], refused: Sequence[str], fenced: set[str]) -> FireResult:
     return FireResult(
         accepted=[run for run in inserted if run.state is RunState.PENDING],
         skipped=[run for run in inserted if run.state is RunState.SKIPPED],
@@ -163,13 +175,13 @@ async def _advance_cursors(
     shard); returns the indexes of the firings applied. A job fired twice in one batch moves
     twice, in order: one conditional UPDATE per round of firings of distinct jobs."""
     applied: set[int] = set()
-    for batch in _rounds(firings):
+    for batch in _rounds_of_distinct_jobs(firings):
         moved = await bulk.advance_cursors(connection, [firing for _, firing in batch], held)
         applied.update(index for index, firing in batch if firing.job_id in moved)
     return applied
 
 
-def _rounds(firings: Sequence[Firing]) -> list[list[tuple[int, Firing]]]:
+def _rounds_of_distinct_jobs(firings: Sequence[Firing]) -> list[list[tuple[int, Firing]]]:
     """Firings grouped so that no group names a job twice; applied group after group, this is
     the same as applying them one by one in order."""
     rounds: list[list[tuple[int, Firing]]] = []

@@ -4,7 +4,7 @@ heartbeats, outcomes, cancellation flags and failures without an attempt.
 A claim and an outcome are batch writes: ``SqlStore`` runs each over a worker's whole receive or
 finisher batch in one transaction (:meth:`~cronwheel.store.sql.tx.Transactions.write_batches`),
 chunk by chunk in id order, the lock order of every batch write of runs. The conditions that
-must not steer PostgreSQL's plan are checked :func:`~cronwheel.store.sql.where.on_the_row` of
+must not steer PostgreSQL's plan are checked :func:`~cronwheel.store.sql.where.checked_per_row` of
 runs found by primary key (:func:`~cronwheel.store.sql.where.runs_listed`); issue #6 measured why.
 """
 
@@ -38,14 +38,14 @@ from cronwheel.store.driver import flavor_of
 from cronwheel.store.schema import Instant, attempts, jobs, runs, to_micros
 from cronwheel.store.sql import bulk, last_runs
 from cronwheel.store.sql import jobs as jobs_of
-from cronwheel.store.sql.tx import Transactions, chunks, racing
+from cronwheel.store.sql.tx import Transactions, chunks, retry_lost_races
 from cronwheel.store.sql.where import (
     CLAIMABLE,
     CLAIMABLE_VALUES,
+    checked_per_row,
     instant,
     lease_held,
     listed_per_statement,
-    on_the_row,
     require_legal,
     runs_listed,
 )
@@ -64,11 +64,11 @@ async def mark_queued(tx: Transactions, run_ids: Sequence[str], now: datetime) -
             for chunk in chunks(ids, listed_per_statement(connection, len(ids))):
                 await connection.execute(
                     update(runs)
-                    .where(runs_listed(connection, list(chunk)), on_the_row(stampable))
+                    .where(runs_listed(connection, list(chunk)), checked_per_row(stampable))
                     .values(queued_at=now)
                 )
 
-    await racing(write)
+    await retry_lost_races(write)
 
 
 Claimed = dict[str, tuple[Run, Job | None]]  # run id -> the claimed run and its job (None: deleted)
@@ -210,7 +210,7 @@ async def _claim_read_then_write(
         result = await connection.execute(
             update(runs)
             .where(runs_listed(connection, ids))
-            .where(on_the_row(and_(runs.c.state == previous.value, _due(now))))
+            .where(checked_per_row(and_(runs.c.state == previous.value, _due(now))))
             .values(**_claimed_values(worker, now, lease_until))
             .returning(*runs.c)
         )
@@ -363,12 +363,13 @@ async def _finish_statement_by_statement(
         key = (state, one.next_attempt_at if state is RunState.RETRYING else None)
         groups.setdefault(key, []).append(one)
     recorded: dict[str, Run] = {}
+    running_here = and_(runs.c.state == RunState.RUNNING.value, runs.c.lease_owner == worker)
     for (state, next_at), group in groups.items():
         held = runs_listed(connection, [f.run_id for f in group], [f.attempt for f in group])
         result = await connection.execute(
             update(runs)
             .where(held)
-            .where(on_the_row(and_(runs.c.state == RunState.RUNNING.value, runs.c.lease_owner == worker)))
+            .where(checked_per_row(running_here))
             .values(lease_owner=None, lease_expires_at=None, next_attempt_at=next_at,
                     finished_at=now if state.terminal else None, state=state.value)
             .returning(*runs.c)

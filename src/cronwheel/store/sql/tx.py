@@ -4,7 +4,7 @@ Every method of ``SqlStore`` is one of three kinds of connection (:class:`Transa
 a write transaction, or a write whose statements each commit on their own. How each is opened on
 each database is decided by the :class:`~cronwheel.store.driver.Flavor`; the other modules never
 ask which database they are on. Batch writes of runs lock rows in id order and run again when
-PostgreSQL aborted them for a concurrent one (:func:`racing`).
+PostgreSQL aborted them for a concurrent one (:func:`retry_lost_races`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from cronwheel.errors import RaceLostError
 from cronwheel.store import sqlite_cursor
+from cronwheel.store.change_listener import CHANNEL
 from cronwheel.store.driver import WRITE, flavor_of, translated_errors
-from cronwheel.store.notify import CHANNEL
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -94,13 +94,13 @@ class Transactions:
     async def write_alone(self, step: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """``step``, one statement that is a whole write transaction, committed on its own (one
         round trip where BEGIN, the statement and COMMIT took three; see
-        :attr:`statements_commit_alone`), run again when it loses a race (:func:`racing`)."""
+        :attr:`statements_commit_alone`), run again when it loses a race (:func:`retry_lost_races`)."""
 
         async def write() -> T:
             async with self.write_each() as connection:
                 return await step(connection)
 
-        return await racing(write)
+        return await retry_lost_races(write)
 
     async def write_on_driver(self, work: Callable[[sqlite3.Cursor], T]) -> T:
         """``work`` as one write transaction run whole on the driver's own thread with its own
@@ -139,7 +139,7 @@ class Transactions:
         """``step`` over ``items``, :data:`CHUNK` at a time in the caller's order (give id order:
         the lock order of every batch write of runs), then ``then`` once with the union of what
         the steps returned (the transaction's last write), in one write transaction that runs
-        again when it loses a race (:func:`racing`). Returns that union."""
+        again when it loses a race (:func:`retry_lost_races`). Returns that union."""
 
         async def write() -> dict[K, V]:
             found: dict[K, V] = {}
@@ -150,10 +150,10 @@ class Transactions:
                     await then(connection, found)
             return found
 
-        return await racing(write)
+        return await retry_lost_races(write)
 
 
-async def racing(write: Callable[[], Awaitable[T]]) -> T:
+async def retry_lost_races(write: Callable[[], Awaitable[T]]) -> T:
     """Run a batch write on runs again when PostgreSQL aborted it for a concurrent one (a
     deadlock between two workers' claims, or a claim and the scheduler's queued stamp): the
     transaction wrote nothing, and a worker that gave up would leave its triggers to the queue's
@@ -174,7 +174,7 @@ def chunks(items: Sequence[T], size: int) -> Iterable[Sequence[T]]:
 async def notify_changed(connection: AsyncConnection, job_ids: Iterable[str]) -> None:
     """Tell the other processes that these jobs changed, in the caller's transaction, so that
     listeners hear of it when, and only if, it commits. PostgreSQL: ``pg_notify(CHANNEL,
-    job_id)`` for each job (:class:`cronwheel.store.notify.PostgresChangeListener` listens);
+    job_id)`` for each job (:class:`cronwheel.store.change_listener.PostgresChangeListener` listens);
     SQLite: nothing (embedded mode has the in-process ChangeFeed)."""
     ids = sorted(set(job_ids))
     if ids and flavor_of(connection.dialect).notifies:

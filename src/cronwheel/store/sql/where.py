@@ -42,7 +42,7 @@ CLAIMABLE = frozenset({RunState.PENDING, RunState.RETRYING})
 CLAIMABLE_VALUES = sorted(state.value for state in CLAIMABLE)
 
 
-def on_the_row(condition: ColumnElement[bool]) -> ColumnElement[bool]:
+def checked_per_row(condition: ColumnElement[bool]) -> ColumnElement[bool]:
     """``condition``, checked on each row found by primary key and never used to find rows: as
     ``CASE WHEN condition THEN true ELSE false END`` no index can answer it. PostgreSQL, with
     statistics from before a burst of new runs (a herd, a fresh database), otherwise answers
