@@ -12,9 +12,9 @@ from pydantic import BaseModel
 
 from api.test_authorization_matrix import _bare_app, app_routes
 from cronwheel.api.routes.audit import AuditEntryOut
-from cronwheel.api.routes.jobs import Health, Ready
 from cronwheel.api.routes.output import RunOutputOut
 from cronwheel.api.routes.secrets import ReencryptOut, SecretOut
+from cronwheel.api.routes.system import Health, Ready
 from cronwheel.api.routes.tokens import TokenCreated, TokenOut
 from cronwheel.api.schemas.jobs import (
     JobOut,

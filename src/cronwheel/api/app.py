@@ -22,8 +22,7 @@ from cronwheel.api.guards import limits
 from cronwheel.api.guards.host import RequestGuard
 from cronwheel.api.guards.nosniff import NoSniff
 from cronwheel.api.guards.observe import RequestMetrics
-from cronwheel.api.routes import audit, docs, notifications, output, secrets, tokens, ui
-from cronwheel.api.routes.jobs import router, system_router
+from cronwheel.api.routes import audit, docs, jobs, notifications, output, runs, secrets, system, tokens, ui
 from cronwheel.api.schemas import storable
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
 
@@ -66,9 +65,18 @@ def create_app(services: ApiServices) -> FastAPI:
     # Every string a /v1 route takes is checked once, for what both stores can hold, once the
     # caller is admitted (cronwheel.api.schemas.storable).
     per_request = [*limits.PER_REQUEST, Depends(storable.storable_request)]
-    for routes in (router, tokens.router, secrets.router, audit.router, notifications.router, output.router):
+    for routes in (
+        jobs.router,
+        runs.router,
+        system.router,
+        tokens.router,
+        secrets.router,
+        audit.router,
+        notifications.router,
+        output.router,
+    ):
         app.include_router(routes, prefix="/v1", dependencies=per_request, responses=limits.RESPONSES)
-    app.include_router(system_router)
-    app.include_router(system_router, prefix="/v1", include_in_schema=False)
+    app.include_router(system.system_router)
+    app.include_router(system.system_router, prefix="/v1", include_in_schema=False)
     app.add_middleware(RequestMetrics)  # outermost: counts every answer, refusals included
     return app

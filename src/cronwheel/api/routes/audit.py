@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.routes.jobs import Cursor, Limit
+from cronwheel.api.routes.common import Cursor, Limit
 from cronwheel.api.schemas.jobs import Instant
 from cronwheel.api.schemas.queries import DEFAULT_LIMIT
 from cronwheel.api.services import ApiServices, get_services

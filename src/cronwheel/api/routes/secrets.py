@@ -27,7 +27,7 @@ from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.operations import paged
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.routes.jobs import Cursor, Limit
+from cronwheel.api.routes.common import Cursor, Limit
 from cronwheel.api.schemas.jobs import NAME_PATTERN
 from cronwheel.api.schemas.queries import DEFAULT_LIMIT
 from cronwheel.api.services import ApiServices, get_services
