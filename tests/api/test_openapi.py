@@ -1,6 +1,6 @@
-"""The OpenAPI document says what the server enforces (issue #11, the review's Schemathesis
-findings): each test names a place where the document was looser than the server, or where the
-server answered something the document did not name, and checks both sides.
+"""The OpenAPI document says what the server enforces: each test names a place where the document
+could be looser than the server, or where the server could answer something the document does not
+name (the kinds of mismatch Schemathesis finds), and checks both sides.
 
 Some values are checked by code, not by a schema (the schedule parser, the zone database,
 cronwheel.targets.checks); the document states a pattern for them (``Documented`` in
