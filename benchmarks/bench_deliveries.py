@@ -1,5 +1,5 @@
 """Deliveries per second per worker process, by target kind, beside HTTP in one run (a benchmark,
-not a test; issue #14).
+not a test).
 
 Method: ``bench_webhooks.py``'s cluster scenario, with the target as the variable. For each kind a
 sink runs in its own process (so its CPU is not the worker's) and counts what arrives by the run's

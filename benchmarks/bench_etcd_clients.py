@@ -1,4 +1,4 @@
-"""etcd's native gRPC client (aetcd 1.0) against cronwheel's JSON-gateway client (issue #14 item 4).
+"""etcd's native gRPC client (aetcd 1.0) against cronwheel's JSON-gateway client.
 
 A benchmark, not a test: every figure and finding is printed, none is asserted, the script exits 0.
 It starts its own etcd (Debian's ``etcd-server``; ``$ETCD_BIN``, else ``etcd`` on PATH) on free

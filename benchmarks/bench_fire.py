@@ -1,6 +1,6 @@
 """The fire path at scale, beside APScheduler 3.11 (a benchmark, not a test).
 
-Workloads (issue #6):
+Workloads:
 
 * ``steady``: N jobs each firing once a minute, spread evenly over the seconds (``S * * * * *``
   with S = i mod 60), so N/60 fires per second; measured over ``--seconds``.

@@ -1,5 +1,4 @@
-"""Attempts per second of one worker process's executor: gRPC beside HTTP (a benchmark, not a test;
-issue #14 item 2).
+"""Attempts per second of one worker process's executor: gRPC beside HTTP (a benchmark, not a test).
 
 Method. A sink in its own process (so its CPU is not the worker's) on 127.0.0.1: a ``grpc.aio``
 server with reflection serving ``bench.Sink/Deliver`` (request ``google.protobuf.Struct``, reply

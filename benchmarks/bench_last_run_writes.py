@@ -1,4 +1,4 @@
-"""What keeping ``job_last_run`` costs the fire, claim and finish batches (issue #13).
+"""What keeping ``job_last_run`` costs the fire, claim and finish batches.
 
 A benchmark, not a test: every figure is printed, none is asserted, the script exits 0.
 

@@ -1,4 +1,4 @@
-"""A million jobs in PostgreSQL: bulk load, scheduler memory, shard takeover, API lists (issue #6).
+"""A million jobs in PostgreSQL: bulk load, scheduler memory, shard takeover, API lists.
 
 A benchmark, not a test: every figure is printed (targets beside them), none is asserted, and the
 script exits 0 when the runs complete.
@@ -93,7 +93,7 @@ ZONES = ("UTC", "America/New_York", "Europe/Berlin", "Asia/Tokyo")
 ENVS = (("prod", 6), ("staging", 3), ("dev", 1))
 APPS = 200
 MB = 1024 * 1024
-TEAM_TOKEN = "team legal's token"  # listings filtered to one team in the query (issue #11)
+TEAM_TOKEN = "team legal's token"  # listings filtered to one team in the query
 LABEL_COLUMNS = ["job_id", "key", "value"]
 LAST_COLUMNS = ["job_id", "team", "slot", "run_id", "state"]
 

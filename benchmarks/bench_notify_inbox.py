@@ -1,4 +1,4 @@
-"""What the notifications inbox costs a worker's batch of outcomes (a benchmark, not a test; issue #12).
+"""What the notifications inbox costs a worker's batch of outcomes (a benchmark, not a test).
 
 Every run that reaches SUCCESS or FAILED also gets a row in ``notification_inbox``, in the
 transaction of ``finish_attempts`` (``store/sql/bulk.py`` ``note_outcomes``). This records

@@ -1,5 +1,4 @@
-"""Fire lateness while retention purges a million old runs (a benchmark, not a test; issue #12
-item 5).
+"""Fire lateness while retention purges a million old runs (a benchmark, not a test).
 
 Two runs of the same steady load, each in a fresh child process on fresh storage, one after the
 other in one session:

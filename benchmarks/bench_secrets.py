@@ -1,4 +1,4 @@
-"""What team secrets and signatures cost an HTTP attempt (a benchmark, not a test; issue #11).
+"""What team secrets and signatures cost an HTTP attempt (a benchmark, not a test).
 
 Method. One process: a local HTTP sink (aiohttp, 127.0.0.1) answering ``200 ok``, a SqlStore over a
 temp SQLite file, and the real :class:`~cronwheel.worker.executors.http.HttpExecutor` sending

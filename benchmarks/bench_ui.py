@@ -1,5 +1,5 @@
-"""The dashboard's page load times over many jobs in PostgreSQL (issue #12: "page load times at 100k
-jobs").
+"""The dashboard's page load times over many jobs in PostgreSQL (target: pages load fast at 100k
+jobs).
 
 A benchmark, not a test: every figure is printed, none is asserted. Method: a fresh PostgreSQL
 database is loaded with ``--jobs`` jobs exactly as ``bench_million.py`` does (its realistic mix of

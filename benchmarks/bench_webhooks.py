@@ -1,4 +1,4 @@
-"""Webhook deliveries per second per worker process (a benchmark, not a test; issue #6, "webhooks").
+"""Webhook deliveries per second per worker process (a benchmark, not a test).
 
 Method. A local HTTP sink (aiohttp, on 127.0.0.1, in its own process, so its CPU is not the
 worker's) answers ``200 ok`` and counts arrivals by ``Idempotency-Key`` (the run id). Setup, not

@@ -1,4 +1,4 @@
-"""A cluster worker's memory as it works through many runs (a benchmark, not a test; issue #13).
+"""A cluster worker's memory as it works through many runs (a benchmark, not a test).
 
 Method. One real :class:`~cronwheel.worker.loop.Worker` in a child process, on the cluster
 backends of ``bench_fire`` (a fresh PostgreSQL database, a private Redis Streams key prefix, both

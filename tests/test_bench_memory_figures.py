@@ -1,10 +1,9 @@
-"""The benchmarks' per-process memory figures are each process' own (issue #13).
+"""The benchmarks' per-process memory figures are each process' own.
 
-``bench_fire`` reported its cluster worker's peak RSS from ``ru_maxrss``, which on Linux starts
-at the parent's RSS at the fork and survives exec: the "worker" grew with the number of jobs the
-scheduler process had seeded before it started the worker (124 MB at 10k jobs, 1.1 GB at 600k),
-while the worker itself stayed near 140 MB. A child started by a parent that holds a large
-ballast must report its own peak, not the parent's.
+``ru_maxrss`` on Linux starts at the parent's RSS at the fork and survives exec, so a worker
+started by a scheduler process that had seeded many jobs would appear to grow with the number of
+jobs (the parent's heap) while the worker itself stays near 140 MB. A child started by a parent
+that holds a large ballast must report its own peak, not the parent's.
 """
 
 from __future__ import annotations

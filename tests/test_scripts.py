@@ -48,7 +48,7 @@ def test_etcd_install_only_makes_sure_of_the_binary() -> None:
 def test_leftovers_finds_a_detached_process_and_stops_it() -> None:
     mark = f"test-{uuid.uuid4().hex}"
     env = {**os.environ, "CRONWHEEL_TEST_RUN": mark}
-    # detached from this process (its own session), as `scripts/etcd` used to start etcd
+    # detached from this process (its own session), as a script may start a daemon
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)"], env=env, start_new_session=True
     )

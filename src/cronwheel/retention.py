@@ -1,4 +1,4 @@
-"""What of a job's run history may go (issue #12 item 5): the pure decision of the purge.
+"""What of a job's run history may go: the pure decision of the purge.
 
 A job's retention policy (:class:`~cronwheel.model.RetentionPolicy`, or the server's default when
 the job has none) sets two limits, each optional: ``keep_days`` (a run whose slot is older goes)

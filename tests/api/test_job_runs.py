@@ -1,4 +1,4 @@
-"""``GET /v1/jobs/{id}/runs`` works for deleted jobs, whatever the page holds (issue #10): an empty
+"""``GET /v1/jobs/{id}/runs`` works for deleted jobs, whatever the page holds: an empty
 page of a deleted job (no runs, or a ``state`` filter that matches none) is a 200, and only an id
 that never named a job is a 404."""
 

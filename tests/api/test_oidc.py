@@ -1,4 +1,4 @@
-"""OIDC JWTs as bearers of the real API app (issue #11 item 1): the provider's JWK Set served over
+"""OIDC JWTs as bearers of the real API app: the provider's JWK Set served over
 HTTP on 127.0.0.1 (an aiohttp server), keys and tokens made in the test, a manual clock. An OIDC
 caller is walled to its teams like a token is, gets the scopes its roles map to, and every
 refusal is a problem."""

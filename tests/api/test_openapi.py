@@ -1,6 +1,6 @@
-"""The OpenAPI document says what the server enforces (issue #11, the review's Schemathesis
-findings): each test names a place where the document was looser than the server, or where the
-server answered something the document did not name, and checks both sides.
+"""The OpenAPI document says what the server enforces: each test names a place where the document
+could be looser than the server, or where the server could answer something the document does not
+name (the kinds of mismatch Schemathesis finds), and checks both sides.
 
 Some values are checked by code, not by a schema (the schedule parser, the zone database,
 cronwheel.targets.checks); the document states a pattern for them (``Documented`` in
@@ -76,8 +76,8 @@ async def test_if_match_values_the_document_allows_are_accepted(
 async def test_if_match_values_the_document_refuses_are_400_not_500(
     client: httpx.AsyncClient, document: dict[str, Any], value: str
 ) -> None:
-    """``null`` was 400 although the document allowed any string; ``²`` (a digit to
-    ``str.isdigit``, not to ``int``) and 5,000 digits (past ``int``'s limit) were 500s."""
+    """The document's pattern refuses what the server refuses, and the server answers 400, never
+    500: ``²`` is a digit to ``str.isdigit``, not to ``int``; 5,000 digits are past ``int``'s limit."""
     job = await _create(client)
     pattern = _parameter(document, "/v1/jobs/{job_id}", "delete", "If-Match")["pattern"]
     assert not re.search(pattern, value)
@@ -117,8 +117,8 @@ async def test_a_refused_path_parameter_is_a_documented_problem(
 
 
 def test_no_parameter_is_documented_as_null(document: dict[str, Any]) -> None:
-    """``X | None = None`` was documented ``anyOf: [X, null]``, and a client that sent
-    ``If-Match: null`` (or ``paused=null``) had done as documented and got 400."""
+    """``X | None = None`` must not be documented ``anyOf: [X, null]``: a client that sends
+    ``If-Match: null`` (or ``paused=null``) would do as documented and get 400."""
     for path, method, operation in _operations(document):
         for parameter in operation.get("parameters", []):
             assert "null" not in str(parameter["schema"]), (path, method, parameter["name"])
@@ -227,8 +227,8 @@ def test_the_program_must_not_be_empty_in_the_document_too(document: dict[str, A
 async def test_cursors_have_a_documented_form(
     client: httpx.AsyncClient, document: dict[str, Any], path: str
 ) -> None:
-    """Any string was documented; a cursor is base64url, and one of that form that the server did
-    not make is refused with its own code (no schema can tell which ones it made)."""
+    """A cursor is documented as base64url, not any string, and one of that form that the server
+    did not make is refused with its own code (no schema can tell which ones it made)."""
     pattern = _parameter(document, path, "get", "cursor")["pattern"]
     for junk in ("!!", "a b", "0=0"):
         assert not re.search(pattern, junk)
@@ -255,8 +255,8 @@ async def test_label_filters_have_a_documented_form(
 
 @pytest.mark.parametrize("instant", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"])
 async def test_instants_outside_the_calendar_are_422_not_500(client: httpx.AsyncClient, instant: str) -> None:
-    """Valid RFC 3339 text whose UTC time is before year 1 or after 9999 was a 500
-    (OverflowError)."""
+    """Valid RFC 3339 text whose UTC time is before year 1 or after 9999 is a 422, not an
+    OverflowError's 500."""
     created = await client.post("/v1/jobs", json=job_body(end_at=instant))
     assert created.status_code == 422
     assert created.json()["errors"][0]["field"] == "end_at"

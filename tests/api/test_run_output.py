@@ -1,5 +1,5 @@
 """``GET /v1/runs/{run_id}/output``: each attempt's kept output, beyond the 1 KiB excerpt of the
-run's details (issue #12 item 5); walled as the run is (tests/api/test_authorization_matrix.py)."""
+run's details; walled as the run is (tests/api/test_authorization_matrix.py)."""
 
 from __future__ import annotations
 

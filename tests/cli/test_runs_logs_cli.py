@@ -1,4 +1,4 @@
-"""``cronwheel runs logs RUN``: what each attempt of a run wrote, as kept (issue #12 item 5)."""
+"""``cronwheel runs logs RUN``: what each attempt of a run wrote, as kept."""
 
 from __future__ import annotations
 

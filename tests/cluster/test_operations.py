@@ -1,6 +1,6 @@
-"""Operating a cluster: every role serves its metrics and says where (issue #10 item 10); a
-permanent error at start stops a process at once, a backend that comes up late is waited for
-(item 6). Real processes over PostgreSQL, etcd and Redis."""
+"""Operating a cluster: every role serves its metrics and says where; a
+permanent error at start stops a process at once, a backend that comes up late is waited for.
+Real processes over PostgreSQL, etcd and Redis."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ async def test_every_role_serves_its_metrics_and_says_where(cluster: tuple[Clust
     assert shown.returncode == 0, shown.stderr
     assert "METRICS" in shown.stdout
     assert all(url in shown.stdout for url in urls.values()), shown.stdout
-    # read at scrape time from etcd and Redis (issue #12 item 4): one scheduler owns every shard
+    # read at scrape time from etcd and Redis: one scheduler owns every shard
     # and leads; every node reports the queue it serves
     assert _sample(scraped["sched-1"], "cronwheel_shards_owned") == 256
     assert [_sample(scraped[n], "cronwheel_leader") for n in sorted(scraped)] == [0, 1, 0, 0]

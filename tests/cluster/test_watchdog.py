@@ -1,4 +1,4 @@
-"""The dead-man's switch outlives the schedulers it watches (issue #12): with the only scheduler
+"""The dead-man's switch outlives the schedulers it watches: with the only scheduler
 killed, nobody fires and nobody leads, yet an api or worker node holds the watchdog duty and its
 notifier raises ``missed`` within the deadline, the check period and the TTL; a scheduler started
 again brings ``back``, once. Over real PostgreSQL, etcd and Redis, with a webhook sink on

@@ -1,4 +1,4 @@
-"""What the gRPC API shares with REST (issue #14: "mirroring the REST API one to one"): the
+"""What the gRPC API shares with REST, which it mirrors one to one: the
 per-caller rate limit (one budget over both, RESOURCE_EXHAUSTED with the RetryInfo of REST's
 Retry-After), the audit entries of refused calls, and jobs addressed as ``team/name``."""
 

@@ -1,4 +1,4 @@
-"""Authentication with the real server (issue #11 items 1, 2 and the review's first finding): the
+"""Authentication with the real server: the
 embedded server's admin token file, the CLI finding it by itself, ``tokens create --bootstrap``,
 and cross-site or rebound requests refused before they change or show anything."""
 

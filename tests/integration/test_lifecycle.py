@@ -1,5 +1,5 @@
-"""What a node opens is closed whatever fails, and a permanent error stops it at once (issue #10
-items 6 and 7); in process, over the embedded backends."""
+"""What a node opens is closed whatever fails, and a permanent error stops it at once; in
+process, over the embedded backends."""
 
 from __future__ import annotations
 

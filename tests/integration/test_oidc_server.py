@@ -1,4 +1,4 @@
-"""OIDC with the real server (issue #11 item 1): ``cronwheel server --oidc-*`` fetches the keys of
+"""OIDC with the real server: ``cronwheel server --oidc-*`` fetches the keys of
 a provider served on 127.0.0.1, and a JWT of that provider reads its team's jobs over the API and
 over the CLI (``CRONWHEEL_TOKEN``), is walled from another team's and held to its role's scopes.
 Settings that cannot work stop the server before it touches anything (exit 2)."""

@@ -84,8 +84,8 @@ async def test_a_head_over_the_limit_that_arrives_in_pieces_gets_the_same_431(se
 
 
 async def test_a_20_mb_body_is_refused_before_it_is_sent(server: ServerProcess) -> None:
-    """The answer comes on the head alone: not a byte of the body was needed (it used to be read
-    whole and parsed as JSON)."""
+    """The answer comes on the head alone: not a byte of the body is needed (it is never read
+    whole nor parsed as JSON)."""
     head = (
         b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         b"Content-Length: 20000000\r\n\r\n"

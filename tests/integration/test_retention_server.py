@@ -1,4 +1,4 @@
-"""The embedded server applies the default retention on its own (issue #12 item 5): runs older
+"""The embedded server applies the default retention on its own: runs older
 than ``retention_days`` go at start, the latest of each state and the runs of a job that opted
 out stay, and the pass is counted and logged."""
 

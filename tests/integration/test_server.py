@@ -379,7 +379,7 @@ async def test_sigterm_stops_cleanly(server_factory: Callable[..., ServerProcess
 async def test_a_server_restarted_without_an_option_names_the_jobs_it_will_fail(
     server_factory: Callable[..., ServerProcess],
 ) -> None:
-    """Issue #10 item 14: a stored command job whose worker no longer allows commands is named
+    """A stored command job whose worker no longer allows commands is named
     at start, with the option that would run it, instead of failing every run in silence."""
     first = server_factory("--allow-commands")
     async with first.client() as api:

@@ -1,5 +1,5 @@
 """Every loop waits out a transient failure as the one retry policy says (growing waits, reset by
-a success) and stops at a permanent one (issue #10 item 6). Failures are injected into the real
+a success) and stops at a permanent one. Failures are injected into the real
 roles; the policy is shrunk so that the waits are milliseconds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The roles read what a batch needs in one store call, not one call per item (issue #10): a
+"""The roles read what a batch needs in one store call, not one call per item: a
 scheduler re-reads the jobs of a stale batch with one ``get_jobs``, a worker looks up the triggers
 it could not claim with one ``get_runs``."""
 

@@ -616,11 +616,12 @@ def test_fuzz_wrong_types_and_options(
 def test_hash_step_wider_than_its_range_is_refused_or_clamped(
     expression: str, seed: str, hours: set[int], minutes: set[int]
 ) -> None:
-    """``H(50-59)/30`` used to hash its start over 0..29 and add it to 50, landing on 50..79: past 59
-    the minute field allowed nothing, yet the schedule parsed, and its "fires" came from minute -1:
-    ``next_after(2026-01-01T00:00Z)`` was 04:59 (hour 4, not 5) and ``next_after(04:59)`` was 04:59
-    again, so ``iter_after`` repeated one instant forever. The start must stay inside a..b (the
-    hash taken modulo ``min(n, b - a + 1)``), or the expression be refused."""
+    """``H(50-59)/30`` must hash its start over 0..9, not 0..29: added to 50, a start over 0..29
+    lands on 50..79, past 59 the minute field allows nothing, yet the schedule parses and its
+    "fires" come from minute -1 (``next_after(2026-01-01T00:00Z)`` 04:59, hour 4, not 5, and
+    ``next_after(04:59)`` 04:59 again, so ``iter_after`` repeats one instant forever). The start
+    must stay inside a..b (the hash taken modulo ``min(n, b - a + 1)``), or the expression be
+    refused."""
     try:
         schedule = parse_schedule(expression, seed=seed)
     except ScheduleError:

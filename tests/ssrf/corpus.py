@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001 - look-alike characters are what the corpus is about
-"""The SSRF corpus (issue #11, item 6): URLs that must never make a worker connect, in every
+"""The SSRF corpus: URLs that must never make a worker connect, in every
 spelling found in the wild, and URLs that must stay accepted.
 
 Each refused entry is an authority-and-rest template: ``{port}`` is the port of the test's local

@@ -23,7 +23,7 @@ def mode(path: Path) -> int:
 
 
 async def test_a_new_database_and_its_companions_are_0600(tmp_path: Path) -> None:
-    previous = os.umask(0o022)  # the usual one: it used to leave the files 0644
+    previous = os.umask(0o022)  # the usual one: left alone, it makes the files 0644
     database = tmp_path / "cronwheel.db"
     store = await open_store(f"sqlite:///{database}", clock=ManualClock(START))
     os.umask(previous)

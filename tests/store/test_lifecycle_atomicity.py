@@ -1,4 +1,4 @@
-"""Resuming and deleting a job are atomic (issue #10): a failure between the job's write and what
+"""Resuming and deleting a job are atomic: a failure between the job's write and what
 it implies (the SKIPPED records of its paused slots; the cancel flags of its unfinished runs)
 leaves nothing written, on every backend. The failure is a failpoint armed to raise inside the
 store's transaction (``cronwheel.failpoints``), driven through ``JobService`` as the API does."""

@@ -395,7 +395,7 @@ async def test_deadline_in_the_past(executor: CommandExecutor, tmp_path: Path) -
     assert not marker.exists()
 
 
-# -- output beyond the excerpt (issue #12 item 5) ------------------------------------------------
+# -- output beyond the excerpt -------------------------------------------------------------------
 
 
 async def test_output_beyond_the_excerpt_keeps_a_bounded_tail() -> None:

@@ -1,4 +1,4 @@
-"""Stored jobs a worker will refuse are named at its start (issue #10 item 14)."""
+"""Stored jobs a worker will refuse are named at its start."""
 
 from __future__ import annotations
 

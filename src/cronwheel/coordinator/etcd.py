@@ -8,11 +8,11 @@ already ships for webhooks. The alternatives are gRPC clients (``etcd3``, ``aetc
 they pin generated stubs to particular protobuf releases and have repeatedly lagged behind them,
 and the sync ones would need threads under asyncio. We use a handful of calls (range, put, txn,
 lease grant/keepalive/revoke/time-to-live, watch: the protocol
-:class:`~cronwheel.coordinator.etcd_api.EtcdApi`), and the gateway serves all of them. Once grpcio
-became a dependency (issue #14) aetcd 1.0 was measured against this client
-(``benchmarks/bench_etcd_clients.py``; figures and decision in ``docs/dependencies.md``): a fraction
-of a millisecond faster per call, no TLS, no token refresh, one endpoint, slower to resume a watch
-after an etcd restart, and an adapter as long as this client; the gateway client stays.
+:class:`~cronwheel.coordinator.etcd_api.EtcdApi`), and the gateway serves all of them. grpcio is a
+dependency (of the gRPC API), so aetcd 1.0 is the nearest alternative; measured against this
+client (``benchmarks/bench_etcd_clients.py``; figures and decision in ``docs/dependencies.md``) it
+is a fraction of a millisecond faster per call, but has no TLS, no token refresh, one endpoint, is
+slower to resume a watch after an etcd restart, and needs an adapter as long as this client.
 
 **What it costs.** JSON and base64 instead of protobuf (a few hundred bytes per call: nothing at
 our rates); every lease keepalive is one HTTP request instead of a message on a long-lived gRPC

@@ -1,4 +1,4 @@
-"""The retention loop: removes run history that no retention policy keeps (issue #12 item 5).
+"""The retention loop: removes run history that no retention policy keeps.
 
 Run by the embedded server, and in a cluster by the leader only (as the :class:`Sweeper`). Each
 pass walks every job (live or deleted) by id; for a job whose effective policy limits anything,

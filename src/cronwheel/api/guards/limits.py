@@ -7,11 +7,11 @@ sets it, and comes before anything is written:
   longer than ``max_header_bytes`` together: 431, before the application runs. The HTTP server
   bounds what it buffers while a request head arrives (uvicorn's h11
   ``max_incomplete_event_size``, set by the server from the same limit), but a head that arrives
-  in one read is handed over whole, whatever its size: 10,000 header fields were answered 200.
+  in one read is handed over whole, whatever its size (10,000 header fields would pass it).
 * :class:`BodyLimit` (ASGI): a ``Content-Length`` over ``max_body_bytes`` is refused (413) before
   a byte of the body is read; a body without one is counted as it arrives and refused as soon as
-  it passes the limit. Either way the body is never parsed: a 20 MB body used to be read whole and
-  parsed as JSON before validation refused it.
+  it passes the limit. Either way the body is never parsed, so an oversized body costs no memory or
+  JSON parsing before validation could refuse it.
 * :func:`rate_limit` (a dependency of every ``/v1`` route): a token bucket per caller (its token
   id or OIDC subject; the client address of the trusted caller of an app without authentication):
   429 with ``Retry-After``. The buckets (:mod:`cronwheel.api.guards.rate`) are shared with the gRPC API,

@@ -34,7 +34,7 @@ async def bind_checks(services: Services) -> None:
 
 CHECKED = [Depends(bind_checks)]  # on the routes that validate a job body
 # A job's ETag ("3", W/"3", or bare 3) or "*". 18 digits: any version, and never more digits than
-# int() converts (a longer number, or a non-ASCII digit such as "²", would fail there).
+# int() converts (a longer number, or a non-ASCII digit such as "²", would otherwise be a 500).
 ETAG = re.compile(r'(?:\*|(?:W/)?"[0-9]{1,18}"|[0-9]{1,18})')
 IfMatch = Annotated[
     Annotated[str, Documented(pattern=f"^{ETAG.pattern}$")] | None,

@@ -1,4 +1,4 @@
-"""OIDC: JWTs from the organisation's identity provider accepted as API bearers (issue #11 item 1).
+"""OIDC: JWTs from the organisation's identity provider accepted as API bearers.
 
 Optional: off unless the operator names an issuer (``--oidc-issuer`` and its companions,
 docs/service.md "OIDC"). A request's ``Authorization: Bearer <jwt>`` is then verified here after

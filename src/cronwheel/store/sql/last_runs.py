@@ -31,9 +31,9 @@ those jobs, whose keys it alone holds (in practice it finds none: retention keep
 latest run). A job moved to another team updates its row in the job's edit (or resume), after
 locking the job's row: a fire of that job waits for that lock before it writes anything, and the
 SKIPPED runs a resume then inserts are new rows no other writer holds, so the edit never waits
-for a transaction that waits for it. (The rejected design of the last session updated ``jobs``
-from a trigger on ``runs``, at the time of each runs write: claim and finish locked a run, then
-its job; a fire with overlap=replace locked the job, then the runs it cancels.)
+for a transaction that waits for it. (This is why the row is not kept in ``jobs`` by a trigger
+on ``runs``: claim and finish would lock a run, then its job, while a fire with overlap=replace
+locks the job, then the runs it cancels: opposite orders, a deadlock.)
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ A claim and an outcome are batch writes: ``SqlStore`` runs each over a worker's 
 finisher batch in one transaction (:meth:`~cronwheel.store.sql.tx.Transactions.write_batches`),
 chunk by chunk in id order, the lock order of every batch write of runs. The conditions that
 must not steer PostgreSQL's plan are checked :func:`~cronwheel.store.sql.where.checked_per_row` of
-runs found by primary key (:func:`~cronwheel.store.sql.where.runs_listed`); issue #6 measured why.
+runs found by primary key (:func:`~cronwheel.store.sql.where.runs_listed`); ``docs/performance.md``
+says why.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Most are plain SQLAlchemy expressions; :func:`runs_listed` is the one condition whose SQL differs
 by database (the :class:`~cronwheel.store.driver.Flavor`'s ``arrays``). Several of them exist for
 PostgreSQL's planner: a list of runs must be found by primary key, whatever statistics from before
-a burst of new runs suggest (issue #6; ``docs/performance.md``).
+a burst of new runs suggest (``docs/performance.md``).
 """
 
 from __future__ import annotations

@@ -475,8 +475,8 @@ def _group_alive(pgid: int) -> bool:
     the group is empty as soon as its last process is gone, even where pid 1 reaps nothing.
     (Where the guard cannot be a subreaper, not Linux, an orphan that exited stays a member until
     whoever adopted it reaps it; ending the group then waits out the grace.) This runs every
-    ``_POLL_S`` while a group is being ended: it used to read ``/proc/*/stat`` of every process
-    on the machine each time."""
+    ``_POLL_S`` while a group is being ended, so it probes the group with one signal rather than
+    reading ``/proc/*/stat`` of every process on the machine each time."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
