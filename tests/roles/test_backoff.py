@@ -91,15 +91,14 @@ async def test_the_worker_pauses_receiving_while_its_claims_fail(
     worker = roles.new_worker("w2")
     monkeypatch.setattr(worker, "backoff", FAST)
     worker._claim_tries = FAST.tracker()
-    loop = asyncio.get_running_loop()
-    monkeypatch.setattr(worker, "start", Script(asyncio.Event(), DOWN, DOWN, DOWN, [], DOWN))
+    monkeypatch.setattr(worker, "claim", Script(asyncio.Event(), DOWN, DOWN, DOWN, [], DOWN))
     delivery = Delivery(Trigger("run-1", "job-1"), "token")
     paused = []
     with caplog.at_level(logging.WARNING, logger="cronwheel.worker"):
         for _ in range(5):
             worker._busy += 1
             await worker._start_guarded([delivery])
-            paused.append(worker._paused_until - loop.time())
+            paused.append(worker._paused_until - worker._monotonic())
     assert waits(caplog) == [0.01, 0.02, 0.04, 0.01]
     assert 0.03 < paused[2] <= 0.04  # no receive meanwhile: the claims would fail alike
     assert worker._busy == 0

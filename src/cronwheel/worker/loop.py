@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronwheel.clock import Clock
+from cronwheel.clock import Clock, monotonic_of
 from cronwheel.errors import TransientError
 from cronwheel.model import AttemptResult, Finish, Job, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
@@ -78,6 +78,7 @@ class Worker:
         self.queue = queue
         self.executors = executors
         self.clock = clock
+        self._monotonic = monotonic_of(clock).monotonic  # the timers of pauses, leases and drains
         self.node = node
         self.queues = tuple(queues)
         self.concurrency = concurrency
@@ -127,10 +128,9 @@ class Worker:
 
     async def _drain(self, drain_s: float) -> None:
         """Let claims in flight and the attempts they start finish, for up to ``drain_s``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + drain_s
-        while self._tasks and loop.time() < deadline:
-            await asyncio.wait(set(self._tasks), timeout=deadline - loop.time())
+        deadline = self._monotonic() + drain_s
+        while self._tasks and self._monotonic() < deadline:
+            await asyncio.wait(set(self._tasks), timeout=deadline - self._monotonic())
         for task in self._tasks:
             task.cancel()
 
@@ -139,7 +139,6 @@ class Worker:
         that the next receive overlaps the claim's round trips. With few slots free while
         attempts run, wait ``gather_s`` for more to free first: one receive, one claim and one
         acknowledgement for many triggers rather than for each."""
-        loop = asyncio.get_running_loop()
         tries = self.backoff.tracker()
         while not stop.is_set():
             free = self.concurrency - self._busy - len(self._waiting)
@@ -147,8 +146,8 @@ class Worker:
                 self._freed.clear()
                 await self._freed.wait()
                 continue
-            if loop.time() < self._paused_until:
-                await asyncio.sleep(self._paused_until - loop.time())
+            if self._monotonic() < self._paused_until:
+                await asyncio.sleep(self._paused_until - self._monotonic())
                 continue
             if free < self._batch and self._busy and self.gather_s > 0:
                 await self._slots.wait(self.gather_s)  # the slots of attempts finishing meanwhile
@@ -263,7 +262,7 @@ class Worker:
                     "error": str(error),
                 },
             )
-            self._paused_until = asyncio.get_running_loop().time() + delay
+            self._paused_until = self._monotonic() + delay
         except Exception:  # the store is the record: the sweep retries what this left behind
             log.exception(
                 "claim failed", extra={"action": "error", "node": self.node, "runs": len(deliveries)}
@@ -314,7 +313,7 @@ class Worker:
 
     async def check_cancellations(self, running_for_s: float = 0.0) -> None:
         """Stop the attempts, running for ``running_for_s`` at least, whose run was asked to stop."""
-        started_by = asyncio.get_running_loop().time() - running_for_s
+        started_by = self._monotonic() - running_for_s
         asked = [run_id for run_id, held in self._attempts.items() if held.since <= started_by]
         if not asked:
             return
@@ -425,8 +424,8 @@ class Worker:
 
     def _hold(self, run: Run, work: asyncio.Task[Any]) -> _Held:
         """Register a running attempt; its lease is extended by the worker's one keeper task."""
-        loop = asyncio.get_running_loop()
-        held = _Held(run, work, loop.time(), loop.time() + self.lease.total_seconds() / 3)
+        now = self._monotonic()
+        held = _Held(run, work, now, now + self.lease.total_seconds() / 3)
         self._attempts[run.id] = held
         if self._keeper is None or self._keeper.done():
             self._keeper = asyncio.create_task(self._keep_leases(), name=f"worker-leases-{self.node}")
@@ -444,13 +443,12 @@ class Worker:
         """Extend each held attempt's lease every third of it, and stop the attempt if the lease
         is lost or cancellation was requested: one task for all of a worker's attempts (not a
         task and a timer per attempt), asleep until the earliest lease needs its heartbeat."""
-        loop = asyncio.get_running_loop()
         interval = self.lease.total_seconds() / 3
         while self._attempts:
             earliest = min(held.beat_at for held in self._attempts.values())
-            await asyncio.sleep(max(0.0, earliest - loop.time()))
-            for held in [h for h in self._attempts.values() if h.beat_at <= loop.time()]:
-                held.beat_at = loop.time() + interval
+            await asyncio.sleep(max(0.0, earliest - self._monotonic()))
+            for held in [h for h in self._attempts.values() if h.beat_at <= self._monotonic()]:
+                held.beat_at = self._monotonic() + interval
                 await self._heartbeat(held)
 
     async def _heartbeat(self, held: _Held) -> None:
