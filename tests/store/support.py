@@ -5,12 +5,26 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwheel.model import FireResult, Firing, HttpTarget, Job, Run, RunKind, RunState, new_id
+from cronwheel.model import (
+    AttemptResult,
+    FireResult,
+    Firing,
+    HttpTarget,
+    Job,
+    Outcome,
+    Run,
+    RunKind,
+    RunState,
+    new_id,
+)
 from cronwheel.store.port import Store
 
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 LEASE = timedelta(seconds=30)
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+SUCCESS = AttemptResult(Outcome.SUCCESS, status_code=200, output="ok")
+FAILURE = AttemptResult(Outcome.FAILURE, status_code=500, error="HTTP 500", output="boom", retry_after_s=7.5)
 
 
 def at(minutes: float) -> datetime:

@@ -612,7 +612,7 @@ class Store(
 ):
     """The metadata store. Every method is atomic; every instant is aware UTC.
 
-    Contract (checked by ``tests/store/test_contract.py`` on every backend):
+    Contract (checked by ``tests/store`` on every backend, a file per port):
 
     * Jobs: ``create_job`` refuses a second live job with the same (team, name) with
       ``ConflictError``; ``update_job`` with ``expected_version`` refuses a stale version with

@@ -88,7 +88,7 @@ from cronwheel.store.sql.tx import CHUNK, Transactions
 __all__ = ["SchemaOutdatedError", "SqlStore", "due_jobs_statement", "open_store"]
 
 # The step of ``claim_runs`` (one chunk in one transaction), looked up here at each call so that a
-# test can make it lose a race (tests/store/test_contract.py).
+# test can make it lose a race (tests/store/test_store_availability.py).
 _claim = leases.claim
 
 
