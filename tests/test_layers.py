@@ -21,6 +21,7 @@ PACKAGE = SRC / "cronwheel"
 
 LAYERS: list[set[str]] = [
     {"errors"},
+    {"settings"},  # how a settings field is given on the command line
     {"clock", "failpoints", "receiver", "retrying", "schedule", "tls", "redaction", "v1"},
     {"model", "limits", "auth"},  # records and pure rules
     {"lateness", "retention", "telemetry", "targets", "audit", "client"},

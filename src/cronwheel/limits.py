@@ -1,7 +1,8 @@
 """The operator's limits: how much one request, one caller and one team may take of a server.
 
 One record, :class:`Limits`, holds them all; ``cronwheel server`` and ``cronwheel api`` take each
-as an option with a ``CRONWHEEL_*`` variable (docs/service.md, docs/security.md "Limits"). The API
+as an option with a ``CRONWHEEL_*`` variable, declared on its field (:mod:`cronwheel.settings`;
+docs/service.md, docs/security.md "Limits"). The API
 enforces the request limits (:mod:`cronwheel.api.guards.limits`); the job service the team quota and the
 minimum interval between fires, wherever a job is written. Each refusal is a precise error that
 writes nothing (guarantee 6, docs/guarantees.md).
@@ -15,18 +16,21 @@ wants no sub-minute jobs sets 60).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from cronwheel.errors import InvalidInputError, PermanentError
 from cronwheel.schedule import Schedule
 from cronwheel.schedule.gaps import Gap, shortest_gap
+from cronwheel.settings import API, option
 
 KIB = 1024
 MIB = 1024 * KIB
 
 MAX_MIN_INTERVAL_S = 7 * 86_400
 """The largest minimum interval an operator may set: a week (a longer one would refuse ``@weekly``)."""
+
+_API = frozenset({API})  # the API enforces every limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,23 +54,75 @@ class Limits:
       (422 naming ``schedule``).
     """
 
-    max_body_bytes: int = 2 * MIB
-    max_header_count: int = 100
-    max_header_bytes: int = 32 * KIB
-    rate_per_s: float = 50.0
-    rate_burst: int = 500
-    max_jobs_per_team: int = 10_000
-    min_interval_s: int = 1
+    max_body_bytes: int = field(
+        default=2 * MIB,
+        metadata=option(
+            "--max-body-bytes",
+            "The largest request body the API reads (413 beyond; the largest job is about 1.1 MiB).",
+            roles=_API,
+            low=1024,
+        ),
+    )
+    max_header_count: int = field(
+        default=100,
+        metadata=option(
+            "--max-header-count", "Header fields a request may have (431 beyond).", roles=_API, low=10
+        ),
+    )
+    max_header_bytes: int = field(
+        default=32 * KIB,
+        metadata=option(
+            "--max-header-bytes",
+            "Bytes of a request's header names and values together (431 beyond).",
+            roles=_API,
+            low=1024,
+        ),
+    )
+    rate_per_s: float = field(
+        default=50.0,
+        metadata=option(
+            "--rate-limit",
+            "API requests a second per caller, per api process (429 beyond); 0: no limit.",
+            roles=_API,
+            low=0,
+        ),
+    )
+    rate_burst: int = field(
+        default=500,
+        metadata=option(
+            "--rate-burst",
+            "API requests a caller may make at once before --rate-limit applies.",
+            roles=_API,
+            low=1,
+        ),
+    )
+    max_jobs_per_team: int = field(
+        default=10_000,
+        metadata=option(
+            "--max-jobs-per-team", "Live jobs a team may have (409 beyond); 0: no quota.", roles=_API, low=0
+        ),
+    )
+    min_interval_s: int = field(
+        default=1,
+        metadata=option(
+            "--min-interval",
+            "Seconds a schedule must leave between two fires, DST included (422 when closer); "
+            "60 forbids sub-minute jobs.",
+            roles=_API,
+            low=0,
+            high=MAX_MIN_INTERVAL_S,
+        ),
+    )
 
     def check(self) -> None:
         """Refuse settings that cannot work (a PermanentError naming the option)."""
-        for option, value, least in (
+        for flag, value, least in (
             ("--max-body-bytes", self.max_body_bytes, 1024),
             ("--max-header-count", self.max_header_count, 10),
             ("--max-header-bytes", self.max_header_bytes, 1024),
         ):
             if value < least:
-                raise PermanentError(f"{option} must be at least {least}, not {value}")
+                raise PermanentError(f"{flag} must be at least {least}, not {value}")
         if self.rate_per_s < 0 or (self.rate_per_s > 0 and self.rate_burst < 1):
             raise PermanentError("--rate-limit must be 0 (off) or positive, with --rate-burst at least 1")
         if self.max_jobs_per_team < 0:

@@ -412,7 +412,8 @@ class ChaosCluster:
 
     def _spawn(self, role: str, name: str, env: dict[str, str], *args: str) -> Node:
         log = self.workdir / f"{name}.log"
-        command = [sys.executable, "-m", "cronwheel", role, "--node-id", name, "--port", "0",
+        port = ("--port", "0") if role == "api" else ()  # a scheduler or worker has no API port
+        command = [sys.executable, "-m", "cronwheel", role, "--node-id", name, *port,
                    "--allow-network", "127.0.0.0/8", *args]  # fmt: skip
         with log.open("ab") as handle:
             handle.write(f"=== start {time.time():.3f}\n".encode())

@@ -163,7 +163,8 @@ class Cluster:
 
     def start(self, role: str, name: str, *args: str) -> Node:
         log = self.workdir / f"{name}.log"
-        command = [sys.executable, "-m", "cronwheel", role, "--node-id", name, "--port", "0",
+        port = ("--port", "0") if role == "api" else ()  # a scheduler or worker has no API port
+        command = [sys.executable, "-m", "cronwheel", role, "--node-id", name, *port,
                    "--allow-network", "127.0.0.0/8", *args]  # fmt: skip
         process = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=self.env())
         node = Node(role, name, log, process)

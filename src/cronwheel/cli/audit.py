@@ -14,6 +14,7 @@ import click
 from cronwheel.cli.output import Ctx, api_command, table, when
 from cronwheel.client import collect
 from cronwheel.errors import CronwheelError
+from cronwheel.settings import DEFAULT_DATABASE_URL
 
 _AGO = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -135,7 +136,7 @@ def list_(
 @click.option(
     "--database-url",
     envvar="CRONWHEEL_DATABASE_URL",
-    default="sqlite:///cronwheel.db",
+    default=DEFAULT_DATABASE_URL,
     show_default=True,
     help="The store (pruning is the operator's: it goes to the database, not the API).",
 )

@@ -25,6 +25,7 @@ import click
 from cronwheel.cli.output import Ctx, api_command, table, when
 from cronwheel.client import Conflict, NotFound, Problem, collect
 from cronwheel.redaction import HIDDEN
+from cronwheel.settings import DEFAULT_DATABASE_URL
 
 if TYPE_CHECKING:
     from cronwheel.client import Client
@@ -294,7 +295,7 @@ def _adopt_notifications_text(data: dict[str, Any]) -> str:
 )
 @click.option(
     "--database-url",
-    default="sqlite:///cronwheel.db",
+    default=DEFAULT_DATABASE_URL,
     show_default=True,
     envvar="CRONWHEEL_DATABASE_URL",
     help="Without --key-file: the embedded server's SQLite database, whose key file is <database>.keys.",

@@ -15,6 +15,7 @@ from cronwheel.cli.output import Ctx, api_command, fields, table, when
 from cronwheel.client import collect
 from cronwheel.errors import CronwheelError
 from cronwheel.redaction import redact_url
+from cronwheel.settings import DEFAULT_DATABASE_URL
 
 SCOPES = ("read", "write", "trigger", "admin")
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
@@ -85,7 +86,7 @@ def token_view(token: dict[str, Any]) -> str:
 @click.option(
     "--database-url",
     envvar="CRONWHEEL_DATABASE_URL",
-    default="sqlite:///cronwheel.db",
+    default=DEFAULT_DATABASE_URL,
     show_default=True,
     help="With --bootstrap: the store.",
 )

@@ -2,7 +2,7 @@
 
 | setting | embedded (default) | cluster |
 |---|---|---|
-| ``CRONWHEEL_DATABASE_URL`` | ``sqlite:///cronwheel.db`` | ``postgresql://user@host:5432/db`` |
+| ``CRONWHEEL_DATABASE_URL`` | ``DEFAULT_DATABASE_URL`` (SQLite) | ``postgresql://user@host:5432/db`` |
 | ``CRONWHEEL_COORDINATOR_URL`` | unset: this process owns every shard | ``etcd://host:2379[,host:2379...]`` |
 | ``CRONWHEEL_QUEUE_URL`` | unset: in-process queue | ``redis://host:6379/0`` |
 

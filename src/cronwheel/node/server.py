@@ -73,11 +73,13 @@ from cronwheel.secrets.crypto import Keyring
 from cronwheel.secrets.keys import ENV_KEY_FILE, ENV_KEYS, KeySource, load_keyring
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.service import SecretService
+from cronwheel.settings import API, DEFAULT_DATABASE_URL, ROLES, SCHEDULER, WORKER, nested, option
 from cronwheel.store.change_listener import PostgresChangeListener
 from cronwheel.store.files import open_private
 from cronwheel.store.sql import SqlStore
 from cronwheel.targets import python as python_targets
-from cronwheel.telemetry.tracing import OFF, TraceMode, Tracer
+from cronwheel.telemetry.logs import FORMATS, LogFormat
+from cronwheel.telemetry.tracing import MODES, OFF, TraceMode, Tracer
 from cronwheel.telemetry.tracing import check as check_tracing
 from cronwheel.telemetry.tracing import started as tracing_started
 from cronwheel.tls import ServerTls
@@ -111,42 +113,231 @@ def default_node() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-ALL_ROLES = ("api", "scheduler", "worker")
+ALL_ROLES = ROLES
+ONLY_API, ONLY_SCHEDULER, ONLY_WORKER = frozenset({API}), frozenset({SCHEDULER}), frozenset({WORKER})
 _URL_FIELDS = ("database_url", "coordinator_url", "queue_url")  # may name a password
+
+
+_ANY_PORT = {"low": 0, "high": 65535}
+_TARGETS = frozenset({API, WORKER})  # checked when a job is written (api) and at every attempt (worker)
+_METRICS_OWN = frozenset({SCHEDULER, WORKER})  # nodes that serve /metrics on a port of their own
 
 
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
-    host: str = "127.0.0.1"
-    port: int = 8080  # the API's (nodes with the api role serve /metrics there too)
-    metrics_port: int = 0  # /metrics and /healthz of a node without the api role; 0: any free port
-    grpc_port: int | None = None  # the gRPC API beside REST on nodes with the api role; None: off
-    database_url: str = "sqlite:///cronwheel.db"
-    coordinator_url: str | None = None  # etcd://host:port[,...]; None: this process owns every shard
-    queue_url: str | None = None  # redis://host:port; None: in-process queue
-    roles: tuple[str, ...] = ALL_ROLES
-    allow_commands: bool = False
-    python_allow: tuple[str, ...] = ()
-    allowed_networks: tuple[str, ...] = ()
-    allow_plain_credentials: bool = False  # store credentials given in clear (refused by default)
-    command_isolation: CommandIsolation = field(default_factory=CommandIsolation)  # user, limits, cwd
-    concurrency: int = CONCURRENCY  # attempts each worker runs at once
-    queues: tuple[str, ...] = ("default",)
-    lease_s: float = 30.0
-    ttl_s: float = 5.0  # coordinator membership / shard lease TTL
-    arm_ahead_s: float = ARM_AHEAD_S  # scheduler: record runs up to this long before their slot (0: at it)
-    node: str = field(default_factory=default_node)
-    allowed_hosts: tuple[str, ...] = ()  # Host names served beyond the defaults (see access_policy)
-    forwarded_allow_ips: tuple[str, ...] = ()  # proxies whose X-Forwarded-For/-Proto are believed
-    protect_metrics: bool = False  # /metrics needs a token of every team with the read scope
-    admin_only: tuple[str, ...] = ()  # target kinds only admins of every team may set
-    secret_key_file: str | None = None  # --secret-key-file (CRONWHEEL_SECRET_KEY_FILE)
+    """What a node runs and how; each field that is an option says so (:mod:`cronwheel.settings`).
+    ``secret_keys`` and ``smtp_url`` are not: they come from the environment only
+    (``CRONWHEEL_SECRET_KEYS``, ``CRONWHEEL_SMTP_URL``), since options show in ``ps``."""
+
+    host: str = field(default="127.0.0.1", metadata=option("--host", "The address to listen on."))
+    port: int = field(  # the API's (nodes with the api role serve /metrics there too)
+        default=8080,
+        metadata=option("--port", "The API's port (0: any free port).", roles=ONLY_API, **_ANY_PORT),
+    )
+    metrics_port: int = field(  # /metrics and /healthz of a node without the api role; 0: any free port
+        default=0,
+        metadata=option(
+            "--metrics-port",
+            "Where a scheduler or worker serves /metrics and /healthz, on --host (0: any free port, "
+            "shown by `cronwheel cluster status`). A process with the api role serves them on --port.",
+            roles=_METRICS_OWN,
+            **_ANY_PORT,
+        ),
+    )
+    grpc_port: int | None = field(  # the gRPC API beside REST on nodes with the api role; None: off
+        default=None,
+        metadata=option(
+            "--grpc-port",
+            "Also serve the gRPC API (cronwheel.v1, with health and reflection; docs/grpc.md) on "
+            "--host at this port, with --tls-cert when given (0: any free port). Unset: off.",
+            roles=ONLY_API,
+            **_ANY_PORT,
+        ),
+    )
+    database_url: str = field(
+        default=DEFAULT_DATABASE_URL,
+        metadata=option(
+            "--database-url",
+            "sqlite:///path.db (embedded) or postgresql://user@host:5432/db (cluster; TLS: "
+            "?sslmode=verify-full&sslrootcert=CA[&sslcert=...&sslkey=...]).",
+        ),
+    )
+    coordinator_url: str | None = field(  # etcd://host:port[,...]; None: this process owns every shard
+        default=None,
+        metadata=option(
+            "--coordinator-url",
+            "etcd://host:2379[,host:2379] (cluster; TLS: "
+            "etcd+https://user:password@host:2379?cacert=CA). Unset: this process owns every shard.",
+        ),
+    )
+    queue_url: str | None = field(  # redis://host:port; None: in-process queue
+        default=None,
+        metadata=option(
+            "--queue-url",
+            "redis://host:6379/0 (cluster; TLS: rediss://user:password@host:port/0?ssl_ca_certs=CA). "
+            "Unset: in-process.",
+        ),
+    )
+    roles: tuple[str, ...] = ALL_ROLES  # the command's, not an option
+    allow_commands: bool = field(
+        default=False,
+        metadata=option("--allow-commands", "Allow command targets.", roles=_TARGETS, is_flag=True),
+    )
+    python_allow: tuple[str, ...] = field(
+        default=(),
+        metadata=option(
+            "--allow-python",
+            "Allow python targets 'module:function' (fnmatch, naming its top-level package: 'mypkg.jobs:*').",
+            roles=_TARGETS,
+            metavar="PATTERN",
+            multiple=True,
+            env=False,
+        ),
+    )
+    allowed_networks: tuple[str, ...] = field(  # targets and webhook notifications (every node's notifier)
+        default=(),
+        metadata=option(
+            "--allow-network",
+            "Let webhooks reach this non-public network.",
+            metavar="CIDR",
+            multiple=True,
+            env=False,
+        ),
+    )
+    allow_plain_credentials: bool = field(  # store credentials given in clear (refused by default)
+        default=False,
+        metadata=option(
+            "--allow-plain-credentials",
+            "Store credentials given in clear in jobs (Authorization and other credential headers, "
+            "URL user info and tokens, broker passwords) and notification rules (Slack URLs, webhook "
+            "URLs with user info or tokens). Off: they must be secret references.",
+            roles=ONLY_API,
+            is_flag=True,
+        ),
+    )
+    command_isolation: CommandIsolation = field(  # user, limits, cwd (--command-*)
+        default_factory=CommandIsolation, metadata=nested()
+    )
+    concurrency: int = field(  # attempts each worker runs at once
+        default=CONCURRENCY,
+        metadata=option(
+            "--concurrency",
+            "Attempts each worker runs at once.",
+            roles=ONLY_WORKER,
+            low=1,
+            high=100_000,
+            env=False,
+        ),
+    )
+    queues: tuple[str, ...] = field(  # a scheduler's metrics report the depth of these queues
+        default=("default",),
+        metadata=option(
+            "--queue",
+            "A queue this node works on (repeatable): a worker takes its triggers, the API accepts "
+            "jobs of it, every node's /metrics reports its depth.",
+            metavar="NAME",
+            multiple=True,
+            env=False,
+        ),
+    )
+    lease_s: float = field(
+        default=30.0,
+        metadata=option(
+            "--lease", "How long a worker's claim on a running attempt lasts between renewals (s).", low=1.0
+        ),
+    )
+    ttl_s: float = field(  # coordinator membership / shard lease TTL
+        default=5.0, metadata=option("--ttl", "Lease TTL (s).")
+    )
+    arm_ahead_s: float = field(  # scheduler: record runs up to this long before their slot (0: at it)
+        default=ARM_AHEAD_S,
+        metadata=option(
+            "--arm-ahead",
+            "Record runs up to this long before their slot and only queue them at it (s; the "
+            "lead grows with how many jobs a second holds, from 1 s); 0: record at the slot.",
+            roles=ONLY_SCHEDULER,
+            low=0.0,
+            high=60.0,
+        ),
+    )
+    node: str = field(
+        default_factory=default_node,
+        metadata=option("--node-id", "This node's name (default: host-pid)."),
+    )
+    allowed_hosts: tuple[str, ...] = field(  # Host names served beyond the defaults (see access_policy)
+        default=(),
+        metadata=option(
+            "--allowed-host",
+            "Serve requests for this Host name too (repeatable; *.example.com: its subdomains; "
+            "*: any, behind a proxy that checks it). IP addresses and localhost are always served.",
+            metavar="NAME",
+            multiple=True,
+            env="CRONWHEEL_ALLOWED_HOSTS",
+        ),
+    )
+    forwarded_allow_ips: tuple[str, ...] = field(  # proxies whose X-Forwarded-For/-Proto are believed
+        default=(),
+        metadata=option(
+            "--forwarded-allow-ips",
+            "Take the client address and scheme from X-Forwarded-For and X-Forwarded-Proto only "
+            "when the peer is one of these proxies (comma-separated addresses or networks). Unset: never.",
+            metavar="IP[,CIDR...]",
+        ),
+    )
+    protect_metrics: bool = field(
+        default=False,
+        metadata=option(
+            "--protect-metrics", "/metrics needs a token of every team with the read scope.", is_flag=True
+        ),
+    )
+    admin_only: tuple[str, ...] = field(  # target kinds only admins of every team may set
+        default=(),
+        metadata=option(
+            "--admin-only",
+            "Only admins of every team may set this kind of target (repeatable; network: an HTTP "
+            "target that only --allow-network makes acceptable).",
+            roles=ONLY_API,
+            choices=("command", "python", "network"),
+            multiple=True,
+        ),
+    )
+    secret_key_file: str | None = field(
+        default=None,
+        metadata=option(
+            "--secret-key-file",
+            "The keys that encrypt team secrets (ID:BASE64 lines; the last encrypts new values). "
+            "Or the keys themselves in CRONWHEEL_SECRET_KEYS. Embedded default: <database>.keys, "
+            "created by the first start.",
+            metavar="PATH",
+        ),
+    )
     secret_keys: str | None = field(default=None, repr=False)  # CRONWHEEL_SECRET_KEYS: the keys themselves
-    limits: Limits = field(default_factory=Limits)  # what a request, a caller and a team may take
-    oidc: OidcSettings = field(default_factory=OidcSettings)  # JWTs of an identity provider (off by default)
-    tls_cert: str | None = None  # --tls-cert: serve HTTPS with this certificate chain (PEM)
-    tls_key: str | None = None  # --tls-key: its private key (PEM, not encrypted)
-    tls_client_ca: str | None = None  # --tls-client-ca: require client certificates of this CA
+    limits: Limits = field(
+        default_factory=Limits, metadata=nested()
+    )  # what a request, a caller and a team may take
+    oidc: OidcSettings = field(
+        default_factory=OidcSettings, metadata=nested()
+    )  # JWTs of an identity provider
+    tls_cert: str | None = field(
+        default=None,
+        metadata=option(
+            "--tls-cert", "Serve HTTPS with this certificate (chain); needs --tls-key.", metavar="PEM"
+        ),
+    )
+    tls_key: str | None = field(
+        default=None,
+        metadata=option(
+            "--tls-key", "The private key of --tls-cert (PEM, not encrypted; keep it 0600).", metavar="PEM"
+        ),
+    )
+    tls_client_ca: str | None = field(
+        default=None,
+        metadata=option(
+            "--tls-client-ca",
+            "Require a client certificate signed by this CA (mutual TLS); needs --tls-cert.",
+            metavar="PEM",
+        ),
+    )
 
     def server_tls(self) -> ssl.SSLContext | None:
         """The TLS context of this node's HTTP endpoint (None: plain HTTP), every file read now:
@@ -162,10 +353,54 @@ class ServerSettings:
         return ServerTls(self.tls_cert, self.tls_key, self.tls_client_ca)
 
     smtp_url: str | None = field(default=None, repr=False)  # CRONWHEEL_SMTP_URL: email notifications' relay
-    retention_days: int = 30  # the default retention of jobs without their own (0: no age limit)
-    retention_runs: int = 0  # ... and of how many runs per job (0: no count limit)
-    output_tail_bytes: int = 65_536  # output kept per attempt beyond its 1 KiB excerpt
-    tracing: TraceMode = "off"  # --tracing: OpenTelemetry spans of runs (otlp, console; cronwheel[otel])
+    retention_days: int = field(  # the default retention of jobs without their own (0: no age limit)
+        default=30,
+        metadata=option(
+            "--retention-days",
+            "Runs older than this many days are deleted (0: no age limit), unless the job has its own.",
+            roles=ONLY_SCHEDULER,
+            low=0,
+        ),
+    )
+    retention_runs: int = field(  # ... and of how many runs per job (0: no count limit)
+        default=0,
+        metadata=option(
+            "--retention-runs",
+            "Runs beyond each job's newest this many are deleted (0: no count limit).",
+            roles=ONLY_SCHEDULER,
+            low=0,
+        ),
+    )
+    output_tail_bytes: int = field(  # output kept per attempt beyond its 1 KiB excerpt
+        default=65_536,
+        metadata=option(
+            "--output-tail-bytes",
+            "Output kept per attempt beyond its 1 KiB excerpt (`cronwheel runs logs`); 0: none.",
+            roles=ONLY_WORKER,
+            low=0,
+            high=16 * 1024 * 1024,
+        ),
+    )
+    tracing: TraceMode = field(  # OpenTelemetry spans of runs (otlp, console; cronwheel[otel])
+        default="off",
+        metadata=option(
+            "--tracing",
+            "OpenTelemetry spans of firing, claims and attempts: to an OTLP/HTTP collector "
+            "(OTEL_EXPORTER_OTLP_ENDPOINT ...) or as JSON on stdout. Needs cronwheel[otel].",
+            choices=MODES,
+        ),
+    )
+    log_level: str = field(
+        default="INFO", metadata=option("--log-level", "The least severe log lines written (on stderr).")
+    )
+    log_format: LogFormat = field(
+        default="logfmt",
+        metadata=option(
+            "--log-format",
+            "Log lines on stderr: logfmt key=value pairs, or one JSON object per line (same keys).",
+            choices=FORMATS,
+        ),
+    )
 
     def __repr__(self) -> str:
         """Every field, each backend URL with its password and secret parameters hidden: settings

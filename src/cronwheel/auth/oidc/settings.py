@@ -1,4 +1,5 @@
-"""The operator's OIDC settings (``cronwheel server|api --oidc-*``, each with a CRONWHEEL_* variable).
+"""The operator's OIDC settings (``cronwheel server|api --oidc-*``, each with a CRONWHEEL_* variable,
+declared on its field: :mod:`cronwheel.settings`).
 
 :meth:`OidcSettings.check` refuses, before any backend is touched, combinations that cannot work:
 an issuer without an audience, no keys or two sources of keys, a key URL in plain HTTP to another
@@ -8,12 +9,15 @@ machine, no role mapping (no token could be granted anything), a mapping that na
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from cronwheel.auth.identity import Scope
 from cronwheel.errors import PermanentError
+from cronwheel.settings import API, option
+
+_API = frozenset({API})  # tokens are the API's business
 
 ALL_TEAMS = "*"
 """A team value (after the prefix) that means every team: ``cronwheel:*`` with the prefix ``cronwheel:``."""
@@ -37,14 +41,82 @@ class OidcSettings:
       ``max_age_s``: keys older than this are fetched again on the next request.
     """
 
-    issuer: str | None = None
-    audience: str | None = None
-    jwks_url: str | None = None
-    jwks_file: str | None = None
-    team_claim: str = "groups"
-    team_prefix: str = ""
-    role_claim: str = "roles"
-    roles: tuple[str, ...] = ()
+    issuer: str | None = field(
+        default=None,
+        metadata=option(
+            "--oidc-issuer",
+            "Accept JWTs of this identity provider (their exact 'iss'). Off when unset.",
+            roles=_API,
+            metavar="URL",
+        ),
+    )
+    audience: str | None = field(
+        default=None,
+        metadata=option(
+            "--oidc-audience",
+            "The 'aud' every token must hold (the client id the provider gave cronwheel).",
+            roles=_API,
+            metavar="AUD",
+        ),
+    )
+    jwks_url: str | None = field(
+        default=None,
+        metadata=option(
+            "--oidc-jwks-url",
+            "The provider's keys (its jwks_uri): https://, or http:// to this machine.",
+            roles=_API,
+            metavar="URL",
+        ),
+    )
+    jwks_file: str | None = field(
+        default=None,
+        metadata=option(
+            "--oidc-jwks-file",
+            "The provider's keys in a JWK Set file (read again when a token names a new key).",
+            roles=_API,
+            metavar="PATH",
+        ),
+    )
+    team_claim: str = field(
+        default="groups",
+        metadata=option(
+            "--oidc-team-claim",
+            "The claim holding the caller's teams (a string or a list; a.b reaches into objects).",
+            roles=_API,
+            metavar="CLAIM",
+        ),
+    )
+    team_prefix: str = field(
+        default="",
+        metadata=option(
+            "--oidc-team-prefix",
+            "Only values starting with this are teams, the prefix removed (cronwheel: makes "
+            "cronwheel:billing the team billing); the team * is every team.",
+            roles=_API,
+            metavar="PREFIX",
+        ),
+    )
+    role_claim: str = field(
+        default="roles",
+        metadata=option(
+            "--oidc-role-claim",
+            "The claim holding the caller's roles (a string or a list).",
+            roles=_API,
+            metavar="CLAIM",
+        ),
+    )
+    roles: tuple[str, ...] = field(
+        default=(),
+        metadata=option(
+            "--oidc-role",
+            "Grant a role these scopes (read, write, trigger, admin) on the caller's teams "
+            "(repeatable; roles not named grant nothing).",
+            roles=_API,
+            metavar="ROLE=SCOPE[,SCOPE]",
+            multiple=True,
+            env="CRONWHEEL_OIDC_ROLES",
+        ),
+    )
     leeway_s: int = 30
     refresh_min_s: float = 60.0
     max_age_s: float = 3600.0

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from cronwheel.errors import InvalidInputError
+from cronwheel.settings import WORKER, option
 
 AUTO = -2
 """``CommandLimits.processes`` by default: 512 under a command user of its own, none when the
@@ -41,6 +42,7 @@ commands share the worker's user (RLIMIT_NPROC counts every process and thread o
 the worker's included)."""
 
 _AUTO_PROCESSES = 512
+_WORKER = frozenset({WORKER})  # the --command-* options are a worker's
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 LIMIT_NAMES: Mapping[str, tuple[str, int]] = {  # --command-limit NAME -> (CommandLimits field, resource)
@@ -120,10 +122,44 @@ class CommandIsolation:
     """The operator's choices for commands (``--command-user``, ``--command-group``,
     ``--command-limit``, ``--command-cwd``)."""
 
-    user: str | None = None  # a name or uid; None: the worker's own user
-    group: str | None = None  # a name or gid; None: the user's primary group
-    limits: CommandLimits = field(default_factory=CommandLimits)
-    cwd: str = "/"  # where a target without cwd starts
+    user: str | None = field(  # a name or uid; None: the worker's own user
+        default=None,
+        metadata=option(
+            "--command-user",
+            "Run command targets as this user (needs root). Default: nobody when running as root, "
+            "else this process's user.",
+            roles=_WORKER,
+            metavar="USER",
+        ),
+    )
+    group: str | None = field(  # a name or gid; None: the user's primary group
+        default=None,
+        metadata=option(
+            "--command-group",
+            "Run command targets with this group. Default: the command user's primary group.",
+            roles=_WORKER,
+            metavar="GROUP",
+        ),
+    )
+    limits: CommandLimits = field(  # given as NAME=VALUE items (CommandLimits.parse)
+        default_factory=CommandLimits,
+        metadata=option(
+            "--command-limit",
+            "A resource limit of every command: cpu (s), as, fsize (bytes, K/M/G), nofile, nproc; "
+            "'unlimited' lifts one. Defaults: cpu=3600 as=8G nofile=1024 fsize=1G nproc=512 (for a "
+            "command user of its own).",
+            roles=_WORKER,
+            metavar="NAME=VALUE",
+            multiple=True,
+            env=False,
+        ),
+    )
+    cwd: str = field(
+        default="/",
+        metadata=option(
+            "--command-cwd", "Where a command target without cwd starts.", roles=_WORKER, metavar="DIR"
+        ),
+    )
 
     def identity(self) -> Identity | None:
         """The user to switch to (None: stay the worker's user), or InvalidInputError when the
