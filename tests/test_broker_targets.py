@@ -14,8 +14,8 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import MqttTarget, NatsTarget, SecretRef, Target
 from cronwheel.secrets.resolve import Resolved
-from cronwheel.store import codec
-from cronwheel.targets.checks import check_target, plain_values, secret_references
+from cronwheel.targets import kinds
+from cronwheel.targets.kinds import check_target, plain_values, secret_references
 
 SPEC: TypeAdapter[Any] = TypeAdapter(TargetSpec)
 NATS = "nats://nats.example.com:4222"
@@ -123,7 +123,7 @@ def test_specs_round_trip_through_records_and_the_store() -> None:
     ):
         record = SPEC.validate_python(body).to_record()
         assert target_from_record(record) == body
-        assert codec.target_from_json(codec.target_to_json(record)) == record
+        assert kinds.target_from_json(kinds.target_to_json(record)) == record
 
 
 def test_spec_defaults_and_refusals() -> None:
@@ -167,7 +167,7 @@ def test_resolution_replaces_every_reference() -> None:
     nats = NatsTarget(
         NATS, "a", headers=(("K", SecretRef("k")),), user=SecretRef("u"), password=SecretRef("p")
     )
-    assert resolved.nats(nats) == NatsTarget(NATS, "a", headers=(("K", "kv"),), user="uv", password="pv")
-    assert resolved.nats(NatsTarget(NATS, "a", token=SecretRef("t"))).token == "tv"
+    assert resolved.target(nats) == NatsTarget(NATS, "a", headers=(("K", "kv"),), user="uv", password="pv")
+    assert resolved.target(NatsTarget(NATS, "a", token=SecretRef("t"))).token == "tv"
     mqtt = MqttTarget(MQTT, "a", username=SecretRef("u"), password=SecretRef("p"))
-    assert resolved.mqtt(mqtt) == MqttTarget(MQTT, "a", username="uv", password="pv")
+    assert resolved.target(mqtt) == MqttTarget(MQTT, "a", username="uv", password="pv")

@@ -15,9 +15,14 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import Job, KafkaTarget, RabbitMqTarget, SecretRef, Target
 from cronwheel.store import JobQuery
-from cronwheel.store.codec import target_from_json, target_to_json
 from cronwheel.store.port import StoredSecret
-from cronwheel.targets.checks import check_target, plain_values, secret_references
+from cronwheel.targets.kinds import (
+    check_target,
+    plain_values,
+    secret_references,
+    target_from_json,
+    target_to_json,
+)
 
 from .conftest import Env, job_body
 

@@ -12,8 +12,9 @@ import pytest
 from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import GrpcTarget, SecretRef
-from cronwheel.store import JobQuery, codec
-from cronwheel.targets.checks import check_target, plain_values, secret_references
+from cronwheel.store import JobQuery
+from cronwheel.targets import kinds
+from cronwheel.targets.kinds import check_target, plain_values, secret_references
 from grpc_echo import SAY, descriptor_set
 
 from .conftest import Env, job_body
@@ -193,9 +194,9 @@ def test_accepted_by_the_check(target: GrpcTarget) -> None:
     ],
 )
 def test_the_store_round_trips_grpc_targets(target: GrpcTarget) -> None:
-    data = codec.target_to_json(target)
+    data = kinds.target_to_json(target)
     assert data["type"] == "grpc"
-    assert codec.target_from_json(data) == target
+    assert kinds.target_from_json(data) == target
 
 
 @pytest.mark.parametrize(

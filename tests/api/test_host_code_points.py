@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import GrpcTarget, HttpTarget, KafkaTarget, MqttTarget, NatsTarget, RabbitMqTarget
 from cronwheel.store import JobQuery
-from cronwheel.targets.checks import NOT_UTF8, check_target, forbidden_host_code_point
+from cronwheel.targets.checks import NOT_UTF8, forbidden_host_code_point
+from cronwheel.targets.kinds import check_target
 
 from .conftest import Env, job_body
 

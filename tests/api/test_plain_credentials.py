@@ -18,7 +18,7 @@ from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import HttpTarget, NatsTarget, SecretRef
 from cronwheel.store import JobQuery
 from cronwheel.store.port import StoredSecret
-from cronwheel.targets.checks import masked_credentials, plain_credentials
+from cronwheel.targets.kinds import masked_credentials, plain_credentials
 
 from .conftest import Env, issue_token, job_body
 

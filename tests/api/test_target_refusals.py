@@ -14,7 +14,8 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import CommandTarget, HttpTarget, Job, PythonTarget, Target
 from cronwheel.store import JobQuery
-from cronwheel.targets.checks import MAX_ARG_BYTES, MAX_EXEC_BYTES, check_target
+from cronwheel.targets.checks import MAX_ARG_BYTES, MAX_EXEC_BYTES
+from cronwheel.targets.kinds import check_target
 
 from .conftest import Env, job_body
 

@@ -11,6 +11,7 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.model import CommandTarget, HttpTarget, MqttTarget, NatsTarget, PythonTarget, SecretRef, Target
 from cronwheel.store import codec
 from cronwheel.store.schema import EPOCH, from_micros, to_micros
+from cronwheel.targets import kinds
 
 
 @pytest.mark.parametrize(
@@ -52,14 +53,14 @@ def test_naive_instants_are_refused() -> None:
     ],
 )
 def test_targets_round_trip(target: Target) -> None:
-    assert codec.target_from_json(codec.target_to_json(target)) == target
+    assert kinds.target_from_json(kinds.target_to_json(target)) == target
 
 
 def test_unknown_target_type_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown target type"):
-        codec.target_from_json({"type": "carrier-pigeon"})
+        kinds.target_from_json({"type": "carrier-pigeon"})
     with pytest.raises(ValueError, match="unknown target type"):
-        codec.target_from_json({"kind": "carrier-pigeon"})
+        kinds.target_from_json({"kind": "carrier-pigeon"})
 
 
 @pytest.mark.parametrize(
@@ -68,7 +69,7 @@ def test_unknown_target_type_is_an_error() -> None:
 )
 def test_targets_are_tagged_type_as_in_the_api(target: Target) -> None:
     """One word for a target's kind everywhere: the API's and jobs.yaml's ``type``."""
-    data = codec.target_to_json(target)
+    data = kinds.target_to_json(target)
     assert data["type"] == target.type
     assert "kind" not in data
 
@@ -90,7 +91,7 @@ def test_targets_are_tagged_type_as_in_the_api(target: Target) -> None:
 )
 def test_targets_stored_by_earlier_versions_are_read(row: dict[str, Any], target: Target) -> None:
     """Rows written before the rename tag their target with ``kind``: they still read back."""
-    assert codec.target_from_json(row) == target
+    assert kinds.target_from_json(row) == target
 
 
 def test_cursors_round_trip_and_are_checked() -> None:

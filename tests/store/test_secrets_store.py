@@ -11,9 +11,9 @@ import pytest
 from cronwheel.clock import ManualClock
 from cronwheel.errors import InvalidInputError, NotFoundError
 from cronwheel.model import CommandTarget, HttpTarget, SecretRef
-from cronwheel.store import codec
 from cronwheel.store.port import StoredSecret
 from cronwheel.store.sql import SqlStore
+from cronwheel.targets import kinds
 
 from .support import START, at, make_job
 
@@ -125,7 +125,7 @@ async def test_jobs_keep_their_references_as_references(store: SqlStore) -> None
     for target in (http, command):
         job = await store.create_job(make_job(name=target.type, target=target))
         assert (await store.get_job(job.id)).target == target
-    row = codec.target_to_json(http)
+    row = kinds.target_to_json(http)
     assert row["headers"] == [["X-Plain", "visible"], ["Authorization", {"secret": "billing-api-key"}]]
     assert row["signing_secret"] == {"secret": "hook-signing"}
 
@@ -138,5 +138,5 @@ def test_rows_written_before_references_existed_read_as_before() -> None:
         "headers": [["A", "1"]],
         "expected_status": [],
     }
-    assert codec.target_from_json(old_row) == HttpTarget("https://x", headers=(("A", "1"),))
-    assert "signing_secret" not in codec.target_to_json(HttpTarget("https://x"))
+    assert kinds.target_from_json(old_row) == HttpTarget("https://x", headers=(("A", "1"),))
+    assert "signing_secret" not in kinds.target_to_json(HttpTarget("https://x"))

@@ -147,9 +147,9 @@ def test_targets_get_their_values_for_the_attempt_only() -> None:
         headers=(("A", "1"), ("Authorization", SecretRef("api-key"))),
         signing_secret=SecretRef("s"),
     )
-    assert resolved.http(http) == HttpTarget("https://x", headers=(("A", "1"), ("Authorization", TOKEN)))
+    assert resolved.target(http) == HttpTarget("https://x", headers=(("A", "1"), ("Authorization", TOKEN)))
     command = CommandTarget(("/bin/true",), env=(("DB", SecretRef("db")), ("X", "y")))
-    assert resolved.command(command).env == (("DB", "pg-pass"), ("X", "y"))
+    assert resolved.target(command).env == (("DB", "pg-pass"), ("X", "y"))
 
 
 @pytest.mark.parametrize(

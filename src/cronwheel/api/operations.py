@@ -51,7 +51,7 @@ from cronwheel.lateness import late_before
 from cronwheel.model import Job, Run, RunState
 from cronwheel.schedule import ScheduleError
 from cronwheel.store import JobQuery, RunQuery
-from cronwheel.targets.checks import masked_credentials
+from cronwheel.targets.kinds import masked_credentials
 
 T = TypeVar("T")
 
@@ -142,7 +142,7 @@ def label_pairs(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 def shown(caller: Caller, job: Job) -> Job:
     """``job`` as ``caller`` may read it: with the credentials its target holds in clear
-    (:func:`cronwheel.targets.checks.plain_credentials`) as ``***`` unless the caller may write jobs."""
+    (:func:`cronwheel.targets.kinds.plain_credentials`) as ``***`` unless the caller may write jobs."""
     if caller.has(Scope.WRITE):
         return job
     masked = masked_credentials(job.target)

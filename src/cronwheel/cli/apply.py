@@ -26,6 +26,7 @@ from typing import Any
 import click
 
 from cronwheel.cli.output import Ctx, api_command, load_documents
+from cronwheel.targets.kinds import KINDS
 
 _SECRET_PREFIXES = (
     "target.headers.",
@@ -38,7 +39,7 @@ _SECRET_PREFIXES = (
 
 
 # the target types, which pydantic puts in an error's location (target.kafka.topic)
-_TARGET_TAGS = ("http", "command", "python", "grpc", "nats", "mqtt", "rabbitmq", "kafka")
+_TARGET_TAGS = tuple(KINDS)  # pydantic names the member of the target union in an error's loc
 
 
 class InvalidFile(click.ClickException):

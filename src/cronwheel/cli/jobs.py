@@ -21,45 +21,14 @@ from cronwheel.cli.output import (
     when,
 )
 from cronwheel.client import collect
+from cronwheel.targets.kinds import flags as target_flags
+from cronwheel.targets.kinds import summary
+from cronwheel.targets.kinds.base import Flag
 
 STATES = ("PENDING", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "SKIPPED")
 
 
 # -- rendering -----------------------------------------------------------------------------------
-
-
-def _target(target: dict[str, Any]) -> str:
-    if target["type"] == "http":
-        from cronwheel.targets.checks import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
-
-        return f"http {target['method']} {redacted_url(target['url'])}"
-    if target["type"] == "command":
-        return "command " + shlex.join(target["argv"])
-    if target["type"] == "grpc":
-        return f"grpc{'s' if target['tls'] else ''} {target['address']} {target['method']}"
-    broker = _broker_line(target)
-    if broker is not None:
-        return broker
-    return f"python {target['function']}"
-
-
-def _broker_line(target: dict[str, Any]) -> str | None:
-    """A nats, mqtt, rabbitmq or kafka target in one line (None: another type)."""
-    if target["type"] == "nats":
-        via = " (jetstream)" if target.get("jetstream") else ""
-        return f"nats {target['url']} subject {target['subject']}{via}"
-    if target["type"] == "mqtt":
-        retain = ", retain" if target.get("retain") else ""
-        return f"mqtt {target['url']} topic {target['topic']} (qos {target['qos']}{retain})"
-    if target["type"] == "rabbitmq":
-        from cronwheel.targets.checks import redacted_url  # noqa: PLC0415 - yarl only when a URL is shown
-
-        exchange = target["exchange"] or "(default exchange)"
-        return f"rabbitmq {redacted_url(target['url'])} {exchange} key {target['routing_key']}"
-    if target["type"] == "kafka":
-        key = "job id" if target.get("key") is None else target["key"]
-        return f"kafka {','.join(target['bootstrap_servers'])} topic {target['topic']} key {key}"
-    return None
 
 
 def _last(job: dict[str, Any]) -> str | None:
@@ -140,7 +109,7 @@ def job_view(job: dict[str, Any]) -> str:
             ("schedule", f"{job['schedule']}  ({job['timezone']})"),
             ("in words", job.get("schedule_description")),
             ("dst", f"gap={job['dst_gap'] or 'default'} fold={job['dst_fold'] or 'default'}"),
-            ("target", _target(job["target"])),
+            ("target", summary(job["target"])),
             ("secrets", _secrets(job["target"])),
             ("in clear", _plain(job)),
             ("description", job["description"] or None),
@@ -170,19 +139,16 @@ def jobs() -> None:
     """Create, list, edit, pause, resume and trigger jobs (over the REST API)."""
 
 
-_GRPC_OPTIONS = [
-    click.option("--grpc", "grpc_address", metavar="HOST:PORT", help="Target: call a gRPC method here."),
-    click.option("--grpc-method", metavar="PKG.SVC/METHOD", help="The gRPC method (with --grpc)."),
-    click.option("--grpc-tls", is_flag=True, default=None, help="Call the gRPC method over TLS."),
-    click.option("--metadata", "metadata", multiple=True, metavar="K=V", help="gRPC metadata (repeat)."),
-    click.option(
-        "--secret-metadata",
-        "secret_metadata",
-        multiple=True,
-        metavar="K=SECRET",
-        help="gRPC metadata whose value is the team's secret SECRET (repeat).",
-    ),
-]
+def _option(flag: Flag) -> Any:
+    """A target kind's flag as a click option."""
+    extra: dict[str, Any] = {}
+    if flag.is_flag:
+        extra.update(is_flag=True, default=None)
+    if flag.choices:
+        extra["type"] = click.Choice(list(flag.choices))
+    return click.option(
+        flag.name, flag.dest, help=flag.help, metavar=flag.metavar, multiple=flag.multiple, **extra
+    )
 
 
 def _grpc_target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
@@ -217,76 +183,7 @@ def _spec_options(func: Any) -> Any:
         click.option("--name", help="Job name, unique within the team."),
         click.option("--schedule", help='Cron expression, such as "0 3 * * *".'),
         click.option("--tz", "timezone", help="IANA time zone of the schedule (default UTC)."),
-        click.option("--http", "http_url", metavar="URL", help="Target: POST to this webhook URL."),
-        click.option("--method", type=click.Choice(["GET", "POST", "PUT", "PATCH", "DELETE"])),
-        click.option("--header", "headers", multiple=True, metavar="K=V", help="Webhook header (repeat)."),
-        click.option(
-            "--secret-header",
-            "secret_headers",
-            multiple=True,
-            metavar="K=SECRET",
-            help="Webhook header whose value is the team's secret SECRET (repeat).",
-        ),
-        click.option(
-            "--signing-secret", metavar="SECRET", help="Sign webhooks with the team's secret SECRET."
-        ),
-        click.option("--command", "command", metavar="CMD", help="Target: run this command line."),
-        click.option(
-            "--rabbitmq",
-            "rabbitmq_url",
-            metavar="URL",
-            help="Target: publish to RabbitMQ (amqp://host:5672/vhost).",
-        ),
-        click.option("--exchange", help="RabbitMQ exchange (default: the default exchange)."),
-        click.option("--routing-key", help="RabbitMQ routing key."),
-        click.option(
-            "--kafka",
-            "kafka_servers",
-            metavar="HOST:PORT[,...]",
-            help="Target: publish to Kafka via these brokers.",
-        ),
-        click.option("--key", "kafka_key", help="Kafka record key (default: the job id)."),
-        click.option(
-            "--kafka-tls", is_flag=True, default=None, help="Kafka over TLS (amqps:// says it for RabbitMQ)."
-        ),
-        click.option(
-            "--sasl-mechanism",
-            type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
-            help="Kafka SASL.",
-        ),
-        click.option("--python", "function", metavar="MOD:FUNC", help="Target: call this function."),
-        click.option(
-            "--nats", "nats_url", metavar="URL", help="Target: publish to NATS (nats:// or tls://)."
-        ),
-        click.option("--subject", help="NATS subject to publish to (with --nats)."),
-        click.option(
-            "--jetstream", is_flag=True, default=None, help="Publish through JetStream (with --nats)."
-        ),
-        click.option(
-            "--mqtt", "mqtt_url", metavar="URL", help="Target: publish to MQTT (mqtt:// or mqtts://)."
-        ),
-        click.option("--topic", help="MQTT or Kafka topic to publish to (with --mqtt or --kafka)."),
-        click.option("--qos", type=click.Choice(["1", "2"]), help="MQTT QoS (with --mqtt; default 1)."),
-        click.option(
-            "--retain", is_flag=True, default=None, help="The broker keeps the message (with --mqtt)."
-        ),
-        click.option(
-            "--broker-user",
-            metavar="NAME",
-            help="Broker user name (with --nats, --mqtt, --rabbitmq, --kafka).",
-        ),
-        click.option(
-            "--broker-user-secret", metavar="SECRET", help="Broker user name: the team's secret SECRET."
-        ),
-        click.option(
-            "--broker-password-secret", metavar="SECRET", help="Broker password: the team's secret SECRET."
-        ),
-        click.option(
-            "--broker-token-secret",
-            metavar="SECRET",
-            help="NATS token: the team's secret SECRET (with --nats).",
-        ),
-        *_GRPC_OPTIONS,
+        *(_option(flag) for flag in target_flags()),
         click.option("--payload", help="JSON payload."),
         click.option("--label", "labels", multiple=True, metavar="K=V", help="Label (repeat)."),
         click.option("--queue", help="Worker queue."),
@@ -372,6 +269,16 @@ _BROKER = ("broker_user", "broker_user_secret", "broker_password_secret")
 def _broker_target(flags: dict[str, Any]) -> dict[str, Any] | None:
     """A nats or mqtt target from its flags; credentials only as secret references (a plain
     user name is not a credential)."""
+    _check_nats_mqtt_flags(flags)
+    if flags.get("nats_url"):
+        return _with_credentials(_nats_target(flags), flags, user_key="user")
+    if flags.get("mqtt_url"):
+        return _with_credentials(_mqtt_target(flags), flags, user_key="username")
+    return None
+
+
+def _check_nats_mqtt_flags(flags: dict[str, Any]) -> None:
+    """Flags of a nats or mqtt target without it."""
     nats, mqtt = flags.get("nats_url"), flags.get("mqtt_url")
     if any(flags.get(key) is not None for key in _NATS_ONLY) and not nats:
         raise click.UsageError("--subject, --jetstream and --broker-token-secret go with --nats")
@@ -381,22 +288,33 @@ def _broker_target(flags: dict[str, Any]) -> dict[str, Any] | None:
         raise click.UsageError(
             "--broker-user, --broker-user-secret and --broker-password-secret go with --nats or --mqtt"
         )
+    _check_one_user(flags)
+
+
+def _check_one_user(flags: dict[str, Any]) -> None:
     if flags.get("broker_user") and flags.get("broker_user_secret"):
         raise click.UsageError("give --broker-user or --broker-user-secret, not both")
-    if not (nats or mqtt):
-        return None
-    user_key = "user" if nats else "username"
-    target: dict[str, Any] = (
-        {"type": "nats", "url": nats, "subject": flags.get("subject")}
-        if nats
-        else {"type": "mqtt", "url": mqtt, "topic": flags.get("topic")}
-    )
-    if nats and flags.get("jetstream"):
+
+
+def _nats_target(flags: dict[str, Any]) -> dict[str, Any]:
+    target: dict[str, Any] = {"type": "nats", "url": flags["nats_url"], "subject": flags.get("subject")}
+    if flags.get("jetstream"):
         target["jetstream"] = True
-    if mqtt and flags.get("qos"):
+    return target
+
+
+def _mqtt_target(flags: dict[str, Any]) -> dict[str, Any]:
+    target: dict[str, Any] = {"type": "mqtt", "url": flags["mqtt_url"], "topic": flags.get("topic")}
+    if flags.get("qos"):
         target["qos"] = int(flags["qos"])
-    if mqtt and flags.get("retain"):
+    if flags.get("retain"):
         target["retain"] = True
+    return target
+
+
+def _with_credentials(target: dict[str, Any], flags: dict[str, Any], *, user_key: str) -> dict[str, Any]:
+    """``target`` with the ``--broker-*`` user name (plain or a secret reference), password and
+    token (secret references) the flags give."""
     if flags.get("broker_user"):
         target[user_key] = flags["broker_user"]
     for flag, key in (("broker_user_secret", user_key), ("broker_password_secret", "password"),
@@ -441,12 +359,7 @@ def _with_headers_and_credentials(target: dict[str, Any], flags: dict[str, Any])
         headers[key] = {"secret": name}
     if headers:
         target["headers"] = headers
-    if flags.get("broker_user"):
-        target["username"] = flags["broker_user"]
-    for flag, field in (("broker_user_secret", "username"), ("broker_password_secret", "password")):
-        if flags.get(flag):
-            target[field] = {"secret": flags[flag]}
-    return target
+    return _with_credentials(target, flags, user_key="username")
 
 
 _NOT_AMQP_KAFKA = {
@@ -472,8 +385,7 @@ def _check_amqp_kafka_flags(flags: dict[str, Any]) -> None:
         raise click.UsageError(
             f"{', '.join(others)} do(es) not go with {'--rabbitmq' if rabbitmq else '--kafka'}"
         )
-    if flags.get("broker_user") and flags.get("broker_user_secret"):
-        raise click.UsageError("give --broker-user or --broker-user-secret, not both")
+    _check_one_user(flags)
 
 
 def _one_spec(path: str) -> dict[str, Any]:

@@ -24,13 +24,8 @@ from cronwheel.errors import InvalidInputError
 from cronwheel.limits import Limits
 from cronwheel.model import (
     CommandTarget,
-    GrpcTarget,
     Job,
-    KafkaTarget,
-    MqttTarget,
-    NatsTarget,
     PythonTarget,
-    RabbitMqTarget,
     Run,
     RunKind,
     RunState,
@@ -42,18 +37,7 @@ from cronwheel.queue import Queue, Trigger
 from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
 from cronwheel.store import Store
 from cronwheel.targets import python as python_targets
-from cronwheel.targets.checks import (
-    MQTT_SCHEMES,
-    NATS_SCHEMES,
-    check_target,
-    grpc_address,
-    kafka_server,
-    parse_amqp_url,
-    parse_broker_url,
-    parse_url,
-    plain_credentials,
-    secret_references,
-)
+from cronwheel.targets.kinds import check_target, kind_of, plain_credentials, secret_references
 from cronwheel.targets.ssrf import parse_networks, url_refusal
 from cronwheel.telemetry import metrics
 from cronwheel.telemetry.tracing import OFF, Tracer, ending
@@ -104,7 +88,7 @@ class TargetPolicy:
 
     def check_credentials(self, target: Target, stored: Target | None = None) -> None:
         """Refuse (:class:`PlainCredentialError`) the credentials ``target`` holds in clear
-        (:func:`cronwheel.targets.checks.plain_credentials`) unless the operator allows them; one the
+        (:func:`cronwheel.targets.kinds.plain_credentials`) unless the operator allows them; one the
         ``stored`` definition already holds, same field and value, is kept: an edit of another
         field, or a whole definition read back and written again, does not need it moved first.
         Checked where a job is written, never by workers: stored jobs run as they are."""
@@ -121,67 +105,28 @@ class TargetPolicy:
             raise InvalidInputError(f"no worker serves queue {queue!r} (served: {served}; see --queue)")
 
     def check(self, target: Target) -> None:
-        if isinstance(target, RabbitMqTarget):
-            self._check_address("target.url", parse_amqp_url(target.url))
-        elif isinstance(target, KafkaTarget):
-            for index, text in enumerate(target.bootstrap_servers):
-                field = f"target.bootstrap_servers[{index}]"
-                self._check_address(field, kafka_server(field, text))
-        elif isinstance(target, CommandTarget):
-            if not self.allow_commands:
-                raise InvalidInputError(
-                    "command targets are disabled on this server (start it with --allow-commands)"
-                )
-        elif isinstance(target, PythonTarget):
+        """Refuse a target this server does not run: a command or a function the operator did not
+        allow, or an address (:meth:`_check_address`) in a network the operator did not allow."""
+        if isinstance(target, CommandTarget) and not self.allow_commands:
+            raise InvalidInputError(
+                "command targets are disabled on this server (start it with --allow-commands)"
+            )
+        if isinstance(target, PythonTarget):
             refused = python_targets.refusal(target.function, self.python_allow)
             if refused is not None:
                 raise InvalidInputError(refused)
-        elif isinstance(target, GrpcTarget):
-            self._check_grpc_address(target.address)
-        elif isinstance(target, NatsTarget):
-            self._check_broker(target.url, NATS_SCHEMES)
-        elif isinstance(target, MqttTarget):
-            self._check_broker(target.url, MQTT_SCHEMES)
-        else:
-            self._check_url(target.url)
+        for field, url in kind_of(target).addresses(target):
+            self._check_address(field, url)
 
     def _check_address(self, field: str, url: URL) -> None:
-        """A RabbitMQ URL's or Kafka server's host, judged exactly as an HTTP URL's (see
-        :meth:`_check_url`); the message names ``field``."""
+        """Refuse an address whose host is a non-public address however it is spelled (the host
+        read as the client and the resolver will read it: :func:`cronwheel.targets.ssrf.url_refusal`).
+        Host names are judged at every attempt, on the addresses they resolve to. The message
+        names ``field`` and never quotes the URL: its user info or query may hold a secret."""
         refusal = url_refusal(url, parse_networks(self.allowed_networks))
         if refusal is not None:
             raise InvalidInputError(
                 f"{field} points to a non-public address: {refusal}; "
-                "an operator must allow its network (--allow-network)"
-            )
-
-    def _check_broker(self, text: str, schemes: dict[str, int]) -> None:
-        """A broker target's host, judged exactly as an HTTP target's (see :meth:`_check_url`)."""
-        refusal = url_refusal(parse_broker_url(text, schemes), parse_networks(self.allowed_networks))
-        if refusal is not None:
-            raise InvalidInputError(
-                f"target.url points to a non-public address: {refusal}; "
-                "an operator must allow its network (--allow-network)"
-            )
-
-    def _check_url(self, text: str) -> None:
-        """Refuse a URL whose host is a non-public address however it is spelled (the host read
-        as the HTTP client and the resolver will read it: :func:`cronwheel.targets.ssrf.url_refusal`).
-        Host names are judged at every attempt, on the addresses they resolve to. The message
-        never quotes the URL: its user info or query may hold a secret."""
-        refusal = url_refusal(parse_url(text), parse_networks(self.allowed_networks))
-        if refusal is not None:
-            raise InvalidInputError(
-                f"target.url points to a non-public address: {refusal}; "
-                "an operator must allow its network (--allow-network)"
-            )
-
-    def _check_grpc_address(self, text: str) -> None:
-        """The same guard as :meth:`_check_url`, on a gRPC target's ``host:port``."""
-        refusal = url_refusal(grpc_address(text), parse_networks(self.allowed_networks))
-        if refusal is not None:
-            raise InvalidInputError(
-                f"target.address points to a non-public address: {refusal}; "
                 "an operator must allow its network (--allow-network)"
             )
 

@@ -14,7 +14,7 @@ A job has its own rules, or (when it has none stored) its team's default rules. 
 
 Plain credentials (:func:`channel_credentials`): every Slack URL given in clear (its path is the
 token that lets anyone post), and a webhook URL with user info or a query parameter named as a
-credential (as :func:`cronwheel.targets.checks.plain_credentials` judges a target URL). The API refuses
+credential (as :func:`cronwheel.targets.kinds.plain_credentials` judges a target URL). The API refuses
 new ones unless the operator allows plain credentials, and shows them masked
 (:func:`masked_rules`) to callers who may not write the team's rules.
 
@@ -36,7 +36,8 @@ from yarl import URL
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import HttpTarget, SecretRef
 from cronwheel.redaction import HIDDEN
-from cronwheel.targets.checks import SECRET_NAME, check_http, plain_credentials, redacted_url
+from cronwheel.targets.checks import SECRET_NAME, check_http, redacted_url
+from cronwheel.targets.kinds import plain_credentials
 
 MAX_RULES = 10
 MAX_CHANNELS = 5
@@ -132,7 +133,7 @@ def http_target(channel: WebhookChannel | SlackChannel, url: str | None = None) 
 def channel_credentials(rules: tuple[Rule, ...]) -> list[tuple[str, Channel, str]]:
     """The channel URLs ``rules`` hold as credentials in clear, as (field, channel, URL), the
     field as the API names it (``rules.0.channels.1.url``): every Slack URL given in clear (its
-    path is the token), and a webhook URL that :func:`cronwheel.targets.checks.plain_credentials` calls
+    path is the token), and a webhook URL that :func:`cronwheel.targets.kinds.plain_credentials` calls
     a credential (user info, or a query parameter such as ``?token=``)."""
     found: list[tuple[str, Channel, str]] = []
     for r, rule in enumerate(rules):

@@ -29,28 +29,21 @@ import collections
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from cronwheel.clock import monotonic_of
 from cronwheel.errors import PermanentError
-from cronwheel.model import (
-    AttemptResult,
-    CommandTarget,
-    GrpcTarget,
-    HttpTarget,
-    KafkaTarget,
-    MqttTarget,
-    NatsTarget,
-    RabbitMqTarget,
-    SecretRef,
-    Value,
-)
+from cronwheel.model import AttemptResult, Target
 from cronwheel.secrets.crypto import Keyring, Sealed, unseal
 from cronwheel.store.port import SecretReader, StoredSecret
+from cronwheel.targets.kinds import resolved
 
 UNREADABLE = "the job's secrets could not be read: the store is unavailable"  # a TransientError's text
 MIN_FRAGMENT = 4  # characters of a secret's value cut at an edge of the kept output, redacted
 TTL_S = 5.0
 MAX_ENTRIES = 10_000
+
+T = TypeVar("T", bound=Target)
 
 
 class SecretUnavailableError(PermanentError):
@@ -67,59 +60,10 @@ class Resolved:
     def get(self, name: str) -> str | None:
         return self.values.get(name)
 
-    def http(self, target: HttpTarget) -> HttpTarget:
-        """``target`` with its header references replaced by their values (for this attempt)."""
-        return dataclasses.replace(target, headers=self._pairs(target.headers), signing_secret=None)
-
-    def command(self, target: CommandTarget) -> CommandTarget:
-        """``target`` with its environment references replaced by their values."""
-        return dataclasses.replace(target, env=self._pairs(target.env))
-
-    def grpc(self, target: GrpcTarget) -> GrpcTarget:
-        """``target`` with its metadata references replaced by their values."""
-        return dataclasses.replace(target, metadata=self._pairs(target.metadata))
-
-    def nats(self, target: NatsTarget) -> NatsTarget:
-        """``target`` with its header and credential references replaced by their values."""
-        return dataclasses.replace(
-            target,
-            headers=self._pairs(target.headers),
-            user=self._one(target.user),
-            password=self._one(target.password),
-            token=self._one(target.token),
-        )
-
-    def mqtt(self, target: MqttTarget) -> MqttTarget:
-        """``target`` with its credential references replaced by their values."""
-        return dataclasses.replace(
-            target, username=self._one(target.username), password=self._one(target.password)
-        )
-
-    def rabbitmq(self, target: RabbitMqTarget) -> RabbitMqTarget:
-        """``target`` with its header and credential references replaced by their values."""
-        return dataclasses.replace(
-            target,
-            headers=self._pairs(target.headers),
-            username=self._one(target.username),
-            password=self._one(target.password),
-        )
-
-    def kafka(self, target: KafkaTarget) -> KafkaTarget:
-        """``target`` with its header and credential references replaced by their values."""
-        return dataclasses.replace(
-            target,
-            headers=self._pairs(target.headers),
-            username=self._one(target.username),
-            password=self._one(target.password),
-        )
-
-    def _one(self, value: Value | None) -> Value | None:
-        return self.values[value.name] if isinstance(value, SecretRef) else value
-
-    def _pairs(self, pairs: tuple[tuple[str, Value], ...]) -> tuple[tuple[str, Value], ...]:
-        return tuple(
-            (key, self.values[value.name] if isinstance(value, SecretRef) else value) for key, value in pairs
-        )
+    def target(self, target: T) -> T:
+        """``target`` with its secret references replaced by their values (for this attempt), and
+        its reference-only fields (a webhook's signing secret) dropped."""
+        return resolved(target, self.values)
 
     def redact(self, text: str | None) -> str | None:
         """``text`` without any resolved value (see the module docstring)."""

@@ -26,33 +26,22 @@ from cronwheel.auth.tokens import ApiToken
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import (
     Attempt,
-    CommandTarget,
     DueJob,
-    GrpcTarget,
-    HttpTarget,
     Job,
-    KafkaTarget,
     MisfireMode,
     MisfirePolicy,
-    MqttQos,
-    MqttTarget,
-    NatsTarget,
     Outcome,
     Overlap,
-    PythonTarget,
-    RabbitMqTarget,
     RetentionPolicy,
     RetryPolicy,
     Run,
     RunEvent,
     RunKind,
     RunState,
-    SecretRef,
-    Target,
-    Value,
     shard_of,
 )
 from cronwheel.store.port import StoredSecret
+from cronwheel.targets.kinds import target_from_json, target_to_json
 
 Row = Mapping[Any, Any]  # a RowMapping, or a dict of column values
 
@@ -75,189 +64,6 @@ def pairs_to_json(pairs: tuple[tuple[str, str], ...]) -> list[list[str]]:
 
 def pairs_from_json(data: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(key), str(value)) for key, value in data)
-
-
-def values_to_json(pairs: tuple[tuple[str, Value], ...]) -> list[list[Any]]:
-    """Header or env pairs: a plain value as text, a reference as ``{"secret": name}``."""
-    return [[key, value if isinstance(value, str) else {"secret": value.name}] for key, value in pairs]
-
-
-def values_from_json(data: Any) -> tuple[tuple[str, Value], ...]:
-    return tuple((str(key), _value(value)) for key, value in data)
-
-
-def _value(data: Any) -> Value:
-    return SecretRef(str(data["secret"])) if isinstance(data, Mapping) else str(data)
-
-
-def _optional_value(value: Value | None) -> Any:
-    """A credential field: null, plain text, or ``{"secret": name}``."""
-    return None if value is None else value if isinstance(value, str) else {"secret": value.name}
-
-
-def _optional_from_json(data: Any) -> Value | None:
-    return None if data is None else _value(data)
-
-
-def _qos(data: Any) -> MqttQos:
-    if data == 1:
-        return 1
-    if data == 2:
-        return 2
-    raise ValueError(f"unknown MQTT QoS {data!r} in the store")
-
-
-def target_to_json(target: Target) -> dict[str, Any]:
-    if isinstance(target, HttpTarget):
-        data: dict[str, Any] = {
-            "type": "http",
-            "url": target.url,
-            "method": target.method,
-            "headers": values_to_json(target.headers),
-            "expected_status": list(target.expected_status),
-        }
-        if target.signing_secret is not None:  # absent: rows written before it existed read the same
-            data["signing_secret"] = {"secret": target.signing_secret.name}
-        return data
-    if isinstance(target, CommandTarget):
-        return {
-            "type": "command",
-            "argv": list(target.argv),
-            "env": values_to_json(target.env),
-            "cwd": target.cwd,
-        }
-    if isinstance(target, PythonTarget):
-        return {"type": "python", "function": target.function}
-    if isinstance(target, GrpcTarget):
-        return {
-            "type": "grpc",
-            "address": target.address,
-            "method": target.method,
-            "tls": target.tls,
-            "metadata": values_to_json(target.metadata),
-            "descriptor_set": target.descriptor_set,
-        }
-    return _broker_to_json(target)
-
-
-def _broker_to_json(target: Target) -> dict[str, Any]:
-    """A nats, mqtt, rabbitmq or kafka target's JSON."""
-    if isinstance(target, NatsTarget):
-        return {
-            "type": "nats",
-            "url": target.url,
-            "subject": target.subject,
-            "jetstream": target.jetstream,
-            "headers": values_to_json(target.headers),
-            "user": _optional_value(target.user),
-            "password": _optional_value(target.password),
-            "token": _optional_value(target.token),
-        }
-    if isinstance(target, MqttTarget):
-        return {
-            "type": "mqtt",
-            "url": target.url,
-            "topic": target.topic,
-            "qos": target.qos,
-            "retain": target.retain,
-            "username": _optional_value(target.username),
-            "password": _optional_value(target.password),
-        }
-    if isinstance(target, RabbitMqTarget):
-        return {
-            "type": "rabbitmq",
-            "url": target.url,
-            "exchange": target.exchange,
-            "routing_key": target.routing_key,
-            "headers": values_to_json(target.headers),
-            "username": _optional_value(target.username),
-            "password": _optional_value(target.password),
-        }
-    if isinstance(target, KafkaTarget):
-        return {
-            "type": "kafka",
-            "bootstrap_servers": list(target.bootstrap_servers),
-            "topic": target.topic,
-            "key": target.key,
-            "headers": values_to_json(target.headers),
-            "tls": target.tls,
-            "sasl_mechanism": target.sasl_mechanism,
-            "username": _optional_value(target.username),
-            "password": _optional_value(target.password),
-        }
-    raise TypeError(f"unknown target {target!r}")
-
-
-def target_from_json(data: Mapping[str, Any]) -> Target:
-    tag = data["type"] if "type" in data else data.get("kind")  # "kind": rows of earlier versions
-    if tag == "http":
-        signing = data.get("signing_secret")
-        return HttpTarget(
-            url=data["url"],
-            method=data["method"],
-            headers=values_from_json(data["headers"]),
-            expected_status=tuple(int(code) for code in data["expected_status"]),
-            signing_secret=None if signing is None else SecretRef(str(signing["secret"])),
-        )
-    if tag == "command":
-        return CommandTarget(
-            argv=tuple(str(arg) for arg in data["argv"]), env=values_from_json(data["env"]), cwd=data["cwd"]
-        )
-    if tag == "python":
-        return PythonTarget(function=data["function"])
-    if tag == "grpc":
-        return GrpcTarget(
-            address=data["address"],
-            method=data["method"],
-            tls=bool(data["tls"]),
-            metadata=values_from_json(data["metadata"]),
-            descriptor_set=data.get("descriptor_set"),
-        )
-    return _broker_from_json(tag, data)
-
-
-def _broker_from_json(tag: Any, data: Mapping[str, Any]) -> Target:
-    """A nats, mqtt, rabbitmq or kafka target from its JSON."""
-    if tag == "nats":
-        return NatsTarget(
-            url=data["url"],
-            subject=data["subject"],
-            jetstream=bool(data["jetstream"]),
-            headers=values_from_json(data["headers"]),
-            user=_optional_from_json(data.get("user")),
-            password=_optional_from_json(data.get("password")),
-            token=_optional_from_json(data.get("token")),
-        )
-    if tag == "mqtt":
-        return MqttTarget(
-            url=data["url"],
-            topic=data["topic"],
-            qos=_qos(data["qos"]),
-            retain=bool(data["retain"]),
-            username=_optional_from_json(data.get("username")),
-            password=_optional_from_json(data.get("password")),
-        )
-    if tag == "rabbitmq":
-        return RabbitMqTarget(
-            url=data["url"],
-            exchange=data["exchange"],
-            routing_key=data["routing_key"],
-            headers=values_from_json(data["headers"]),
-            username=_optional_from_json(data.get("username")),
-            password=_optional_from_json(data.get("password")),
-        )
-    if tag == "kafka":
-        return KafkaTarget(
-            bootstrap_servers=tuple(str(server) for server in data["bootstrap_servers"]),
-            topic=data["topic"],
-            key=data.get("key"),
-            headers=values_from_json(data["headers"]),
-            tls=bool(data.get("tls", False)),
-            sasl_mechanism=data.get("sasl_mechanism"),
-            username=_optional_from_json(data.get("username")),
-            password=_optional_from_json(data.get("password")),
-        )
-    raise ValueError(f"unknown target type {tag!r} in the store")
 
 
 def retry_to_json(policy: RetryPolicy) -> dict[str, Any]:

@@ -14,8 +14,9 @@ from typing import Any
 
 from cronwheel.auth.tokens import ApiToken
 from cronwheel.model import Job
-from cronwheel.store.codec import job_definition_to_row, target_to_json
+from cronwheel.store.codec import job_definition_to_row
 from cronwheel.targets.checks import redacted_url
+from cronwheel.targets.kinds import target_to_json
 
 REDACTED = "(redacted)"
 """What a plain header or environment value of a job becomes in an audit snapshot."""

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -83,10 +82,8 @@ from cronwheel.model import (
     PythonTarget,
     RabbitMqTarget,
     SecretRef,
-    Target,
     Value,
 )
-from cronwheel.redaction import HIDDEN, credential_header
 from cronwheel.targets.ssrf import host_address
 
 if TYPE_CHECKING:
@@ -107,30 +104,6 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header n
 _HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what aiohttp refuses in a header
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 SECRET_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # as the API's names of teams and jobs
-
-
-def check_target(target: Target) -> None:
-    """Refuse (InvalidInputError, naming the field) a target nothing could ever run, or one that
-    sets a header or metadata key cronwheel sets itself (:func:`reserved_header`). That second
-    rule is for definitions being written: on a stored job an attempt's own values win, so the
-    executors, which call the checks of each kind, do not ask it."""
-    check_reserved_names(target)
-    if isinstance(target, CommandTarget):
-        check_command(target)
-    elif isinstance(target, HttpTarget):
-        check_http(target)
-    elif isinstance(target, GrpcTarget):
-        check_grpc(target)
-    elif isinstance(target, NatsTarget):
-        check_nats(target)
-    elif isinstance(target, MqttTarget):
-        check_mqtt(target)
-    elif isinstance(target, RabbitMqTarget):
-        check_rabbitmq(target)
-    elif isinstance(target, KafkaTarget):
-        check_kafka(target)
-    else:
-        check_python(target)
 
 
 # -- command -------------------------------------------------------------------------------------
@@ -349,24 +322,6 @@ def _check_client_header(field: str, name: str) -> None:
     why = client_header(name, grpc=field == "target.metadata")
     if why is not None:
         raise InvalidInputError(f"{field}.{name} is {why}; a target may not set it")
-
-
-def check_reserved_names(target: Target) -> None:
-    """Refuse a header or metadata key of ``target`` that :func:`reserved_header` reserves, naming
-    it (``target.headers.Host``), whatever its case."""
-    field, names = _header_names(target)
-    for name in names:
-        why = reserved_header(name, grpc=isinstance(target, GrpcTarget))
-        if why is not None:
-            raise InvalidInputError(f"{field}.{name} is {why}; a target may not set it")
-
-
-def _header_names(target: Target) -> tuple[str, list[str]]:
-    if isinstance(target, GrpcTarget):
-        return "target.metadata", [name for name, _ in target.metadata]
-    if isinstance(target, HttpTarget | NatsTarget | RabbitMqTarget | KafkaTarget):
-        return "target.headers", [name for name, _ in target.headers]
-    return "target.headers", []
 
 
 # -- brokers (nats, mqtt) ------------------------------------------------------------------------
@@ -776,106 +731,3 @@ def _check_broker_headers_and_credentials(target: RabbitMqTarget | KafkaTarget) 
 def _check_reference(field: str, reference: SecretRef) -> None:
     if not isinstance(reference.name, str) or not SECRET_NAME.fullmatch(reference.name):
         raise InvalidInputError(f"{field} must name a secret with 1-100 of A-Z a-z 0-9 . _ -")
-
-
-def secret_references(target: Target) -> list[tuple[str, SecretRef]]:
-    """Every secret ``target`` refers to, with the field that refers to it, in the API's dotted
-    form (``target.headers.Authorization``, ``target.env.TOKEN``, ``target.signing_secret``)."""
-    found = [(field, value) for field, value in _values(target) if isinstance(value, SecretRef)]
-    if isinstance(target, HttpTarget) and target.signing_secret is not None:
-        found.append(("target.signing_secret", target.signing_secret))
-    return found
-
-
-def plain_values(target: Target) -> list[str]:
-    """The header, environment and credential values of ``target`` held in clear in the job (not
-    secret references), by field: what ``cronwheel secrets adopt`` moves into secrets. A broker's
-    user name is an identity rather than a credential: it is not listed."""
-    return [
-        field
-        for field, value in _values(target)
-        if isinstance(value, str) and field not in ("target.user", "target.username")
-    ]
-
-
-def plain_credentials(target: Target) -> list[tuple[str, str]]:
-    """The credentials ``target`` holds in clear, as (field, value): a header, metadata or
-    environment value whose name carries a credential (:func:`cronwheel.redaction.credential_header`:
-    ``Authorization``, ``Cookie``, ``*token*``, ``*api-key*``, ``*secret*``, ``*password*`` ...),
-    a broker's password or token, and an HTTP URL with user info or a query parameter whose name
-    carries a credential as a header's would (``?token=``, ``?api_key=``, ``?sig=``). What the server
-    refuses to store unless its operator allows plain credentials, and what a caller who may not
-    write the job sees masked."""
-    found = [
-        (field, value) for field, value in _values(target) if isinstance(value, str) and _credential(field)
-    ]
-    if isinstance(target, HttpTarget) and _credential_url(target.url):
-        found.insert(0, ("target.url", target.url))
-    return found
-
-
-def _credential(field: str) -> bool:
-    """Whether a field :func:`_values` names holds a credential (a user name does not)."""
-    group, _, name = field.removeprefix("target.").partition(".")
-    if group in ("headers", "metadata", "env"):
-        return credential_header(name)
-    return group in ("password", "token")
-
-
-def _credential_url(text: str) -> bool:
-    try:
-        url = URL(text)
-        names = list(url.query)
-    except (ValueError, TypeError):
-        return False
-    return url.raw_user is not None or url.raw_password is not None or any(map(credential_header, names))
-
-
-def masked_credentials(target: Target) -> Target:
-    """``target`` with each of its :func:`plain_credentials` replaced by ``***`` (a URL by its
-    :func:`redacted_url`); secret references and other values as they are."""
-    fields = {field for field, _ in plain_credentials(target)}
-    if not fields:
-        return target
-
-    def pairs(group: str, items: tuple[tuple[str, Value], ...]) -> tuple[tuple[str, Value], ...]:
-        return tuple((name, HIDDEN if f"target.{group}.{name}" in fields else value) for name, value in items)
-
-    changes: dict[str, Any] = {}
-    for group in ("headers", "metadata", "env"):
-        if hasattr(target, group):
-            changes[group] = pairs(group, getattr(target, group))
-    for name in ("password", "token"):
-        if f"target.{name}" in fields:
-            changes[name] = HIDDEN
-    if "target.url" in fields and isinstance(target, HttpTarget):
-        changes["url"] = redacted_url(target.url)
-    return dataclasses.replace(target, **changes)
-
-
-def _values(target: Target) -> list[tuple[str, Value]]:
-    if isinstance(target, HttpTarget):
-        return [(f"target.headers.{name}", value) for name, value in target.headers]
-    if isinstance(target, CommandTarget):
-        return [(f"target.env.{name}", value) for name, value in target.env]
-    if isinstance(target, GrpcTarget):
-        return [(f"target.metadata.{name}", value) for name, value in target.metadata]
-    if isinstance(target, NatsTarget | MqttTarget | RabbitMqTarget | KafkaTarget):
-        return _broker_values(target)
-    return []
-
-
-def _broker_values(target: NatsTarget | MqttTarget | RabbitMqTarget | KafkaTarget) -> list[tuple[str, Value]]:
-    """A broker target's header values, then its credentials (those set)."""
-    if isinstance(target, NatsTarget):
-        found = [(f"target.headers.{name}", value) for name, value in target.headers]
-        return found + _credentials(
-            ("user", target.user), ("password", target.password), ("token", target.token)
-        )
-    headers = () if isinstance(target, MqttTarget) else target.headers
-    found = [(f"target.headers.{name}", value) for name, value in headers]
-    return found + _credentials(("username", target.username), ("password", target.password))
-
-
-def _credentials(*fields: tuple[str, Value | None]) -> list[tuple[str, Value]]:
-    return [(f"target.{name}", value) for name, value in fields if value is not None]

@@ -28,18 +28,12 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import TargetPolicy, no_slot_reason
 from cronwheel.model import (
-    GrpcTarget,
-    HttpTarget,
     Job,
-    KafkaTarget,
-    MqttTarget,
-    NatsTarget,
     PythonTarget,
-    RabbitMqTarget,
     Target,
 )
 from cronwheel.schedule import ScheduleError, load_zone, parse_schedule
-from cronwheel.targets.checks import check_target
+from cronwheel.targets.kinds import check_target, kind_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +207,7 @@ def policy_problems(
         try:
             policy.check(record)
         except InvalidInputError as error:
-            problems.append(_sentence(_target_field(record), str(error), "target_refused"))
+            problems.append(_sentence(kind_of(record).refused_field, str(error), "target_refused"))
     queue = values.get("queue")
     if isinstance(queue, str):
         try:
@@ -221,18 +215,6 @@ def policy_problems(
         except InvalidInputError as error:
             problems.append(_sentence("queue", str(error), "queue_not_served"))
     return problems
-
-
-def _target_field(target: Target) -> str:
-    if isinstance(target, HttpTarget | NatsTarget | MqttTarget | RabbitMqTarget):
-        return "target.url"
-    if isinstance(target, PythonTarget):
-        return "target.function"
-    if isinstance(target, GrpcTarget):
-        return "target.address"
-    if isinstance(target, KafkaTarget):
-        return "target.bootstrap_servers"
-    return "target.type"  # a command target: refused as a kind, not for its argv
 
 
 _TIMING = ("schedule", "timezone", "dst_gap", "dst_fold", "start_at", "end_at")

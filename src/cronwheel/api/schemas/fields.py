@@ -22,17 +22,10 @@ from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import ForbiddenError, InvalidInputError
 from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import (
-    CommandTarget,
-    GrpcTarget,
-    HttpTarget,
     Job,
-    KafkaTarget,
-    MqttTarget,
-    NatsTarget,
-    PythonTarget,
-    RabbitMqTarget,
     Target,
 )
+from cronwheel.targets.kinds import kind_of
 
 
 def check_settable(caller: Caller, job: Job, stored: Job | None, services: ApiServices) -> None:
@@ -67,12 +60,10 @@ def reserved_kind(target: Target, policy: TargetPolicy) -> str | None:
         policy.check(target)
     except InvalidInputError:
         return None
-    if isinstance(target, CommandTarget):
-        return "command"
-    if isinstance(target, PythonTarget):
-        return "python"
-    networked = HttpTarget | GrpcTarget | NatsTarget | MqttTarget | RabbitMqTarget | KafkaTarget
-    if isinstance(target, networked) and policy.allowed_networks:
+    kind = kind_of(target)
+    if kind.reserved:
+        return kind.tag
+    if kind.addresses(target) and policy.allowed_networks:
         try:
             replace(policy, allowed_networks=()).check(target)
         except InvalidInputError:

@@ -79,7 +79,8 @@ from cronwheel.model import (
 from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, ScheduleError, describe, parse_schedule
 from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.store.port import RunSample
-from cronwheel.targets.checks import MAX_DESCRIPTOR_SET_CHARS, plain_values
+from cronwheel.targets.checks import MAX_DESCRIPTOR_SET_CHARS
+from cronwheel.targets.kinds import kind_of, plain_values, target_to_json
 from cronwheel.telemetry.tracing import trace_id
 
 # -- building blocks ---------------------------------------------------------------------------
@@ -549,79 +550,15 @@ TargetSpec = Annotated[
 
 
 def target_from_record(target: Target) -> dict[str, Any]:
-    """A target record as JSON-ready values (what a request would send)."""
-    if isinstance(target, HttpTarget):
-        return {
-            "type": target.type,
-            "url": target.url,
-            "method": target.method,
-            "headers": {name: _value_json(value) for name, value in target.headers},
-            "expected_status": list(target.expected_status),
-            "signing_secret": None if target.signing_secret is None else _value_json(target.signing_secret),
-        }
-    if isinstance(target, CommandTarget):
-        env = {name: _value_json(value) for name, value in target.env}
-        return {"type": target.type, "argv": list(target.argv), "env": env, "cwd": target.cwd}
-    if isinstance(target, GrpcTarget):
-        return {
-            "type": target.type,
-            "address": target.address,
-            "method": target.method,
-            "tls": target.tls,
-            "metadata": {name: _value_json(value) for name, value in target.metadata},
-            "descriptor_set": target.descriptor_set,
-        }
-    if isinstance(target, PythonTarget):
-        return {"type": target.type, "function": target.function}
-    return _broker_from_record(target)
-
-
-def _broker_from_record(target: Target) -> dict[str, Any]:
-    """A nats, mqtt, rabbitmq or kafka target record as JSON-ready values."""
-    if isinstance(target, NatsTarget):
-        return {
-            "type": target.type,
-            "url": target.url,
-            "subject": target.subject,
-            "jetstream": target.jetstream,
-            "headers": {name: _value_json(value) for name, value in target.headers},
-            "user": _optional_json(target.user),
-            "password": _optional_json(target.password),
-            "token": _optional_json(target.token),
-        }
-    if isinstance(target, MqttTarget):
-        return {
-            "type": target.type,
-            "url": target.url,
-            "topic": target.topic,
-            "qos": target.qos,
-            "retain": target.retain,
-            "username": _optional_json(target.username),
-            "password": _optional_json(target.password),
-        }
-    if isinstance(target, RabbitMqTarget):
-        return {
-            "type": target.type,
-            "url": target.url,
-            "exchange": target.exchange,
-            "routing_key": target.routing_key,
-            "headers": {name: _value_json(value) for name, value in target.headers},
-            "username": _optional_json(target.username),
-            "password": _optional_json(target.password),
-        }
-    if isinstance(target, KafkaTarget):
-        return {
-            "type": target.type,
-            "bootstrap_servers": list(target.bootstrap_servers),
-            "topic": target.topic,
-            "key": target.key,
-            "headers": {name: _value_json(value) for name, value in target.headers},
-            "tls": target.tls,
-            "sasl_mechanism": target.sasl_mechanism,
-            "username": _optional_json(target.username),
-            "password": _optional_json(target.password),
-        }
-    raise TypeError(f"unknown target {target!r}")
+    """A target record as JSON-ready values (what a request would send): the store's JSON with
+    header, environment and metadata pairs as an object, and every reference-only field present."""
+    kind = kind_of(target)
+    data = target_to_json(target)
+    if kind.pairs is not None:
+        data[kind.pairs] = dict(data[kind.pairs])
+    for field in kind.references:
+        data.setdefault(field, None)
+    return data
 
 
 # -- policies ----------------------------------------------------------------------------------

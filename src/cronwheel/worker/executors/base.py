@@ -18,7 +18,7 @@ from cronwheel.errors import TransientError
 from cronwheel.model import AttemptResult, Job, Outcome, Run, Target
 from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
 from cronwheel.targets import python as python_targets
-from cronwheel.targets.checks import secret_references
+from cronwheel.targets.kinds import secret_references
 from cronwheel.worker.executors.isolation import CommandIsolation
 
 TargetT_contra = TypeVar("TargetT_contra", contravariant=True)

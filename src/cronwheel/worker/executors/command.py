@@ -104,7 +104,7 @@ class CommandExecutor:
         if not self._settings.allow_commands:
             return AttemptResult(Outcome.ERROR, error=DISABLED)
         return await with_secrets(
-            self._secrets, ctx.team, target, lambda resolved: self._run(resolved.command(target), ctx)
+            self._secrets, ctx.team, target, lambda resolved: self._run(resolved.target(target), ctx)
         )
 
     async def _run(self, target: CommandTarget, ctx: AttemptContext) -> AttemptResult:

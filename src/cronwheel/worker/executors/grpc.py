@@ -238,7 +238,7 @@ class GrpcExecutor:
         """Resolve the target's secrets, make the call, and keep none of them in the result."""
         await self.close_idle()
         return await with_secrets(
-            self._secrets, ctx.team, target, lambda resolved: self._attempt(resolved.grpc(target), ctx)
+            self._secrets, ctx.team, target, lambda resolved: self._attempt(resolved.target(target), ctx)
         )
 
     async def _attempt(self, target: GrpcTarget, ctx: AttemptContext) -> AttemptResult:

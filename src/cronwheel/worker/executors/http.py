@@ -242,7 +242,7 @@ class HttpExecutor:
         if plan.checked is not None:  # no secret in it: the target as stored, checked before
             sending, checked = target, plan.checked
         else:
-            sending = resolved.http(target)
+            sending = resolved.target(target)
             checked = self._check_target(sending)
         result = resolved.redacted(await self._deliver(sending, ctx, keys, sent, checked))
         return dataclasses.replace(result, request_headers=sent.kept(plan.from_secrets, resolved))

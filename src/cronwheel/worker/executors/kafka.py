@@ -275,7 +275,7 @@ class KafkaExecutor:
     async def execute(self, target: KafkaTarget, ctx: AttemptContext) -> AttemptResult:
         """Resolve the target's secrets, send the record, and keep none of them in the result."""
         return await with_secrets(
-            self._secrets, ctx.team, target, lambda resolved: self._send(resolved.kafka(target), ctx)
+            self._secrets, ctx.team, target, lambda resolved: self._send(resolved.target(target), ctx)
         )
 
     async def _send(self, target: KafkaTarget, ctx: AttemptContext) -> AttemptResult:

@@ -163,7 +163,7 @@ class MqttExecutor:
     async def execute(self, target: MqttTarget, ctx: AttemptContext) -> AttemptResult:
         """Resolve the target's secrets, publish, and keep none of them in the result."""
         return await with_secrets(
-            self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.mqtt(target), ctx)
+            self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.target(target), ctx)
         )
 
     async def _publish(self, target: MqttTarget, ctx: AttemptContext) -> AttemptResult:

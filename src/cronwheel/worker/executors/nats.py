@@ -101,7 +101,7 @@ class NatsExecutor:
     async def execute(self, target: NatsTarget, ctx: AttemptContext) -> AttemptResult:
         """Resolve the target's secrets, publish, and keep none of them in the result."""
         return await with_secrets(
-            self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.nats(target), ctx)
+            self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.target(target), ctx)
         )
 
     async def _publish(self, target: NatsTarget, ctx: AttemptContext) -> AttemptResult:

@@ -194,7 +194,7 @@ class RabbitMqExecutor:
     async def execute(self, target: RabbitMqTarget, ctx: AttemptContext) -> AttemptResult:
         """Resolve the target's secrets, publish, and keep none of them in the result."""
         return await with_secrets(
-            self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.rabbitmq(target), ctx)
+            self._secrets, ctx.team, target, lambda resolved: self._publish(resolved.target(target), ctx)
         )
 
     async def _publish(self, target: RabbitMqTarget, ctx: AttemptContext) -> AttemptResult:
