@@ -23,8 +23,9 @@ LAYERS: list[set[str]] = [
     {"errors"},
     {"settings"},  # how a settings field is given on the command line
     {"clock", "failpoints", "receiver", "retrying", "schedule", "tls", "redaction", "v1"},
+    {"targets"},  # the target kinds: records, checks, JSON, secret references
     {"model", "limits", "auth"},  # records and pure rules
-    {"lateness", "retention", "telemetry", "targets", "audit", "client"},
+    {"lateness", "retention", "telemetry", "audit", "client"},
     {"notifications"},  # rules the store applies inside its transactions
     {"store", "coordinator", "queue"},  # the ports and their backends
     {"secrets"},

@@ -12,11 +12,66 @@ import os
 import time
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 # The DST options are the schedule engine's own vocabulary (``Literal`` aliases defined there once);
 # jobs, the store and the API use these aliases rather than spelling the choices again.
 from cronwheel.schedule.schedule import DstFold, DstGap
+from cronwheel.targets.kinds import (
+    CommandTarget,
+    GrpcTarget,
+    HttpTarget,
+    KafkaSasl,
+    KafkaTarget,
+    MqttQos,
+    MqttTarget,
+    NatsTarget,
+    PythonTarget,
+    RabbitMqTarget,
+    Target,
+)
+from cronwheel.targets.values import SecretRef, Value
+
+# The target records are each kind's own (cronwheel.targets.kinds); model names them too, as the
+# records a job holds.
+__all__ = [
+    "LEGAL_TRANSITIONS",
+    "SHARDS",
+    "Attempt",
+    "AttemptResult",
+    "CommandTarget",
+    "DueJob",
+    "Finish",
+    "FireResult",
+    "Firing",
+    "GrpcTarget",
+    "HttpTarget",
+    "Job",
+    "KafkaSasl",
+    "KafkaTarget",
+    "MisfireMode",
+    "MisfirePolicy",
+    "MqttQos",
+    "MqttTarget",
+    "NatsTarget",
+    "Outcome",
+    "Overlap",
+    "PythonTarget",
+    "RabbitMqTarget",
+    "RetentionPolicy",
+    "RetryPolicy",
+    "Run",
+    "RunEvent",
+    "RunKind",
+    "RunState",
+    "SecretRef",
+    "SkipReason",
+    "Target",
+    "Value",
+    "dedup_key",
+    "new_id",
+    "shard_of",
+]
 
 # -- identifiers ---------------------------------------------------------------------------------
 
@@ -88,135 +143,6 @@ class RetentionPolicy:
 
     keep_days: int | None = None
     keep_runs: int | None = None
-
-
-# -- targets -------------------------------------------------------------------------------------
-#
-# ``type`` tags a target with its kind, in every layer: the API and jobs.yaml (``target.type``),
-# these records (``target.type``), the store's JSON and the worker's executors (keyed by type).
-
-
-@dataclass(frozen=True, slots=True)
-class SecretRef:
-    """A reference to a secret of the job's own team, in place of a header or environment value
-    (``{"secret": "billing-api-key"}`` in the API and jobs.yaml). A job definition holds the name,
-    never the value: the worker resolves it at attempt time (guarantee 9)."""
-
-    name: str
-
-
-Value = str | SecretRef  # a header or environment value: plain text, or a reference to a secret
-
-
-@dataclass(frozen=True, slots=True)
-class HttpTarget:
-    url: str
-    method: str = "POST"
-    headers: tuple[tuple[str, Value], ...] = ()
-    expected_status: tuple[int, ...] = ()  # empty: any 2xx
-    # signs every request (Standard Webhooks); None: the team's default signing secret, if any
-    signing_secret: SecretRef | None = None
-    type: Literal["http"] = "http"
-
-
-@dataclass(frozen=True, slots=True)
-class CommandTarget:
-    argv: tuple[str, ...]
-    env: tuple[tuple[str, Value], ...] = ()
-    cwd: str | None = None
-    type: Literal["command"] = "command"
-
-
-@dataclass(frozen=True, slots=True)
-class PythonTarget:
-    function: str  # "package.module:function"
-    type: Literal["python"] = "python"
-
-
-@dataclass(frozen=True, slots=True)
-class NatsTarget:
-    """Publish the payload to a NATS subject (through JetStream when ``jetstream``)."""
-
-    url: str  # nats://host:4222, tls://host:4222
-    subject: str
-    jetstream: bool = False
-    headers: tuple[tuple[str, Value], ...] = ()
-    user: Value | None = None
-    password: Value | None = None
-    token: Value | None = None
-    type: Literal["nats"] = "nats"
-
-
-MqttQos = Literal[1, 2]  # 1: at least once to the broker (PUBACK); 2: exactly once (PUBCOMP)
-
-
-@dataclass(frozen=True, slots=True)
-class MqttTarget:
-    """Publish the payload to an MQTT topic (MQTT 5; QoS 1 or 2)."""
-
-    url: str  # mqtt://host:1883, mqtts://host:8883
-    topic: str
-    qos: MqttQos = 1
-    retain: bool = False
-    username: Value | None = None
-    password: Value | None = None
-    type: Literal["mqtt"] = "mqtt"
-
-
-@dataclass(frozen=True, slots=True)
-class GrpcTarget:
-    """A unary gRPC method: the payload (JSON) becomes its request message, through the
-    target's server reflection or the job's own ``descriptor_set``."""
-
-    address: str  # "host:port", an IPv6 address in brackets ("[2001:db8::1]:443")
-    method: str  # "package.Service/Method"
-    tls: bool = False
-    metadata: tuple[tuple[str, Value], ...] = ()  # lower-case gRPC metadata keys
-    descriptor_set: str | None = None  # base64 of a serialized google.protobuf.FileDescriptorSet
-    type: Literal["grpc"] = "grpc"
-
-
-@dataclass(frozen=True, slots=True)
-class RabbitMqTarget:
-    """Publish the payload to a RabbitMQ (AMQP 0-9-1) exchange with publisher confirms."""
-
-    url: str  # amqp://host:5672/vhost or amqps://...; never user info (username/password below)
-    routing_key: str
-    exchange: str = ""  # "": the default exchange (routes to the queue named by routing_key)
-    headers: tuple[tuple[str, Value], ...] = ()
-    username: Value | None = None
-    password: Value | None = None
-    type: Literal["rabbitmq"] = "rabbitmq"
-
-
-KafkaSasl = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaTarget:
-    """Publish the payload to a Kafka topic through an idempotent producer (acks=all)."""
-
-    bootstrap_servers: tuple[str, ...]  # "host:port" each
-    topic: str
-    key: str | None = None  # None: the job id
-    headers: tuple[tuple[str, Value], ...] = ()
-    tls: bool = False
-    sasl_mechanism: KafkaSasl | None = None
-    username: Value | None = None
-    password: Value | None = None
-    type: Literal["kafka"] = "kafka"
-
-
-Target = (
-    HttpTarget
-    | CommandTarget
-    | PythonTarget
-    | GrpcTarget
-    | NatsTarget
-    | MqttTarget
-    | RabbitMqTarget
-    | KafkaTarget
-)
 
 
 # -- jobs ----------------------------------------------------------------------------------------

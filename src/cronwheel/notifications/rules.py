@@ -36,8 +36,9 @@ from yarl import URL
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import HttpTarget, SecretRef
 from cronwheel.redaction import HIDDEN
-from cronwheel.targets.checks import SECRET_NAME, check_http, redacted_url
+from cronwheel.targets.checks import SECRET_NAME, redacted_url
 from cronwheel.targets.kinds import plain_credentials
+from cronwheel.targets.kinds.http import check_http
 
 MAX_RULES = 10
 MAX_CHANNELS = 5

@@ -1,5 +1,6 @@
 """What a target can hold: the limits of the things that run it, checked where a job is written
-and again where an attempt starts.
+and again where an attempt starts. Each kind's own check (``check_http`` ...) is in its module of
+:mod:`cronwheel.targets.kinds`; the limits and rules below, which kinds share, are here.
 
 These are not the operator's choices (that is :class:`cronwheel.jobs.service.TargetPolicy`) but what
 the operating system, the HTTP client and the import system cannot take at all. A target that
@@ -50,7 +51,7 @@ exception inside the worker.
   takes (``[A-Za-z0-9._-]{1,249}``, not ``.`` or ``..``); SASL with both credentials, credentials
   only with SASL.
 * **broker headers** (both): names are tokens of at most 255 characters, values UTF-8 text.
-* **secret references** (:class:`~cronwheel.model.SecretRef`, in a header or environment value,
+* **secret references** (:class:`~cronwheel.targets.values.SecretRef`, in a header or environment value,
   as an HTTP target's ``signing_secret``, as a broker's credentials): a secret name
   (:data:`SECRET_NAME`). What the secret holds is checked where it is known, when the worker has
   resolved it: the resolved target goes through the same checks before the attempt is made.
@@ -64,7 +65,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -72,19 +72,8 @@ from urllib.parse import unquote
 from yarl import URL
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import (
-    CommandTarget,
-    GrpcTarget,
-    HttpTarget,
-    KafkaTarget,
-    MqttTarget,
-    NatsTarget,
-    PythonTarget,
-    RabbitMqTarget,
-    SecretRef,
-    Value,
-)
 from cronwheel.targets.ssrf import host_address
+from cronwheel.targets.values import SecretRef, Value
 
 if TYPE_CHECKING:
     from google.protobuf.descriptor import MethodDescriptor
@@ -99,9 +88,9 @@ pointer). Linux allows a quarter of the stack limit, 2 MiB with the usual 8 MiB;
 leaves room for the worker's own variables. A worker with a smaller stack limit may still refuse
 less, which its attempts then report as an error."""
 
-_POINTER_BYTES = 8
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header names, methods)
-_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what aiohttp refuses in a header
+POINTER_BYTES = 8
+TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header names, methods)
+HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what aiohttp refuses in a header
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 SECRET_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # as the API's names of teams and jobs
 
@@ -109,52 +98,22 @@ SECRET_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # as the API's names of team
 # -- command -------------------------------------------------------------------------------------
 
 
-def check_command(target: CommandTarget) -> None:
-    if not target.argv:
-        raise InvalidInputError("target.argv must not be empty")
-    if not target.argv[0]:
-        raise InvalidInputError("target.argv[0] (the program) must not be empty")
-    total = 0
-    for index, arg in enumerate(target.argv):
-        total += _exec_string(f"target.argv[{index}]", arg) + _POINTER_BYTES
-    for name, value in target.env:
-        if not name:
-            raise InvalidInputError("target.env has an empty variable name")
-        field = f"target.env[{name!r}]"
-        _c_text(f"{field} (the name)", name)
-        if "=" in name:
-            raise InvalidInputError(f"{field}: a variable name cannot contain '='")
-        if isinstance(value, SecretRef):  # measured once resolved, by the worker
-            _check_reference(field, value)
-            continue
-        total += _exec_string(field, f"{name}={value}") + _POINTER_BYTES
-    if target.cwd is not None:
-        _c_text("target.cwd", target.cwd)
-        if not os.path.isabs(target.cwd):
-            raise InvalidInputError("target.cwd must be an absolute path")
-    if total > MAX_EXEC_BYTES:
-        raise InvalidInputError(
-            f"target.argv and target.env take {total} bytes to start the program; "
-            f"at most {MAX_EXEC_BYTES} are accepted"
-        )
-
-
-def _exec_string(field: str, text: str) -> int:
+def exec_string(field: str, text: str) -> int:
     """The bytes ``execve`` copies for ``text`` (its NUL included), once it is known to fit."""
-    size = len(_c_text(field, text)) + 1
+    size = len(c_text(field, text)) + 1
     if size > MAX_ARG_BYTES + 1:
         raise InvalidInputError(f"{field} is {size - 1} bytes; at most {MAX_ARG_BYTES} are accepted")
     return size
 
 
-def _c_text(field: str, text: str) -> bytes:
+def c_text(field: str, text: str) -> bytes:
     """``text`` as the bytes a C string gets, or why it cannot be one."""
     if "\0" in text:
         raise InvalidInputError(f"{field} contains a NUL byte")
-    return _utf8(field, text)
+    return utf8(field, text)
 
 
-def _utf8(field: str, text: str) -> bytes:
+def utf8(field: str, text: str) -> bytes:
     try:
         return text.encode()
     except UnicodeEncodeError:
@@ -164,44 +123,12 @@ def _utf8(field: str, text: str) -> bytes:
 # -- http ----------------------------------------------------------------------------------------
 
 
-def check_http(target: HttpTarget) -> URL:
-    """Refuse what aiohttp cannot send; returns the URL as it will use it."""
-    url = parse_url(target.url)
-    found = host_address(url.raw_host or "")
-    if found is not None and not found.canonical:
-        raise InvalidInputError(
-            f"target.url has the IPv4 address {found.address} spelled {found.spelling!r}: "
-            f"write it as {found.address}"
-        )
-    if not _TOKEN.fullmatch(target.method):
-        raise InvalidInputError("target.method must be an HTTP method name (a token such as POST)")
-    for name, value in target.headers:
-        if not _TOKEN.fullmatch(name):
-            raise InvalidInputError(f"target.headers has a name that is not an HTTP token: {name!r}")
-        _check_client_header("target.headers", name)
-        if isinstance(value, SecretRef):  # checked once resolved, by the worker
-            _check_reference(f"target.headers[{name!r}]", value)
-            continue
-        if _HEADER_CONTROL.search(value):
-            raise InvalidInputError(f"target.headers[{name!r}] contains a control character")
-        _utf8(f"target.headers[{name!r}]", value)
-    credentials = url.raw_user is not None or url.raw_password is not None
-    if credentials and any(name.lower() == "authorization" for name, _ in target.headers):
-        raise InvalidInputError(
-            "target.url has user info and target.headers an Authorization header: "
-            "the HTTP client sends the user info as that header, so keep only one of them"
-        )
-    if target.signing_secret is not None:
-        _check_reference("target.signing_secret", target.signing_secret)
-    return url
-
-
 def parse_url(text: str) -> URL:
     """The target URL as the HTTP client will use it. Messages never quote the URL: its query or
     user info may hold a secret."""
     if _CONTROL.search(text):
         raise InvalidInputError("target.url contains a control character")
-    _utf8("target.url", text)
+    utf8("target.url", text)
     try:
         url = URL(text)
         host = url.host  # decodes punycode ("xn--..."), which may fail
@@ -317,7 +244,7 @@ def reserved_header(name: str, *, grpc: bool = False) -> str | None:
     return why
 
 
-def _check_client_header(field: str, name: str) -> None:
+def check_client_header(field: str, name: str) -> None:
     """Refuse what :func:`client_header` says; asked before every HTTP and gRPC attempt too."""
     why = client_header(name, grpc=field == "target.metadata")
     if why is not None:
@@ -330,7 +257,7 @@ NATS_SCHEMES = {"nats": 4222, "tls": 4222}  # scheme -> default port
 MQTT_SCHEMES = {"mqtt": 1883, "mqtts": 8883}
 MAX_NATS_SUBJECT = 1024  # characters: a subject is a routing key, not a message
 MAX_MQTT_TOPIC_BYTES = 65535  # a UTF-8 string of MQTT is prefixed by its 16-bit length
-_NATS_SUBJECT_BAD = re.compile(r"[\s*>\x00-\x1f\x7f]")
+NATS_SUBJECT_BAD = re.compile(r"[\s*>\x00-\x1f\x7f]")
 
 
 def parse_broker_url(text: str, schemes: dict[str, int]) -> URL:
@@ -340,7 +267,7 @@ def parse_broker_url(text: str, schemes: dict[str, int]) -> URL:
     wanted = " or ".join(f"{scheme}://host:port" for scheme in schemes)
     if _CONTROL.search(text):
         raise InvalidInputError("target.url contains a control character")
-    _utf8("target.url", text)
+    utf8("target.url", text)
     try:
         url = URL(text)
         host = url.host
@@ -364,29 +291,10 @@ def parse_broker_url(text: str, schemes: dict[str, int]) -> URL:
 GRPC_METHOD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)/([A-Za-z_][A-Za-z0-9_]*)")
 """``package.Service/Method``: the service's full name (the package may be empty), one method."""
 GRPC_METADATA_KEY = re.compile(r"[0-9a-z_.-]{1,200}")  # gRPC's text keys (lower-case ASCII)
-_GRPC_VALUE = re.compile(r"[\x20-\x7e]*")  # gRPC's ASCII values: printable, no control characters
+GRPC_VALUE = re.compile(r"[\x20-\x7e]*")  # gRPC's ASCII values: printable, no control characters
 MAX_DESCRIPTOR_SET_CHARS = 256 * 1024
 """Base64 characters of a job's ``descriptor_set`` (it is stored with the job and read by every
 attempt); a service's own .proto files with their imports are a few KiB."""
-
-
-def check_grpc(target: GrpcTarget) -> URL:
-    """Refuse what no gRPC attempt could make; returns the address as a URL (``grpc://host:port``)
-    whose ``raw_host`` the SSRF guard judges as it judges an HTTP URL's."""
-    url = grpc_address(target.address)
-    if not GRPC_METHOD.fullmatch(target.method):
-        raise InvalidInputError("target.method must be 'package.Service/Method' (the service's full name)")
-    for name, value in target.metadata:
-        check_metadata_key(name)
-        _check_client_header("target.metadata", name)
-        field = f"target.metadata[{name!r}]"
-        if isinstance(value, SecretRef):  # checked once resolved, by the worker
-            _check_reference(field, value)
-        elif not _GRPC_VALUE.fullmatch(value):
-            raise InvalidInputError(f"{field} must be printable ASCII (gRPC text metadata)")
-    if target.descriptor_set is not None:
-        method_descriptor(target.descriptor_set, target.method)
-    return url
 
 
 def grpc_address(text: str) -> URL:
@@ -400,7 +308,7 @@ def grpc_address(text: str) -> URL:
             "target.address must not hold credentials (user info); send them in target.metadata "
             'with a secret reference ({"secret": NAME})'
         )
-    _utf8("target.address", text)
+    utf8("target.address", text)
     try:
         url = URL(f"grpc://{text}")
         host, port = url.host, url.explicit_port
@@ -515,92 +423,32 @@ def broker_port(url: URL, schemes: dict[str, int]) -> int:
     return url.explicit_port or schemes[url.scheme]
 
 
-def check_nats(target: NatsTarget) -> URL:
-    """Refuse what nats-py cannot publish; returns the URL."""
-    url = parse_broker_url(target.url, NATS_SCHEMES)
-    subject = target.subject
-    if not subject or len(subject) > MAX_NATS_SUBJECT:
-        raise InvalidInputError(f"target.subject must be 1 to {MAX_NATS_SUBJECT} characters")
-    _utf8("target.subject", subject)
-    if _NATS_SUBJECT_BAD.search(subject):
-        raise InvalidInputError(
-            "target.subject must not contain whitespace, control characters or the wildcards * and > "
-            "(a message is published to one subject)"
-        )
-    if any(not token for token in subject.split(".")):
-        raise InvalidInputError("target.subject has an empty token (a leading, trailing or double '.')")
-    for name, value in target.headers:
-        _check_header("target.headers", name, value)
-    _check_credential("target.user", target.user)
-    _check_credential("target.password", target.password)
-    _check_credential("target.token", target.token)
-    if target.password is not None and target.user is None:
-        raise InvalidInputError("target.password needs target.user")
-    if target.token is not None and (target.user is not None or target.password is not None):
-        raise InvalidInputError("give target.token or target.user and target.password, not both")
-    return url
-
-
-def check_mqtt(target: MqttTarget) -> URL:
-    """Refuse what aiomqtt cannot publish; returns the URL."""
-    url = parse_broker_url(target.url, MQTT_SCHEMES)
-    topic = target.topic
-    size = len(_utf8("target.topic", topic))
-    if not 0 < size <= MAX_MQTT_TOPIC_BYTES:
-        raise InvalidInputError(f"target.topic must be 1 to {MAX_MQTT_TOPIC_BYTES} bytes of UTF-8")
-    if "\0" in topic:
-        raise InvalidInputError("target.topic contains a NUL byte")
-    if "+" in topic or "#" in topic:
-        raise InvalidInputError(
-            "target.topic must not contain the wildcards + and # (a message is published to one topic)"
-        )
-    if target.qos not in (1, 2) or isinstance(target.qos, bool):
-        raise InvalidInputError("target.qos must be 1 or 2")
-    _check_credential("target.username", target.username)
-    _check_credential("target.password", target.password)
-    if target.password is not None and target.username is None:
-        raise InvalidInputError("target.password needs target.username")
-    return url
-
-
-def _check_header(field: str, name: str, value: Value) -> None:
-    if not _TOKEN.fullmatch(name):
+def check_header(field: str, name: str, value: Value) -> None:
+    if not TOKEN.fullmatch(name):
         raise InvalidInputError(f"{field} has a name that is not a header token: {name!r}")
     if isinstance(value, SecretRef):  # checked once resolved, by the worker
-        _check_reference(f"{field}[{name!r}]", value)
+        check_reference(f"{field}[{name!r}]", value)
         return
-    if _HEADER_CONTROL.search(value):
+    if HEADER_CONTROL.search(value):
         raise InvalidInputError(f"{field}[{name!r}] contains a control character")
-    _utf8(f"{field}[{name!r}]", value)
+    utf8(f"{field}[{name!r}]", value)
 
 
-def _check_credential(field: str, value: Value | None) -> None:
+def check_credential(field: str, value: Value | None) -> None:
     if value is None:
         return
     if isinstance(value, SecretRef):
-        _check_reference(field, value)
+        check_reference(field, value)
         return
     if "\0" in value or _CONTROL.search(value):
         raise InvalidInputError(f"{field} contains a control character")
-    _utf8(field, value)
+    utf8(field, value)
 
 
 # -- python --------------------------------------------------------------------------------------
 
 
-def check_python(target: PythonTarget) -> None:
-    """``package.module:function``: a dotted module path and one function name, as the API's
-    schema says. An attribute path (``mod:helper.attr``) would reach whatever ``mod`` imported,
-    and a ``__dunder__`` name what every module has (:mod:`cronwheel.targets.python`)."""
-    module, sep, function = target.function.partition(":")
-    dunder = function.startswith("__") and function.endswith("__")
-    if not sep or not _dotted(module) or not function.isidentifier() or dunder:
-        raise InvalidInputError(
-            "target.function must be 'package.module:function' (a dotted module path, then one function name)"
-        )
-
-
-def _dotted(text: str) -> bool:
+def dotted(text: str) -> bool:
     return all(part.isidentifier() for part in text.split("."))
 
 
@@ -610,21 +458,7 @@ MAX_SHORTSTR = 255
 """AMQP 0-9-1 ``shortstr``: exchange names, routing keys, virtual hosts, header names (bytes)."""
 
 AMQP_SCHEMES = {"amqp": 5672, "amqps": 5671}  # scheme -> default port
-_EXCHANGE = re.compile(r"[A-Za-z0-9_.:\-]*")  # AMQP 0-9-1's exchange-name grammar
-
-
-def check_rabbitmq(target: RabbitMqTarget) -> URL:
-    """Refuse what no AMQP connection could publish; returns the URL as the executor uses it."""
-    url = parse_amqp_url(target.url)
-    if not _EXCHANGE.fullmatch(target.exchange) or len(target.exchange) > MAX_SHORTSTR:
-        raise InvalidInputError(
-            f"target.exchange must be at most {MAX_SHORTSTR} of A-Z a-z 0-9 - _ . : "
-            "(empty: the default exchange)"
-        )
-    if len(_utf8("target.routing_key", target.routing_key)) > MAX_SHORTSTR:
-        raise InvalidInputError(f"target.routing_key is longer than {MAX_SHORTSTR} bytes (an AMQP shortstr)")
-    _check_broker_headers_and_credentials(target)
-    return url
+EXCHANGE = re.compile(r"[A-Za-z0-9_.:\-]*")  # AMQP 0-9-1's exchange-name grammar
 
 
 def parse_amqp_url(text: str) -> URL:
@@ -634,7 +468,7 @@ def parse_amqp_url(text: str) -> URL:
     options such as ``no_verify_ssl`` there). Messages never quote the URL."""
     if _CONTROL.search(text):
         raise InvalidInputError("target.url contains a control character")
-    _utf8("target.url", text)
+    utf8("target.url", text)
     try:
         url = URL(text)
         host = url.host
@@ -672,38 +506,11 @@ TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # what Kafka takes as a topic name
 MAX_BOOTSTRAP_SERVERS = 20
 
 
-def check_kafka(target: KafkaTarget) -> list[URL]:
-    """Refuse what no Kafka producer could send; returns the bootstrap servers as
-    ``kafka://host:port`` URLs (their ``raw_host`` is what the SSRF guard judges)."""
-    if not target.bootstrap_servers:
-        raise InvalidInputError("target.bootstrap_servers must list at least one host:port")
-    if len(target.bootstrap_servers) > MAX_BOOTSTRAP_SERVERS:
-        raise InvalidInputError(f"target.bootstrap_servers lists more than {MAX_BOOTSTRAP_SERVERS} servers")
-    servers = [kafka_server(f"target.bootstrap_servers[{index}]", text)
-               for index, text in enumerate(target.bootstrap_servers)]  # fmt: skip
-    if not TOPIC.fullmatch(target.topic) or target.topic in (".", ".."):
-        raise InvalidInputError('target.topic must be 1-249 of A-Z a-z 0-9 . _ - (and not "." or "..")')
-    if target.key is not None:
-        _utf8("target.key", target.key)
-    _check_broker_headers_and_credentials(target)
-    credentials = target.username is not None or target.password is not None
-    if target.sasl_mechanism is not None and (target.username is None or target.password is None):
-        raise InvalidInputError(
-            f"target.sasl_mechanism {target.sasl_mechanism} needs target.username and target.password"
-        )
-    if target.sasl_mechanism is None and credentials:
-        raise InvalidInputError(
-            "target.username and target.password need target.sasl_mechanism "
-            "(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"
-        )
-    return servers
-
-
 def kafka_server(field: str, text: str) -> URL:
     """``host:port`` (an IPv6 host in brackets) as ``kafka://host:port``, or why it is not one."""
     if _CONTROL.search(text) or any(char in text for char in "/?#@\\ "):
         raise InvalidInputError(f"{field} must be host:port")
-    _utf8(field, text)
+    utf8(field, text)
     try:
         url = URL(f"kafka://{text}")
         host, port = url.raw_host, url.explicit_port
@@ -714,20 +521,18 @@ def kafka_server(field: str, text: str) -> URL:
     return _checked_host(url, field)
 
 
-def _check_broker_headers_and_credentials(target: RabbitMqTarget | KafkaTarget) -> None:
-    """Header names are tokens (as HTTP's) of at most :data:`MAX_SHORTSTR` characters (an AMQP
-    table key), values as HTTP header values; credentials as the other brokers'."""
-    for name, value in target.headers:
-        _check_header("target.headers", name, value)
+def check_broker_headers(headers: tuple[tuple[str, Value], ...]) -> None:
+    """A rabbitmq or kafka target's headers: names are tokens (as HTTP's) of at most
+    :data:`MAX_SHORTSTR` characters (an AMQP table key), values as HTTP header values."""
+    for name, value in headers:
+        check_header("target.headers", name, value)
         if len(name) > MAX_SHORTSTR:
             raise InvalidInputError(f"target.headers has a name longer than {MAX_SHORTSTR} characters")
-    _check_credential("target.username", target.username)
-    _check_credential("target.password", target.password)
 
 
 # -- secret references ---------------------------------------------------------------------------
 
 
-def _check_reference(field: str, reference: SecretRef) -> None:
+def check_reference(field: str, reference: SecretRef) -> None:
     if not isinstance(reference.name, str) or not SECRET_NAME.fullmatch(reference.name):
         raise InvalidInputError(f"{field} must name a secret with 1-100 of A-Z a-z 0-9 . _ -")

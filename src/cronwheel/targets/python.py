@@ -34,8 +34,8 @@ from types import ModuleType
 from typing import Any
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import PythonTarget
-from cronwheel.targets.checks import check_python
+from cronwheel.targets.kinds import PythonTarget
+from cronwheel.targets.kinds.python import check_python
 
 RESERVED = frozenset(sys.stdlib_module_names) | {"__main__", "cronwheel"}
 """Top-level packages no pattern may open: the standard library, the worker's main module and

@@ -63,7 +63,7 @@ def reserved_kind(target: Target, policy: TargetPolicy) -> str | None:
     kind = kind_of(target)
     if kind.reserved:
         return kind.tag
-    if kind.addresses(target) and policy.allowed_networks:
+    if policy.allowed_networks and kind.addresses(target):
         try:
             replace(policy, allowed_networks=()).check(target)
         except InvalidInputError:

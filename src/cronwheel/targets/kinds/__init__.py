@@ -14,11 +14,61 @@ from typing import Any, TypeVar
 from yarl import URL
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import SecretRef, Target, Value
 from cronwheel.redaction import HIDDEN, credential_header
 from cronwheel.targets.checks import redacted_url, reserved_header
 from cronwheel.targets.kinds import command, grpc, http, kafka, mqtt, nats, python, rabbitmq
 from cronwheel.targets.kinds.base import Flag, Kind
+from cronwheel.targets.kinds.command import CommandTarget
+from cronwheel.targets.kinds.grpc import GrpcTarget
+from cronwheel.targets.kinds.http import HttpTarget
+from cronwheel.targets.kinds.kafka import KafkaSasl, KafkaTarget
+from cronwheel.targets.kinds.mqtt import MqttQos, MqttTarget
+from cronwheel.targets.kinds.nats import NatsTarget
+from cronwheel.targets.kinds.python import PythonTarget
+from cronwheel.targets.kinds.rabbitmq import RabbitMqTarget
+from cronwheel.targets.values import SecretRef, Value
+
+__all__ = [
+    "KINDS",
+    "CommandTarget",
+    "Flag",
+    "GrpcTarget",
+    "HttpTarget",
+    "KafkaSasl",
+    "KafkaTarget",
+    "Kind",
+    "MqttQos",
+    "MqttTarget",
+    "NatsTarget",
+    "PythonTarget",
+    "RabbitMqTarget",
+    "Target",
+    "check_reserved_names",
+    "check_target",
+    "flags",
+    "kind_of",
+    "masked_credentials",
+    "plain_credentials",
+    "plain_values",
+    "resolved",
+    "secret_references",
+    "summary",
+    "target_from_json",
+    "target_to_json",
+]
+
+# ``type`` tags a target with its kind, in every layer: the API and jobs.yaml (``target.type``),
+# these records (``target.type``), the store's JSON and the worker's executors (keyed by type).
+Target = (
+    HttpTarget
+    | CommandTarget
+    | PythonTarget
+    | GrpcTarget
+    | NatsTarget
+    | MqttTarget
+    | RabbitMqTarget
+    | KafkaTarget
+)
 
 KINDS: dict[str, Kind[Any]] = {
     module.KIND.tag: module.KIND for module in (http, command, python, grpc, nats, mqtt, rabbitmq, kafka)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from cronwheel.model import SecretRef, Value
+from cronwheel.targets.values import SecretRef, Value
 
 if TYPE_CHECKING:
     from yarl import URL
@@ -102,7 +102,7 @@ SECRET_HEADER = Flag(
     metavar="K=SECRET",
     multiple=True,
 )
-TOPIC = Flag("--topic", "topic", "MQTT or Kafka topic to publish to (with --mqtt or --kafka).")
+TOPIC_FLAG = Flag("--topic", "topic", "MQTT or Kafka topic to publish to (with --mqtt or --kafka).")
 BROKER_USER = Flag(
     "--broker-user",
     "broker_user",

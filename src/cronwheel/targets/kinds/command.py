@@ -3,13 +3,54 @@ team secrets)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from cronwheel.model import CommandTarget
-from cronwheel.targets.checks import check_command
+from cronwheel.errors import InvalidInputError
+from cronwheel.targets.checks import MAX_EXEC_BYTES, POINTER_BYTES, c_text, check_reference, exec_string
 from cronwheel.targets.kinds.base import Flag, Kind, values_from_json, values_to_json
+from cronwheel.targets.values import SecretRef, Value
+
+
+@dataclass(frozen=True, slots=True)
+class CommandTarget:
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, Value], ...] = ()
+    cwd: str | None = None
+    type: Literal["command"] = "command"
+
+
+def check_command(target: CommandTarget) -> None:
+    if not target.argv:
+        raise InvalidInputError("target.argv must not be empty")
+    if not target.argv[0]:
+        raise InvalidInputError("target.argv[0] (the program) must not be empty")
+    total = 0
+    for index, arg in enumerate(target.argv):
+        total += exec_string(f"target.argv[{index}]", arg) + POINTER_BYTES
+    for name, value in target.env:
+        if not name:
+            raise InvalidInputError("target.env has an empty variable name")
+        field = f"target.env[{name!r}]"
+        c_text(f"{field} (the name)", name)
+        if "=" in name:
+            raise InvalidInputError(f"{field}: a variable name cannot contain '='")
+        if isinstance(value, SecretRef):  # measured once resolved, by the worker
+            check_reference(field, value)
+            continue
+        total += exec_string(field, f"{name}={value}") + POINTER_BYTES
+    if target.cwd is not None:
+        c_text("target.cwd", target.cwd)
+        if not os.path.isabs(target.cwd):
+            raise InvalidInputError("target.cwd must be an absolute path")
+    if total > MAX_EXEC_BYTES:
+        raise InvalidInputError(
+            f"target.argv and target.env take {total} bytes to start the program; "
+            f"at most {MAX_EXEC_BYTES} are accepted"
+        )
 
 
 def to_json(target: CommandTarget) -> dict[str, Any]:

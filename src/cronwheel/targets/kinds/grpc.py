@@ -3,13 +3,55 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from yarl import URL
 
-from cronwheel.model import GrpcTarget
-from cronwheel.targets.checks import check_grpc, grpc_address
+from cronwheel.errors import InvalidInputError
+from cronwheel.targets.checks import (
+    GRPC_METHOD,
+    GRPC_VALUE,
+    check_client_header,
+    check_metadata_key,
+    check_reference,
+    grpc_address,
+    method_descriptor,
+)
 from cronwheel.targets.kinds.base import Flag, Kind, values_from_json, values_to_json
+from cronwheel.targets.values import SecretRef, Value
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcTarget:
+    """A unary gRPC method: the payload (JSON) becomes its request message, through the
+    target's server reflection or the job's own ``descriptor_set``."""
+
+    address: str  # "host:port", an IPv6 address in brackets ("[2001:db8::1]:443")
+    method: str  # "package.Service/Method"
+    tls: bool = False
+    metadata: tuple[tuple[str, Value], ...] = ()  # lower-case gRPC metadata keys
+    descriptor_set: str | None = None  # base64 of a serialized google.protobuf.FileDescriptorSet
+    type: Literal["grpc"] = "grpc"
+
+
+def check_grpc(target: GrpcTarget) -> URL:
+    """Refuse what no gRPC attempt could make; returns the address as a URL (``grpc://host:port``)
+    whose ``raw_host`` the SSRF guard judges as it judges an HTTP URL's."""
+    url = grpc_address(target.address)
+    if not GRPC_METHOD.fullmatch(target.method):
+        raise InvalidInputError("target.method must be 'package.Service/Method' (the service's full name)")
+    for name, value in target.metadata:
+        check_metadata_key(name)
+        check_client_header("target.metadata", name)
+        field = f"target.metadata[{name!r}]"
+        if isinstance(value, SecretRef):  # checked once resolved, by the worker
+            check_reference(field, value)
+        elif not GRPC_VALUE.fullmatch(value):
+            raise InvalidInputError(f"{field} must be printable ASCII (gRPC text metadata)")
+    if target.descriptor_set is not None:
+        method_descriptor(target.descriptor_set, target.method)
+    return url
 
 
 def to_json(target: GrpcTarget) -> dict[str, Any]:

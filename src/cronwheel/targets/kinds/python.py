@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from cronwheel.model import PythonTarget
-from cronwheel.targets.checks import check_python
+from cronwheel.errors import InvalidInputError
+from cronwheel.targets.checks import dotted
 from cronwheel.targets.kinds.base import Flag, Kind
+
+
+@dataclass(frozen=True, slots=True)
+class PythonTarget:
+    function: str  # "package.module:function"
+    type: Literal["python"] = "python"
+
+
+def check_python(target: PythonTarget) -> None:
+    """``package.module:function``: a dotted module path and one function name, as the API's
+    schema says. An attribute path (``mod:helper.attr``) would reach whatever ``mod`` imported,
+    and a ``__dunder__`` name what every module has (:mod:`cronwheel.targets.python`)."""
+    module, sep, function = target.function.partition(":")
+    dunder = function.startswith("__") and function.endswith("__")
+    if not sep or not dotted(module) or not function.isidentifier() or dunder:
+        raise InvalidInputError(
+            "target.function must be 'package.module:function' (a dotted module path, then one function name)"
+        )
 
 
 def to_json(target: PythonTarget) -> dict[str, Any]:

@@ -4,12 +4,21 @@ publisher confirms (header values and credentials may refer to team secrets)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from yarl import URL
 
-from cronwheel.model import RabbitMqTarget
-from cronwheel.targets.checks import check_rabbitmq, parse_amqp_url, redacted_url
+from cronwheel.errors import InvalidInputError
+from cronwheel.targets.checks import (
+    EXCHANGE,
+    MAX_SHORTSTR,
+    check_broker_headers,
+    check_credential,
+    parse_amqp_url,
+    redacted_url,
+    utf8,
+)
 from cronwheel.targets.kinds.base import (
     BROKER_CREDENTIALS,
     HEADER,
@@ -21,6 +30,36 @@ from cronwheel.targets.kinds.base import (
     values_from_json,
     values_to_json,
 )
+from cronwheel.targets.values import Value
+
+
+@dataclass(frozen=True, slots=True)
+class RabbitMqTarget:
+    """Publish the payload to a RabbitMQ (AMQP 0-9-1) exchange with publisher confirms."""
+
+    url: str  # amqp://host:5672/vhost or amqps://...; never user info (username/password below)
+    routing_key: str
+    exchange: str = ""  # "": the default exchange (routes to the queue named by routing_key)
+    headers: tuple[tuple[str, Value], ...] = ()
+    username: Value | None = None
+    password: Value | None = None
+    type: Literal["rabbitmq"] = "rabbitmq"
+
+
+def check_rabbitmq(target: RabbitMqTarget) -> URL:
+    """Refuse what no AMQP connection could publish; returns the URL as the executor uses it."""
+    url = parse_amqp_url(target.url)
+    if not EXCHANGE.fullmatch(target.exchange) or len(target.exchange) > MAX_SHORTSTR:
+        raise InvalidInputError(
+            f"target.exchange must be at most {MAX_SHORTSTR} of A-Z a-z 0-9 - _ . : "
+            "(empty: the default exchange)"
+        )
+    if len(utf8("target.routing_key", target.routing_key)) > MAX_SHORTSTR:
+        raise InvalidInputError(f"target.routing_key is longer than {MAX_SHORTSTR} bytes (an AMQP shortstr)")
+    check_broker_headers(target.headers)
+    check_credential("target.username", target.username)
+    check_credential("target.password", target.password)
+    return url
 
 
 def to_json(target: RabbitMqTarget) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import AttemptResult, CommandTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.targets.checks import check_command
+from cronwheel.targets.kinds.command import check_command
 from cronwheel.worker.executors import guard
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, decode_cut, rfc3339, with_secrets
 

@@ -73,7 +73,8 @@ from cronwheel.clock import Clock, SystemClock, monotonic_of
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import AttemptResult, GrpcTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.targets.checks import check_grpc, find_method, grpc_address, method_descriptor
+from cronwheel.targets.checks import find_method, grpc_address, method_descriptor
+from cronwheel.targets.kinds.grpc import check_grpc
 from cronwheel.targets.ssrf import address_refusal, parse_networks, url_refusal
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339, with_secrets
 

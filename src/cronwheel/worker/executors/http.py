@@ -70,7 +70,8 @@ from cronwheel.model import AttemptResult, HttpTarget, Outcome, SecretRef
 from cronwheel.redaction import kept_headers
 from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
 from cronwheel.secrets.signing import TEAM_DEFAULT, SigningSecretError, signature_header, signing_keys
-from cronwheel.targets.checks import check_http, parse_url
+from cronwheel.targets.checks import parse_url
+from cronwheel.targets.kinds.http import check_http
 from cronwheel.targets.ssrf import IPNetwork, address_refusal, endpoint, parse_networks, url_refusal
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, head_text, rfc3339
 from cronwheel.worker.executors.wire import (

@@ -48,7 +48,7 @@ from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import AttemptResult, KafkaTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.targets.checks import check_kafka
+from cronwheel.targets.kinds.kafka import check_kafka
 from cronwheel.targets.ssrf import IPNetwork, parse_networks, url_refusal
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (

@@ -42,7 +42,8 @@ from yarl import URL
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.model import AttemptResult, MqttTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.targets.checks import MQTT_SCHEMES, broker_port, check_mqtt
+from cronwheel.targets.checks import MQTT_SCHEMES, broker_port
+from cronwheel.targets.kinds.mqtt import check_mqtt
 from cronwheel.targets.ssrf import endpoint, parse_networks
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (

@@ -39,7 +39,8 @@ from yarl import URL
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.model import AttemptResult, NatsTarget, Outcome
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.targets.checks import NATS_SCHEMES, broker_port, check_nats
+from cronwheel.targets.checks import NATS_SCHEMES, broker_port
+from cronwheel.targets.kinds.nats import check_nats
 from cronwheel.targets.ssrf import endpoint, parse_networks
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (

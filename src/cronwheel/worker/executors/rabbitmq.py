@@ -52,7 +52,8 @@ from cronwheel.clock import Clock, SystemClock
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import AttemptResult, Outcome, RabbitMqTarget
 from cronwheel.secrets.resolve import SecretResolver
-from cronwheel.targets.checks import AMQP_SCHEMES, amqp_vhost, broker_port, check_rabbitmq
+from cronwheel.targets.checks import AMQP_SCHEMES, amqp_vhost, broker_port
+from cronwheel.targets.kinds.rabbitmq import check_rabbitmq
 from cronwheel.targets.ssrf import parse_networks, url_refusal
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, with_secrets
 from cronwheel.worker.executors.connections import (
