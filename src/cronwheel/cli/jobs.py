@@ -21,8 +21,8 @@ from cronwheel.cli.output import (
     when,
 )
 from cronwheel.client import collect
+from cronwheel.targets.kinds import KINDS, summary
 from cronwheel.targets.kinds import flags as target_flags
-from cronwheel.targets.kinds import summary
 from cronwheel.targets.kinds.base import Flag
 
 STATES = ("PENDING", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "SKIPPED")
@@ -224,15 +224,10 @@ def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
 
 
 def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
-    flagged = (
-        "http_url", "command", "function", "grpc_address", "nats_url", "mqtt_url", "rabbitmq_url",
-        "kafka_servers",
-    )  # fmt: skip
-    targets = [key for key in flagged if flags.get(key)]
-    if len(targets) > 1:
-        raise click.UsageError(
-            "give one target: --http, --command, --python, --grpc, --nats, --mqtt, --rabbitmq or --kafka"
-        )
+    chosen = [kind.flags[0] for kind in KINDS.values()]  # each kind's first flag names its target
+    if sum(1 for flag in chosen if flags.get(flag.dest)) > 1:
+        names = [flag.name for flag in chosen]
+        raise click.UsageError(f"give one target: {', '.join(names[:-1])} or {names[-1]}")
     broker = _amqp_kafka_target(flags) or _broker_target(flags)
     if broker is not None:
         return broker
