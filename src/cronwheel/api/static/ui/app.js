@@ -302,13 +302,28 @@ function definition(job) {
       ["Schedule", [h("div", { class: "words", id: "job-words" }, schedule_description), h("code", {}, job.schedule)]],
       ["Time zone", job.timezone],
       ["Next run", paused ? h("span", { class: "muted" }, "paused") : when(next_run_at)],
-      ["Target", `${job.target.type} ${job.target.url || (job.target.address && `${job.target.address} ${job.target.method}`) || job.target.command || job.target.callable || (job.target.bootstrap_servers || []).join(",")}`],
+      ["Target", targetSummary(job.target)],
       ["Version", version],
       ["Description", job.description || h("span", { class: "muted" }, "—")],
     ]),
     h("h2", {}, "Definition"),
     h("pre", { id: "definition" }, JSON.stringify(spec, null, 2))
   );
+}
+
+// One line per target kind: where it goes (the fields of the API's target specs).
+function targetSummary(target) {
+  const where = {
+    http: () => `${target.method || "POST"} ${target.url}`,
+    command: () => (target.argv || []).join(" "),
+    python: () => target.function,
+    grpc: () => `${target.address} ${target.method}`,
+    nats: () => `${target.url} ${target.subject}`,
+    mqtt: () => `${target.url} ${target.topic}`,
+    rabbitmq: () => `${target.url} ${target.exchange || "(default exchange)"} ${target.routing_key}`,
+    kafka: () => `${(target.bootstrap_servers || []).join(",")} ${target.topic}`,
+  }[target.type];
+  return `${target.type} ${where ? where() : ""}`.trim();
 }
 
 async function upcoming(job) {
