@@ -54,7 +54,7 @@ from pydantic import TypeAdapter
 
 import bench_webhooks as hooks
 from benchlib import machine, save_results
-from cronwheel.api.schemas.jobs import TargetSpec
+from cronwheel.api.schemas.targets import TargetSpec
 from cronwheel.model import Job, Target, new_id
 
 KINDS = ("http", "grpc", "nats", "jetstream", "mqtt", "rabbitmq", "kafka")

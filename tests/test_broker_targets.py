@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from cronwheel.api.schemas.jobs import TargetSpec, target_from_record
+from cronwheel.api.schemas.targets import TargetSpec, target_from_record
 from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import TargetPolicy
 from cronwheel.model import MqttTarget, NatsTarget, SecretRef, Target

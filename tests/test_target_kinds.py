@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from cronwheel.api.schemas import jobs as schemas
+from cronwheel.api.schemas import targets as targets_schemas
 from cronwheel.model import (
     CommandTarget,
     GrpcTarget,
@@ -63,7 +63,7 @@ EXAMPLES: dict[str, Target] = {
 
 
 def _rest_specs() -> dict[str, type[BaseModel]]:
-    union = typing.get_args(schemas.TargetSpec)[0]
+    union = typing.get_args(targets_schemas.TargetSpec)[0]
     return {
         typing.get_args(model.model_fields["type"].annotation)[0]: model for model in typing.get_args(union)
     }
@@ -89,7 +89,7 @@ def test_a_kind_round_trips_through_the_store_and_the_api(tag: str) -> None:
     assert target.type == tag
     kinds.check_target(target)
     assert kinds.target_from_json(kinds.target_to_json(target)) == target
-    spec = TypeAdapter(schemas.TargetSpec).validate_python(schemas.target_from_record(target))
+    spec = TypeAdapter(targets_schemas.TargetSpec).validate_python(targets_schemas.target_from_record(target))
     assert spec.to_record() == target
 
 
@@ -112,7 +112,7 @@ def _leaves(value: Any) -> list[Any]:
 
 @pytest.mark.parametrize("tag", sorted(EXAMPLES))
 def test_a_kind_has_a_summary_and_a_target_flag(tag: str) -> None:
-    target = schemas.target_from_record(EXAMPLES[tag])
+    target = targets_schemas.target_from_record(EXAMPLES[tag])
     assert kinds.summary(target).startswith(tag)
     assert kinds.summary(kinds.target_to_json(EXAMPLES[tag])) == kinds.summary(target)
     first = kinds.KINDS[tag].flags[0]

@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cronwheel.api.app import ApiServices, create_app
-from cronwheel.api.schemas.jobs import CRON_PATTERN, URL_PATTERN, ZONE_PATTERN
+from cronwheel.api.schemas.base import CRON_PATTERN, URL_PATTERN, ZONE_PATTERN
 from cronwheel.errors import InvalidInputError
 from cronwheel.schedule import ScheduleError, parse_schedule
 from cronwheel.targets.checks import parse_url

@@ -15,15 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from cronwheel.api.routes.output import OutputKept
-from cronwheel.api.schemas.jobs import (
-    JobCreate,
-    JobOut,
-    JobPatch,
-    JobSpec,
-    MisfireSpec,
-    RetrySpec,
-    spec_fields,
-)
+from cronwheel.api.schemas.jobs import JobCreate, JobOut, JobPatch, JobSpec, spec_fields
+from cronwheel.api.schemas.policies import MisfireSpec, RetrySpec
 from cronwheel.auth.identity import Scope
 from cronwheel.auth.tokens import TokenState
 from cronwheel.model import (

@@ -16,15 +16,9 @@ from cronwheel.api.routes.output import RunOutputOut
 from cronwheel.api.routes.secrets import ReencryptOut, SecretOut
 from cronwheel.api.routes.system import Health, Ready
 from cronwheel.api.routes.tokens import TokenCreated, TokenOut
-from cronwheel.api.schemas.jobs import (
-    JobOut,
-    JobValidation,
-    LastRunOut,
-    PreviewOut,
-    RecentRunOut,
-    RunDetailOut,
-    RunOut,
-)
+from cronwheel.api.schemas.jobs import JobOut, JobValidation, LastRunOut, RecentRunOut
+from cronwheel.api.schemas.preview import PreviewOut
+from cronwheel.api.schemas.runs import RunDetailOut, RunOut
 from cronwheel.client import AsyncClient, Client, calls, types
 from cronwheel.client.calls import ROUTES
 

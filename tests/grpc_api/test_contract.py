@@ -15,7 +15,11 @@ from google.protobuf.descriptor import Descriptor
 from pydantic import BaseModel
 
 from cronwheel.api.routes import secrets, tokens
-from cronwheel.api.schemas import jobs as schemas
+from cronwheel.api.schemas import jobs as jobs_schemas
+from cronwheel.api.schemas import policies as policies_schemas
+from cronwheel.api.schemas import preview as preview_schemas
+from cronwheel.api.schemas import runs as runs_schemas
+from cronwheel.api.schemas import targets as targets_schemas
 from cronwheel.v1 import jobs_pb2, runs_pb2, schedules_pb2, secrets_pb2, targets_pb2, tokens_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,24 +37,24 @@ def test_the_committed_code_is_what_the_protos_generate(tmp_path: Path) -> None:
 
 
 MIRRORS: list[tuple[Descriptor, type[BaseModel]]] = [
-    (jobs_pb2.JobSpec.DESCRIPTOR, schemas.JobFields),
-    (jobs_pb2.Job.DESCRIPTOR, schemas.JobOut),
-    (jobs_pb2.JobValidation.DESCRIPTOR, schemas.JobValidation),
-    (jobs_pb2.JobPage.DESCRIPTOR, schemas.JobPage),
-    (jobs_pb2.RetrySpec.DESCRIPTOR, schemas.RetrySpec),
-    (jobs_pb2.MisfireSpec.DESCRIPTOR, schemas.MisfireSpec),
-    (jobs_pb2.RetentionSpec.DESCRIPTOR, schemas.RetentionSpec),
-    (jobs_pb2.LastRun.DESCRIPTOR, schemas.LastRunOut),
-    (jobs_pb2.RecentRun.DESCRIPTOR, schemas.RecentRunOut),
-    (runs_pb2.Run.DESCRIPTOR, schemas.RunOut),
-    (runs_pb2.RunDetail.DESCRIPTOR, schemas.RunDetailOut),
-    (runs_pb2.Attempt.DESCRIPTOR, schemas.AttemptOut),
-    (runs_pb2.RunEvent.DESCRIPTOR, schemas.RunEventOut),
-    (runs_pb2.RunPage.DESCRIPTOR, schemas.RunPage),
-    (schedules_pb2.PreviewScheduleRequest.DESCRIPTOR, schemas.PreviewIn),
-    (schedules_pb2.SchedulePreview.DESCRIPTOR, schemas.PreviewOut),
-    (schedules_pb2.Fire.DESCRIPTOR, schemas.FireOut),
-    (targets_pb2.SecretRef.DESCRIPTOR, schemas.SecretRefSpec),
+    (jobs_pb2.JobSpec.DESCRIPTOR, jobs_schemas.JobFields),
+    (jobs_pb2.Job.DESCRIPTOR, jobs_schemas.JobOut),
+    (jobs_pb2.JobValidation.DESCRIPTOR, jobs_schemas.JobValidation),
+    (jobs_pb2.JobPage.DESCRIPTOR, jobs_schemas.JobPage),
+    (jobs_pb2.RetrySpec.DESCRIPTOR, policies_schemas.RetrySpec),
+    (jobs_pb2.MisfireSpec.DESCRIPTOR, policies_schemas.MisfireSpec),
+    (jobs_pb2.RetentionSpec.DESCRIPTOR, policies_schemas.RetentionSpec),
+    (jobs_pb2.LastRun.DESCRIPTOR, jobs_schemas.LastRunOut),
+    (jobs_pb2.RecentRun.DESCRIPTOR, jobs_schemas.RecentRunOut),
+    (runs_pb2.Run.DESCRIPTOR, runs_schemas.RunOut),
+    (runs_pb2.RunDetail.DESCRIPTOR, runs_schemas.RunDetailOut),
+    (runs_pb2.Attempt.DESCRIPTOR, runs_schemas.AttemptOut),
+    (runs_pb2.RunEvent.DESCRIPTOR, runs_schemas.RunEventOut),
+    (runs_pb2.RunPage.DESCRIPTOR, runs_schemas.RunPage),
+    (schedules_pb2.PreviewScheduleRequest.DESCRIPTOR, preview_schemas.PreviewIn),
+    (schedules_pb2.SchedulePreview.DESCRIPTOR, preview_schemas.PreviewOut),
+    (schedules_pb2.Fire.DESCRIPTOR, preview_schemas.FireOut),
+    (targets_pb2.SecretRef.DESCRIPTOR, targets_schemas.SecretRefSpec),
     (tokens_pb2.CreateTokenRequest.DESCRIPTOR, tokens.TokenCreate),
     (tokens_pb2.Token.DESCRIPTOR, tokens.TokenOut),
     (tokens_pb2.CreatedToken.DESCRIPTOR, tokens.TokenCreated),
@@ -71,7 +75,7 @@ def test_each_message_has_its_rest_models_fields(message: Descriptor, model: typ
 
 def _rest_targets() -> dict[str, type[BaseModel]]:
     """The REST target models by their ``type`` tag (the members of the TargetSpec union)."""
-    union = typing.get_args(schemas.TargetSpec)[0]
+    union = typing.get_args(targets_schemas.TargetSpec)[0]
     found = {}
     for model in typing.get_args(union):
         (tag,) = typing.get_args(model.model_fields["type"].annotation)

@@ -91,8 +91,8 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     # a job made in the page's form: the API checks it as you type (a bad cron's error under its
     # field, gone when fixed; the schedule in words), then it runs and its runs appear live
     await page.click("[data-nav=new]")
-    report = _job(sink, "report")
-    await _fill(page, report | {"schedule": "99 * * * * *"})
+    made = _job(sink, "report")
+    await _fill(page, made | {"schedule": "99 * * * * *"})
     schedule_error = page.locator("#error-schedule")
     await expect(schedule_error).to_contain_text("99 is out of range 0-59")
     await expect(page.locator(".field[data-field=schedule]")).to_have_class(re.compile(r"\binvalid\b"))
@@ -112,7 +112,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     await expect(page.locator("#upcoming li").first).to_be_visible()
     await expect(page.locator("#chart polyline.late")).to_have_count(1)  # after two finished runs
     await expect(page.locator("#job-words")).to_have_text("every second")
-    await expect(page.locator(".card").first).to_contain_text(f"http POST {report['target']['url']}")
+    await expect(page.locator(".card").first).to_contain_text(f"http POST {made['target']['url']}")
     assert sink.at("/report")
     await _shot(page, "job")
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Path
 
 from cronwheel.api.callers.auth import CallerDep
-from cronwheel.api.schemas.jobs import NAME_PATTERN
+from cronwheel.api.schemas.base import NAME_PATTERN
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.errors import HiddenError, NotFoundError
 

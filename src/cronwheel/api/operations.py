@@ -36,13 +36,10 @@ from cronwheel.api.schemas.jobs import (
     JobPatch,
     JobUpdate,
     JobValidation,
-    PreviewIn,
-    PreviewOut,
-    RunDetailOut,
-    RunOut,
-    RunPage,
     job_update_from_json,
 )
+from cronwheel.api.schemas.preview import PreviewIn, PreviewOut
+from cronwheel.api.schemas.runs import RunDetailOut, RunOut, RunPage
 from cronwheel.api.services import ApiServices
 from cronwheel.audit import Actor
 from cronwheel.auth.identity import Caller, Scope

@@ -93,7 +93,7 @@ def _build(request: dict[str, Any], after: str | None) -> dict[str, Any]:
     # imported here, not at the top: pydantic costs every other command start-up time
     from pydantic import ValidationError  # noqa: PLC0415
 
-    from cronwheel.api.schemas.jobs import PreviewIn, PreviewOut  # noqa: PLC0415
+    from cronwheel.api.schemas.preview import PreviewIn, PreviewOut  # noqa: PLC0415
 
     try:
         body = PreviewIn.model_validate({**request, "after": _start(after, request["timezone"])})

@@ -16,7 +16,8 @@ from typing import Any
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.schemas.jobs import JobFields, MisfireSpec, RetrySpec
+from cronwheel.api.schemas.jobs import JobFields
+from cronwheel.api.schemas.policies import MisfireSpec, RetrySpec
 from cronwheel.grpc_api.convert import spec_json, to_dict
 from cronwheel.v1 import jobs_pb2
 

@@ -24,18 +24,9 @@ from cronwheel.api.routes import secrets as secret_ops
 from cronwheel.api.routes import tokens as token_ops
 from cronwheel.api.routes.secrets import SecretIn
 from cronwheel.api.routes.tokens import TokenCreate
-from cronwheel.api.schemas.jobs import (
-    NAME_PATTERN,
-    JobCreate,
-    JobPatch,
-    JobUpdate,
-    Name,
-    PauseIn,
-    PreviewIn,
-    ResumeIn,
-    RunStateName,
-    TriggerIn,
-)
+from cronwheel.api.schemas.base import NAME_PATTERN, Name, RunStateName
+from cronwheel.api.schemas.jobs import JobCreate, JobPatch, JobUpdate, PauseIn, ResumeIn, TriggerIn
+from cronwheel.api.schemas.preview import PreviewIn
 from cronwheel.api.schemas.queries import (
     DEFAULT_LIMIT,
     CursorText,

@@ -20,7 +20,7 @@ from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
 from cronwheel.api.routes.common import Cursor, Limit
-from cronwheel.api.schemas.jobs import Instant
+from cronwheel.api.schemas.base import Instant
 from cronwheel.api.schemas.queries import DEFAULT_LIMIT
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import AuditEntry, AuditQuery

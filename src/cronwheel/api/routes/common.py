@@ -12,10 +12,8 @@ from fastapi.responses import JSONResponse
 from cronwheel.api import operations
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.schemas.jobs import (
-    Documented,
-    JobOut,
-)
+from cronwheel.api.schemas.base import Documented
+from cronwheel.api.schemas.jobs import JobOut
 from cronwheel.api.schemas.queries import (
     CursorText,
     PageLimit,

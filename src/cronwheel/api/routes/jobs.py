@@ -25,6 +25,7 @@ from cronwheel.api.routes.common import (
     parse_if_match,
     problems_doc,
 )
+from cronwheel.api.schemas.base import RunStateName
 from cronwheel.api.schemas.jobs import (
     JobCreate,
     JobOut,
@@ -34,9 +35,6 @@ from cronwheel.api.schemas.jobs import (
     JobValidation,
     PauseIn,
     ResumeIn,
-    RunOut,
-    RunPage,
-    RunStateName,
     TriggerIn,
 )
 from cronwheel.api.schemas.queries import (
@@ -46,6 +44,7 @@ from cronwheel.api.schemas.queries import (
     Short,
     States,
 )
+from cronwheel.api.schemas.runs import RunOut, RunPage
 from cronwheel.model import RunState
 
 router = APIRouter()

@@ -28,7 +28,8 @@ from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
 from cronwheel.api.routes.common import job_for
-from cronwheel.api.schemas.jobs import NAME_PATTERN, SecretRefSpec, _text_or_secret
+from cronwheel.api.schemas.base import NAME_PATTERN
+from cronwheel.api.schemas.targets import SecretRefSpec, _text_or_secret
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import AuditAction
 from cronwheel.auth.identity import Caller, Scope

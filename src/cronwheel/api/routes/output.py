@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
-from cronwheel.api.schemas.jobs import OutcomeName
+from cronwheel.api.schemas.base import OutcomeName
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.auth.identity import Scope
 from cronwheel.model import Attempt

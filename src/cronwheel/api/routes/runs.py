@@ -9,15 +9,12 @@ from fastapi import APIRouter, Query
 from cronwheel.api import operations
 from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.routes.common import Cursor, Limit, Services, problems_doc
-from cronwheel.api.schemas.jobs import (
-    RunDetailOut,
-    RunPage,
-)
 from cronwheel.api.schemas.queries import (
     DEFAULT_LIMIT,
     Short,
     States,
 )
+from cronwheel.api.schemas.runs import RunDetailOut, RunPage
 from cronwheel.model import RunState
 
 router = APIRouter()

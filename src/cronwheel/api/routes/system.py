@@ -15,10 +15,7 @@ from cronwheel.api.callers.auth import CallerDep, authenticate, client_address, 
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError
 from cronwheel.api.routes.common import Services, problems_doc
-from cronwheel.api.schemas.jobs import (
-    PreviewIn,
-    PreviewOut,
-)
+from cronwheel.api.schemas.preview import PreviewIn, PreviewOut
 from cronwheel.auth.identity import Scope
 from cronwheel.cluster import gauges as metrics_live
 

@@ -26,7 +26,7 @@ from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.operations import paged
 from cronwheel.api.problems import ProblemError, field_error
 from cronwheel.api.routes.common import Cursor, Limit
-from cronwheel.api.schemas.jobs import Instant, Name
+from cronwheel.api.schemas.base import Instant, Name
 from cronwheel.api.schemas.queries import DEFAULT_LIMIT, Short
 from cronwheel.api.services import ApiServices, get_services
 from cronwheel.audit import Actor, AuditAction

@@ -15,7 +15,7 @@ from annotated_types import Interval, Len
 from pydantic import StringConstraints
 
 from cronwheel.api.operations import MAX_LABELS, Include
-from cronwheel.api.schemas.jobs import Documented, RunStateName
+from cronwheel.api.schemas.base import Documented, RunStateName
 from cronwheel.model import RunState
 
 DEFAULT_LIMIT = 100
