@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store.conftest import BACKENDS, fresh_postgres_database
+from suite_stores import BACKENDS, fresh_postgres_database
 
 from .run import fuzz
 from .served import serve_api
