@@ -41,17 +41,22 @@ def pytest_configure(config: pytest.Config) -> None:
 # over every worker, each would start them (tests/transport: a private PostgreSQL cluster, made by
 # initdb, a Redis and an etcd, all over TLS).
 SHARED_SERVERS = {"transport"}
+# Slow by what they start (seconds each, whatever the test then does): an etcd of the test's own,
+# or three, that it kills and restarts; and the transport tests' private TLS servers (initdb).
+SLOW_FIXTURES = {"own_etcd", "own_etcd_cluster"}
+SLOW_FOLDERS = {"transport"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that starts the real server in a subprocess (``integration``) is ``slow`` too:
-    ``scripts/test --fast`` leaves both out. Tests of a folder of ``SHARED_SERVERS`` share an
-    ``xdist_group``."""
+    """A test that starts the real server in a subprocess (``integration``) is ``slow`` too, and
+    so is one of ``SLOW_FIXTURES`` or ``SLOW_FOLDERS``: ``scripts/test --fast`` leaves them out.
+    Tests of a folder of ``SHARED_SERVERS`` share an ``xdist_group``."""
     tests = Path(__file__).parent
     for item in items:
-        if item.get_closest_marker("integration") is not None:
-            item.add_marker(pytest.mark.slow)
         folder = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else ""
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("integration") or fixtures & SLOW_FIXTURES or folder in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
         if folder in SHARED_SERVERS:
             item.add_marker(pytest.mark.xdist_group(folder))
 
