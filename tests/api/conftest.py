@@ -21,6 +21,7 @@ from cronwheel.auth.tokens import issue
 from cronwheel.clock import ManualClock
 from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.store.sql import SqlStore, open_store
+from suite_stores import fresh_sqlite_database
 
 from .doubles import RecordingQueue
 
@@ -87,9 +88,10 @@ class Env:
 
 
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
+async def env(tmp_path: Path, store_templates: Path) -> AsyncIterator[Env]:
     clock = ManualClock(START)
-    store = await open_store(f"sqlite:///{tmp_path / 'cronwheel.db'}", clock=clock)
+    # a copy of the worker's migrated database (tests/conftest.py)
+    store = await open_store(fresh_sqlite_database(store_templates, tmp_path / "cronwheel.db"), clock=clock)
     try:
         admin = await issue_token(store, Scope.ADMIN, name="test-admin")
         yield Env(store, clock, RecordingQueue(), Readiness(store), admin)

@@ -21,7 +21,7 @@ from cronwheel.api.schemas.storable import storable, unstorable_path
 from cronwheel.auth.identity import Scope
 from cronwheel.clock import ManualClock
 from cronwheel.store.sql import open_store
-from store.conftest import BACKENDS, fresh_postgres_database
+from suite_stores import BACKENDS, fresh_postgres_database
 
 from .conftest import START, Env, Readiness, issue_token, job_body
 from .doubles import RecordingQueue

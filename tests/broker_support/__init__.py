@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 import aiormq
 import pytest
 
+import suite_workers
 from cronwheel.worker.executors import AttemptContext, WorkerSettings
 
 NATS_URL = os.environ.get("CRONWHEEL_TEST_NATS_URL", "nats://127.0.0.1:4222")
@@ -95,10 +96,8 @@ def require_mqtt() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on, of this xdist worker's own (``suite_workers``)."""
+    return suite_workers.free_port()
 
 
 def _program(name: str) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 from chaos_backplane import Backplane
 
+import suite_workers
 from cronwheel.scheduler import ARM_AHEAD_S
 from cronwheel.scheduler.loop import ARM_MIN_S
 
@@ -43,10 +44,8 @@ ARMING = float(ARM_AHEAD or ARM_AHEAD_S) >= ARM_MIN_S
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on, of this xdist worker's own (``suite_workers``)."""
+    return suite_workers.free_port()
 
 
 def wait_port(port: int, timeout_s: float, what: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from chaos_scenario import SHORT, SHORT_FAULTS, run, write_report
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 SEED = int(os.environ.get("CRONWHEEL_CHAOS_SEED", "20261129"))
 

@@ -18,6 +18,7 @@ import pytest
 import uvicorn
 from click.testing import CliRunner, Result
 
+import suite_workers
 from api.doubles import RecordingQueue
 from cronwheel.api.app import ApiServices, create_app, store_readiness
 from cronwheel.auth.identity import Scope
@@ -29,6 +30,7 @@ from cronwheel.node.server import ServerSettings, http_config
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
 from cronwheel.store.sql import SqlStore, open_store
+from suite_stores import fresh_sqlite_database
 
 START = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
 SECRET_KEYS = Keyring([new_key("k1")])  # the test server's keys for team secrets
@@ -123,7 +125,9 @@ class _Thread(threading.Thread):
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
+def server(tmp_path: Path, store_templates: Path) -> Iterator[Server]:
+    # a copy of the worker's migrated database (tests/conftest.py), which the server opens
+    fresh_sqlite_database(store_templates, tmp_path / "cronwheel.db")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -145,11 +149,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 
 def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+    """A loopback port nothing listens on, of this xdist worker's own (``suite_workers``)."""
+    return suite_workers.free_port()
 
 
 @pytest.fixture

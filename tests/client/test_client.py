@@ -4,7 +4,6 @@ server's problems raised as the exception of their status."""
 from __future__ import annotations
 
 import dataclasses
-import socket
 import subprocess
 import sys
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+import suite_workers
 from api.conftest import BASE_URL, Env
 from cli.conftest import Server
 from cronwheel.client import (
@@ -183,9 +183,7 @@ def test_the_process_endpoints(client: Client) -> None:
 
 
 def test_an_unreachable_server_is_a_connection_failure() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    url = f"http://127.0.0.1:{suite_workers.free_port()}"  # nothing listens on it
     with Client(url, "cw_x_y", timeout=2) as client, pytest.raises(ConnectionFailed) as failed:
         client.health()
     assert str(failed.value) == f"cannot reach the cronwheel API at {url}: connection refused"

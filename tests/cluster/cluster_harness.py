@@ -24,6 +24,7 @@ import httpx
 import pytest
 from aiohttp import web
 
+import suite_workers
 from suite_backends import POSTGRES_ENV, postgres_url_with, suite_postgres_url
 
 EVERY = 3  # each job of create_jobs fires every EVERY seconds, spread over the seconds
@@ -31,10 +32,8 @@ TTL = 2.0  # the coordinator TTL of the test clusters
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on, of this xdist worker's own (``suite_workers``)."""
+    return suite_workers.free_port()
 
 
 @dataclass

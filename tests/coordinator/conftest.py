@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import time
@@ -25,6 +24,7 @@ from typing import Protocol
 
 import pytest
 
+import suite_workers
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.coordinator.etcd import EtcdCoordinator
 from cronwheel.coordinator.etcd_api import EtcdConfig
@@ -48,10 +48,8 @@ def etcd_binary() -> str:
 
 
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on, of this xdist worker's own (``suite_workers``)."""
+    return suite_workers.free_port()
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from store.conftest import BACKENDS, fresh_postgres_database
+from suite_stores import BACKENDS, fresh_postgres_database
 
 from .run import fuzz
 from .served import serve_api
+
+pytestmark = pytest.mark.slow  # about 50 s a store
 
 EXAMPLES = int(os.environ.get("CRONWHEEL_FUZZ_EXAMPLES", "5"))  # per operation
 TIMEOUT_S = 300.0  # a hung run fails; a normal one takes well under a minute on 2 cores

@@ -24,6 +24,7 @@ from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
 from cronwheel.store.sql import SqlStore, open_store
 from cronwheel.v1 import jobs_pb2_grpc, runs_pb2_grpc, secrets_pb2_grpc, tokens_pb2_grpc
+from suite_stores import fresh_sqlite_database
 
 
 @dataclass
@@ -66,9 +67,10 @@ def keyring() -> Keyring:
 
 
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
+async def env(tmp_path: Path, store_templates: Path) -> AsyncIterator[Env]:
     clock = ManualClock(START)
-    store = await open_store(f"sqlite:///{tmp_path / 'cronwheel.db'}", clock=clock)
+    # a copy of the worker's migrated database (tests/conftest.py)
+    store = await open_store(fresh_sqlite_database(store_templates, tmp_path / "cronwheel.db"), clock=clock)
     queue = RecordingQueue()
     service = JobService(
         store, queue, ChangeFeed(), clock, TargetPolicy(allow_commands=False, python_allow=("myapp.*",))

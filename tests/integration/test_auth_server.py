@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import stat
 import sys
 from collections.abc import Callable
@@ -17,14 +16,14 @@ import httpx
 import pytest
 from server_harness import ServerProcess, Sink
 
+import suite_workers
+
 pytestmark = pytest.mark.integration
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on, of this xdist worker's own (``suite_workers``)."""
+    return suite_workers.free_port()
 
 
 async def _cli(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, str]:

@@ -5,7 +5,6 @@ raises the dead-man's notification within its deadline; ``notifications test`` s
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from typing import Any
 import pytest
 from aiosmtpd.controller import Controller
 from server_harness import ServerProcess, Sink, wait_for
+
+import suite_workers
 
 pytestmark = pytest.mark.integration
 
@@ -34,9 +35,7 @@ class Mailbox:
 @pytest.fixture
 def mailbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Mailbox]:
     """An SMTP server on loopback, named to the servers this test starts by CRONWHEEL_SMTP_URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = suite_workers.free_port()
     box = Mailbox()
     controller = Controller(box, hostname="127.0.0.1", port=port)
     controller.start()

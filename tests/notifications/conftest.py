@@ -1,15 +1,14 @@
-"""A notifier over a real store (SQLite file), a manual clock, a webhook sink (aiohttp on
-loopback, answering a scripted list of statuses) and an SMTP server (aiosmtpd on loopback)."""
+"""A notifier over a real store (SQLite file: tests/conftest.py's ``store``), a manual clock, a
+webhook sink (aiohttp on loopback, answering a scripted list of statuses) and an SMTP server
+(aiosmtpd on loopback)."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email import message_from_bytes
 from email.message import Message
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,13 +16,14 @@ from aiohttp import web
 from aiosmtpd.controller import Controller
 from multidict import CIMultiDict
 
+import suite_workers
 from cronwheel.clock import ManualClock
 from cronwheel.notifier.channels import Senders, SmtpSettings
 from cronwheel.notifier.loop import Notifier
 from cronwheel.secrets.crypto import Keyring, new_key, seal
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.store.sql import SqlStore
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
 
@@ -76,9 +76,8 @@ class Mailbox:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port nothing listens on, of this xdist worker's own (``suite_workers``)."""
+    return suite_workers.free_port()
 
 
 @pytest.fixture
@@ -96,15 +95,6 @@ def mailbox() -> Iterator[tuple[Mailbox, SmtpSettings]]:
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(START)
-
-
-@pytest.fixture
-async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqlStore]:
-    opened = await open_store(f"sqlite:///{tmp_path / 'store.db'}", clock=clock)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def put_secret(store: SqlStore, team: str, name: str, value: str) -> None:

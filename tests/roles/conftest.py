@@ -1,4 +1,5 @@
-"""Fixtures of the role tests: a fresh SQLite store per test, the roles wired around it."""
+"""Fixtures of the role tests: a fresh SQLite store per test (tests/conftest.py's ``store``), the
+roles wired around it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cronwheel.clock import ManualClock
-from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.store.sql import SqlStore
 
 from . import targets
 from .harness import START, Roles, build
@@ -22,22 +23,13 @@ def _fresh_calls() -> Iterator[None]:
 
 
 @pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "cronwheel.db"  # the name a server gives it (tests look for its files)
+
+
+@pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(START)
-
-
-@pytest.fixture
-def store_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'cronwheel.db'}"
-
-
-@pytest.fixture
-async def store(store_url: str, clock: ManualClock) -> AsyncIterator[SqlStore]:
-    opened = await open_store(store_url, clock=clock)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ import asyncpg
 import pytest
 from sqlalchemy import exc, text
 
+import suite_stores
 from cronwheel.errors import InvalidInputError, TransientError
 from cronwheel.store import JobQuery
 from cronwheel.store.driver import describe, translated_errors
 from cronwheel.store.sql import SqlStore
 from suite_backends import POSTGRES_URL
 
-from . import conftest
 from .support import START, new_job
 
 
@@ -75,7 +75,7 @@ async def test_connections_the_server_dropped_cost_one_failed_call_at_most(postg
         await connection.close()
     database = postgres_store.engine.url.database
     assert POSTGRES_URL is not None
-    await conftest._admin(
+    await suite_stores.admin(
         POSTGRES_URL,
         f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'",
     )

@@ -5,9 +5,8 @@ in a tmp file) in one read, sealed rows cached briefly, every way of failing a c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,7 @@ from cronwheel.model import AttemptResult, CommandTarget, HttpTarget, Outcome, S
 from cronwheel.secrets.crypto import Keyring, new_key, seal
 from cronwheel.secrets.resolve import Resolved, SecretResolver, SecretUnavailableError
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.store.sql import SqlStore
 
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 KEYS = Keyring([new_key("k1")])
@@ -36,12 +35,8 @@ class CountingStore:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    opened = await open_store(f"sqlite:///{tmp_path / 'store.db'}")
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store_clock() -> None:
+    """tests/conftest.py's ``store`` keeps its own clock here (the system's)."""
 
 
 async def put(store: SqlStore, team: str, name: str, value: str, keyring: Keyring = KEYS) -> None:

@@ -27,6 +27,7 @@ from cronwheel.telemetry.tracing import OFF, Tracer
 from cronwheel.telemetry.tracing.otel import OtelTracer, provider_for
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
+from suite_stores import fresh_sqlite_database
 
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # a Monday, on the minute
 LOOPBACK = ("127.0.0.0/8",)
@@ -112,9 +113,10 @@ class Roles:
         return done
 
 
-async def wire(tmp_path: Path, tracer: Tracer) -> Roles:
+async def wire(tmp_path: Path, tracer: Tracer, store_templates: Path) -> Roles:
     clock = ManualClock(START)
-    store = await open_store(f"sqlite:///{tmp_path / 'cronwheel.db'}", clock=clock)
+    # a copy of the worker's migrated database (tests/conftest.py)
+    store = await open_store(fresh_sqlite_database(store_templates, tmp_path / "cronwheel.db"), clock=clock)
     queue = MemoryQueue(clock)
     policy = TargetPolicy(allowed_networks=LOOPBACK)
     service = JobService(store, queue, ChangeFeed(), clock, policy, tracer=tracer)
@@ -125,8 +127,8 @@ async def wire(tmp_path: Path, tracer: Tracer) -> Roles:
 
 
 @pytest.fixture
-async def traced(tmp_path: Path, tracer: OtelTracer) -> AsyncIterator[Roles]:
-    roles = await wire(tmp_path, tracer)
+async def traced(tmp_path: Path, tracer: OtelTracer, store_templates: Path) -> AsyncIterator[Roles]:
+    roles = await wire(tmp_path, tracer, store_templates)
     try:
         yield roles
     finally:
@@ -134,8 +136,8 @@ async def traced(tmp_path: Path, tracer: OtelTracer) -> AsyncIterator[Roles]:
 
 
 @pytest.fixture
-async def untraced(tmp_path: Path) -> AsyncIterator[Roles]:
-    roles = await wire(tmp_path, OFF)
+async def untraced(tmp_path: Path, store_templates: Path) -> AsyncIterator[Roles]:
+    roles = await wire(tmp_path, OFF, store_templates)
     try:
         yield roles
     finally:

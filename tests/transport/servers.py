@@ -25,6 +25,8 @@ from urllib.parse import quote
 
 import asyncpg
 
+import suite_workers
+
 from .pki import Authority, Pair
 
 PG_BIN = Path(os.environ.get("CRONWHEEL_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -42,10 +44,8 @@ def in_url(password: str) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on, of this xdist worker's own (``suite_workers``)."""
+    return suite_workers.free_port()
 
 
 def _wait(

@@ -26,7 +26,7 @@ from server_harness import ServerProcess, Sink, wait_for
 
 from .conftest import SCREENSHOTS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
 WAIT_MS = 15_000
 
 

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -19,7 +18,7 @@ from cronwheel.model import GrpcTarget, Outcome, RetryPolicy, SecretRef
 from cronwheel.secrets.crypto import Keyring, new_key, seal
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.store.sql import SqlStore
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
 from cronwheel.worker.executors.grpc import STATUS_OUTCOMES, GrpcExecutor
 from cronwheel.worker.retry import should_retry
@@ -375,12 +374,8 @@ KEYS = Keyring([new_key("k1")])
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    opened = await open_store(f"sqlite:///{tmp_path / 'store.db'}")
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store_clock() -> None:
+    """tests/conftest.py's ``store`` keeps its own clock here (the system's)."""
 
 
 async def test_secret_metadata_reaches_the_server_and_nothing_else(

@@ -21,6 +21,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from multidict import CIMultiDict
 
+import suite_workers
 from cronwheel.clock import ManualClock
 from cronwheel.model import HttpTarget, Outcome
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
@@ -336,9 +337,7 @@ async def test_deadline_shortens_the_timeout(sink: Sink) -> None:
 
 
 async def test_connection_refused(executor: HttpExecutor) -> None:
-    with socket.socket() as probe:  # a loopback port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = suite_workers.free_port()  # a loopback port nobody listens on
     result = await executor.execute(HttpTarget(url=f"http://127.0.0.1:{port}/x?token={SECRET}"), make_ctx())
     assert result.outcome is Outcome.ERROR
     assert result.error is not None

@@ -38,6 +38,7 @@ import aiokafka.admin  # type: ignore[import-untyped]
 import aiokafka.errors  # type: ignore[import-untyped]
 import pytest
 
+import suite_workers
 from broker_support import unavailable
 from cronwheel.clock import ManualClock
 from cronwheel.model import KafkaTarget, Outcome, SecretRef
@@ -69,10 +70,8 @@ def make_ctx(**changes: Any) -> AttemptContext:
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on, of this xdist worker's own (``suite_workers``)."""
+    return suite_workers.free_port()
 
 
 # -- the producer's configuration, the record, the outcome of an error -----------------------------

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from cronwheel.model import CommandTarget, HttpTarget, Job, PythonTarget, Target, new_id
-from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.store.sql import SqlStore
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.refusals import refusal, refused_jobs, warn_refused_jobs
 
@@ -18,12 +16,8 @@ T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    opened = await open_store(f"sqlite:///{tmp_path / 'cronwheel.db'}")
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store_clock() -> None:
+    """tests/conftest.py's ``store`` keeps its own clock here (the system's)."""
 
 
 async def add(store: SqlStore, name: str, target: Target, queue: str = "default") -> Job:

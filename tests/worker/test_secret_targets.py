@@ -11,7 +11,6 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from cronwheel.secrets.crypto import Keyring, new_key, seal
 from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.secrets.signing import TEAM_DEFAULT, new_signing_secret
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.store.sql import SqlStore
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
 
@@ -67,12 +66,8 @@ async def sink() -> AsyncIterator[Sink]:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    opened = await open_store(f"sqlite:///{tmp_path / 'store.db'}")
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store_clock() -> None:
+    """tests/conftest.py's ``store`` keeps its own clock here (the system's)."""
 
 
 @pytest.fixture

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -27,7 +25,7 @@ from cronwheel.model import (
     new_id,
 )
 from cronwheel.queue.memory import MemoryQueue
-from cronwheel.store.sql import SqlStore, open_store
+from cronwheel.store.sql import SqlStore
 from cronwheel.worker.executors import Executors, WorkerSettings
 from cronwheel.worker.loop import Worker
 
@@ -80,12 +78,9 @@ STORED: list[tuple[Target, str]] = [
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    opened = await open_store(f"sqlite:///{tmp_path / 'cronwheel.db'}", clock=ManualClock(NOW))
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def clock() -> ManualClock:
+    """The clock of tests/conftest.py's ``store``."""
+    return ManualClock(NOW)
 
 
 @pytest.mark.parametrize(("target", "error"), STORED, ids=[error for _, error in STORED])
