@@ -234,21 +234,28 @@ def _target_from_flags(flags: dict[str, Any]) -> dict[str, Any] | None:
     http_only = ("method", "headers", "secret_headers", "signing_secret")
     if any(flags.get(key) for key in http_only) and not flags.get("http_url"):
         raise click.UsageError("--method, --header, --secret-header and --signing-secret go with --http")
-    grpc = _grpc_target_from_flags(flags)
-    if grpc is not None:
-        return grpc
-    if flags.get("http_url"):
-        target: dict[str, Any] = {"type": "http", "url": flags["http_url"]}
-        if flags.get("method"):
-            target["method"] = flags["method"]
-        headers: dict[str, Any] = parse_pairs(flags.get("headers") or (), "--header")
-        for key, name in parse_pairs(flags.get("secret_headers") or (), "--secret-header").items():
-            headers[key] = {"secret": name}
-        if headers:
-            target["headers"] = headers
-        if flags.get("signing_secret"):
-            target["signing_secret"] = {"secret": flags["signing_secret"]}
-        return target
+    return _grpc_target_from_flags(flags) or _http_target(flags) or _local_target(flags)
+
+
+def _http_target(flags: dict[str, Any]) -> dict[str, Any] | None:
+    """An http target from ``--http`` and its flags; header values as given or secret references."""
+    if not flags.get("http_url"):
+        return None
+    target: dict[str, Any] = {"type": "http", "url": flags["http_url"]}
+    if flags.get("method"):
+        target["method"] = flags["method"]
+    headers: dict[str, Any] = parse_pairs(flags.get("headers") or (), "--header")
+    for key, name in parse_pairs(flags.get("secret_headers") or (), "--secret-header").items():
+        headers[key] = {"secret": name}
+    if headers:
+        target["headers"] = headers
+    if flags.get("signing_secret"):
+        target["signing_secret"] = {"secret": flags["signing_secret"]}
+    return target
+
+
+def _local_target(flags: dict[str, Any]) -> dict[str, Any] | None:
+    """A command or python target (run on the worker itself)."""
     if flags.get("command"):
         return {"type": "command", "argv": shlex.split(flags["command"])}
     if flags.get("function"):
