@@ -86,7 +86,7 @@ async def test_with_tracing_off_a_node_never_imports_the_sdk_and_logs_json(
     lines = server.log.read_text().splitlines()
     imported = {match.group(1) for line in lines if (match := IMPORTED.match(line))}
     assert "cronwheel.scheduler.loop" in imported  # the report is there: it names what was loaded
-    assert "cronwheel.tracing" in imported
+    assert "cronwheel.telemetry.tracing" in imported
     assert not {name for name in imported if name.startswith("opentelemetry.sdk")}
     assert not {name for name in imported if name.startswith("opentelemetry.exporter")}
     assert "cronwheel.telemetry.tracing.otel" not in imported
