@@ -4,7 +4,7 @@ before a job body is validated, the page parameters, ``If-Match`` and the proble
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Query
 from fastapi.responses import JSONResponse
@@ -20,7 +20,6 @@ from cronwheel.api.schemas.queries import (
 )
 from cronwheel.api.services import ApiServices, get_services
 
-T = TypeVar("T")
 Services = Annotated[ApiServices, Depends(get_services)]
 
 
@@ -75,6 +74,3 @@ def parse_if_match(value: str | None) -> int | None:
             errors=[field_error("If-Match", "not an ETag of this API", "header", code="bad_etag")],
         )  # fmt: skip
     return None if value == "*" else int(value.removeprefix("W/").strip('"'))
-
-
-job_for = operations.job_for  # the notification routes' (cronwheel.api.routes.notifications)

@@ -26,8 +26,8 @@ from cronwheel.api.addressing import job_route
 from cronwheel.api.callers.auditing import ActorDep
 from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.openapi import PROBLEM_DOC
+from cronwheel.api.operations import job_for
 from cronwheel.api.problems import ProblemError, field_error
-from cronwheel.api.routes.common import job_for
 from cronwheel.api.schemas.base import NAME_PATTERN
 from cronwheel.api.schemas.targets import SecretRefSpec, _text_or_secret
 from cronwheel.api.services import ApiServices, get_services
@@ -35,7 +35,7 @@ from cronwheel.audit import AuditAction
 from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import InvalidInputError, NotFoundError
 from cronwheel.jobs.service import PlainCredentialError, UnknownSecretError
-from cronwheel.model import HttpTarget, Job, SecretRef, new_id
+from cronwheel.model import HttpTarget, SecretRef, new_id
 from cronwheel.notifications.message import Notification
 from cronwheel.notifications.rules import (
     EMAIL_PATTERN,
@@ -55,7 +55,6 @@ from cronwheel.notifications.rules import (
     team_scope,
     url_references,
 )
-from cronwheel.store.port import NoticeStore
 
 router = APIRouter(tags=["notifications"])
 Services = Annotated[ApiServices, Depends(get_services)]
@@ -144,10 +143,6 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"description": descriptions[status], **PROBLEM_DOC} for status in statuses}
 
 
-def _notices(services: ApiServices) -> NoticeStore:
-    return services.store
-
-
 def _out(rules: tuple[Rule, ...], source: Literal["job", "team", "none"], caller: Caller) -> RulesOut:
     """The rules as ``caller`` may read them: their plain credential URLs masked unless the
     caller may write rules (a writer reads, and may write back, what is stored)."""
@@ -207,7 +202,7 @@ def _invalid(where: str, message: str, code: str) -> ProblemError:
 async def get_team_notifications(team: Team, caller: CallerDep, services: Services) -> RulesOut:
     """The team's default notification rules (for its jobs without rules of their own)."""
     caller.require(Scope.READ, team, what=f"team {team!r}")
-    rules = await _notices(services).notification_rules(team_scope(team))
+    rules = await services.store.notification_rules(team_scope(team))
     return _out(rules or (), "team" if rules else "none", caller)
 
 
@@ -219,7 +214,7 @@ async def put_team_notifications(
 ) -> RulesOut:
     """Replace the team's default rules (``[]``: no default)."""
     caller.require(Scope.WRITE, team, what=f"team {team!r}")
-    notices = _notices(services)
+    notices = services.store
     rules = await _checked(services, team, body, await notices.notification_rules(team_scope(team)))
     target = ("notifications", team_scope(team), team)
     if rules:
@@ -241,7 +236,7 @@ async def send_test_notification(team: Team, body: TestIn, caller: CallerDep, se
     """Queue a sample notification (event ``test``) to every channel of the rules in force for
     the team's default or one of its jobs; the notifier delivers it as any other."""
     caller.require(Scope.WRITE, team, what=f"team {team!r}")
-    notices = _notices(services)
+    notices = services.store
     job_id = job_name = None
     rules = None
     if body.job is not None:
@@ -263,17 +258,11 @@ async def send_test_notification(team: Team, body: TestIn, caller: CallerDep, se
 # -- a job's own -----------------------------------------------------------------------------------
 
 
-async def _job_rules(
-    services: ApiServices, caller: Caller, job_id: str, scope: Scope
-) -> tuple[Job, NoticeStore]:
-    job = await job_for(services, caller, job_id, scope)
-    return job, _notices(services)
-
-
 @job_route(router, "GET", "/notifications", response_model=RulesOut, responses=_problems(401, 403, 404))
 async def get_job_notifications(job_id: str, caller: CallerDep, services: Services) -> RulesOut:
     """The rules in force for the job: its own, else its team's default (``source`` says which)."""
-    job, notices = await _job_rules(services, caller, job_id, Scope.READ)
+    job = await job_for(services, caller, job_id, Scope.READ)
+    notices = services.store
     own = await notices.notification_rules(job_scope(job.id))
     if own is not None:
         return _out(own, "job", caller)
@@ -292,7 +281,8 @@ async def put_job_notifications(
     job_id: str, body: RulesIn, caller: CallerDep, actor: ActorDep, services: Services
 ) -> RulesOut:
     """Give the job rules of its own, in place of its team's default (``[]``: notify nothing)."""
-    job, notices = await _job_rules(services, caller, job_id, Scope.WRITE)
+    job = await job_for(services, caller, job_id, Scope.WRITE)
+    notices = services.store
     rules = await _checked(services, job.team, body, await notices.notification_rules(job_scope(job.id)))
     target = ("notifications", job_scope(job_id), job.name)
     entry = actor.entry(AuditAction.NOTIFICATIONS_SET, services.clock.now(), job.team, target)
@@ -305,7 +295,8 @@ async def delete_job_notifications(
     job_id: str, caller: CallerDep, actor: ActorDep, services: Services
 ) -> Response:
     """Drop the job's own rules: its team's default applies again."""
-    job, notices = await _job_rules(services, caller, job_id, Scope.WRITE)
+    job = await job_for(services, caller, job_id, Scope.WRITE)
+    notices = services.store
     target = ("notifications", job_scope(job_id), job.name)
     entry = actor.entry(AuditAction.NOTIFICATIONS_DELETE, services.clock.now(), job.team, target)
     await notices.delete_notification_rules(job_scope(job_id), audit=entry)
