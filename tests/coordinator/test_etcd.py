@@ -285,6 +285,33 @@ async def test_start_fails_retryably_when_etcd_is_unreachable() -> None:
     await coordinator.stop()
 
 
+async def test_start_takes_a_fresh_lease_when_the_first_expired_before_the_member_key(
+    etcd: EtcdServer, prefix: str
+) -> None:
+    coordinator = EtcdCoordinator.connect(
+        EtcdConfig((etcd.url,)), "n1", ("scheduler",), SystemClock(), ttl_s=TTL_S, prefix=prefix
+    )
+    client = coordinator._client
+    grant = client.grant
+    granted: list[int] = []
+
+    async def grant_then_pause(ttl_s: int) -> tuple[int, int]:
+        lease, ttl = await grant(ttl_s)
+        granted.append(lease)
+        if len(granted) == 1:  # the process paused past the lease's TTL before its put
+            await client.revoke(lease)
+        return lease, ttl
+
+    client.grant = grant_then_pause  # type: ignore[method-assign]
+    try:
+        await coordinator.start()
+        assert len(granted) == 2
+        assert coordinator.session.lease == granted[1]
+        assert [member.node for member in await coordinator.members()] == ["n1"]
+    finally:
+        await coordinator.stop()
+
+
 async def _pause_watch(node: EtcdCoordinator) -> None:
     task = node._tasks["watch"]
     task.cancel()

@@ -134,6 +134,7 @@ from cronwheel.telemetry import metrics
 log = logging.getLogger("cronwheel.coordinator.etcd")
 
 _PARALLEL = 32  # shard transactions in flight at once
+JOIN_ATTEMPTS = 3  # leases granted in one start() before it gives up as etcd being unavailable
 
 __all__ = ["CoordinatorFailedError", "EtcdCoordinator", "default_safety_margin"]
 
@@ -262,9 +263,7 @@ class EtcdCoordinator:
             return
         self._since = self._since or self._clock.now()
         try:
-            joined = await self._join()
-            if not isinstance(joined, Joined):
-                raise EtcdUnavailableError("the new lease expired before the member key was written")
+            joined = await self._join_within(JOIN_ATTEMPTS)
             pace = self._step(joined)
             await self._full_read()
         except BaseException:
@@ -464,6 +463,15 @@ class EtcdCoordinator:
         else:
             retries.succeeded()
         return self._step(event)
+
+    async def _join_within(self, attempts: int) -> Joined:
+        """Join with a fresh lease each time one expired between its grant and the member key's
+        put: a pause of the process (load, a stopped VM), not an outage, so it is asked again."""
+        for _ in range(attempts):
+            joined = await self._join()
+            if isinstance(joined, Joined):
+                return joined
+        raise EtcdUnavailableError(f"{attempts} new leases expired before the member key was written")
 
     async def _join(self) -> SessionEvent:
         sent = self._monotonic.monotonic()
