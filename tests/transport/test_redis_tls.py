@@ -4,8 +4,13 @@ port only, wants client certificates of the test CA and has its default user off
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
+import struct
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -71,6 +76,61 @@ async def test_refusals_are_permanent_at_once_and_never_quote_the_password(
     assert time.monotonic() - began < 2
     assert says in str(refused.value).lower()
     assert not _leaks(str(refused.value))
+
+
+@contextlib.asynccontextmanager
+async def _resetting_proxy(upstream_port: int, resets: int) -> AsyncIterator[tuple[int, list[str]]]:
+    """A TCP proxy to the TLS Redis that resets (RST) its first ``resets`` connections as they
+    arrive and pipes the later ones through; yields its port and what it did to each one."""
+    seen: list[str] = []
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := await reader.read(65536):
+                writer.write(chunk)
+                await writer.drain()
+        writer.close()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(seen) < resets:
+            seen.append("reset")
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return
+        seen.append("piped")
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream_port)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], seen
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("resets", "raised", "seen"),
+    [
+        (1, QueueRefusedError, ["reset", "piped"]),  # a reset, then the refusal itself
+        (5, BackendUnavailableError, ["reset"] * 3),  # resets only: a server going down
+    ],
+)
+async def test_a_reset_tls_connection_is_asked_again_before_it_counts_as_an_outage(
+    tls_redis: TlsRedis, pki: Pki, resets: int, raised: type[Exception], seen: list[str]
+) -> None:
+    """A TLS 1.3 refusal of the client's certificate can reach the client as a reset when its
+    first command crosses the refusal: ping asks again on new connections, up to three."""
+    async with _resetting_proxy(tls_redis.port, resets) as (port, done):
+        url = tls_redis.url(client=pki.stranger).replace(f":{tls_redis.port}/", f":{port}/")
+        queue = _queue(url)
+        try:
+            with pytest.raises(raised) as error:
+                await queue.ping()
+        finally:
+            await queue.close()
+    assert done == seen
+    assert not _leaks(str(error.value))
 
 
 async def test_a_plain_client_gets_no_answer_from_the_tls_port(tls_redis: TlsRedis) -> None:

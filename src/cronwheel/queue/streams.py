@@ -193,6 +193,19 @@ def _is_group_lost(error: rx.ResponseError) -> bool:
     return "NOGROUP" in text or text.startswith("UNBLOCKED")
 
 
+_TLS_RESET_ATTEMPTS = 3
+
+
+def _was_reset(error: BaseException | None) -> bool:
+    for _ in range(6):
+        if error is None:
+            return False
+        if isinstance(error, ConnectionResetError) or "Connection reset by peer" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 class QueueRefusedError(PermanentError):
     """Redis refused the queue URL: its credentials, or its connection set-up."""
 
@@ -289,6 +302,7 @@ class RedisStreamQueue:
         self._publish_batch = publish_batch
         self._dead_letter_max = dead_letter_max
         check_queue_url(url)  # the scheme, the TLS options and their files, before any I/O
+        self._tls = url.startswith("rediss:")
         try:
             self._redis: aioredis.Redis = aioredis.Redis.from_url(
                 url,
@@ -360,11 +374,24 @@ class RedisStreamQueue:
         replica ...) is a server not ready yet, waited out."""
         with _translated():
             try:
-                await self._redis.ping()
+                await self._ping_past_resets()
             except rx.ResponseError as error:
                 if "DB index" in str(error):
                     raise _refusal(error) from error
                 raise BackendUnavailableError(f"the queue (Redis) is not ready: {error}") from error
+
+    async def _ping_past_resets(self) -> None:
+        """Ping, asking again at once when a TLS connection was reset: a TLS 1.3 server refuses
+        a client certificate after the client's handshake ended, and when the client's first
+        command crosses the refusal the connection is reset before its alert is read. Another
+        connection reads the alert (a refusal) or gets through."""
+        for attempt in range(1, _TLS_RESET_ATTEMPTS + 1):
+            try:
+                await self._redis.ping()
+                return
+            except rx.ConnectionError as error:
+                if not (self._tls and attempt < _TLS_RESET_ATTEMPTS and _was_reset(error)):
+                    raise
 
     async def publish(self, triggers: Sequence[Trigger]) -> None:
         """Append the triggers to their streams, in order per queue: one script call per
