@@ -234,12 +234,16 @@ if __name__ == "__main__":
     parser.add_argument("--profile", type=Path, default=None,
                         help="--herd: py-spy the server, 3 s before the slot to 5 s after")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI (no timing judgement)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the result here")
     args = parser.parse_args()
     if args.smoke:
         args.jobs, args.seconds = 5, 3.0
     if args.herd:
         # apply writes some 25-50 jobs a second
         settle = args.settle if args.settle is not None else 15.0 + args.herd / 15
-        print(json.dumps(asyncio.run(herd(args.herd, settle, args.profile)), indent=2))
+        result = asyncio.run(herd(args.herd, settle, args.profile))
     else:
-        print(json.dumps(asyncio.run(main(args.jobs, args.seconds, args.every)), indent=2))
+        result = asyncio.run(main(args.jobs, args.seconds, args.every))
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")

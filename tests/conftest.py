@@ -45,20 +45,28 @@ SHARED_SERVERS = {"transport"}
 # or three, that it kills and restarts; and the transport tests' private TLS servers (initdb).
 SLOW_FIXTURES = {"own_etcd", "own_etcd_cluster"}
 SLOW_FOLDERS = {"transport"}
+# Tests of minutes (a cluster under faults, the API fuzzed, the benchmarks at smoke size) start
+# first: one that starts last leaves the other workers idle while it runs.
+FIRST = {"chaos", "cluster", "fuzz", "test_benchmarks.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that starts the real server in a subprocess (``integration``) is ``slow`` too, and
     so is one of ``SLOW_FIXTURES`` or ``SLOW_FOLDERS``: ``scripts/test --fast`` leaves them out.
-    Tests of a folder of ``SHARED_SERVERS`` share an ``xdist_group``."""
+    Tests of a folder of ``SHARED_SERVERS`` share an ``xdist_group``; those of ``FIRST`` go first."""
     tests = Path(__file__).parent
     for item in items:
-        folder = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else ""
+        folder = _folder(item, tests)
         fixtures = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("integration") or fixtures & SLOW_FIXTURES or folder in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
         if folder in SHARED_SERVERS:
             item.add_marker(pytest.mark.xdist_group(folder))
+    items.sort(key=lambda item: _folder(item, tests) not in FIRST)  # stable: else as collected
+
+
+def _folder(item: pytest.Item, tests: Path) -> str:
+    return item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else ""
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
