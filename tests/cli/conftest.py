@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,10 +79,16 @@ class Server:
 
 class _Thread(threading.Thread):
     def __init__(
-        self, database: Path, clock: ManualClock, queue: RecordingQueue, sock: socket.socket
+        self,
+        database: Path,
+        clock: ManualClock,
+        queue: RecordingQueue,
+        sock: socket.socket,
+        policy: TargetPolicy,
     ) -> None:
         super().__init__(daemon=True, name="cronwheel-test-api")
         self.database, self.clock, self.queue, self.sock = database, clock, queue, sock
+        self.policy = policy
         self.ready = threading.Event()
         self.server: uvicorn.Server | None = None
         self.store: SqlStore | None = None
@@ -99,15 +106,7 @@ class _Thread(threading.Thread):
         self.store = await open_store(f"sqlite:///{self.database}", clock=self.clock)
         record, self.token = issue("cli-tests", None, [Scope.ADMIN], START)
         await self.store.create_token(record)
-        service = JobService(
-            self.store,
-            self.queue,
-            ChangeFeed(),
-            self.clock,
-            # plain credentials allowed: the CLI's tests write jobs that hold them (what `secrets
-            # adopt` moves, what tables and plans hide); the API's tests cover their refusal
-            TargetPolicy(python_allow=("myapp.*",), allow_plain_credentials=True),
-        )
+        service = JobService(self.store, self.queue, ChangeFeed(), self.clock, self.policy)
         secrets = SecretService(self.store, SECRET_KEYS, self.clock)
         app = create_app(
             ApiServices(self.store, service, self.clock, store_readiness(self.store), secrets=secrets)
@@ -124,8 +123,21 @@ class _Thread(threading.Thread):
             await self.store.close()
 
 
+# plain credentials allowed: the CLI's tests write jobs that hold them (what `secrets adopt`
+# moves, what tables and plans hide); the API's tests cover their refusal
+POLICY = TargetPolicy(python_allow=("myapp.*",), allow_plain_credentials=True)
+
+
 @pytest.fixture
 def server(tmp_path: Path, store_templates: Path) -> Iterator[Server]:
+    with serve(tmp_path, store_templates, POLICY) as running:
+        yield running
+
+
+@contextmanager
+def serve(tmp_path: Path, store_templates: Path, policy: TargetPolicy) -> Iterator[Server]:
+    """A server of its own under ``tmp_path`` (several may run at once, each in its directory)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     # a copy of the worker's migrated database (tests/conftest.py), which the server opens
     fresh_sqlite_database(store_templates, tmp_path / "cronwheel.db")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -133,7 +145,7 @@ def server(tmp_path: Path, store_templates: Path) -> Iterator[Server]:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     clock, queue = ManualClock(START), RecordingQueue()
-    thread = _Thread(tmp_path / "cronwheel.db", clock, queue, sock)
+    thread = _Thread(tmp_path / "cronwheel.db", clock, queue, sock, policy)
     thread.start()
     assert thread.ready.wait(10), "the API server did not start"
     if thread.error is not None:

@@ -9,6 +9,7 @@ from cronwheel.cli.apply import apply
 from cronwheel.cli.audit import audit
 from cronwheel.cli.cluster import cluster
 from cronwheel.cli.config import config
+from cronwheel.cli.export import export
 from cronwheel.cli.jobs import jobs
 from cronwheel.cli.notifications import notifications
 from cronwheel.cli.runs import runs
@@ -34,6 +35,7 @@ cli.add_command(schedule)
 cli.add_command(jobs)
 cli.add_command(runs)
 cli.add_command(apply)
+cli.add_command(export)
 cli.add_command(tokens)
 cli.add_command(config)
 cli.add_command(secrets)

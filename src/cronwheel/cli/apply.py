@@ -16,6 +16,14 @@ The file holds jobs as a list, as ``{team: ..., jobs: [...]}`` (the team is the 
 jobs that name none), or one job per YAML document. Definitions are checked and normalized with
 the API's own schema (:mod:`cronwheel.api.schemas.jobs`) before anything is sent, so a typo in the
 fifth job stops the whole apply before the first one is written.
+
+A job as the API returns it (``cronwheel jobs get -o yaml`` or ``-o json``) applies as it is: the
+fields the server owns (:func:`cronwheel.cli.definition.server_fields`: id, version, paused,
+next_run_at, last_run ...) are read-only and dropped before anything is compared or sent; such a
+file is a snapshot, whose status is stale as soon as the job fires. ``paused`` is the one a reader
+may take for a setting, so when it disagrees with the server a note says that apply left it (pause
+and resume are their own commands). A credential the server masked as ``***`` for a reader
+without the write scope is refused, so that the mask is never written over the real value.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from typing import Any
 
 import click
 
+from cronwheel.cli.definition import MASKED_TEXT, definition, masked_fields, server_fields
 from cronwheel.cli.output import Ctx, api_command, load_documents
 from cronwheel.targets.kinds import KINDS
 
@@ -61,6 +70,7 @@ class Plan:
     update: list[Update] = field(default_factory=list)
     delete: list[tuple[str, str, int]] = field(default_factory=list)  # key, id, version
     unchanged: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what apply left alone that the file disagrees with
 
     @property
     def empty(self) -> bool:
@@ -134,7 +144,8 @@ def scope(file: JobsFile, specs: dict[str, dict[str, Any]], teams: tuple[str, ..
 
 
 def normalize(raw: list[Any], path: str) -> dict[str, dict[str, Any]]:
-    """Every job checked and normalized (defaults filled in, instants in UTC), by ``team/name``."""
+    """Every job checked and normalized (defaults filled in, instants in UTC), by ``team/name``;
+    the server's own fields of a job read from the API left out."""
     # imported here, not at the top: pydantic costs every other command ~0.2 s of start-up
     from pydantic import ValidationError  # noqa: PLC0415
 
@@ -142,6 +153,7 @@ def normalize(raw: list[Any], path: str) -> dict[str, dict[str, Any]]:
 
     specs: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
+    owned = server_fields()  # read-only: dropped, never sent
     for index, item in enumerate(raw, start=1):
         label = f"job {index}"
         if isinstance(item, dict) and isinstance(item.get("team"), str) and isinstance(item.get("name"), str):
@@ -149,11 +161,12 @@ def normalize(raw: list[Any], path: str) -> dict[str, dict[str, Any]]:
         if not isinstance(item, dict):
             problems.append(f"{label}: must be a mapping of job fields")
             continue
-        try:
-            job = JobCreate.model_validate(item)  # the schema and the schedule's checks, at once
+        try:  # the schema and the schedule's checks, at once, on the fields a client defines
+            job = JobCreate.model_validate({key: value for key, value in item.items() if key not in owned})
         except ValidationError as error:
             problems += [f"{label}: {_problem_text(detail)}" for detail in error.errors()]
             continue
+        problems += [f"{label}: {where}: {MASKED_TEXT}" for where in masked_fields(job)]
         key = f"{job.team}/{job.name}"
         if key in specs:
             problems.append(f"{label}: {key} appears more than once")
@@ -161,6 +174,18 @@ def normalize(raw: list[Any], path: str) -> dict[str, dict[str, Any]]:
     if problems:
         raise InvalidFile(f"{path}: nothing applied; fix these first:\n  " + "\n  ".join(problems))
     return specs
+
+
+def paused_claims(raw: list[Any]) -> dict[str, bool]:
+    """``paused`` as the file's jobs state it (a job read from the API), by ``team/name``."""
+    return {
+        f"{item['team']}/{item['name']}": item["paused"]
+        for item in raw
+        if isinstance(item, dict)
+        and isinstance(item.get("paused"), bool)
+        and "team" in item
+        and "name" in item
+    }
 
 
 def _problem_text(detail: Any) -> str:
@@ -179,7 +204,7 @@ def server_spec(job: dict[str, Any]) -> dict[str, Any]:
 
     from cronwheel.api.schemas.jobs import JobCreate  # noqa: PLC0415
 
-    projected = {key: job[key] for key in JobCreate.model_fields if key in job}
+    projected = definition(job)
     try:
         return JobCreate.model_validate(projected).model_dump(mode="json")
     except ValidationError:
@@ -206,7 +231,11 @@ def changes(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
 # -- plan and apply ------------------------------------------------------------------------------
 
 
-def make_plan(ctx: Ctx, specs: dict[str, dict[str, Any]], teams: list[str], prune: bool) -> Plan:
+def make_plan(
+    ctx: Ctx, specs: dict[str, dict[str, Any]], teams: list[str], prune: bool, paused: dict[str, bool]
+) -> Plan:
+    """What to change so that the server's jobs of ``teams`` match ``specs``; ``paused``: what the
+    file says of jobs' pause (not applied: a note where it differs)."""
     plan = Plan()
     live: dict[str, dict[str, Any]] = {}
     for team in teams:
@@ -215,6 +244,9 @@ def make_plan(ctx: Ctx, specs: dict[str, dict[str, Any]], teams: list[str], prun
         )
     for key, spec in specs.items():
         current = live.get(key)
+        note = _paused_note(key, paused.get(key), current)
+        if note:
+            plan.notes.append(note)
         if current is None:
             plan.create.append((key, spec))
             continue
@@ -228,6 +260,17 @@ def make_plan(ctx: Ctx, specs: dict[str, dict[str, Any]], teams: list[str], prun
             (key, job["id"], job["version"]) for key, job in sorted(live.items()) if key not in specs
         ]
     return plan
+
+
+def _paused_note(key: str, claimed: bool | None, current: dict[str, Any] | None) -> str | None:
+    actual = False if current is None else bool(current.get("paused"))
+    if claimed is None or claimed == actual:
+        return None
+    state = "will be created active" if current is None else f"is {'paused' if actual else 'active'}"
+    return (
+        f"note: {key}: the file says paused: {str(claimed).lower()}, the server's job {state}; apply "
+        "leaves pausing alone (cronwheel jobs pause / resume)"
+    )
 
 
 def _reference(value: Any) -> bool:
@@ -304,14 +347,20 @@ def apply(ctx: Ctx, path: str, prune: bool, teams: tuple[str, ...], dry_run: boo
           target: {type: http, url: "https://hooks.example.com/nightly"}
 
     \b
+    What `cronwheel export` and `cronwheel jobs get JOB -o yaml` print applies as it is; the
+    fields the server owns (id, version, paused, next_run_at ...) are ignored.
+
+    \b
     To delete every job of a team, prune it with a file that lists none, naming the team:
       echo '{team: data, jobs: []}' | cronwheel apply -f - --prune --team data
     """
     file = file_jobs(path)
     specs = normalize(file.jobs, path)
-    plan = make_plan(ctx, specs, scope(file, specs, teams, prune), prune)
+    plan = make_plan(ctx, specs, scope(file, specs, teams, prune), prune, paused_claims(file.jobs))
     if not dry_run and not plan.empty:
         execute(ctx, plan)
+    for note in plan.notes:
+        click.echo(note, err=True)
     if ctx.output != "table":
         ctx.emit(plan_data(plan, dry_run), lambda data: "")
         return
