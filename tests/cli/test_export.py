@@ -291,24 +291,36 @@ def test_a_masked_credential_is_exported_with_a_note_and_never_applied(
         "--http", "https://hooks.example.com/legacy", "--header", "Authorization=Bearer s3cr3t-v4lue",
     )  # fmt: skip
     assert created.exit_code == 0, created.stderr
+    hook = "https://hooks.example.com/signed?token=t0k3n-v4lue"
+    linked = server.run(
+        "jobs", "create", "--team", "data", "--name", "linked", "--schedule", "@daily", "--http", hook
+    )
+    assert linked.exit_code == 0, linked.stderr
     reader = server.json("tokens", "create", "--name", "ro", "--team", "data", "--scope", "read")["token"]
     env = {"CRONWHEEL_URL": server.url, "CRONWHEEL_TOKEN": reader}
     masked = server.bare("export", env=env)
     assert masked.exit_code == 0, masked.stderr
     assert "s3cr3t-v4lue" not in masked.stdout
+    assert "t0k3n-v4lue" not in masked.stdout
     assert "note: data/legacy: target.headers.Authorization: '***' is how the server shows" in masked.stderr
+    assert "note: data/linked: target.url: '***' is how the server shows" in masked.stderr
     (tmp_path / "masked.yaml").write_text(masked.stdout)
 
     refused = server.run("apply", "-f", str(tmp_path / "masked.yaml"))
     assert refused.exit_code == 2
-    assert (
-        "job 1 (data/legacy): target.headers.Authorization: '***' is how the server shows" in refused.stderr
-    )
+    assert "nothing applied" in refused.stderr
+    for line in (
+        "job 1 (data/legacy): target.headers.Authorization: '***' is how the server shows",
+        "job 2 (data/linked): target.url: '***' is how the server shows",
+    ):
+        assert line in refused.stderr
     headers = server.json("jobs", "get", "data/legacy")["target"]["headers"]
     assert headers == {"Authorization": "Bearer s3cr3t-v4lue"}
+    assert server.json("jobs", "get", "data/linked")["target"]["url"] == hook
 
     writer = _export(server)  # the write scope reads the value the job holds, so it round-trips
     assert "Bearer s3cr3t-v4lue" in writer
+    assert hook in writer
 
 
 def test_export_reads_every_page(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
