@@ -49,7 +49,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from reference import DAY_NAMES, MACROS, MONTH_NAMES, parse_reference, transitions
 
-from cronwheel.schedule import ScheduleError, parse_schedule
+from cronwheel.schedule import ScheduleError, parse_cron, parse_schedule
 
 # -- the table of known disagreements ---------------------------------------------------------
 
@@ -897,7 +897,7 @@ def test_croniter_hashes_differently() -> None:
         croniter("H * * * *", JAN_2026)  # no hash_id
     seeds = [f"job-{i}" for i in range(8)]
     theirs = [croniter("H * * * *", JAN_2026, hash_id=s).get_next(datetime).minute for s in seeds]
-    mine = [parse_schedule("H * * * *", seed=s).minutes.values() for s in seeds]
+    mine = [parse_cron("H * * * *", seed=s).minutes.values() for s in seeds]
     assert [[m] for m in theirs] != mine
     daily = croniter("@daily", JAN_2026, hash_id="job-1").get_next(datetime)
     assert (daily.hour, daily.minute) != (0, 0)

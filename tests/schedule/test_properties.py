@@ -48,7 +48,7 @@ from reference import (
     transitions,
 )
 
-from cronwheel.schedule import FireKind, Schedule, ScheduleError, parse_schedule
+from cronwheel.schedule import FireKind, Schedule, ScheduleError, parse_cron, parse_schedule
 
 # -- profiles ---------------------------------------------------------------------------------
 
@@ -329,7 +329,7 @@ def check_fire_is_justified(cron: ReferenceCron, zone: str, fire: int, gap: Gap,
 def test_fire_times_strictly_increase_and_match(
     expression: str, zone: str, start: datetime, gap: Gap | None, fold: Fold | None
 ) -> None:
-    schedule = parse_schedule(expression, zone, dst_gap=gap, dst_fold=fold)
+    schedule = parse_cron(expression, zone, dst_gap=gap, dst_fold=fold)
     cron = parse_reference(expression)
     fires = list(islice(schedule.iter_after(start), 40))
     stamps = [f.timestamp() for f in fires]
@@ -436,7 +436,7 @@ def test_day_rules_equal_the_reference(dom: str, dow: str, month: str, year: int
         with pytest.raises(ScheduleError, match="never fire"):
             parse_schedule(expression)
         return
-    schedule = parse_schedule(expression)
+    schedule = parse_cron(expression)
     day = datetime(year, 1, 1)  # noqa: DTZ001 - a naive wall time, as matches_wall takes
     while day.year == year:
         assert schedule.matches_wall(day) == cron.matches(day), (expression, day.date())
@@ -491,7 +491,7 @@ def test_valid_input_never_raises_except_for_never_firing(
     gap, fold = policy
     refusal: ScheduleError | None = None
     try:
-        schedule = parse_schedule(expression, zone, dst_gap=gap, dst_fold=fold, seed=seed)
+        schedule = parse_cron(expression, zone, dst_gap=gap, dst_fold=fold, seed=seed)
     except ScheduleError as error:
         refusal = error
     if refusal is not None:

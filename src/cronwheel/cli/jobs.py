@@ -38,8 +38,9 @@ def _last(job: dict[str, Any]) -> str | None:
 
 def next_run(job: dict[str, Any]) -> str | None:
     """When the job fires next; a paused job does not, whatever its stored cursor says (the
-    cursor stays at the slot it paused before, a time that is past by now)."""
-    return "paused" if job["paused"] else when(job["next_run_at"])
+    cursor stays at the slot it paused before, a time that is past by now); a job with no slot
+    left (a one-time job that fired, an ``end_at`` that passed) is complete."""
+    return "paused" if job["paused"] else when(job["next_run_at"]) or "complete"
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> str:

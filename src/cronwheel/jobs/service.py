@@ -34,7 +34,8 @@ from cronwheel.model import (
     new_id,
 )
 from cronwheel.queue import Queue, Trigger
-from cronwheel.scheduler.planner import first_slot, last_slots, schedule_of
+from cronwheel.schedule import OnceSchedule
+from cronwheel.scheduler.planner import first_slot, last_slots, late_once, schedule_of
 from cronwheel.store import Store
 from cronwheel.targets import python as python_targets
 from cronwheel.targets.kinds import check_target, kind_of, plain_credentials, secret_references
@@ -474,7 +475,7 @@ class NoSlotError(InvalidInputError):
 
 
 def _first_slot_or_refuse(job: Job, now: datetime) -> datetime:
-    slot = first_slot(job, now)
+    slot = first_slot(job, now) or late_once(job, now)
     if slot is None:
         field, reason = no_slot_reason(job, now) or ("schedule", "the job would never fire")
         raise NoSlotError(field, reason)
@@ -486,8 +487,15 @@ def no_slot_reason(job: Job, now: datetime) -> tuple[str, str] | None:
     when it has a slot. A job with no slot would sit idle with ``next_run_at`` null: a client
     that wrote one (an ``end_at`` already past, a window between two fire times) made a mistake
     it should hear about, rather than find out when nothing ran."""
-    if first_slot(job, now) is not None:
+    if first_slot(job, now) is not None or late_once(job, now) is not None:
         return None
+    schedule = schedule_of(job)
+    if isinstance(schedule, OnceSchedule) and schedule.at <= now:
+        return "schedule", (
+            f"{job.schedule!r} has passed (now {_utc_text(now)}) and misfire {job.misfire.mode.value} with "
+            f"grace_s {job.misfire.grace_s:g} would record it SKIPPED, not run it: give a later instant, "
+            "or misfire run_once to run it late"
+        )
     if job.end_at is not None and job.end_at <= now:
         passed = f"end_at {_utc_text(job.end_at)} has passed (now {_utc_text(now)})"
         return "end_at", f"{passed}: the job would never fire"

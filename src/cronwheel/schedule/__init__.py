@@ -1,4 +1,5 @@
-"""The schedule engine: cron expressions in any IANA time zone, right across DST.
+"""The schedule engine: cron expressions in any IANA time zone, right across DST, and schedules
+of elapsed time (``@every 90m``, ``@at 2026-12-24T18:00:00+01:00``).
 
 A pure library: no I/O beyond loading zone data, no clock. Instants go in and come out.
 
@@ -13,19 +14,25 @@ See ``docs/schedules.md`` for the dialect and the DST rules.
 """
 
 from cronwheel.schedule.describe import describe
+from cronwheel.schedule.elapsed import IntervalSchedule, OnceSchedule
 from cronwheel.schedule.errors import ScheduleError
-from cronwheel.schedule.parse import MACROS, load_zone, parse_schedule
-from cronwheel.schedule.schedule import DstFold, DstGap, Fire, FireKind, Schedule
+from cronwheel.schedule.kinds import Schedule
+from cronwheel.schedule.parse import MACROS, load_zone, parse_cron, parse_schedule
+from cronwheel.schedule.schedule import CronSchedule, DstFold, DstGap, Fire, FireKind
 
 __all__ = [
     "MACROS",
+    "CronSchedule",
     "DstFold",
     "DstGap",
     "Fire",
     "FireKind",
+    "IntervalSchedule",
+    "OnceSchedule",
     "Schedule",
     "ScheduleError",
     "describe",
     "load_zone",
+    "parse_cron",
     "parse_schedule",
 ]

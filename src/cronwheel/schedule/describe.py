@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from itertools import pairwise
 
 from cronwheel.schedule.days import DayRule
+from cronwheel.schedule.elapsed import IntervalSchedule, OnceSchedule
 from cronwheel.schedule.fields import FULL_DAYS, DayOfMonthSpec, DayOfWeekSpec, ValueSet
-from cronwheel.schedule.schedule import Schedule
+from cronwheel.schedule.kinds import Schedule
+from cronwheel.schedule.schedule import CronSchedule
 
 WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 MONTHS = (
@@ -31,6 +34,31 @@ _EVERY_WEEKDAY = 0x7F
 @lru_cache(maxsize=65_536)  # schedules are cached objects: the thousands of jobs that share one share this
 def describe(schedule: Schedule) -> str:
     """The schedule in words, such as ``"every 15 minutes"`` or ``"at 02:30 every day"``."""
+    if isinstance(schedule, IntervalSchedule):
+        return _interval(schedule)
+    if isinstance(schedule, OnceSchedule):
+        return f"once, at {_local(schedule.at)}"
+    return _cron(schedule)
+
+
+def _interval(schedule: IntervalSchedule) -> str:
+    """``every 1 hour 30 minutes`` (elapsed time), with its anchor when one was given."""
+    left, parts = schedule.every_s, []
+    for name, size in (("day", 86_400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count} {name}" if count == 1 else f"{count} {name}s")
+    text = "every " + " ".join(parts) + " of elapsed time"
+    if schedule.starts:
+        text += f", from {_local(schedule.anchor.astimezone(schedule.zone))}"
+    return text
+
+
+def _local(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
+
+
+def _cron(schedule: CronSchedule) -> str:
     time = _time(schedule.seconds, schedule.minutes, schedule.hours)
     days = _days(schedule.days, schedule.months)
     months = "" if _all(schedule.months, 1, 12) or days.names_month else _months(schedule.months)
@@ -302,7 +330,7 @@ _FOLD = {
 }
 
 
-def _dst(schedule: Schedule) -> str:
+def _dst(schedule: CronSchedule) -> str:
     """The DST policy, when it is not the kind's default (wildcard: skip and both; else shift and
     first)."""
     wildcard = schedule.wildcard

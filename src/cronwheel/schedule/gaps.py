@@ -19,6 +19,7 @@ change it:
 
 Everywhere else the offset is constant, so a gap in real time is the gap on the wall clock.
 ``start_at`` and ``end_at`` are not considered: the answer is the schedule's, not a job's window.
+An ``@every`` schedule's gap is its interval, whatever the zone.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from datetime import date, datetime, timedelta
 from itertools import pairwise
 
 from cronwheel.schedule.days import days_in_month
-from cronwheel.schedule.schedule import Schedule
+from cronwheel.schedule.elapsed import IntervalSchedule, OnceSchedule
+from cronwheel.schedule.kinds import Schedule
+from cronwheel.schedule.schedule import CronSchedule
 from cronwheel.schedule.zone import zone_model
 
 DAY_YEARS = 28  # the calendar's cycle of weekdays and leap years (within a century)
@@ -48,7 +51,16 @@ class Gap:
 
 def shortest_gap(schedule: Schedule, after: datetime, *, below: int) -> Gap | None:
     """The shortest time between two consecutive fire times of ``schedule`` from ``after`` on, if
-    it is shorter than ``below`` seconds (else None: no two fires are closer than ``below``)."""
+    it is shorter than ``below`` seconds (else None: no two fires are closer than ``below``).
+    An interval's gap is its length; a one-time schedule has none."""
+    if isinstance(schedule, OnceSchedule):
+        return None
+    if isinstance(schedule, IntervalSchedule):
+        first = schedule.next_after(after)
+        second = None if first is None else schedule.next_after(first)
+        if first is None or second is None or schedule.every_s >= below:
+            return None
+        return Gap(schedule.every_s, first, second)
     wall = _wall_gap(schedule, after, below)
     near_changes = _dst_gap(schedule, after, below if wall is None else wall.seconds)
     return wall if near_changes is None else near_changes
@@ -67,7 +79,7 @@ class _Pair:
     days: int = 0
 
 
-def _wall_gap(schedule: Schedule, after: datetime, below: int) -> Gap | None:
+def _wall_gap(schedule: CronSchedule, after: datetime, below: int) -> Gap | None:
     closest = min(_pairs_in_a_day(schedule), key=lambda pair: pair.seconds, default=None)
     found = None
     if closest is not None and closest.seconds < below:
@@ -77,7 +89,7 @@ def _wall_gap(schedule: Schedule, after: datetime, below: int) -> Gap | None:
     return found if night is None else night
 
 
-def _pairs_in_a_day(schedule: Schedule) -> list[_Pair]:
+def _pairs_in_a_day(schedule: CronSchedule) -> list[_Pair]:
     """The closest pair of each kind: two seconds of a minute, the last second of a minute and
     the first of the next allowed one, the same for hours (every matching day has them all)."""
     seconds, minutes, hours = schedule.seconds.values(), schedule.minutes.values(), schedule.hours.values()
@@ -94,7 +106,7 @@ def _pairs_in_a_day(schedule: Schedule) -> list[_Pair]:
     return pairs
 
 
-def _night(schedule: Schedule, after: datetime, below: int) -> Gap | None:
+def _night(schedule: CronSchedule, after: datetime, below: int) -> Gap | None:
     """The last fire of a day to the first of the next matching day, if under ``below``."""
     first_of_day = _tod(schedule.hours.first, schedule.minutes.first, schedule.seconds.first)
     hours, minutes, seconds = schedule.hours.values(), schedule.minutes.values(), schedule.seconds.values()
@@ -113,7 +125,7 @@ def _tod(hour: int, minute: int, second: int) -> int:
     return hour * 3600 + minute * 60 + second
 
 
-def _first_day(schedule: Schedule, after: datetime) -> date:
+def _first_day(schedule: CronSchedule, after: datetime) -> date:
     """The first day after ``after``'s (local) day that the schedule fires on."""
     local = after.astimezone(schedule.zone).replace(tzinfo=None)
     tomorrow = datetime.combine(local.date() + timedelta(days=1), datetime.min.time())
@@ -121,7 +133,7 @@ def _first_day(schedule: Schedule, after: datetime) -> date:
     return (found or tomorrow).date()
 
 
-def _closest_days(schedule: Schedule, after: datetime) -> tuple[date, date] | None:
+def _closest_days(schedule: CronSchedule, after: datetime) -> tuple[date, date] | None:
     """The first two consecutive matching days closest together, in the :data:`DAY_YEARS` years
     from ``after``'s day (None: fewer than two such days)."""
     start = after.astimezone(schedule.zone).date()
@@ -145,7 +157,7 @@ def _closest_days(schedule: Schedule, after: datetime) -> tuple[date, date] | No
     return best
 
 
-def _example(schedule: Schedule, pair: _Pair, day: date) -> Gap:
+def _example(schedule: CronSchedule, pair: _Pair, day: date) -> Gap:
     """``pair`` on ``day`` (and the days after), as aware times in the schedule's zone."""
     midnight = datetime.combine(day, datetime.min.time(), tzinfo=schedule.zone)
     first = midnight + timedelta(seconds=pair.first)
@@ -156,7 +168,7 @@ def _example(schedule: Schedule, pair: _Pair, day: date) -> Gap:
 # -- across DST changes ----------------------------------------------------------------------------
 
 
-def _dst_gap(schedule: Schedule, after: datetime, below: int) -> Gap | None:
+def _dst_gap(schedule: CronSchedule, after: datetime, below: int) -> Gap | None:
     model = zone_model(schedule.zone)
     if model.fixed_offset is not None:
         return None
@@ -173,7 +185,7 @@ def _dst_gap(schedule: Schedule, after: datetime, below: int) -> Gap | None:
     return closest
 
 
-def _gap_near(schedule: Schedule, change: int, below: int) -> Gap | None:
+def _gap_near(schedule: CronSchedule, change: int, below: int) -> Gap | None:
     """The shortest gap under ``below`` between consecutive fires within ``below`` seconds of the
     instant ``change`` (where the zone's offset changes), or None."""
     fires: list[int] = []

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
+from cronwheel.schedule.elapsed import IntervalSchedule, OnceSchedule
 from cronwheel.schedule.fields import ValueSet
-from cronwheel.schedule.schedule import Schedule
+from cronwheel.schedule.kinds import Schedule
+from cronwheel.schedule.schedule import CronSchedule
 from cronwheel.schedule.zone import zone_model
 
 _LOOKAHEAD = timedelta(days=366)
@@ -15,6 +17,10 @@ _LOOKAHEAD = timedelta(days=366)
 def schedule_warnings(schedule: Schedule, after: datetime) -> list[str]:
     """Plain-language warnings for ``schedule``; DST effects are looked for in the year after
     ``after``."""
+    if isinstance(schedule, OnceSchedule):
+        return [] if schedule.at > after else [f"{schedule.at.isoformat()} is past: it has no fire left"]
+    if isinstance(schedule, IntervalSchedule):
+        return _elapsed_warnings(schedule, after)
     found: list[str] = []
     if schedule.days.either:
         found.append(
@@ -58,7 +64,7 @@ def _uneven_step(values: ValueSet, span: int) -> str | None:
     )
 
 
-def _dst_warnings(schedule: Schedule, after: datetime) -> list[str]:
+def _dst_warnings(schedule: CronSchedule, after: datetime) -> list[str]:
     model = zone_model(schedule.zone)
     elapsed_time = schedule.dst_gap == "skip" and schedule.dst_fold == "both"
     if model.fixed_offset is not None or (schedule.wildcard and elapsed_time):
@@ -76,7 +82,7 @@ def _dst_warnings(schedule: Schedule, after: datetime) -> list[str]:
     return out
 
 
-def _transition_note(schedule: Schedule, at: int, before: int, after: int) -> str | None:
+def _transition_note(schedule: CronSchedule, at: int, before: int, after: int) -> str | None:
     lo, hi = sorted((at + before, at + after))
     wall_lo = datetime.fromtimestamp(lo, UTC).replace(tzinfo=None)
     wall_hi = datetime.fromtimestamp(hi, UTC).replace(tzinfo=None)
@@ -91,3 +97,21 @@ def _transition_note(schedule: Schedule, at: int, before: int, after: int) -> st
     return (
         f"DST: {span} happens twice in {schedule.timezone}; matching times fire {passes[schedule.dst_fold]}"
     )
+
+
+def _elapsed_warnings(schedule: IntervalSchedule, after: datetime) -> list[str]:
+    """An interval of whole days keeps a time of day only while the zone's offset does: say when
+    a DST change in the coming year moves it (``@every 24h`` is not ``0 3 * * *``)."""
+    model = zone_model(schedule.zone)
+    if schedule.every_s % 3600 or schedule.every_s == 3600 or model.fixed_offset is not None:
+        return []  # not a time of day that an hour's shift would move
+    instant, end = int(after.timestamp()), int((after + _LOOKAHEAD).timestamp())
+    while (seg := model.segment(instant)).offset_after == seg.offset and seg.end < end:
+        instant = seg.end
+    if seg.offset_after == seg.offset or seg.end >= end:
+        return []
+    when = datetime.fromtimestamp(seg.end, UTC).astimezone(schedule.zone)
+    return [
+        f"an interval counts elapsed time: from the DST change on {when:%Y-%m-%d} its fires come at "
+        "another local time of day (a cron schedule such as '0 3 * * *' keeps the wall-clock time)"
+    ]

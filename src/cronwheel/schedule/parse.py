@@ -1,4 +1,5 @@
-"""``parse_schedule``: expression text + zone + options -> :class:`Schedule`.
+"""``parse_schedule``: expression text + zone + options -> a schedule of its kind (cron, ``@every``
+or ``@at``: :data:`~cronwheel.schedule.kinds.Schedule`).
 
 Parsing the same (expression, zone, options) twice returns the same object from a cache, and the
 fields inside are shared between schedules, so repeated work is free.
@@ -11,6 +12,7 @@ from functools import lru_cache
 from typing import get_args
 
 from cronwheel.schedule.days import DayRule
+from cronwheel.schedule.elapsed import is_elapsed, parse_elapsed
 from cronwheel.schedule.errors import ScheduleError
 from cronwheel.schedule.fields import (
     HOUR,
@@ -25,7 +27,8 @@ from cronwheel.schedule.fields import (
     parse_day_of_week,
     parse_values,
 )
-from cronwheel.schedule.schedule import DstFold, DstGap, Schedule
+from cronwheel.schedule.kinds import Schedule
+from cronwheel.schedule.schedule import CronSchedule, DstFold, DstGap
 from cronwheel.schedule.zone import zone_model
 
 MAX_EXPRESSION_LENGTH = 1024
@@ -54,11 +57,13 @@ def parse_schedule(
     dst_fold: DstFold | None = None,
     seed: str | None = None,
 ) -> Schedule:
-    """Parse a cron expression evaluated in an IANA time zone.
+    """Parse a schedule evaluated in an IANA time zone.
 
     Args:
         expression: five fields (minute hour day-of-month month day-of-week), six with a leading
-            seconds field, or a macro such as ``@daily``. See ``docs/schedules.md`` for the dialect.
+            seconds field, a macro such as ``@daily``, an interval (``@every 90m``, ``@every 6h
+            from 2026-01-01T03:00:00+01:00``) or one instant (``@at 2026-12-24T18:00:00+01:00``).
+            See ``docs/schedules.md`` for the dialect.
         timezone: an IANA zone name such as ``"Europe/Berlin"``; fire times follow its wall clock.
         dst_gap: for local times that a DST change skips: ``"shift"`` fires once when the gap ends,
             ``"skip"`` does not fire. ``None`` (default) follows cron: ``shift`` for fixed-time
@@ -69,6 +74,9 @@ def parse_schedule(
         seed: what ``H`` hashes (cronwheel uses the job id), so that many ``H * * * *`` jobs
             spread over the hour; ``None`` hashes the empty string.
 
+    ``@every`` and ``@at`` count elapsed time: DST moves none of their fires, and ``dst_gap`` or
+    ``dst_fold`` given with them is refused.
+
     Raises:
         ScheduleError: anything refused, with the field, the position and the reason.
     """
@@ -76,6 +84,22 @@ def parse_schedule(
         return _parse_cached(expression, timezone, dst_gap, dst_fold, seed)
     except TypeError:  # unhashable arguments: not strings
         raise ScheduleError(repr(expression), "expression, timezone and options must be strings") from None
+
+
+def parse_cron(
+    expression: str,
+    timezone: str = "UTC",
+    *,
+    dst_gap: DstGap | None = None,
+    dst_fold: DstFold | None = None,
+    seed: str | None = None,
+) -> CronSchedule:
+    """:func:`parse_schedule` for a cron expression only, whose fields can then be read; ``@every``
+    and ``@at`` are refused (:class:`ScheduleError`)."""
+    schedule = parse_schedule(expression, timezone, dst_gap=dst_gap, dst_fold=dst_fold, seed=seed)
+    if not isinstance(schedule, CronSchedule):
+        raise ScheduleError(expression, "a cron expression is needed here, not @every or @at")
+    return schedule
 
 
 @lru_cache(maxsize=65536)
@@ -95,12 +119,20 @@ def _parse_cached(
     if seed is not None:
         if not isinstance(seed, str):
             raise ScheduleError(expression, f"seed must be a string, not {type(seed).__name__}")
-        if "h" not in expression.lower():  # no H: share the schedule cached without a seed
+        if "h" not in expression.lower() or is_elapsed(expression):  # no H: share the unseeded one
             return _parse_cached(expression, timezone, dst_gap, dst_fold, None)
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise ScheduleError(expression, f"longer than {MAX_EXPRESSION_LENGTH} characters")
+    if is_elapsed(expression):
+        if dst_gap is not None or dst_fold is not None:
+            raise ScheduleError(
+                expression, "dst_gap and dst_fold apply to cron schedules, not to @every or @at"
+            )
+        return parse_elapsed(expression, timezone, load_zone(timezone, expression))
     zone = load_zone(timezone, expression)
     seconds, minutes, hours, days, months = _parse_fields(expression, seed or "")
     wildcard = minutes.star or hours.star
-    return Schedule(
+    return CronSchedule(
         expression=expression,
         timezone=timezone,
         zone=zone,
@@ -148,13 +180,11 @@ def _parse_fields(expression: str, salt: str) -> _Parts:
 
 def _split(expression: str) -> list[str]:
     """The expression's fields, macros expanded."""
-    if len(expression) > MAX_EXPRESSION_LENGTH:
-        raise ScheduleError(expression, f"longer than {MAX_EXPRESSION_LENGTH} characters")
     fields = expression.split()
     if len(fields) == 1 and fields[0].startswith("@"):
         macro = MACROS.get(fields[0].lower())
         if macro is None:
-            known = ", ".join(MACROS)
+            known = ", ".join([*MACROS, "@every", "@at"])
             raise ScheduleError(expression, f"unknown macro {fields[0]!r} (known: {known})", column=1)
         return macro.split()
     if len(fields) not in (5, 6):

@@ -53,7 +53,7 @@ class Fire:
     wall: datetime  # the nominal local wall time (naive); differs from ``at`` only when SHIFTED
 
 
-class Schedule:
+class CronSchedule:
     """A parsed cron schedule in a time zone. Immutable and safe to share between threads.
 
     Create with :func:`cronwheel.schedule.parse_schedule`. Fire times are whole seconds.
@@ -159,7 +159,7 @@ class Schedule:
 
     def __repr__(self) -> str:
         return (
-            f"Schedule({self.expression!r}, timezone={self.timezone!r}, "
+            f"CronSchedule({self.expression!r}, timezone={self.timezone!r}, "
             f"dst_gap={self.dst_gap!r}, dst_fold={self.dst_fold!r})"
         )
 

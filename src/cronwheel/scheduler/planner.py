@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from cronwheel.model import DueJob, Firing, Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
-from cronwheel.schedule import Schedule, parse_schedule
+from cronwheel.schedule import OnceSchedule, Schedule, parse_schedule
 
 MAX_SLOTS_PER_PLAN = 1000  # slots looked at per job per pass; a job further behind continues next pass
 _EPSILON = timedelta(microseconds=1)
@@ -37,6 +37,23 @@ def _next_slot(schedule: Schedule, slot: datetime) -> datetime | None:
     an expression and fire together share the computation (schedules are cached per expression,
     zone and options; a job with ``H`` has its own)."""
     return _as_utc(schedule.next_after(slot))
+
+
+def misfire_fires(job: Plannable, now: datetime, slot: datetime) -> bool:
+    """Whether the misfire policy fires ``slot``, due at ``now``, when it is the only slot due:
+    ``run_once`` and ``catch_up`` always do; ``skip`` within ``grace_s`` of the slot."""
+    return job.misfire.mode is not MisfireMode.SKIP or now - slot <= timedelta(seconds=job.misfire.grace_s)
+
+
+def late_once(job: Plannable, now: datetime) -> datetime | None:
+    """A one-time job's instant that has passed (within its start/end window), when its misfire
+    policy would still fire it: the cursor goes there and the next pass fires it, late."""
+    schedule = schedule_of(job)
+    if not isinstance(schedule, OnceSchedule):
+        return None
+    at = schedule.at.astimezone(UTC)
+    within = (job.start_at is None or job.start_at <= at) and (job.end_at is None or at <= job.end_at)
+    return at if at <= now and within and misfire_fires(job, now, at) else None
 
 
 def _within_end(job: Plannable, slot: datetime | None) -> datetime | None:
@@ -106,8 +123,7 @@ def _one_slot(
     """:func:`plan` when only ``cursor`` is due and no run of the job is active (what a herd is
     made of): the same decision as the general path, without its sets and lists (measured: a
     third of a fire's planning; ``test_the_one_slot_path_decides_as_the_general_one``)."""
-    fires = job.misfire.mode is not MisfireMode.SKIP or now - cursor <= timedelta(seconds=job.misfire.grace_s)
-    if fires:
+    if misfire_fires(job, now, cursor):
         run = _run(job, now, cursor, RunState.PENDING, new_id(), None)
     else:
         run = _run(job, now, cursor, RunState.SKIPPED, new_id(), SkipReason.MISFIRE)

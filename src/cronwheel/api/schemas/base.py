@@ -51,10 +51,13 @@ class Documented:
         return schema
 
 
-# What the schedule parser can read: a macro, or five or six fields of these characters separated
-# by whitespace (str.split's, which counts \x1c-\x1f too); it alone says what is in range.
+# What the schedule parser can read: a macro, an interval (@every 90m [from INSTANT]), one instant
+# (@at INSTANT), or five or six fields of these characters separated by whitespace (str.split's,
+# which counts \x1c-\x1f too); it alone says what is in range.
 CRON_FIELD = r"[0-9A-Za-z*?,/#()-]+"
-CRON_PATTERN = rf"^[\s\x1c-\x1f]*(@\S+|{CRON_FIELD}([\s\x1c-\x1f]+{CRON_FIELD}){{4,5}})[\s\x1c-\x1f]*$"
+_WS = r"[\s\x1c-\x1f]"
+_ELAPSED = rf"@[Ee][Vv][Ee][Rr][Yy]{_WS}+\S+({_WS}+[Ff][Rr][Oo][Mm]{_WS}+\S+)?|@[Aa][Tt]{_WS}+\S+"
+CRON_PATTERN = rf"^{_WS}*(@\S+|{_ELAPSED}|{CRON_FIELD}({_WS}+{CRON_FIELD}){{4,5}}){_WS}*$"
 ZONE_PATTERN = r"^[A-Za-z0-9._+/-]{1,64}$"  # the characters of IANA zone names
 # An absolute http(s) URL without control characters (leading spaces are stripped by the parser).
 URL_PATTERN = r"^ *[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x1f\x7f]+$"

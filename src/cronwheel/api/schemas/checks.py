@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from cronwheel.api.schemas.policies import MisfireSpec
 from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import TargetPolicy, no_slot_reason
 from cronwheel.model import (
@@ -222,11 +223,15 @@ _NO_TARGET = PythonTarget("timing:only")  # no_slot_reason reads the timing fiel
 
 
 def slot_problems(values: Mapping[str, Any], now: datetime) -> list[FieldProblem]:
-    """A new job that would never fire (``end_at`` passed, or its window holds no fire time).
+    """A new job that would never fire (``end_at`` passed, its window holds no fire time, or its
+    ``@at`` instant passed and its misfire policy would not run it late).
     Judged with an empty seed for ``H``; the service judges again with the job's id."""
     if not all(name in values for name in _TIMING):
         return []
-    timing = {name: values[name] for name in _TIMING}
+    timing: dict[str, Any] = {name: values[name] for name in _TIMING}
+    misfire = values.get("misfire")
+    if isinstance(misfire, MisfireSpec):  # a one-time job whose instant passed runs by it, or not
+        timing["misfire"] = misfire.to_record()
     job = Job(id="", team="", name="", target=_NO_TARGET, **timing)
     reason = no_slot_reason(job, now)
     return [] if reason is None else [_sentence(reason[0], reason[1], "no_slot")]

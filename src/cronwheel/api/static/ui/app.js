@@ -37,6 +37,12 @@ function when(iso) {
   return h("time", { datetime: iso, title: iso }, `${date.toISOString().replace("T", " ").slice(0, 19)} UTC (${ago(date)})`);
 }
 
+// A job with no slot left (a one-time job that fired, an end_at that passed) is complete.
+function nextRun(paused, next) {
+  if (paused) return h("span", { class: "muted" }, "paused");
+  return next ? when(next) : h("span", { class: "muted" }, "complete");
+}
+
 function ago(date) {
   const s = Math.round((date.getTime() - Date.now()) / 1000);
   const abs = Math.abs(s);
@@ -191,7 +197,7 @@ function jobRow(job) {
     h("td", {}, status(job)),
     h("td", { class: "schedule" }, h("div", { class: "words" }, job.schedule_description), h("code", {}, job.schedule)),
     h("td", {}, job.timezone),
-    h("td", {}, job.paused ? h("span", { class: "muted" }, "paused") : when(job.next_run_at)),
+    h("td", {}, nextRun(job.paused, job.next_run_at)),
     h("td", { class: "last" }, last ? [stateBadge(last.state), " ", h("a", { href: `#/runs/${encodeURIComponent(last.id)}` }, when(last.finished_at || last.slot))] : stateBadge(null)),
     h("td", { class: "recent" }, sparkline(job.recent)),
     h("td", {}, Object.entries(job.labels || {}).map(([k, v]) => badge(`${k}=${v}`, "")))
@@ -301,7 +307,7 @@ function definition(job) {
       ["Status", paused ? [badge("paused", "paused"), " ", pause_note || "", " ", paused_at ? when(paused_at) : ""] : status(job)],
       ["Schedule", [h("div", { class: "words", id: "job-words" }, schedule_description), h("code", {}, job.schedule)]],
       ["Time zone", job.timezone],
-      ["Next run", paused ? h("span", { class: "muted" }, "paused") : when(next_run_at)],
+      ["Next run", nextRun(paused, next_run_at)],
       ["Target", targetSummary(job.target)],
       ["Version", version],
       ["Description", job.description || h("span", { class: "muted" }, "—")],

@@ -1,0 +1,78 @@
+"""``@every`` and ``@at`` jobs through a real `cronwheel server`: deliveries at the sink on the
+interval's multiples, one delivery for a one-time job, which is then complete over the API and
+in the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import re
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from server_harness import ServerProcess, Sink, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _job(name: str, url: str, schedule: str, **extra: Any) -> dict[str, Any]:
+    return {"team": "it", "name": name, "schedule": schedule, "target": {"type": "http", "url": url}, **extra}
+
+
+def _slot(headers: dict[str, str]) -> datetime:
+    lowered = {key.lower(): value for key, value in headers.items()}
+    return datetime.fromisoformat(lowered["x-cronwheel-scheduled-at"].replace("Z", "+00:00"))
+
+
+async def test_an_interval_job_fires_on_its_multiples(api: httpx.AsyncClient, sink: Sink) -> None:
+    created = await api.post("/v1/jobs", json=_job("every-2s", sink.answer("/every", (200, 0)), "@every 2s"))
+    assert created.status_code == 201, created.text
+    deliveries = await wait_for(lambda: len(sink.at("/every")) >= 3 and sink.at("/every"), timeout=10)
+    slots = [_slot(delivery.headers) for delivery in deliveries[:3]]
+    assert all(int(slot.timestamp()) % 2 == 0 for slot in slots)  # multiples of 2 s since the epoch
+    assert [b - a for a, b in itertools.pairwise(slots)] == [timedelta(seconds=2)] * 2
+    for delivery, slot in zip(deliveries, slots, strict=False):
+        assert 0 <= delivery.at - slot.timestamp() < 0.5
+
+
+async def test_a_one_time_job_fires_once_and_is_then_complete(
+    server: ServerProcess, api: httpx.AsyncClient, sink: Sink
+) -> None:
+    soon = datetime.fromtimestamp(int(time.time()) + 2, UTC)
+    body = _job("once", sink.answer("/once", (200, 0)), f"@at {soon.isoformat()}")
+    created = await api.post("/v1/jobs", json=body)
+    assert created.status_code == 201, created.text
+    job = created.json()
+    assert job["next_run_at"] == soon.isoformat().replace("+00:00", "Z")
+    delivery = (await wait_for(lambda: sink.at("/once"), timeout=8))[0]
+    assert _slot(delivery.headers) == soon
+    assert 0 <= delivery.at - soon.timestamp() < 0.5
+    await wait_for(lambda: _complete(api, job["id"]), timeout=5)
+    await asyncio.sleep(1.5)  # a slot after the instant would have come by now
+    assert len(sink.at("/once")) == 1
+    runs = (await api.get(f"/v1/jobs/{job['id']}/runs")).json()["items"]
+    assert [run["state"] for run in runs] == ["SUCCESS"]
+    env = {**os.environ, "CRONWHEEL_URL": server.url}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cronwheel", "jobs", "get", job["id"], env=env, cwd=server.db.parent,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()
+    assert re.search(r"next run:\s+complete", out.decode()), out.decode()
+    late = {**body, "name": "late", "schedule": "@at 2026-01-01T00:00:00Z"}
+    refused = await api.post("/v1/jobs", json=late)
+    assert refused.status_code == 422
+    assert "has passed" in refused.json()["detail"]
+
+
+async def _complete(api: httpx.AsyncClient, job_id: str) -> bool:
+    job = (await api.get(f"/v1/jobs/{job_id}")).json()
+    return (
+        job["next_run_at"] is None and job["last_run"] is not None and job["last_run"]["state"] == "SUCCESS"
+    )
