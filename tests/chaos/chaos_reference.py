@@ -13,6 +13,10 @@ does not start with ``*``) a day fires if *either* matches, otherwise it must ma
 
 DST is out of scope: a window in which the zone's UTC offset changes raises :class:`ValueError`
 instead of guessing gap and fold rules (the chaos workload keeps clear of transitions).
+
+Elapsed time too, as plainly: ``@every Ns`` (or ``Nm``), optionally ``from`` an RFC 3339 instant,
+fires at each whole second ``t`` with ``(t - anchor) % N == 0`` (the anchor: the epoch, else the
+given instant, before which nothing fires), checked second by second; ``@at T`` fires at ``T``.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ def fires_at(expression: str, zone: str, instant: datetime) -> bool:
     window (``instant`` - 1 s, ``instant``]."""
     if instant.tzinfo is None or instant.utcoffset() is None:
         raise ValueError(f"naive instant {instant.isoformat()}: pass an aware datetime")
+    if expression.startswith("@"):
+        return _elapsed_fires(_elapsed(expression), instant.astimezone(UTC))
     tz = ZoneInfo(zone)
     local = instant.astimezone(tz)
     if _offset(tz, instant - _SECOND) != local.utcoffset():
@@ -77,6 +83,13 @@ def fires_at(expression: str, zone: str, instant: datetime) -> bool:
 
 @functools.lru_cache(maxsize=8192)
 def _slots(expression: str, zone: str, start: datetime, end: datetime) -> tuple[datetime, ...]:
+    if expression.startswith("@"):
+        elapsed = _elapsed(expression)
+        candidates = (
+            start.replace(microsecond=0) + _SECOND * step
+            for step in range(int((end - start).total_seconds()) + 2)
+        )
+        return tuple(t for t in candidates if start < t <= end and _elapsed_fires(elapsed, t))
     cron = _parse(expression)
     tz = ZoneInfo(zone)
     offset = _offset(tz, start)
@@ -181,3 +194,46 @@ def _value(text: str, names: dict[str, int]) -> int:
     if not text.isdigit():
         raise ValueError(f"cron value {text!r} is not a number or a known name")
     return int(text)
+
+
+@dataclass(frozen=True)
+class _Elapsed:
+    """``@every``: ``every`` seconds from ``anchor`` (none before it when ``starts``); ``@at``:
+    ``every`` 0 and the one instant as ``anchor``."""
+
+    every: int
+    anchor: datetime
+    starts: bool
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNIT = {"s": 1, "m": 60}
+
+
+@functools.lru_cache(maxsize=256)
+def _elapsed(expression: str) -> _Elapsed:
+    words = expression.split()
+    if words[0] == "@at" and len(words) == 2:
+        return _Elapsed(0, _instant(words[1]), True)
+    if words[0] == "@every" and len(words) in (2, 4) and words[1][-1] in _UNIT and words[1][:-1].isdigit():
+        every = int(words[1][:-1]) * _UNIT[words[1][-1]]
+        if len(words) == 2:
+            return _Elapsed(every, _EPOCH, False)
+        if words[2] == "from":
+            return _Elapsed(every, _instant(words[3]), True)
+    raise ValueError(f"not in the reference's dialect: {expression!r}")
+
+
+def _instant(text: str) -> datetime:
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        raise ValueError(f"an instant without its offset: {text!r}")
+    return parsed.astimezone(UTC)
+
+
+def _elapsed_fires(elapsed: _Elapsed, instant: datetime) -> bool:
+    if instant.microsecond or (elapsed.starts and instant < elapsed.anchor):
+        return False
+    if elapsed.every == 0:
+        return instant == elapsed.anchor
+    return int((instant - elapsed.anchor).total_seconds()) % elapsed.every == 0

@@ -14,7 +14,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,8 @@ class Mix:
     round_herd: int = 25  # a smaller herd beside every other fault, due while it lasts
     editable: int = 8
     grpc: int = 8  # steady jobs whose target is the gRPC witness (when the workload has one)
+    interval: int = 6  # @every jobs: half on the epoch's multiples, half from an anchor of their own
+    once: int = 6  # @at jobs, due one after another while the faults run
 
 
 class Workload:
@@ -131,11 +133,30 @@ class Workload:
             self._job("flaky", index, f"{index % 3}/3 * * * * *", self._http("/flaky"), retry=flaky_retry)
         for index in range(mix.editable):
             self._job("editable", index, f"{index % 2}/2 * * * * *", self._http("/edit"))
+        self._elapsed(mix)
         for index in range(mix.grpc if self.grpc_address else 0):
             policy = ("catch_up", "run_once", "skip")[index % 3]
             target = {"type": "grpc", "address": self.grpc_address, "method": GRPC_METHOD}
             payload = {"group": "grpc", "index": index}
             self._job("grpc", index, f"{index % 4}/4 * * * * *", target, misfire=policy, payload=payload)
+
+    def _elapsed(self, mix: Mix) -> None:
+        """Interval jobs of 3 to 8 s, and one-time jobs due every 25 s from 20 s after now."""
+        now = datetime.fromtimestamp(int(time.time()), UTC)
+        for index in range(mix.interval):
+            expression = f"@every {3 + index}s"
+            if index % 2:
+                expression += f" from {(now + timedelta(seconds=5 + index)).isoformat()}"
+            self._job(
+                "interval",
+                index,
+                expression,
+                self._http("/interval"),
+                misfire=("catch_up", "run_once")[index % 2],
+            )
+        for index in range(mix.once):
+            due = now + timedelta(seconds=20 + 25 * index)
+            self._job("once", index, f"@at {due.isoformat()}", self._http("/once"), misfire="run_once")
 
     def _http(self, path: str) -> dict[str, Any]:
         return {"type": "http", "url": f"{self.witness_url}{path}"}

@@ -36,6 +36,28 @@ def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second:
     return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
+def test_reference_elapsed_time() -> None:
+    start = utc(2026, 1, 15, 12, 0, 0)
+    assert slots("@every 7s", "UTC", start, start + timedelta(seconds=30)) == [
+        utc(2026, 1, 15, 12, 0, second)
+        for second in (4, 11, 18, 25)  # multiples of 7 s since 1970
+    ]
+    anchored = "@every 1m from 2026-01-15T13:00:10+01:00"
+    assert slots(anchored, "Europe/Berlin", start - timedelta(minutes=5), start + timedelta(minutes=2)) == [
+        utc(2026, 1, 15, 12, 0, 10),
+        utc(2026, 1, 15, 12, 1, 10),
+    ]
+    assert fires_at(anchored, "UTC", utc(2026, 1, 15, 12, 3, 10))
+    assert not fires_at(anchored, "UTC", utc(2026, 1, 15, 11, 59, 10))  # before the anchor
+    once = "@at 2026-01-15T12:00:05Z"
+    assert slots(once, "UTC", start, start + timedelta(minutes=1)) == [utc(2026, 1, 15, 12, 0, 5)]
+    assert slots(once, "UTC", utc(2026, 1, 15, 12, 0, 5), start + timedelta(minutes=1)) == []
+    assert fires_at(once, "UTC", utc(2026, 1, 15, 12, 0, 5))
+    assert not fires_at(once, "UTC", utc(2026, 1, 15, 12, 0, 6))
+    with pytest.raises(ValueError, match="dialect"):
+        slots("@every 1h30m", "UTC", start, start + timedelta(minutes=1))
+
+
 def test_reference_five_fields_steps_and_exclusive_start() -> None:
     start = utc(2026, 1, 15, 12, 0)
     assert slots("*/15 * * * *", "UTC", start, start + timedelta(hours=1)) == [
