@@ -16,7 +16,14 @@ import yaml
 from cronwheel.importers.draft import Draft, finish, skipped
 from cronwheel.importers.options import LABEL, Options
 from cronwheel.importers.report import ImportResult, Note, NoteKind, UnreadableInputError
-from cronwheel.importers.timing import MAX_GRACE_S, NO_LIMIT_S, folded_fires, known_zone, schedule_problem
+from cronwheel.importers.timing import (
+    MAX_GRACE_S,
+    NO_LIMIT_S,
+    fires_within,
+    folded_fires,
+    known_zone,
+    schedule_problem,
+)
 
 _OVERLAP = {"Allow": "allow", "Forbid": "forbid", "Replace": "replace"}
 _POD_BACKOFF = {"initial_delay_s": 10.0, "multiplier": 2.0, "max_delay_s": 360.0, "jitter": False}
@@ -125,7 +132,12 @@ def _timing(spec: dict[str, Any], schedule: str, zone: str, draft: Draft, option
         draft.note(
             NoteKind.MISFIRE,
             f"startingDeadlineSeconds {deadline}: missed slots fire within {grace:g} s of their time "
-            "(misfire skip); Kubernetes starts only the latest of them, cronwheel each"
+            "(misfire skip)"
+            + (
+                "; Kubernetes starts only the latest of them, cronwheel each"
+                if fires_within(schedule, zone, grace, options.now)
+                else ""
+            )
             + ("; capped at 7 days, the API's most" if deadline > MAX_GRACE_S else ""),
         )
     else:

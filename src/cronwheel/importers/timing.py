@@ -4,10 +4,12 @@ the next time from the wall clock run twice and cronwheel's fixed-time schedules
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwheel.schedule import ScheduleError, load_zone, parse_schedule
+from cronwheel.schedule.gaps import shortest_gap
 from cronwheel.schedule.zone import zone_model
 
 NO_LIMIT_S = 24 * 3600.0  # the API's largest timeout_s: what "no time limit" becomes
@@ -82,3 +84,19 @@ def schedule_problem(expression: str, zone: str) -> str | None:
     except ScheduleError as error:
         return str(error)
     return None
+
+
+def fires_within(expression: str, zone: str, seconds: float, now: datetime) -> bool:
+    """Whether two fire times of ``expression`` can be ``seconds`` or less apart (so that
+    both can be missed within a grace period of that length)."""
+    if expression.startswith("@at "):
+        return False
+    if expression.startswith("@every "):
+        length = expression.split()[1]
+        total = sum(int(count) * dict(_UNITS)[unit] for count, unit in re.findall(r"(\d+)([dhms])", length))
+        return total <= seconds
+    try:
+        schedule = parse_schedule(expression, zone)
+    except ScheduleError:
+        return False
+    return shortest_gap(schedule, now, below=int(seconds) + 1) is not None
