@@ -21,7 +21,7 @@ from cronwheel.importers import pyconfig
 from cronwheel.importers.apstriggers import Trigger, aware, trigger_of, trigger_schedule
 from cronwheel.importers.draft import Draft, finish, skipped
 from cronwheel.importers.options import LABEL, Options
-from cronwheel.importers.report import ImportResult, Note, NoteKind, UnreadableInputError
+from cronwheel.importers.report import ImportResult, NoEquivalentError, Note, NoteKind, UnreadableInputError
 from cronwheel.importers.timing import (
     MAX_GRACE_S,
     NO_LIMIT_S,
@@ -205,7 +205,10 @@ def _job(spec: dict[str, Any], where: str, zone: str, context: _Module, now: dat
     if trigger is None:
         return skipped(where, f"trigger {spec.get('trigger')!r} is not cron, interval or date")
     job_zone = known_zone(trigger.fields.get("timezone")) or zone
-    schedule = trigger_schedule(trigger, job_zone, draft)
+    try:
+        schedule = trigger_schedule(trigger, job_zone, draft)
+    except NoEquivalentError as error:
+        return skipped(where, str(error))
     if schedule is None:
         return skipped(where, f"its {trigger.kind} trigger {_fields(trigger.fields)} has no cron spelling")
     problem = schedule_problem(schedule, job_zone)

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from cronwheel.importers import pyconfig
 from cronwheel.importers.days import both_days, field_text
 from cronwheel.importers.draft import Draft
-from cronwheel.importers.report import NoteKind
+from cronwheel.importers.report import NoEquivalentError, NoteKind
 from cronwheel.importers.timing import every, instant
 from cronwheel.importers.weekdays import NAMES, aps_days, cron_days
 
@@ -23,6 +23,11 @@ _CRON_DEFAULTS = (
     ("day_of_week", "*"), ("hour", "0"), ("minute", "0"), ("second", "0"),
 )  # fmt: skip
 _INTERVAL = {"weeks": 604_800, "days": 86_400, "hours": 3600, "minutes": 60, "seconds": 1}
+_READ = {  # the fields each trigger kind has, as this module reads them
+    "cron": {name for name, _ in _CRON_DEFAULTS} | {"start_date", "end_date", "timezone", "jitter"},
+    "interval": set(_INTERVAL) | {"start_date", "end_date", "timezone", "jitter"},
+    "date": {"run_date", "timezone"},
+}
 _NTH = re.compile(r"^(1st|2nd|3rd|4th|5th|last) ([a-z]{3})$")
 
 
@@ -41,11 +46,12 @@ def trigger_of(value: Any, fields: dict[str, Any]) -> Trigger | None:
         if value.name == "from_crontab" and value.args:
             minute, hour, day, month, dow = (str(value.args[0]).split() + ["*"] * 5)[:5]
             extra = {"minute": minute, "hour": hour, "day": day, "month": month, "day_of_week": dow}
-            return Trigger("cron", {**extra, **value.kwargs})
+            return Trigger("cron", {**extra, **value.kwargs, **fields})
         kinds = {"CronTrigger": "cron", "IntervalTrigger": "interval", "DateTrigger": "date"}
         if value.name in kinds:
             positional = ("run_date",) if value.name == "DateTrigger" else ()
-            return Trigger(kinds[value.name], dict(zip(positional, value.args, strict=False)) | value.kwargs)
+            given = dict(zip(positional, value.args, strict=False)) | value.kwargs
+            return Trigger(kinds[value.name], given | fields)
     return None
 
 
@@ -68,6 +74,10 @@ def aware(value: Any, zone: str) -> datetime | None:
 
 def trigger_schedule(trigger: Trigger, zone: str, draft: Draft) -> str | None:
     """The schedule text, or None (the reason noted as SKIPPED by the caller)."""
+    for key in sorted(set(trigger.fields) - _READ[trigger.kind]):
+        draft.note(
+            NoteKind.DROPPED, f"{key}={trigger.fields[key]!r}: not a {trigger.kind} trigger field read here"
+        )
     if trigger.kind == "interval":
         seconds = sum(float(trigger.fields.get(unit, 0)) * size for unit, size in _INTERVAL.items())
         if seconds <= 0:
@@ -84,8 +94,9 @@ def trigger_schedule(trigger: Trigger, zone: str, draft: Draft) -> str | None:
 
 def _cron(fields: dict[str, Any], draft: Draft) -> str | None:
     given = {name: field_text(fields[name]) for name, _ in _CRON_DEFAULTS if fields.get(name) is not None}
-    if given.get("week", "*") != "*" or given.get("year", "*") != "*":
-        return None
+    for name in ("week", "year"):
+        if given.get(name, "*") != "*":
+            raise NoEquivalentError(f"its cron trigger has {name}={given[name]!r}; cron has no {name} field")
     values: dict[str, str] = {}
     left = dict(given)
     defaults = False
@@ -112,7 +123,7 @@ def _days(day: str, dow: str, draft: Draft) -> tuple[str, str] | None:
     if dow != "*":
         days = aps_days(dow)
         if days is None:
-            return None
+            raise NoEquivalentError(f"day_of_week {dow!r} is not a weekday list this importer reads")
         written = cron_days(days)
         if any(char.isdigit() for char in dow):
             draft.note(
@@ -122,7 +133,12 @@ def _days(day: str, dow: str, draft: Draft) -> tuple[str, str] | None:
             )
         dow = written
     both = both_days(day, dow)
-    if both is not None and both != (day, dow):
+    if both is None:
+        raise NoEquivalentError(
+            f"day {day!r} and day_of_week {dow!r} must both match in APScheduler; cron fires on a day "
+            "matching either, and has no spelling for both"
+        )
+    if both != (day, dow):
         draft.note(
             NoteKind.SCHEDULE, f"day {day!r} and day_of_week {dow!r} must both match: written {both[1]!r}"
         )

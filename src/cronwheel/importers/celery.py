@@ -23,7 +23,7 @@ from cronwheel.importers import pyconfig
 from cronwheel.importers.days import both_days, field_text
 from cronwheel.importers.draft import Draft, finish, skipped
 from cronwheel.importers.options import LABEL, Options
-from cronwheel.importers.report import ImportResult, Note, NoteKind, UnreadableInputError
+from cronwheel.importers.report import ImportResult, NoEquivalentError, Note, NoteKind, UnreadableInputError
 from cronwheel.importers.timing import MAX_GRACE_S, NO_LIMIT_S, every, known_zone, schedule_problem
 
 _KNOWN = frozenset({"crontab", "timedelta", "schedule", "solar"})
@@ -114,7 +114,10 @@ def _crontab_call(entry: Any) -> Any:
 
 def _entry(key: str, entry: dict[str, Any], zone: str, where: str) -> Draft | Note:
     draft = Draft(where, key)
-    schedule = _schedule(entry.get("schedule"), draft)
+    try:
+        schedule = _schedule(entry.get("schedule"), draft)
+    except NoEquivalentError as error:
+        return skipped(where, str(error))
     if schedule is None:
         return skipped(where, f"schedule {_shown(entry.get('schedule'))} has no cronwheel equivalent")
     problem = schedule_problem(schedule, zone)
@@ -181,7 +184,10 @@ def _crontab(call: pyconfig.CallValue, draft: Draft) -> str | None:
     minute, hour, dow, dom, month = (field_text(values.get(name, "*")) for name in _CRONTAB)
     days = both_days(dom, dow)
     if days is None:
-        return None
+        raise NoEquivalentError(
+            f"day_of_month {dom!r} and day_of_week {dow!r} must both match in Celery; "
+            "cron fires on a day matching either, and has no spelling for both"
+        )
     if days != (dom, dow):
         draft.note(
             NoteKind.SCHEDULE,

@@ -24,6 +24,10 @@ _ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
 _FIELDS = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$")
 _MACRO = re.compile(r"^(@\w+)\s+(.*)$")
 _PERCENT = re.compile(r"(?<!\\)%")
+_SEGMENTS = re.compile(r"&&|\|\||[;|()]")
+_PREAMBLE = {"cd", "test", "[", "true", ":", "exec", "nice", "ionice", "env", "sudo"}
+_RUNNERS = {"manage", "python", "python3", "php", "node", "ruby", "perl", "bash", "sh", "run-parts"}
+_SCRIPT_EXTENSIONS = {"sh", "py", "php", "pl", "rb", "js"}
 _IGNORED_ENV = {"MAILFROM": "the sender of cron's mail", "RANDOM_DELAY": "cronie's random start delay"}
 
 
@@ -102,8 +106,7 @@ def _entry(line: str, env: _Env, where: str, options: Options, *, system: bool) 
         schedule, rest = " ".join(fields.groups()[:5]), fields.group(6)
     user = None
     if system:
-        user, _, rest = rest.partition(" ")
-        rest = rest.strip()
+        user, rest = [*rest.split(None, 1), ""][:2]
     if not rest:
         return skipped(where, "the entry has no command")
     zone = env.zone or options.zone
@@ -141,9 +144,22 @@ def _draft(line: str, schedule: str, zone: str, rest: str, user: str | None, env
 
 
 def _program(line: str) -> str:
-    """A name for an entry: its program's file name, without an extension."""
-    first = line.split(maxsplit=1)[0] if line.split() else "command"
-    return first.rsplit("/", 1)[-1].split(".", 1)[0] or "command"
+    """A name for an entry: the file name of the program it runs (past ``cd DIR &&``, ``test``
+    and the like), with the script an interpreter or ``run-parts`` runs."""
+    for segment in _SEGMENTS.split(line):
+        words = [word.strip("'\"") for word in segment.split()]
+        if not words or words[0] in _PREAMBLE:
+            continue
+        name = _stem(words[0])
+        script = next((word for word in words[1:] if not word.startswith("-")), None)
+        return f"{name}-{_stem(script)}" if name in _RUNNERS and script else name
+    return "command"
+
+
+def _stem(path: str) -> str:
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    stem, dot, extension = base.rpartition(".")
+    return stem if dot and stem and extension in _SCRIPT_EXTENSIONS else base
 
 
 def _mail(draft: Draft, env: _Env) -> None:

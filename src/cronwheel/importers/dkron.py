@@ -56,23 +56,26 @@ def _job(job: dict[str, Any], where: str, options: Options) -> Draft | Note:
         )
     draft = Draft(where, job["name"])
     zone = known_zone(job.get("timezone")) or options.zone
-    if job.get("timezone") and zone != job.get("timezone"):
-        draft.note(NoteKind.TIMEZONE, f"timezone {job['timezone']!r} is not a known zone; imported as {zone}")
-    elif not job.get("timezone"):
-        draft.note(NoteKind.TIMEZONE, f"no timezone: Dkron used its servers' zone; imported as {zone}")
     schedule = _schedule(str(job.get("schedule", "")), zone, draft)
     if schedule is None:
         return skipped(where, f"schedule {job.get('schedule')!r} has no cronwheel equivalent")
+    if schedule.startswith("@every ") or schedule.startswith("@at "):
+        pass  # elapsed time, or an instant with its offset: the zone changes nothing
+    elif job.get("timezone") and zone != job.get("timezone"):
+        draft.note(NoteKind.TIMEZONE, f"timezone {job['timezone']!r} is not a known zone; imported as {zone}")
+    elif not job.get("timezone"):
+        draft.note(NoteKind.TIMEZONE, f"no timezone: Dkron used its servers' zone; imported as {zone}")
     target = _target(job, draft)
     if target is None:
         return skipped(
             where, f"executor {job.get('executor')!r} has no cronwheel target; give it one by hand"
         )
-    draft.job = {
+    draft.job = {  # after what the target's reading set (timeout_s, payload)
         "description": str(job.get("displayname") or f"Dkron job {job['name']}")[:2000],
         "schedule": schedule,
         "timezone": zone,
         "target": target,
+        **draft.job,
     }
     _policies(job, draft, options)
     return draft
@@ -116,7 +119,24 @@ def _target(job: dict[str, Any], draft: Draft) -> dict[str, Any] | None:
         return _shell(config, draft)
     if job.get("executor") == "http":
         return _http(config, draft)
+    if job.get("executor") == "kafka":
+        return _kafka(config, draft)
     return None
+
+
+def _kafka(config: dict[str, Any], draft: Draft) -> dict[str, Any] | None:
+    brokers = [item.strip() for item in str(config.get("brokerAddress", "")).split(",") if item.strip()]
+    if not brokers or not config.get("topic"):
+        return None
+    target: dict[str, Any] = {"type": "kafka", "bootstrap_servers": brokers, "topic": str(config["topic"])}
+    if config.get("key"):
+        target["key"] = str(config["key"])
+    if config.get("message"):
+        draft.job["payload"] = _json_or_text(str(config["message"]))
+        draft.note(
+            NoteKind.TARGET, "message: published as the payload's JSON (a JSON string unless it parses)"
+        )
+    return target
 
 
 def _shell(config: dict[str, Any], draft: Draft) -> dict[str, Any] | None:

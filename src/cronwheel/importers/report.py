@@ -33,6 +33,10 @@ class UnreadableInputError(ValueError):
     was imported. The message says where and why."""
 
 
+class NoEquivalentError(ValueError):
+    """One entry has no cronwheel equivalent: it is left out, with this message as the reason."""
+
+
 @dataclass(frozen=True, slots=True)
 class Note:
     """One report entry. ``source`` says where in the input (``line 7``, ``CronJob ops/backup``);
