@@ -85,7 +85,12 @@ def _schedule(text: str, zone: str, draft: Draft) -> str | None:
     text = text.strip()
     if text.startswith("@every "):
         seconds = _go_seconds(text.removeprefix("@every ").strip())
-        return None if seconds is None else every(seconds)
+        if seconds is None:
+            return None
+        if seconds != round(seconds) or seconds < 1:
+            rounded = every(seconds)
+            draft.note(NoteKind.SCHEDULE, f"{text}: cronwheel's intervals are whole seconds: {rounded}")
+        return every(seconds)
     if text.startswith("@at "):
         try:
             return "@at " + instant(datetime.fromisoformat(text.removeprefix("@at ").strip()))
