@@ -120,3 +120,21 @@ def test_no_zone_is_assumed_and_said() -> None:
 def test_unreadable_input(text: str, message: str) -> None:
     with pytest.raises(UnreadableInputError, match=message):
         convert(text)
+
+
+def test_flask_apscheduler_jobs_list() -> None:
+    text = """
+JOBS = [
+    {"id": "job1", "func": "shop.jobs:ping", "args": (1, 2), "trigger": "interval", "seconds": 10},
+    {"id": "job2", "func": "shop.jobs:tidy", "trigger": "cron", "day_of_week": "6", "hour": 4},
+    {"id": "job3", "func": helper, "trigger": "cron", "hour": 4},
+]
+SCHEDULER_TIMEZONE = "UTC"
+"""
+    result = convert(text)
+    assert [(j["name"], j["schedule"], j["target"]["function"]) for j in result.jobs] == [
+        ("job1", "@every 10s", "shop.jobs:ping"),
+        ("job2", "0 4 * * SUN", "shop.jobs:tidy"),
+    ]
+    assert job(result, "job1")["payload"] == {"args": [1, 2], "kwargs": {}}
+    assert notes(result)[-1] == ("JOBS[2]", None, "skipped")
