@@ -72,13 +72,11 @@ def convert(text: str, options: Options, *, module: str = "jobs") -> ImportResul
     given_zone = context.zone
     zone = known_zone(given_zone) or options.zone
     if given_zone is None:
-        entries.append(
-            Note(
-                "file",
-                NoteKind.TIMEZONE,
-                f"the scheduler names no timezone: APScheduler used the host's; {zone}",
-            )
-        )
+        why = f"the scheduler names no timezone: APScheduler used the host's; imported as {zone}"
+        entries.append(Note("file", NoteKind.TIMEZONE, why))
+    elif zone != given_zone:
+        why = f"the scheduler's timezone {given_zone!r} is not a known zone; imported as {zone}"
+        entries.append(Note("file", NoteKind.TIMEZONE, why))
     entries.append(
         Note("file", NoteKind.TIMEOUT, f"APScheduler sets no time limit: timeout_s {NO_LIMIT_S:g}")
     )
