@@ -99,6 +99,9 @@ def test_refusals_of_the_command_line(tmp_path: Path) -> None:
     )
     assert code == 2
     assert "unknown time zone 'Mars/Base'" in stderr
+    code, _, stderr = run("crontab", str(FIXTURES / "user.crontab"), "--team", "my team")
+    assert code == 2
+    assert "'my team' is not a team name" in stderr
     code, _, stderr = run("nomad", str(FIXTURES / "user.crontab"), "--team", "ops")
     assert code == 2
     assert "'nomad' is not one of" in stderr

@@ -18,6 +18,7 @@ import yaml
 
 from cronwheel.cli.apply import job_problems
 from cronwheel.importers import apscheduler, celery, crontab, dkron, kubernetes
+from cronwheel.importers.draft import NAME
 from cronwheel.importers.options import Options
 from cronwheel.importers.report import ImportResult, Note, NoteKind, UnreadableInputError
 from cronwheel.importers.timing import known_zone
@@ -118,6 +119,10 @@ def import_(
       cronwheel import crontab backup.cron --team ops -o jobs.yaml --report import.txt
       cronwheel apply -f jobs.yaml --dry-run
     """
+    if not NAME.fullmatch(team):
+        raise click.BadParameter(
+            f"{team!r} is not a team name ([A-Za-z0-9._-], at most 100)", param_hint="--team"
+        )
     if timezone is not None and known_zone(timezone) is None:
         raise click.BadParameter(f"unknown time zone {timezone!r}", param_hint="--timezone")
     text = _read(path)

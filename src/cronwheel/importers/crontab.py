@@ -52,7 +52,7 @@ def convert(text: str, options: Options, *, system: bool = False) -> ImportResul
             continue
         where = f"line {number}"
         setting = _ENV.match(line)
-        if setting and not line[0].isdigit():
+        if setting:
             env = _set(env, setting.group(1), _unquote(setting.group(2)), where, options, entries)
             continue
         entry = _entry(line, env, where, options, system=system)

@@ -13,7 +13,8 @@ from typing import Any
 
 from cronwheel.importers.report import ImportResult, Note, NoteKind
 
-NAME_LIMIT = 100  # the API's name pattern: [A-Za-z0-9._-]{1,100}
+NAME_LIMIT = 100
+NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # the API's names (of jobs and teams)
 _INVALID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
