@@ -19,7 +19,7 @@ from typing import Any
 
 from cronwheel.importers import pyconfig
 from cronwheel.importers.apstriggers import Trigger, aware, trigger_of, trigger_schedule
-from cronwheel.importers.draft import Draft, finish, skipped
+from cronwheel.importers.draft import Draft, call_payload, finish, skipped
 from cronwheel.importers.options import LABEL, Options
 from cronwheel.importers.report import ImportResult, NoEquivalentError, Note, NoteKind, UnreadableInputError
 from cronwheel.importers.timing import (
@@ -218,7 +218,7 @@ def _job(spec: dict[str, Any], where: str, zone: str, context: _Module, now: dat
         "schedule": schedule,
         "timezone": job_zone,
         "target": {"type": "python", "function": func},
-        "payload": {"args": list(spec.get("args") or []), "kwargs": dict(spec.get("kwargs") or {})},
+        "payload": call_payload(spec.get("args"), spec.get("kwargs")),
         "timeout_s": NO_LIMIT_S,
     }
     draft.note(

@@ -21,7 +21,7 @@ import yaml
 
 from cronwheel.importers import pyconfig
 from cronwheel.importers.days import both_days, field_text
-from cronwheel.importers.draft import Draft, finish, skipped
+from cronwheel.importers.draft import Draft, call_payload, finish, skipped
 from cronwheel.importers.options import LABEL, Options
 from cronwheel.importers.report import ImportResult, NoEquivalentError, Note, NoteKind, UnreadableInputError
 from cronwheel.importers.timing import MAX_GRACE_S, NO_LIMIT_S, every, known_zone, schedule_problem
@@ -109,7 +109,8 @@ def _crontab_call(entry: Any) -> Any:
     given = entry.get("schedule") if isinstance(entry, dict) else None
     if not (isinstance(given, dict) and "crontab" in given):
         return entry
-    return {**entry, "schedule": pyconfig.CallValue("crontab", (), dict(given["crontab"] or {}))}
+    fields = given["crontab"] if isinstance(given["crontab"], dict) else {}
+    return {**entry, "schedule": pyconfig.CallValue("crontab", (), fields)}
 
 
 def _entry(key: str, entry: dict[str, Any], zone: str, where: str) -> Draft | Note:
@@ -132,7 +133,7 @@ def _entry(key: str, entry: dict[str, Any], zone: str, where: str) -> Draft | No
         "schedule": schedule,
         "timezone": zone,
         "target": {"type": "python", "function": f"{module}:{function}"},
-        "payload": {"args": list(entry.get("args") or []), "kwargs": dict(entry.get("kwargs") or {})},
+        "payload": call_payload(entry.get("args"), entry.get("kwargs")),
         "timeout_s": NO_LIMIT_S,
         "misfire": {"policy": "run_once"},
         "labels": {LABEL: "celery"},

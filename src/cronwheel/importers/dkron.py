@@ -182,8 +182,9 @@ def _http(config: dict[str, Any], draft: Draft) -> dict[str, Any] | None:
         return None
     target: dict[str, Any] = {"type": "http", "url": url, "method": str(config.get("method", "GET")).upper()}
     headers: dict[str, str] = {}
+    given = config.get("headers") or "[]"
     try:
-        listed = json.loads(config.get("headers") or "[]")
+        listed = given if isinstance(given, list) else json.loads(str(given))
     except ValueError:
         listed = []
     for header in listed if isinstance(listed, list) else []:
@@ -253,7 +254,7 @@ def _policies(job: dict[str, Any], draft: Draft, options: Options) -> None:
         except ValueError:
             draft.note(NoteKind.DROPPED, f"expires_at {job['expires_at']!r} is not an RFC 3339 instant")
     labels = {LABEL: "dkron"}
-    labels.update({str(k): str(v) for k, v in (job.get("metadata") or {}).items() if _label(str(k), str(v))})
+    labels.update({str(k): str(v) for k, v in _metadata(job).items() if _label(str(k), str(v))})
     draft.job["labels"] = labels
     if job.get("disabled") is True:
         draft.note(
@@ -282,13 +283,16 @@ def _dropped(job: dict[str, Any], draft: Draft) -> None:
             f"tags {job['tags']}: agent selection; cronwheel runs it on any worker of its queue",
         )
     if job.get("processors"):
-        draft.note(
-            NoteKind.DROPPED, f"processors {sorted(job['processors'])}: cronwheel keeps output with the run"
-        )
+        draft.note(NoteKind.DROPPED, f"processors {job['processors']!r}: cronwheel keeps output with the run")
     if job.get("dependent_jobs"):
         draft.note(NoteKind.DROPPED, f"dependent_jobs {job['dependent_jobs']}: chains are not imported")
     for key in sorted(set(job) - _HANDLED - _STATE):
         draft.note(NoteKind.DROPPED, f"{key}: not a field this importer knows; left out")
-    for key, value in (job.get("metadata") or {}).items():
+    for key, value in _metadata(job).items():
         if not _label(str(key), str(value)):
             draft.note(NoteKind.DROPPED, f"metadata {key!r}: not a valid label")
+
+
+def _metadata(job: dict[str, Any]) -> dict[str, Any]:
+    metadata = job.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}

@@ -74,3 +74,11 @@ def finish(entries: list[Draft | Note], team: str) -> ImportResult:
 def skipped(source: str, why: str) -> Note:
     """The note of an entry left out."""
     return Note(source, NoteKind.SKIPPED, f"not imported: {why}")
+
+
+def call_payload(args: Any, kwargs: Any) -> dict[str, Any]:
+    """The payload of a job that called ``function(*args, **kwargs)`` in its source scheduler."""
+    return {
+        "args": list(args) if isinstance(args, list | tuple) else [],
+        "kwargs": dict(kwargs) if isinstance(kwargs, dict) else {},
+    }

@@ -41,8 +41,8 @@ def convert(text: str, options: Options) -> ImportResult:
         if not isinstance(document, dict):
             raise UnreadableInputError(f"document {index} is not a mapping (a Kubernetes object)")
         kind = document.get("kind")
-        meta = document.get("metadata") or {}
-        name = meta.get("name") if isinstance(meta, dict) else None
+        meta = _mapping(document.get("metadata"))
+        name = meta.get("name")
         where = f"{kind or 'document'} {name or index}"
         if kind != "CronJob":
             entries.append(Note(where, NoteKind.SKIPPED, "not imported: not a CronJob"))
@@ -147,7 +147,7 @@ def _timing(spec: dict[str, Any], schedule: str, zone: str, draft: Draft, option
             "no startingDeadlineSeconds: the latest missed slot fires once (misfire run_once); "
             "Kubernetes also gives up after 100 missed slots, cronwheel does not",
         )
-    policy = spec.get("concurrencyPolicy", "Allow")
+    policy = str(spec.get("concurrencyPolicy", "Allow"))
     draft.job["overlap"] = _OVERLAP.get(policy, "allow")
     if policy not in _OVERLAP:
         draft.note(NoteKind.OVERLAP, f"concurrencyPolicy {policy!r} is unknown: overlap allow")
@@ -160,17 +160,16 @@ def _timing(spec: dict[str, Any], schedule: str, zone: str, draft: Draft, option
 
 
 def _pod(spec: dict[str, Any]) -> dict[str, Any]:
-    template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
-    pod = template.get("spec") if isinstance(template, dict) else None
-    return pod if isinstance(pod, dict) else {}
+    template = _mapping(_mapping(_mapping(spec.get("jobTemplate")).get("spec")).get("template"))
+    return _mapping(template.get("spec"))
 
 
 def _target(pod: dict[str, Any], draft: Draft) -> dict[str, Any] | None:
-    containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
+    containers = [c for c in _list(pod.get("containers")) if isinstance(c, dict)]
     if not containers or not isinstance(containers[0].get("command"), list):
         return None
     container = containers[0]
-    argv = [str(part) for part in container["command"] + list(container.get("args") or [])]
+    argv = [str(part) for part in container["command"] + _list(container.get("args"))]
     target: dict[str, Any] = {"type": "command", "argv": argv}
     env = _env(container, draft)
     if env:
@@ -192,7 +191,7 @@ def _target(pod: dict[str, Any], draft: Draft) -> dict[str, Any] | None:
 
 def _env(container: dict[str, Any], draft: Draft) -> dict[str, str]:
     env: dict[str, str] = {}
-    for item in container.get("env") or []:
+    for item in _list(container.get("env")):
         if isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item:
             env[item["name"]] = str(item["value"])
         elif isinstance(item, dict):
@@ -207,7 +206,7 @@ def _env(container: dict[str, Any], draft: Draft) -> dict[str, str]:
 
 
 def _job_spec(spec: dict[str, Any], draft: Draft) -> None:
-    job = (spec.get("jobTemplate") or {}).get("spec") or {}
+    job = _mapping(_mapping(spec.get("jobTemplate")).get("spec"))
     deadline = job.get("activeDeadlineSeconds")
     if isinstance(deadline, int) and 0 < deadline <= NO_LIMIT_S:
         draft.job["timeout_s"] = float(deadline)
@@ -231,3 +230,12 @@ def _job_spec(spec: dict[str, Any], draft: Draft) -> None:
     for key in ("successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
         if key in spec:
             draft.note(NoteKind.DROPPED, f"{key}: run history is kept by the job's retention instead")
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A manifest's mapping, or an empty one where the manifest has something else."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
