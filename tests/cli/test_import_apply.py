@@ -36,3 +36,27 @@ def test_an_imported_file_applies(server: Server, tmp_path: Path) -> None:
     assert stored["misfire"]["policy"] == "run_once"
     again = server.run("apply", "-f", str(jobs))
     assert again.stdout.splitlines() == ["No changes: 1 job(s) already match " + str(jobs) + "."]
+
+
+DKRON = """[{"name": "ping", "schedule": "0 0 * * * *", "timezone": "UTC", "disabled": true,
+  "executor": "http", "executor_config": {"method": "GET", "url": "https://hooks.example.com/ping"}}]"""
+
+
+def test_a_suspended_job_is_created_active_and_apply_says_so(server: Server, tmp_path: Path) -> None:
+    source, jobs, report = tmp_path / "dkron.json", tmp_path / "jobs.yaml", tmp_path / "report.txt"
+    source.write_text(DKRON)
+    imported = server.bare(
+        "import", "dkron", str(source), "--team", "web", "-o", str(jobs), "--report", str(report)
+    )
+    assert imported.exit_code == 0, imported.stderr
+    assert "    run: cronwheel jobs pause web/ping" in report.read_text().splitlines()
+    applied = server.run("apply", "-f", str(jobs))
+    assert applied.exit_code == 0, applied.stderr
+    assert (
+        "note: web/ping: the file says paused: true, the server's job will be created active"
+        in applied.stderr
+    )
+    assert server.json("jobs", "get", "web/ping")["paused"] is False
+    paused = server.run("jobs", "pause", "web/ping")
+    assert paused.exit_code == 0, paused.stderr
+    assert server.run("apply", "-f", str(jobs)).stdout.startswith("No changes")

@@ -55,6 +55,7 @@ def test_dkron_jobs() -> None:
         "overlap": "allow",
         "end_at": "2027-06-30T00:00:00Z",
         "labels": {"imported-from": "dkron"},
+        "paused": True,
     }
     rotate = job(result, "rotate-logs")
     assert (rotate["schedule"], rotate["timezone"]) == ("0 H 1 * * *", "America/Chicago")

@@ -28,6 +28,7 @@ def test_cronjobs_become_jobs() -> None:
         },
         "misfire": {"policy": "skip", "grace_s": 300.0},
         "overlap": "forbid",
+        "paused": True,  # apply leaves it, and says so; the report's action pauses
         "timeout_s": 1800.0,
         "retry": {"max_attempts": 3, **POD_BACKOFF},
         "labels": {"imported-from": "k8s"},

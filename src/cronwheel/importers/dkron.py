@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from cronwheel.importers.commands import command
-from cronwheel.importers.draft import Draft, finish, skipped
+from cronwheel.importers.draft import PAUSE_AFTER_APPLY, Draft, finish, skipped
 from cronwheel.importers.notify import email_rule_command
 from cronwheel.importers.options import LABEL, Options
 from cronwheel.importers.report import ImportResult, Note, NoteKind, UnreadableInputError
@@ -257,11 +257,8 @@ def _policies(job: dict[str, Any], draft: Draft, options: Options) -> None:
     labels.update({str(k): str(v) for k, v in _metadata(job).items() if _label(str(k), str(v))})
     draft.job["labels"] = labels
     if job.get("disabled") is True:
-        draft.note(
-            NoteKind.PAUSED,
-            "disabled: an apply file cannot pause; pause it after applying",
-            "cronwheel jobs pause {job}",
-        )
+        draft.job["paused"] = True  # apply leaves pausing alone, and says so where this differs
+        draft.note(NoteKind.PAUSED, PAUSE_AFTER_APPLY, "cronwheel jobs pause {job}")
     _dropped(job, draft)
 
 

@@ -16,6 +16,10 @@ from cronwheel.importers.report import ImportResult, Note, NoteKind
 NAME_LIMIT = 100
 NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # the API's names (of jobs and teams)
 _INVALID = re.compile(r"[^A-Za-z0-9._-]+")
+PAUSE_AFTER_APPLY = (
+    "suspended in the source: the file says paused: true, but apply creates it active (it leaves "
+    "pausing alone): pause it right after applying; a slot due in between fires"
+)
 
 
 @dataclass

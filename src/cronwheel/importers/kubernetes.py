@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from cronwheel.importers.draft import Draft, finish, skipped
+from cronwheel.importers.draft import PAUSE_AFTER_APPLY, Draft, finish, skipped
 from cronwheel.importers.options import LABEL, Options
 from cronwheel.importers.report import ImportResult, Note, NoteKind, UnreadableInputError
 from cronwheel.importers.timing import (
@@ -152,11 +152,8 @@ def _timing(spec: dict[str, Any], schedule: str, zone: str, draft: Draft, option
     if policy not in _OVERLAP:
         draft.note(NoteKind.OVERLAP, f"concurrencyPolicy {policy!r} is unknown: overlap allow")
     if spec.get("suspend") is True:
-        draft.note(
-            NoteKind.PAUSED,
-            "suspend: true: an apply file cannot pause; pause it after applying",
-            "cronwheel jobs pause {job}",
-        )
+        draft.job["paused"] = True  # apply leaves pausing alone, and says so where this differs
+        draft.note(NoteKind.PAUSED, PAUSE_AFTER_APPLY, "cronwheel jobs pause {job}")
 
 
 def _pod(spec: dict[str, Any]) -> dict[str, Any]:
