@@ -114,7 +114,8 @@ def test_go_durations_and_unknown_executors() -> None:
     assert [j["schedule"] for j in result.jobs] == ["@every 1s"]
     assert [n.message for n in result.notes if n.job == "fast" and n.kind.value == "schedule"] == [
         "@every 500ms: cronwheel's intervals are whole seconds: @every 1s",
-        "@every counts from cronwheel's anchor, not from when Dkron loaded the job",
+        "@every without 'from' fires at the Unix epoch plus whole intervals, not from when Dkron loaded "
+        "the job",
     ]
     assert [(source, kind) for source, _, kind in notes(result) if kind == "skipped"] == [
         ("job odd", "skipped"),

@@ -41,6 +41,17 @@ def test_cron_mapped_jobs_are_valid(name: str) -> None:
     assert refused(jobs) == {}
 
 
+@pytest.mark.parametrize("name", sorted(IMPORTS))
+def test_interval_and_one_off_jobs_are_valid(name: str) -> None:
+    jobs = [job for job in IMPORTS[name]().jobs if interval_or_one_off(job)]
+    assert refused(jobs) == {}
+
+
+def test_every_format_has_intervals_or_one_off_runs_to_check() -> None:
+    found = {name for name, convert in IMPORTS.items() if any(map(interval_or_one_off, convert().jobs))}
+    assert found == {"dkron_jobs.json", "celeryconfig.py", "celery_beat.yaml", "aps_jobs.py"}
+
+
 def test_the_check_refuses_what_the_api_refuses() -> None:
     bad = {
         "team": "ops",

@@ -14,7 +14,7 @@ from cronwheel.importers import pyconfig
 from cronwheel.importers.days import both_days, field_text
 from cronwheel.importers.draft import Draft
 from cronwheel.importers.report import NoEquivalentError, NoteKind
-from cronwheel.importers.timing import every, instant
+from cronwheel.importers.timing import EVERY_FROM_EPOCH, every, instant
 from cronwheel.importers.weekdays import NAMES, aps_days, cron_days
 
 # most significant first, with what a field below the least significant one given defaults to
@@ -84,7 +84,10 @@ def trigger_schedule(trigger: Trigger, zone: str, draft: Draft) -> str | None:
             return None
         start = aware(trigger.fields.get("start_date"), zone)
         if start is None:
-            draft.note(NoteKind.SCHEDULE, "no start_date: APScheduler counted from when the job was added")
+            draft.note(
+                NoteKind.SCHEDULE,
+                "no start_date: APScheduler counted from when the job was added; " + EVERY_FROM_EPOCH,
+            )
         return every(seconds, start)
     if trigger.kind == "date":
         run = aware(trigger.fields.get("run_date"), zone)

@@ -24,7 +24,14 @@ from cronwheel.importers.days import both_days, field_text
 from cronwheel.importers.draft import Draft, call_payload, finish, skipped
 from cronwheel.importers.options import LABEL, Options
 from cronwheel.importers.report import ImportResult, NoEquivalentError, Note, NoteKind, UnreadableInputError
-from cronwheel.importers.timing import MAX_GRACE_S, NO_LIMIT_S, every, known_zone, schedule_problem
+from cronwheel.importers.timing import (
+    EVERY_FROM_EPOCH,
+    MAX_GRACE_S,
+    NO_LIMIT_S,
+    every,
+    known_zone,
+    schedule_problem,
+)
 
 _KNOWN = frozenset({"crontab", "timedelta", "schedule", "solar"})
 _SCHEDULE_NAMES = ("beat_schedule", "CELERYBEAT_SCHEDULE")
@@ -176,7 +183,7 @@ def _interval(seconds: float, draft: Draft) -> str:
         draft.note(
             NoteKind.SCHEDULE, f"every {seconds:g} s: cronwheel's intervals are whole seconds ({text})"
         )
-    draft.note(NoteKind.SCHEDULE, "the interval counts from cronwheel's anchor, not from beat's last run")
+    draft.note(NoteKind.SCHEDULE, EVERY_FROM_EPOCH + ", not from beat's last run")
     return text
 
 

@@ -20,7 +20,15 @@ from cronwheel.importers.draft import PAUSE_AFTER_APPLY, Draft, finish, skipped
 from cronwheel.importers.notify import email_rule_command
 from cronwheel.importers.options import LABEL, Options
 from cronwheel.importers.report import ImportResult, Note, NoteKind, UnreadableInputError
-from cronwheel.importers.timing import NO_LIMIT_S, every, folded_fires, instant, known_zone, schedule_problem
+from cronwheel.importers.timing import (
+    EVERY_FROM_EPOCH,
+    NO_LIMIT_S,
+    every,
+    folded_fires,
+    instant,
+    known_zone,
+    schedule_problem,
+)
 
 _GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 _GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
@@ -236,9 +244,7 @@ def _policies(job: dict[str, Any], draft: Draft, options: Options) -> None:
             "cronwheel once (first pass); set dst_fold: both for both",
         )
     if schedule.startswith("@every"):
-        draft.note(
-            NoteKind.SCHEDULE, "@every counts from cronwheel's anchor, not from when Dkron loaded the job"
-        )
+        draft.note(NoteKind.SCHEDULE, EVERY_FROM_EPOCH + ", not from when Dkron loaded the job")
     draft.job["overlap"] = "forbid" if job.get("concurrency") == "forbid" else "allow"
     retries = job.get("retries")
     if isinstance(retries, int) and retries > 0:

@@ -4,16 +4,16 @@ the next time from the wall clock run twice and cronwheel's fixed-time schedules
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwheel.schedule import ScheduleError, load_zone, parse_schedule
+from cronwheel.schedule import ScheduleError, load_zone, parse_cron, parse_schedule
 from cronwheel.schedule.gaps import shortest_gap
 from cronwheel.schedule.zone import zone_model
 
 NO_LIMIT_S = 24 * 3600.0  # the API's largest timeout_s: what "no time limit" becomes
 MAX_GRACE_S = 7 * 86_400.0  # the API's largest misfire grace
+EVERY_FROM_EPOCH = "@every without 'from' fires at the Unix epoch plus whole intervals"
 _UNITS = (("d", 86_400), ("h", 3600), ("m", 60), ("s", 1))
 _LOOKAHEAD = timedelta(days=366)
 
@@ -31,8 +31,9 @@ def every(seconds: float, anchor: datetime | None = None) -> str:
 
 
 def instant(value: datetime) -> str:
-    """RFC 3339 with its offset (``Z`` for UTC), whole seconds unless it has a fraction."""
-    text = value.isoformat()
+    """RFC 3339 with its offset (``Z`` for UTC), in whole seconds as ``@at`` and ``from`` take
+    them (a fraction is dropped)."""
+    text = value.replace(microsecond=0).isoformat()
     return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
 
 
@@ -52,8 +53,8 @@ def folded_fires(expression: str, zone: str, now: datetime) -> str | None:
     and matches a wall time that a DST change repeats in ``zone`` within a year of ``now``: that
     span, as ``01:00-02:00 on 2027-11-07``; else None."""
     try:
-        schedule = parse_schedule(expression, zone)
-    except ScheduleError:
+        schedule = parse_cron(expression, zone)
+    except ScheduleError:  # not cron (an interval or an instant: DST never moves them), or invalid
         return None
     if schedule.dst_fold == "both":
         return None
@@ -75,10 +76,7 @@ def folded_fires(expression: str, zone: str, now: datetime) -> str | None:
 
 
 def schedule_problem(expression: str, zone: str) -> str | None:
-    """Why cronwheel refuses ``expression`` in ``zone``, or None. The ``@every``/``@at`` texts
-    this package writes are left to the server's own check (``cronwheel apply`` runs it)."""
-    if expression.startswith(("@every ", "@at ")):
-        return None
+    """Why cronwheel refuses ``expression`` in ``zone``, or None."""
     try:
         parse_schedule(expression, zone)
     except ScheduleError as error:
@@ -89,12 +87,6 @@ def schedule_problem(expression: str, zone: str) -> str | None:
 def fires_within(expression: str, zone: str, seconds: float, now: datetime) -> bool:
     """Whether two fire times of ``expression`` can be ``seconds`` or less apart (so that
     both can be missed within a grace period of that length)."""
-    if expression.startswith("@at "):
-        return False
-    if expression.startswith("@every "):
-        length = expression.split()[1]
-        total = sum(int(count) * dict(_UNITS)[unit] for count, unit in re.findall(r"(\d+)([dhms])", length))
-        return total <= seconds
     try:
         schedule = parse_schedule(expression, zone)
     except ScheduleError:
