@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"settings"},  # how a settings field is given on the command line
     {"clock", "failpoints", "receiver", "retrying", "schedule", "tls", "redaction", "v1"},
     {"targets"},  # the target kinds: records, checks, JSON, secret references
+    {"importers"},  # other schedulers' job definitions as apply files (pure)
     {"model", "limits", "auth"},  # records and pure rules
     {"lateness", "retention", "telemetry", "audit", "client"},
     {"notifications"},  # rules the store applies inside its transactions

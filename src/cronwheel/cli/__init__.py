@@ -10,6 +10,7 @@ from cronwheel.cli.audit import audit
 from cronwheel.cli.cluster import cluster
 from cronwheel.cli.config import config
 from cronwheel.cli.export import export
+from cronwheel.cli.importing import import_
 from cronwheel.cli.jobs import jobs
 from cronwheel.cli.notifications import notifications
 from cronwheel.cli.runs import runs
@@ -36,6 +37,7 @@ cli.add_command(jobs)
 cli.add_command(runs)
 cli.add_command(apply)
 cli.add_command(export)
+cli.add_command(import_)
 cli.add_command(tokens)
 cli.add_command(config)
 cli.add_command(secrets)

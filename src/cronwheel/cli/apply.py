@@ -188,6 +188,21 @@ def paused_claims(raw: list[Any]) -> dict[str, bool]:
     }
 
 
+def job_problems(item: dict[str, Any]) -> list[str]:
+    """What the API's schema (and the checks that need no server) refuse in one job mapping, as
+    :func:`normalize` reads it (the server's own fields, such as ``paused``, left out)."""
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from cronwheel.api.schemas.jobs import JobCreate  # noqa: PLC0415
+
+    owned = server_fields()
+    try:
+        JobCreate.model_validate({key: value for key, value in item.items() if key not in owned})
+    except ValidationError as error:
+        return [_problem_text(detail) for detail in error.errors()]
+    return []
+
+
 def _problem_text(detail: Any) -> str:
     """One error of the API's schema as a line: ``field: message``, or the checks' own sentence
     (``invalid schedule '61 * * * *': minute field ...``) where they give one."""
