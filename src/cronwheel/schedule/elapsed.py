@@ -146,8 +146,9 @@ class OnceSchedule(_Elapsed):
 
 def is_elapsed(expression: str) -> bool:
     """Whether the text is an ``@every`` or ``@at`` schedule (by its first word)."""
-    first = expression.split(maxsplit=1)[0].lower() if expression.strip() else ""
-    return first in (EVERY, AT)
+    if not expression.lstrip().startswith("@"):  # cron: decided without a split (a cold parse's cost)
+        return False
+    return expression.split(maxsplit=1)[0].lower() in (EVERY, AT)
 
 
 def parse_elapsed(expression: str, timezone: str, zone: tzinfo) -> IntervalSchedule | OnceSchedule:
