@@ -65,6 +65,7 @@ async def test_a_one_time_job_fires_once_and_is_then_complete(
     out, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 0, err.decode()
     assert re.search(r"next run:\s+complete", out.decode()), out.decode()
+    assert re.search(r"dst:\s+none: elapsed time", out.decode())
     late = {**body, "name": "late", "schedule": "@at 2026-01-01T00:00:00Z"}
     refused = await api.post("/v1/jobs", json=late)
     assert refused.status_code == 422

@@ -21,6 +21,7 @@ from cronwheel.cli.output import (
     when,
 )
 from cronwheel.client import collect
+from cronwheel.schedule.elapsed import is_elapsed
 from cronwheel.targets.kinds import KINDS, summary
 from cronwheel.targets.kinds import flags as target_flags
 from cronwheel.targets.kinds.base import Flag
@@ -99,6 +100,12 @@ def _retention(policy: dict[str, Any] | None) -> str:
     return ", ".join(limits) if limits else "whole history"
 
 
+def _dst(job: dict[str, Any]) -> str:
+    if is_elapsed(job["schedule"]):
+        return "none: elapsed time"
+    return f"gap={job['dst_gap'] or 'default'} fold={job['dst_fold'] or 'default'}"
+
+
 def job_view(job: dict[str, Any]) -> str:
     retry = job["retry"]
     misfire = job["misfire"]
@@ -109,7 +116,7 @@ def job_view(job: dict[str, Any]) -> str:
             ("version", job["version"]),
             ("schedule", f"{job['schedule']}  ({job['timezone']})"),
             ("in words", job.get("schedule_description")),
-            ("dst", f"gap={job['dst_gap'] or 'default'} fold={job['dst_fold'] or 'default'}"),
+            ("dst", _dst(job)),
             ("target", summary(job["target"])),
             ("secrets", _secrets(job["target"])),
             ("in clear", _plain(job)),
