@@ -31,6 +31,7 @@ class AuditAction(enum.StrEnum):
     JOB_PAUSE = "job.pause"
     JOB_RESUME = "job.resume"
     JOB_TRIGGER = "job.trigger"
+    JOB_BACKFILL = "job.backfill"
     TOKEN_CREATE = "token.create"  # noqa: S105 - an action's name, not a secret
     TOKEN_REVOKE = "token.revoke"  # noqa: S105
     SECRET_SET = "secret.set"  # noqa: S105

@@ -39,6 +39,9 @@ __all__ = [
     "SHARDS",
     "Attempt",
     "AttemptResult",
+    "Backfill",
+    "BackfillState",
+    "BackfillStep",
     "CommandTarget",
     "DueJob",
     "Finish",
@@ -264,8 +267,15 @@ LEGAL_TRANSITIONS: dict[RunState | None, frozenset[RunState]] = {
 
 
 class RunKind(enum.StrEnum):
-    SCHEDULED = "scheduled"
-    MANUAL = "manual"
+    SCHEDULED = "scheduled"  # a slot the scheduler fired
+    MANUAL = "manual"  # a trigger: keyed by its idempotency key, not by a slot
+    BACKFILL = "backfill"  # a past slot a backfill recorded: keyed by its slot, as a scheduled run
+
+    @property
+    def keyed_by_slot(self) -> bool:
+        """Whether a run of this kind takes its slot's (job, slot) key (guarantee 1): a slot
+        backfilled is a slot fired, whichever came first."""
+        return self is not RunKind.MANUAL
 
 
 class SkipReason(enum.StrEnum):
@@ -309,8 +319,9 @@ class Run:
 
 
 def dedup_key(kind: RunKind, slot: datetime, idempotency_key: str | None, run_id: str) -> str:
-    """Unique per job: one run per slot for scheduled runs, one per client key for manual ones."""
-    if kind is RunKind.SCHEDULED:
+    """Unique per job: one run per slot for scheduled and backfill runs, one per client key for
+    manual ones."""
+    if kind.keyed_by_slot:
         return f"slot:{int(slot.timestamp())}"
     return f"key:{idempotency_key}" if idempotency_key else f"run:{run_id}"
 
@@ -358,6 +369,41 @@ class RunEvent:
     detail: str | None = None
 
 
+# -- backfills ------------------------------------------------------------------------------------
+
+
+class BackfillState(enum.StrEnum):
+    RUNNING = "running"  # slots remain from ``cursor`` on
+    DONE = "done"  # every slot of the range has a run
+    CANCELLED = "cancelled"  # the job was deleted before the range was through
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """A request to record a run for every past slot of a job in [``start``, ``end``] that has
+    none. The store holds it and its progress; the backfiller moves ``cursor`` (the earliest
+    instant whose slots remain; None once through) a batch at a time, each batch one transaction
+    with its runs. ``total`` is the range's slot count when it was accepted; of those, ``created``
+    got their run from this backfill and ``existing`` already had one."""
+
+    id: str
+    job_id: str
+    start: datetime
+    end: datetime
+    total: int
+    cursor: datetime | None
+    state: BackfillState = BackfillState.RUNNING
+    created: int = 0
+    existing: int = 0
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def decided(self) -> int:
+        """Slots of the range decided so far: given a run here, or found with one."""
+        return self.created + self.existing
+
+
 # -- what the roles hand the store -----------------------------------------------------------------
 
 
@@ -373,6 +419,19 @@ class Firing:
     next_run_at: datetime | None
     runs: tuple[Run, ...] = ()
     cancel_run_ids: tuple[str, ...] = ()  # overlap=replace: ask these runs' workers to stop
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillStep:
+    """The backfiller's decision for one backfill: record ``runs`` (PENDING, kind ``backfill``)
+    and move its cursor from ``expected_cursor`` to ``next_cursor`` (None: the range is through),
+    only if the backfill is still running at ``expected_cursor`` (the store decides)."""
+
+    backfill_id: str
+    job_id: str
+    expected_cursor: datetime
+    next_cursor: datetime | None
+    runs: tuple[Run, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,7 @@ class World:
 
 
 JOB, BY_NAME = "/v1/jobs/{job_id}", "/v1/teams/{team}/jobs/{name}"
+PAST_RANGE = {"from": "2026-02-20T00:00:00Z", "to": "2026-03-01T00:00:00Z"}  # nine slots of job_body's
 ROWS: dict[tuple[str, str], Row] = {
     ("POST", "/v1/jobs"): Row(
         team_free(WRITE, 201, wrong_team=403), lambda w: job_body(f"{w.name}-new", "data")
@@ -182,6 +183,8 @@ ROWS: dict[tuple[str, str], Row] = {
             ("POST", "/pause", Row(team_object(WRITE, 200), lambda w: {"note": "n"})),
             ("POST", "/resume", Row(team_object(WRITE, 200), lambda w: {})),
             ("POST", "/trigger", Row(team_object(TRIGGER, 201), lambda w: {})),
+            ("POST", "/backfills", Row(team_object(TRIGGER, 202), lambda w: PAST_RANGE)),
+            ("GET", "/backfills", Row(team_object(READ, 200))),
             ("GET", "/runs", Row(team_object(READ, 200))),
             ("GET", "/notifications", Row(team_object(READ, 200))),
             ("PUT", "/notifications", Row(team_object(WRITE, 200), lambda w: {"rules": []})),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0014"
+        assert await current_revision(engine) == head_revision() == "0016"
     finally:
         await engine.dispose()
 
@@ -151,6 +152,45 @@ async def test_0002_adds_shard_epochs_to_a_0001_database_and_keeps_its_data(empt
             tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
             assert "shard_epochs" not in tables
             assert await connection.scalar(select(jobs.c.name).where(jobs.c.id == job.id)) == job.name
+    finally:
+        await engine.dispose()
+
+
+async def test_0016_adds_backfills_and_the_backfill_kind_to_a_0014_database(empty_store_url: str) -> None:
+    await run_sync_at(empty_store_url, _to("0014"))
+    engine = create_engine(empty_store_url)
+    job = make_job()
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            older = make_run(job, START, created_at=START)
+            await connection.execute(insert(runs).values(codec.run_to_row(older)))
+    finally:
+        await engine.dispose()
+
+    store = await open_store(empty_store_url)  # migrated to head
+    try:
+        backfilled = make_run(job, START - timedelta(minutes=1), kind=RunKind.BACKFILL, created_at=START)
+        assert await store.get_run(older.id) == older
+        async with store.engine.begin() as connection:
+            await connection.execute(insert(runs).values(codec.run_to_row(backfilled)))
+        assert (await store.get_run(backfilled.id)).kind is RunKind.BACKFILL
+        with pytest.raises(exc.IntegrityError):  # the CHECK still refuses a kind that is none
+            async with store.engine.begin() as connection:
+                await connection.execute(
+                    insert(runs).values({**codec.run_to_row(older), "id": "x", "kind": "other"})
+                )
+    finally:
+        await store.close()
+    assert await _diff_at(empty_store_url, metadata) == []
+
+    await run_sync_at(empty_store_url, _to("0014", down=True))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert "backfills" not in tables
+            assert set(await connection.scalars(select(runs.c.id))) == {older.id}
     finally:
         await engine.dispose()
 

@@ -22,7 +22,19 @@ from cronwheel.api.guards import limits
 from cronwheel.api.guards.host import RequestGuard
 from cronwheel.api.guards.nosniff import NoSniff
 from cronwheel.api.guards.observe import RequestMetrics
-from cronwheel.api.routes import audit, docs, jobs, notifications, output, runs, secrets, system, tokens, ui
+from cronwheel.api.routes import (
+    audit,
+    backfills,
+    docs,
+    jobs,
+    notifications,
+    output,
+    runs,
+    secrets,
+    system,
+    tokens,
+    ui,
+)
 from cronwheel.api.schemas import storable
 from cronwheel.api.services import ApiServices, Readiness, store_readiness
 
@@ -67,6 +79,7 @@ def create_app(services: ApiServices) -> FastAPI:
     per_request = [*limits.PER_REQUEST, Depends(storable.storable_request)]
     for routes in (
         jobs.router,
+        backfills.router,
         runs.router,
         system.router,
         tokens.router,

@@ -27,6 +27,7 @@ from cronwheel.api.callers.auth import require_every_team
 from cronwheel.api.problems import ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import checks
+from cronwheel.api.schemas.backfills import BackfillIn, BackfillOut, BackfillPage, BackfillPlanOut
 from cronwheel.api.schemas.checks import schedule_sentence
 from cronwheel.api.schemas.fields import check_settable
 from cronwheel.api.schemas.jobs import (
@@ -385,3 +386,26 @@ async def cluster_status(services: ApiServices, caller: Caller) -> dict[str, Any
     if services.cluster is None:
         raise ProblemError(404, "not-found", "Not found", "cluster status is not served by this process")
     return await services.cluster.snapshot()
+
+
+# -- backfills --------------------------------------------------------------------------------------
+
+
+async def backfill_job(
+    services: ApiServices, caller: Caller, actor: Actor, job_id: str, body: BackfillIn
+) -> BackfillOut | BackfillPlanOut:
+    """Accept a backfill of the job's past slots (the ``trigger`` scope: it runs the job), or with
+    ``dry_run`` answer what it would do, writing nothing."""
+    await job_for(services, caller, job_id, Scope.TRIGGER)
+    service = services.job_service
+    if body.dry_run:
+        return BackfillPlanOut.from_plan(await service.plan_backfill(job_id, body.start, body.end))
+    backfill = await service.backfill(job_id, body.start, body.end, body.confirm, actor)
+    return BackfillOut.from_record(backfill)
+
+
+async def job_backfills(services: ApiServices, caller: Caller, job_id: str, limit: int) -> BackfillPage:
+    """The job's backfills and their progress, newest first."""
+    await job_for(services, caller, job_id, Scope.READ)
+    found = await services.store.job_backfills(job_id, limit)
+    return BackfillPage(items=[BackfillOut.from_record(backfill) for backfill in found])

@@ -37,6 +37,7 @@ from cronwheel.errors import (
     RateLimitedError,
     UnauthenticatedError,
 )
+from cronwheel.jobs.backfill import BackfillRefusedError
 from cronwheel.jobs.service import NoSlotError, PlainCredentialError, UnknownSecretError
 from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
@@ -216,6 +217,10 @@ async def _schedule(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, BackfillRefusedError):  # a range judged against the job and the clock
+        errors = [field_error(exc.field, str(exc), code=exc.code, **exc.facts)]
+        slug, title = _BACKFILL_PROBLEMS.get(exc.code, ("invalid-backfill", "Invalid backfill"))
+        return problem_response(request, 422, slug, title, str(exc), errors=errors, **exc.facts)
     if isinstance(exc, NoSlotError):  # a timing edit judged against the stored job
         errors = [field_error(exc.field, str(exc), code="no_slot")]
         return problem_response(request, 422, "no-slot", "Job would never fire", str(exc), errors=errors)
@@ -238,6 +243,13 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
             **facts,
         )
     return problem_response(request, 422, "invalid-input", "Invalid input", str(exc), errors=[])
+
+
+# The backfill refusals that have a problem type of their own: a client acts on them differently.
+_BACKFILL_PROBLEMS = {
+    "confirm_required": ("backfill-confirm-required", "Backfill needs confirmation"),
+    "too_many_slots": ("backfill-too-large", "Backfill too large"),
+}
 
 
 async def _not_found(request: Request, exc: Exception) -> JSONResponse:

@@ -7,6 +7,7 @@ import click
 from cronwheel import __version__
 from cronwheel.cli.apply import apply
 from cronwheel.cli.audit import audit
+from cronwheel.cli.backfilling import backfill, backfills
 from cronwheel.cli.cluster import cluster
 from cronwheel.cli.config import config
 from cronwheel.cli.export import export
@@ -34,6 +35,8 @@ cli.add_command(db)
 cli.add_command(cluster)
 cli.add_command(schedule)
 cli.add_command(jobs)
+jobs.add_command(backfill)
+jobs.add_command(backfills)
 cli.add_command(runs)
 cli.add_command(apply)
 cli.add_command(export)

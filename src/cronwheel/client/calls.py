@@ -19,6 +19,8 @@ from urllib.parse import quote
 from cronwheel.client.errors import ConfigurationError
 from cronwheel.client.types import (
     AuditEntry,
+    Backfill,
+    BackfillPlan,
     Health,
     Job,
     JobValidation,
@@ -69,6 +71,8 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "pause_job": Route("POST", JOB + "/pause"),
         "resume_job": Route("POST", JOB + "/resume"),
         "trigger_job": Route("POST", JOB + "/trigger"),
+        "backfill_job": Route("POST", JOB + "/backfills"),
+        "list_backfills": Route("GET", JOB + "/backfills"),
         "list_job_runs": Route("GET", JOB + "/runs"),
         "list_runs": Route("GET", "/v1/runs"),
         "get_run": Route("GET", "/v1/runs/{run_id}"),
@@ -284,6 +288,26 @@ def trigger_job(
     given = {"Idempotency-Key": idempotency_key, "traceparent": traceparent, "tracestate": tracestate}
     headers = {name: value for name, value in given.items() if value is not None}
     return _call("trigger_job", _triggered, job=job, body=body, headers=headers)
+
+
+def backfill_job(
+    job: str, start: str, end: str, *, dry_run: bool = False, confirm: bool = False
+) -> Call[Backfill | BackfillPlan]:
+    """Backfill the job's slots in [``start``, ``end``] (RFC 3339 with an offset) that have no
+    run: the :class:`Backfill` accepted, whose progress :func:`list_backfills` shows; with
+    ``dry_run``, the :class:`BackfillPlan` (nothing written). More slots than the server's
+    confirmation limit need ``confirm``."""
+    body = {"from": start, "to": end, "dry_run": dry_run, "confirm": confirm}
+    return _call("backfill_job", _data, job=job, body=body)
+
+
+def list_backfills(job: str, *, limit: int | None = None) -> Call[list[Backfill]]:
+    """The job's backfills with their progress, newest first."""
+    return _call("list_backfills", _items, job=job, params=_params(limit=limit))
+
+
+def _items(answer: Answer) -> list[Any]:
+    return list(answer.data["items"])
 
 
 def list_job_runs(

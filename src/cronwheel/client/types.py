@@ -74,6 +74,26 @@ class Job(JobDefinition):
     recent: list[RecentRun] | None
 
 
+Backfill = TypedDict(
+    "Backfill",
+    {
+        "id": str, "job_id": str, "from": str, "to": str, "state": str, "total": int, "created": int,
+        "existing": int, "remaining": int, "next_slot": str | None, "created_at": str | None,
+        "updated_at": str | None,
+    },
+)  # fmt: skip
+"""``BackfillOut``: a backfill and its progress (``state`` running, done or cancelled)."""
+
+BackfillPlan = TypedDict(
+    "BackfillPlan",
+    {
+        "job_id": str, "from": str, "to": str, "total": int, "create": list[str], "existing": list[str],
+        "confirm_required": bool,
+    },
+)  # fmt: skip
+"""``BackfillPlanOut``: a dry run's slots to create and those that have runs (nothing written)."""
+
+
 class Run(TypedDict):
     """``RunOut``: one run of a job (``job_team``/``job_name`` null once the job is deleted)."""
 

@@ -22,8 +22,10 @@ from cronwheel.api.addressing import job_id_by_name
 from cronwheel.api.problems import ProblemError, field_error
 from cronwheel.api.routes import secrets as secret_ops
 from cronwheel.api.routes import tokens as token_ops
+from cronwheel.api.routes.backfills import BACKFILLS_LISTED
 from cronwheel.api.routes.secrets import SecretIn
 from cronwheel.api.routes.tokens import TokenCreate
+from cronwheel.api.schemas.backfills import BackfillIn, BackfillPlanOut
 from cronwheel.api.schemas.base import NAME_PATTERN, Name, RunStateName
 from cronwheel.api.schemas.jobs import JobCreate, JobPatch, JobUpdate, PauseIn, ResumeIn, TriggerIn
 from cronwheel.api.schemas.preview import PreviewIn
@@ -221,6 +223,37 @@ class JobServicer(_Servicer, jobs_pb2_grpc.JobServiceServicer):
             return message(
                 {"run": run.model_dump(mode="json"), "created": created}, jobs_pb2.TriggerJobResponse()
             )
+
+    async def BackfillJob(
+        self, request: jobs_pb2.BackfillJobRequest, context: Any
+    ) -> jobs_pb2.BackfillJobResponse:
+        async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
+            body = validated(BackfillIn, _backfill_body(request))
+            answer = await operations.backfill_job(self.services, call.caller, call.actor, job_id, body)
+            if isinstance(answer, BackfillPlanOut):
+                return jobs_pb2.BackfillJobResponse(plan=message(answer, jobs_pb2.BackfillPlan()))
+            return jobs_pb2.BackfillJobResponse(backfill=message(answer, jobs_pb2.Backfill()))
+
+    async def ListBackfills(
+        self, request: jobs_pb2.ListBackfillsRequest, context: Any
+    ) -> jobs_pb2.BackfillList:
+        async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
+            given = {"limit": request.limit} if request.HasField("limit") else {}
+            limit = validated(_BackfillListing, given).limit
+            page = await operations.job_backfills(self.services, call.caller, job_id, limit)
+            return message(page, jobs_pb2.BackfillList())
+
+
+class _BackfillListing(BaseModel):
+    limit: Annotated[int, Field(ge=1, le=100)] = BACKFILLS_LISTED
+
+
+def _backfill_body(request: jobs_pb2.BackfillJobRequest) -> dict[str, Any]:
+    """REST's backfill body: ``start`` and ``end`` under REST's names (empty: missing, as REST's)."""
+    given = {"from": request.start, "to": request.end, "dry_run": request.dry_run, "confirm": request.confirm}
+    return {key: value for key, value in given.items() if value != ""}
 
 
 class _Fields(BaseModel):

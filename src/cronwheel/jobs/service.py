@@ -21,8 +21,10 @@ from yarl import URL
 from cronwheel.audit import Actor, AuditAction, AuditEntry
 from cronwheel.clock import Clock
 from cronwheel.errors import InvalidInputError
+from cronwheel.jobs.backfill import BackfillPlan, check_confirmed, check_range, check_slots
 from cronwheel.limits import Limits
 from cronwheel.model import (
+    Backfill,
     CommandTarget,
     Job,
     PythonTarget,
@@ -35,6 +37,7 @@ from cronwheel.model import (
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.schedule import OnceSchedule
+from cronwheel.scheduler.backfill import BACKFILL_MAX_SLOTS, slots_in
 from cronwheel.scheduler.planner import first_slot, last_slots, late_once, schedule_of
 from cronwheel.store import Store
 from cronwheel.targets import python as python_targets
@@ -181,7 +184,7 @@ class UnknownSecretError(InvalidInputError):
 
 
 class JobService:
-    """Creates, edits, pauses, resumes, triggers and deletes jobs, within the operator's
+    """Creates, edits, pauses, resumes, triggers, backfills and deletes jobs, within the operator's
     ``limits``: a team's quota of live jobs and the minimum interval between fires."""
 
     def __init__(
@@ -431,6 +434,34 @@ class JobService:
             await self.queue.publish([Trigger(stored.id, stored.job_id, stored.queue)])
             await self.store.mark_queued([stored.id], now)
         return stored, created
+
+    async def plan_backfill(self, job_id: str, start: datetime, end: datetime) -> BackfillPlan:
+        """The backfill of [``start``, ``end``] as :meth:`backfill` would record it now, or the
+        refusal it would give (but for confirmation); nothing is written (a dry run)."""
+        job = await self.store.get_job(job_id)
+        check_range(start, end, self.clock.now())
+        slots = slots_in(job, start, end, BACKFILL_MAX_SLOTS + 1)
+        check_slots(job, start, end, len(slots))
+        taken = await self.store.slots_with_runs(job.id, start, end)
+        missing = tuple(slot for slot in slots if slot not in taken)
+        return BackfillPlan(job, start, end, missing, tuple(slot for slot in slots if slot in taken))
+
+    async def backfill(
+        self, job_id: str, start: datetime, end: datetime, confirm: bool = False, actor: Actor | None = None
+    ) -> Backfill:
+        """Accept a backfill of the job's slots in [``start``, ``end``] (one transaction with its
+        audit entry); the backfiller records their runs at its rate. A slot that has a run keeps
+        it, so backfilling a range again records nothing new."""
+        plan = await self.plan_backfill(job_id, start, end)
+        check_confirmed(plan.total, confirm)
+        now = self.clock.now()
+        first = min(plan.missing[:1] + plan.existing[:1])
+        record = Backfill(
+            new_id(), plan.job.id, start, end, plan.total, first, created_at=now, updated_at=now
+        )
+        return await self.store.create_backfill(
+            record, audit=_entry(actor, AuditAction.JOB_BACKFILL, now, plan.job)
+        )
 
     async def delete(self, job_id: str, actor: Actor | None = None, team: str | None = None) -> Job:
         """No further runs; unfinished ones are asked to stop; the history stays readable.

@@ -66,6 +66,7 @@ from cronwheel.queue import Queue
 from cronwheel.redaction import redact_url
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler import ARM_AHEAD_S
+from cronwheel.scheduler.backfiller import Backfiller
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.purger import BATCH, EMBEDDED_BATCH, Purger
 from cronwheel.scheduler.sweeper import Sweeper
@@ -733,6 +734,8 @@ class _Roles:
             store, clock, settings.retention(), batch=EMBEDDED_BATCH if settings.embedded else BATCH
         )
         self._task(purger.run(self.stop, leader), "retention")
+        # the leader's too: one backfiller keeps the backfill rate bound for the whole cluster
+        self._task(Backfiller(store, queue, clock).run(self.stop, leader), "backfill")
 
     async def _is_leader(self) -> bool:
         return await self.backends.coordinator.leader() == self.settings.node

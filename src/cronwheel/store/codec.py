@@ -26,6 +26,8 @@ from cronwheel.auth.tokens import ApiToken
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import (
     Attempt,
+    Backfill,
+    BackfillState,
     DueJob,
     Job,
     MisfireMode,
@@ -286,6 +288,38 @@ def run_from_row(row: Row) -> Run:
         cancel_requested=bool(row["cancel_requested"]),
         traceparent=row["traceparent"],
     )
+
+
+def backfill_from_row(row: Row) -> Backfill:
+    return Backfill(
+        id=row["id"],
+        job_id=row["job_id"],
+        start=row["start_at"],
+        end=row["end_at"],
+        total=int(row["total"]),
+        cursor=row["cursor_at"],
+        state=BackfillState(row["state"]),
+        created=int(row["created"]),
+        existing=int(row["existing"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def backfill_to_row(backfill: Backfill) -> dict[str, Any]:
+    return {
+        "id": backfill.id,
+        "job_id": backfill.job_id,
+        "start_at": backfill.start,
+        "end_at": backfill.end,
+        "total": backfill.total,
+        "created": backfill.created,
+        "existing": backfill.existing,
+        "cursor_at": backfill.cursor,
+        "state": backfill.state.value,
+        "created_at": backfill.created_at,
+        "updated_at": backfill.updated_at,
+    }
 
 
 def attempt_from_row(row: Row) -> Attempt:

@@ -2,11 +2,12 @@
 small records their methods take and return.
 
 Each role holds only the port it uses: the scheduler :class:`FiringStore`, the worker
-:class:`LeaseStore`, the sweeper :class:`SweepStore`, the purger :class:`PurgeStore`, the job
-service :class:`JobStore`, secrets :class:`SecretStore`, tokens :class:`TokenStore`, the notifier
-:class:`NoticeStore`, the API's reads :class:`RunReads` and :class:`ClusterReads`. :class:`Store`
-is all of them: what a backend (:class:`cronwheel.store.sql.SqlStore`) implements and the
-contract suite (``tests/store``) runs against SQLite and PostgreSQL.
+:class:`LeaseStore`, the sweeper :class:`SweepStore`, the backfiller :class:`BackfillStore`, the
+purger :class:`PurgeStore`, the job service :class:`JobStore`, secrets :class:`SecretStore`,
+tokens :class:`TokenStore`, the notifier :class:`NoticeStore`, the API's reads :class:`RunReads`
+and :class:`ClusterReads`. :class:`Store` is all of them: what a backend
+(:class:`cronwheel.store.sql.SqlStore`) implements and the contract suite (``tests/store``) runs
+against SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from cronwheel.auth.tokens import ApiToken
 from cronwheel.model import (
     Attempt,
     AttemptResult,
+    Backfill,
+    BackfillStep,
     DueJob,
     Finish,
     FireResult,
@@ -208,7 +211,15 @@ class JobStore(JobReads, Queueing, Protocol):
     async def request_cancel(self, run_ids: Sequence[str], now: datetime) -> None: ...
 
 
-class FiringStore(JobReads, Queueing, Protocol):
+class ActiveRuns(Protocol):
+    """What overlap policies read: the runs of a job that have not finished."""
+
+    async def active_runs(self, job_ids: Sequence[str]) -> dict[str, list[Run]]:
+        """Non-terminal runs of each job (for overlap policies)."""
+        ...
+
+
+class FiringStore(JobReads, Queueing, ActiveRuns, Protocol):
     """The scheduler's port: due jobs, shard fencing and the conditional fire that records runs
     (guarantee 1: the store decides)."""
 
@@ -255,13 +266,44 @@ class FiringStore(JobReads, Queueing, Protocol):
         oldest slot first: what a scheduler gaining those shards must release at their slots."""
         ...
 
-    async def active_runs(self, job_ids: Sequence[str]) -> dict[str, list[Run]]:
-        """Non-terminal runs of each job (for overlap policies)."""
-        ...
-
     async def record_skipped(self, runs: Sequence[Run], now: datetime) -> list[Run]:
         """Insert SKIPPED runs (slots missed while paused) that do not exist yet; returns those
         inserted. Existing (job, slot) runs are left alone."""
+        ...
+
+
+class BackfillStore(JobReads, Queueing, ActiveRuns, Protocol):
+    """Backfills: the job service accepts them, the backfiller carries them through a step at a
+    time, the API reads their progress. A slot gets at most one run whoever records it (the
+    (job, slot) key of guarantee 1: "already exists" is success, counted as ``existing``)."""
+
+    async def create_backfill(self, backfill: Backfill, *, audit: AuditEntry | None = None) -> Backfill:
+        """Store a new backfill of a live job (``NotFoundError`` otherwise), with ``audit``, in
+        one transaction; ``created_at``/``updated_at`` left None are the store's now."""
+        ...
+
+    async def get_backfill(self, backfill_id: str) -> Backfill: ...
+
+    async def job_backfills(self, job_id: str, limit: int = 20) -> list[Backfill]:
+        """The job's backfills, newest first."""
+        ...
+
+    async def running_backfills(self, limit: int = 100) -> list[Backfill]:
+        """The backfills still running, oldest first."""
+        ...
+
+    async def slots_with_runs(self, job_id: str, start: datetime, end: datetime) -> set[datetime]:
+        """The slots in [``start``, ``end``] of the job that hold a run keyed by its slot
+        (scheduled, skipped or backfilled; a manual run holds none)."""
+        ...
+
+    async def advance_backfill(self, step: BackfillStep, now: datetime) -> tuple[Backfill, list[Run]] | None:
+        """Apply ``step`` in one transaction: insert its runs (a slot that has a run keeps it),
+        move the cursor, add to ``created`` the runs inserted and to ``existing`` the others, and
+        end the backfill ``done`` when ``next_cursor`` is None. Returns the backfill as stored and
+        the runs inserted (to be queued), or None when the backfill is not running at
+        ``expected_cursor`` any more (nothing written). A backfill whose job was deleted ends
+        ``cancelled`` instead, recording nothing."""
         ...
 
 
@@ -598,6 +640,7 @@ class ServerClock(Protocol):
 class Store(
     JobStore,
     FiringStore,
+    BackfillStore,
     LeaseStore,
     SweepStore,
     PurgeStore,

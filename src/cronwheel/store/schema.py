@@ -36,7 +36,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-from cronwheel.model import Outcome, RunKind, RunState
+from cronwheel.model import BackfillState, Outcome, RunKind, RunState
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -75,6 +75,7 @@ def _in(column: str, values: list[str]) -> str:
 _STATES = [state.value for state in RunState]
 _KINDS = [kind.value for kind in RunKind]
 _OUTCOMES = [outcome.value for outcome in Outcome]
+_BACKFILL_STATES = [state.value for state in BackfillState]
 
 ID = String(36)  # UUIDv7 text
 NAME = String(200)
@@ -205,6 +206,35 @@ job_last_run = Table(
     Column("run_id", ID, nullable=False),
     Column("state", STATE, nullable=False),
     Index("ix_job_last_run_state_job_id_team", "state", "job_id", "team"),
+)
+
+# A job's backfills and their progress (migration 0016): the backfiller moves ``cursor_at`` (the
+# earliest instant whose slots remain; NULL once through) and the counts in the transaction that
+# records each batch's runs (store.sql.backfills), so the row is always what was recorded.
+backfills = Table(
+    "backfills",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("job_id", ID, ForeignKey("jobs.id"), nullable=False),
+    Column("start_at", Instant, nullable=False),
+    Column("end_at", Instant, nullable=False),
+    Column("total", Integer, nullable=False),
+    Column("created", Integer, nullable=False),
+    Column("existing", Integer, nullable=False),
+    Column("cursor_at", Instant, nullable=True),
+    Column("state", String(16), nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("updated_at", Instant, nullable=False),
+    CheckConstraint(_in("state", _BACKFILL_STATES), name="state"),
+    Index("ix_backfills_job_id_created_at", "job_id", "created_at"),
+)
+
+BACKFILL_RUNNING = backfills.c.state == literal_column(f"'{BackfillState.RUNNING.value}'")
+Index(
+    "ix_backfills_running",
+    backfills.c.created_at,
+    sqlite_where=BACKFILL_RUNNING,
+    postgresql_where=BACKFILL_RUNNING,
 )
 
 # A literal, not a bound parameter: SQLite uses a partial index only for literally matching terms.

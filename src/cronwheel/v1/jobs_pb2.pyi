@@ -1054,3 +1054,225 @@ class TriggerJobResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TriggerJobResponse: _TypeAlias = TriggerJobResponse  # noqa: Y015
+
+@_typing.final
+class BackfillJobRequest(_message.Message):
+    """REST's "from" and "to" are start and end here ("from" is a keyword of several languages)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    CONFIRM_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    """The job: its id, or "team/name" (its team's live job of that name), as REST's two paths."""
+    start: _builtins.str
+    """RFC 3339 with an offset"""
+    end: _builtins.str
+    """RFC 3339 with an offset; not in the future"""
+    dry_run: _builtins.bool
+    confirm: _builtins.bool
+    """required beyond the server's confirmation limit of slots"""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+        dry_run: _builtins.bool = ...,
+        confirm: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confirm", b"confirm", "dry_run", b"dry_run", "end", b"end", "job_id", b"job_id", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackfillJobRequest: _TypeAlias = BackfillJobRequest  # noqa: Y015
+
+@_typing.final
+class Backfill(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    EXISTING_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    NEXT_SLOT_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    job_id: _builtins.str
+    start: _builtins.str
+    end: _builtins.str
+    state: _builtins.str
+    """running, done, cancelled"""
+    total: _builtins.int
+    """the range's slots when it was accepted"""
+    created: _builtins.int
+    """slots given a run by this backfill"""
+    existing: _builtins.int
+    """slots that already had a run"""
+    remaining: _builtins.int
+    next_slot: _builtins.str
+    """where it goes on; unset once through"""
+    created_at: _builtins.str
+    updated_at: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+        state: _builtins.str = ...,
+        total: _builtins.int = ...,
+        created: _builtins.int = ...,
+        existing: _builtins.int = ...,
+        remaining: _builtins.int = ...,
+        next_slot: _builtins.str | None = ...,
+        created_at: _builtins.str | None = ...,
+        updated_at: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_next_slot", b"_next_slot", "_updated_at", b"_updated_at", "created_at", b"created_at", "next_slot", b"next_slot", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_next_slot", b"_next_slot", "_updated_at", b"_updated_at", "created", b"created", "created_at", b"created_at", "end", b"end", "existing", b"existing", "id", b"id", "job_id", b"job_id", "next_slot", b"next_slot", "remaining", b"remaining", "start", b"start", "state", b"state", "total", b"total", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__created_at: _TypeAlias = _typing.Literal["created_at"]  # noqa: Y015
+    _WhichOneofArgType__created_at: _TypeAlias = _typing.Literal["_created_at", b"_created_at"]  # noqa: Y015
+    _WhichOneofReturnType__next_slot: _TypeAlias = _typing.Literal["next_slot"]  # noqa: Y015
+    _WhichOneofArgType__next_slot: _TypeAlias = _typing.Literal["_next_slot", b"_next_slot"]  # noqa: Y015
+    _WhichOneofReturnType__updated_at: _TypeAlias = _typing.Literal["updated_at"]  # noqa: Y015
+    _WhichOneofArgType__updated_at: _TypeAlias = _typing.Literal["_updated_at", b"_updated_at"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__created_at) -> _WhichOneofReturnType__created_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__next_slot) -> _WhichOneofReturnType__next_slot | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__updated_at) -> _WhichOneofReturnType__updated_at | None: ...
+
+Global___Backfill: _TypeAlias = Backfill  # noqa: Y015
+
+@_typing.final
+class BackfillPlan(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    CREATE_FIELD_NUMBER: _builtins.int
+    EXISTING_FIELD_NUMBER: _builtins.int
+    CONFIRM_REQUIRED_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    start: _builtins.str
+    end: _builtins.str
+    total: _builtins.int
+    confirm_required: _builtins.bool
+    @_builtins.property
+    def create(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """slots without a run: it would create them"""
+
+    @_builtins.property
+    def existing(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """slots with a run: left alone"""
+
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+        total: _builtins.int = ...,
+        create: _abc.Iterable[_builtins.str] | None = ...,
+        existing: _abc.Iterable[_builtins.str] | None = ...,
+        confirm_required: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confirm_required", b"confirm_required", "create", b"create", "end", b"end", "existing", b"existing", "job_id", b"job_id", "start", b"start", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackfillPlan: _TypeAlias = BackfillPlan  # noqa: Y015
+
+@_typing.final
+class BackfillJobResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BACKFILL_FIELD_NUMBER: _builtins.int
+    PLAN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def backfill(self) -> Global___Backfill:
+        """accepted"""
+
+    @_builtins.property
+    def plan(self) -> Global___BackfillPlan:
+        """a dry run: nothing written"""
+
+    def __init__(
+        self,
+        *,
+        backfill: Global___Backfill | None = ...,
+        plan: Global___BackfillPlan | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "plan", b"plan", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "plan", b"plan", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["backfill", "plan"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___BackfillJobResponse: _TypeAlias = BackfillJobResponse  # noqa: Y015
+
+@_typing.final
+class ListBackfillsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    limit: _builtins.int
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        limit: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "job_id", b"job_id", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
+    _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+
+Global___ListBackfillsRequest: _TypeAlias = ListBackfillsRequest  # noqa: Y015
+
+@_typing.final
+class BackfillList(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___Backfill]: ...
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___Backfill] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackfillList: _TypeAlias = BackfillList  # noqa: Y015

@@ -85,6 +85,16 @@ class JobServiceStub:
                 request_serializer=cronwheel_dot_v1_dot_jobs__pb2.TriggerJobRequest.SerializeToString,
                 response_deserializer=cronwheel_dot_v1_dot_jobs__pb2.TriggerJobResponse.FromString,
                 _registered_method=True)
+        self.BackfillJob = channel.unary_unary(
+                '/cronwheel.v1.JobService/BackfillJob',
+                request_serializer=cronwheel_dot_v1_dot_jobs__pb2.BackfillJobRequest.SerializeToString,
+                response_deserializer=cronwheel_dot_v1_dot_jobs__pb2.BackfillJobResponse.FromString,
+                _registered_method=True)
+        self.ListBackfills = channel.unary_unary(
+                '/cronwheel.v1.JobService/ListBackfills',
+                request_serializer=cronwheel_dot_v1_dot_jobs__pb2.ListBackfillsRequest.SerializeToString,
+                response_deserializer=cronwheel_dot_v1_dot_jobs__pb2.BackfillList.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -156,6 +166,22 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BackfillJob(self, request, context):
+        """Record a run (kind "backfill") for every slot of the job in [start, end] that has none, at
+        the server's bounded rate (POST /v1/jobs/{job}/backfills); dry_run answers the plan instead,
+        writing nothing. A slot with a run keeps it: a second backfill of a range creates nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBackfills(self, request, context):
+        """The job's backfills with their progress, newest first (GET /v1/jobs/{job}/backfills).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -208,6 +234,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.TriggerJob,
                     request_deserializer=cronwheel_dot_v1_dot_jobs__pb2.TriggerJobRequest.FromString,
                     response_serializer=cronwheel_dot_v1_dot_jobs__pb2.TriggerJobResponse.SerializeToString,
+            ),
+            'BackfillJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillJob,
+                    request_deserializer=cronwheel_dot_v1_dot_jobs__pb2.BackfillJobRequest.FromString,
+                    response_serializer=cronwheel_dot_v1_dot_jobs__pb2.BackfillJobResponse.SerializeToString,
+            ),
+            'ListBackfills': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBackfills,
+                    request_deserializer=cronwheel_dot_v1_dot_jobs__pb2.ListBackfillsRequest.FromString,
+                    response_serializer=cronwheel_dot_v1_dot_jobs__pb2.BackfillList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -480,6 +516,60 @@ class JobService:
             '/cronwheel.v1.JobService/TriggerJob',
             cronwheel_dot_v1_dot_jobs__pb2.TriggerJobRequest.SerializeToString,
             cronwheel_dot_v1_dot_jobs__pb2.TriggerJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackfillJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwheel.v1.JobService/BackfillJob',
+            cronwheel_dot_v1_dot_jobs__pb2.BackfillJobRequest.SerializeToString,
+            cronwheel_dot_v1_dot_jobs__pb2.BackfillJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBackfills(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwheel.v1.JobService/ListBackfills',
+            cronwheel_dot_v1_dot_jobs__pb2.ListBackfillsRequest.SerializeToString,
+            cronwheel_dot_v1_dot_jobs__pb2.BackfillList.FromString,
             options,
             channel_credentials,
             insecure,

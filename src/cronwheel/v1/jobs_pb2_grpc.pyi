@@ -52,6 +52,13 @@ class JobServiceStub:
     ResumeJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.ResumeJobRequest, _jobs_pb2.Job]
     TriggerJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.TriggerJobRequest, _jobs_pb2.TriggerJobResponse]
     """Run the job now, once; the same idempotency_key returns the same run (created = false)."""
+    BackfillJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.BackfillJobRequest, _jobs_pb2.BackfillJobResponse]
+    """Record a run (kind "backfill") for every slot of the job in [start, end] that has none, at
+    the server's bounded rate (POST /v1/jobs/{job}/backfills); dry_run answers the plan instead,
+    writing nothing. A slot with a run keeps it: a second backfill of a range creates nothing.
+    """
+    ListBackfills: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.ListBackfillsRequest, _jobs_pb2.BackfillList]
+    """The job's backfills with their progress, newest first (GET /v1/jobs/{job}/backfills)."""
 
 @_typing.type_check_only
 class JobServiceAsyncStub(JobServiceStub):
@@ -72,6 +79,13 @@ class JobServiceAsyncStub(JobServiceStub):
     ResumeJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.ResumeJobRequest, _jobs_pb2.Job]  # type: ignore[assignment]
     TriggerJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.TriggerJobRequest, _jobs_pb2.TriggerJobResponse]  # type: ignore[assignment]
     """Run the job now, once; the same idempotency_key returns the same run (created = false)."""
+    BackfillJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.BackfillJobRequest, _jobs_pb2.BackfillJobResponse]  # type: ignore[assignment]
+    """Record a run (kind "backfill") for every slot of the job in [start, end] that has none, at
+    the server's bounded rate (POST /v1/jobs/{job}/backfills); dry_run answers the plan instead,
+    writing nothing. A slot with a run keeps it: a second backfill of a range creates nothing.
+    """
+    ListBackfills: _aio.UnaryUnaryMultiCallable[_jobs_pb2.ListBackfillsRequest, _jobs_pb2.BackfillList]  # type: ignore[assignment]
+    """The job's backfills with their progress, newest first (GET /v1/jobs/{job}/backfills)."""
 
 class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -149,5 +163,24 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_jobs_pb2.TriggerJobResponse, _abc.Awaitable[_jobs_pb2.TriggerJobResponse]]:
         """Run the job now, once; the same idempotency_key returns the same run (created = false)."""
+
+    @_abc_1.abstractmethod
+    def BackfillJob(
+        self,
+        request: _jobs_pb2.BackfillJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_jobs_pb2.BackfillJobResponse, _abc.Awaitable[_jobs_pb2.BackfillJobResponse]]:
+        """Record a run (kind "backfill") for every slot of the job in [start, end] that has none, at
+        the server's bounded rate (POST /v1/jobs/{job}/backfills); dry_run answers the plan instead,
+        writing nothing. A slot with a run keeps it: a second backfill of a range creates nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def ListBackfills(
+        self,
+        request: _jobs_pb2.ListBackfillsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_jobs_pb2.BackfillList, _abc.Awaitable[_jobs_pb2.BackfillList]]:
+        """The job's backfills with their progress, newest first (GET /v1/jobs/{job}/backfills)."""
 
 def add_JobServiceServicer_to_server(servicer: JobServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

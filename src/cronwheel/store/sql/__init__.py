@@ -19,6 +19,7 @@ The package, by concern (``SqlStore`` is a facade over them):
 * :mod:`~cronwheel.store.sql.leases`: the worker's side (queued stamps, claims, outcomes, cancels);
 * :mod:`~cronwheel.store.sql.sweeps`: the backstop of at-least-once delivery;
 * :mod:`~cronwheel.store.sql.runs`: reads of runs and their history;
+* :mod:`~cronwheel.store.sql.backfills`: backfills and the steps that record their runs;
 * :mod:`~cronwheel.store.sql.tokens`: API tokens (digests, listing, revocation, last use);
 * :mod:`~cronwheel.store.sql.secrets`: team secrets, sealed (the store never sees them in clear);
 * :mod:`~cronwheel.store.sql.retention`: what retention reads and deletes (old runs, in batches);
@@ -50,6 +51,8 @@ from cronwheel.errors import PermanentError
 from cronwheel.model import (
     Attempt,
     AttemptResult,
+    Backfill,
+    BackfillStep,
     DueJob,
     Finish,
     FireResult,
@@ -69,6 +72,7 @@ from cronwheel.store.port import JobQuery, Page, RunQuery, RunSample, StoredSecr
 from cronwheel.store.sql import (
     armed,
     audit,
+    backfills,
     cancels,
     firing,
     jobs,
@@ -263,6 +267,26 @@ class SqlStore:
 
     async def create_manual_run(self, run: Run, *, audit: AuditEntry | None = None) -> tuple[Run, bool]:
         return await firing.create_manual_run(self._tx, run, self._clock.now(), audit)
+
+    # -- backfills -------------------------------------------------------------------------------
+
+    async def create_backfill(self, backfill: Backfill, *, audit: AuditEntry | None = None) -> Backfill:
+        return await backfills.create(self._tx, backfill, self._clock.now(), audit)
+
+    async def get_backfill(self, backfill_id: str) -> Backfill:
+        return await backfills.get(self._tx, backfill_id)
+
+    async def job_backfills(self, job_id: str, limit: int = 20) -> list[Backfill]:
+        return await backfills.of_job(self._tx, job_id, limit)
+
+    async def running_backfills(self, limit: int = 100) -> list[Backfill]:
+        return await backfills.running(self._tx, limit)
+
+    async def slots_with_runs(self, job_id: str, start: datetime, end: datetime) -> set[datetime]:
+        return await backfills.slots_with_runs(self._tx, job_id, start, end)
+
+    async def advance_backfill(self, step: BackfillStep, now: datetime) -> tuple[Backfill, list[Run]] | None:
+        return await backfills.advance(self._tx, step, now)
 
     # -- runs ------------------------------------------------------------------------------------
 

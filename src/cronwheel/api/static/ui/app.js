@@ -380,6 +380,51 @@ function actions(job, message, redraw) {
   );
 }
 
+// A job's backfills: each with a bar of the slots decided (created, or found with a run) of its total.
+function backfillRow(backfill) {
+  const decided = backfill.created + backfill.existing;
+  return h(
+    "tr",
+    { "data-backfill": backfill.id, "data-state": backfill.state },
+    h("td", {}, when(backfill.from)),
+    h("td", {}, when(backfill.to)),
+    h("td", {}, badge(backfill.state, `backfill-${backfill.state}`)),
+    h("td", {}, h("progress", { max: Math.max(1, backfill.total), value: decided }), ` ${decided}/${backfill.total} slots`),
+    h("td", {}, String(backfill.created)),
+    h("td", {}, String(backfill.existing)),
+    h("td", {}, when(backfill.next_slot))
+  );
+}
+
+// Backfill a range of past slots, or see first what it would do (a dry run writes nothing).
+function backfillForm(job, message, redraw) {
+  const from = h("input", { id: "backfill-from", placeholder: "from, RFC 3339", size: 22 });
+  const to = h("input", { id: "backfill-to", placeholder: "to, RFC 3339", size: 22 });
+  const confirm = h("input", { id: "backfill-confirm", type: "checkbox" });
+  const send = async (dryRun) => {
+    const body = { from: from.value, to: to.value, dry_run: dryRun, confirm: confirm.checked };
+    try {
+      const answer = (await api("POST", `/jobs/${encodeURIComponent(job.id)}/backfills`, body)).body;
+      const done = dryRun
+        ? `Dry run: ${answer.create.length} of ${answer.total} slots would get a run; ${answer.existing.length} have one.`
+        : `Backfill accepted: ${answer.total} slots.`;
+      message.replaceChildren(h("div", { class: "notice", role: "status" }, done));
+      await redraw();
+    } catch (error) {
+      showError(message, error);
+    }
+  };
+  return h(
+    "div",
+    { class: "actions", id: "backfill-form" },
+    h("label", {}, "Backfill from", from),
+    h("label", {}, "to", to),
+    h("label", {}, confirm, " confirm a large range"),
+    h("button", { id: "backfill-dry-run", type: "button", onclick: () => send(true) }, "Dry run"),
+    h("button", { id: "backfill-start", type: "button", onclick: () => send(false) }, "Backfill")
+  );
+}
+
 function jobPage(jobId) {
   const status = h("span", { class: "live" });
   const title = h("h1", {}, "Job", status);
@@ -387,20 +432,24 @@ function jobPage(jobId) {
   const buttons = h("div", {});
   const top = h("div", {});
   const runs = h("tbody", {});
+  const backfills = h("tbody", {});
   let shownVersion = null;
   const draw = async () => {
     const job = await get(`/jobs/${encodeURIComponent(jobId)}`);
     const page = await get(`/jobs/${encodeURIComponent(jobId)}/runs?limit=25`);
+    const filled = await get(`/jobs/${encodeURIComponent(jobId)}/backfills?limit=10`);
     const next = await upcoming(job);
     title.firstChild.textContent = `Job ${job.team}/${job.name} `;
     if (shownVersion !== `${job.version}/${job.paused}`) {  // keep a note being typed across polls
       shownVersion = `${job.version}/${job.paused}`;
-      buttons.replaceChildren(actions(job, message, draw));
+      buttons.replaceChildren(actions(job, message, draw), backfillForm(job, message, draw));
     }
     top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), chart(page.items))));
     runs.replaceChildren(...(page.items.length ? page.items.map(runRow) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs yet."))]));
+    backfills.replaceChildren(...(filled.items.length ? filled.items.map(backfillRow) : [h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No backfills."))]));
   };
-  view.replaceChildren(title, message, buttons, top, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
+  const backfillTable = h("table", { id: "backfills" }, h("thead", {}, h("tr", {}, ["From", "To", "State", "Progress", "Created", "Had runs", "Next slot"].map((t) => h("th", {}, t)))), backfills);
+  view.replaceChildren(title, message, buttons, top, h("h2", {}, "Backfills"), backfillTable, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
   return live(draw, status).catch((e) => showError(message, e));
 }
 

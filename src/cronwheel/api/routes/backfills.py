@@ -1,0 +1,69 @@
+"""``/v1/jobs/{job_id}/backfills``: backfill a job's past slots, and read its backfills' progress.
+Thin, as every router: the body validated here, the decisions in :mod:`cronwheel.api.operations`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from cronwheel.api import operations
+from cronwheel.api.addressing import job_route
+from cronwheel.api.callers.auditing import ActorDep
+from cronwheel.api.callers.auth import CallerDep
+from cronwheel.api.routes.common import Services, problems_doc
+from cronwheel.api.schemas.backfills import BackfillIn, BackfillOut, BackfillPage, BackfillPlanOut
+
+router = APIRouter()
+
+BACKFILLS_LISTED = 20  # a job's newest backfills answered by default
+
+
+@job_route(
+    router,
+    "POST",
+    "/backfills",
+    status_code=202,
+    response_model=BackfillOut,
+    tags=["jobs"],
+    responses={
+        200: {"model": BackfillPlanOut, "description": "A dry run: what it would do; nothing written"},
+        **problems_doc(400, 401, 403, 404, 422),
+    },
+)
+async def backfill_job(
+    job_id: str, body: BackfillIn, services: Services, caller: CallerDep, actor: ActorDep
+) -> JSONResponse:
+    """Record a run (kind ``backfill``) for every slot of the job in [``from``, ``to``] that has
+    none, at the server's bounded rate: 202 with the backfill, whose progress
+    ``GET .../backfills`` shows. A slot with a run keeps it, so a second backfill of a range
+    creates nothing. Refused (422, nothing written): ``to`` before ``from`` or in the future, no
+    slot in the range, too many slots, or more than the confirmation limit without ``confirm``."""
+    answer = await operations.backfill_job(services, caller, actor, job_id, body)
+    if isinstance(answer, BackfillPlanOut):
+        return JSONResponse(answer.model_dump(mode="json", by_alias=True))
+    location = f"/v1/jobs/{answer.job_id}/backfills"
+    return JSONResponse(
+        answer.model_dump(mode="json", by_alias=True), status_code=202, headers={"Location": location}
+    )
+
+
+@job_route(
+    router,
+    "GET",
+    "/backfills",
+    response_model=BackfillPage,
+    tags=["jobs"],
+    responses=problems_doc(401, 403, 404, 422),
+)
+async def list_backfills(
+    job_id: str,
+    services: Services,
+    caller: CallerDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = BACKFILLS_LISTED,
+) -> JSONResponse:
+    """The job's backfills with their progress, newest first."""
+    page = await operations.job_backfills(services, caller, job_id, limit)
+    return JSONResponse(page.model_dump(mode="json", by_alias=True))

@@ -1,0 +1,83 @@
+"""The backfill's pure decisions: the slots of a range, and each step's runs and cursor."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from itertools import count
+
+from cronwheel.model import Backfill, BackfillState, HttpTarget, Job, Overlap, Run, RunKind, RunState
+from cronwheel.scheduler.backfill import slots_in, step
+
+START = datetime(2026, 3, 29, 0, 0, tzinfo=UTC)
+JOB = Job(id="j1", team="ops", name="n", schedule="30 1 * * *", target=HttpTarget("https://example.com"))
+ids = count()
+
+
+def new_id() -> str:
+    return f"r{next(ids)}"
+
+
+def day(days: int, hour: int = 1, minute: int = 30) -> datetime:
+    return START + timedelta(days=days, hours=hour, minutes=minute)
+
+
+def backfill(first: datetime, last: datetime, **fields: object) -> Backfill:
+    return replace(Backfill("b1", JOB.id, first, last, 0, first), **fields)  # type: ignore[arg-type]
+
+
+def test_the_slots_of_a_range_are_its_fire_times_within_the_job_s_bounds() -> None:
+    assert slots_in(JOB, day(0, 0), day(3, 0), 10) == [day(0), day(1), day(2)]
+    assert slots_in(JOB, day(0), day(2), 10) == [day(0), day(1), day(2)]  # both ends included
+    assert slots_in(JOB, day(0), day(2), 2) == [day(0), day(1)]
+    bounded = replace(JOB, start_at=day(1), end_at=day(1, 2))
+    assert slots_in(bounded, day(0, 0), day(3, 0), 10) == [day(1)]
+
+
+def test_slots_follow_the_job_s_zone_across_a_dst_change() -> None:
+    berlin = replace(JOB, schedule="0 9 * * *", timezone="Europe/Berlin")
+    saturday, sunday = datetime(2026, 3, 28, tzinfo=UTC), datetime(2026, 3, 29, 23, tzinfo=UTC)
+    assert slots_in(berlin, saturday, sunday, 10) == [
+        datetime(2026, 3, 28, 8, tzinfo=UTC), datetime(2026, 3, 29, 7, tzinfo=UTC)
+    ]  # fmt: skip
+
+
+def test_an_allow_step_takes_the_budget_and_moves_the_cursor_to_the_next_slot() -> None:
+    now = day(10)
+    taken = step(backfill(day(0, 0), day(4)), JOB, [], now, 2, new_id)
+    assert taken is not None
+    assert (taken.expected_cursor, taken.next_cursor) == (day(0, 0), day(2))
+    assert [(run.slot, run.kind, run.state, run.created_at) for run in taken.runs] == [
+        (day(0), RunKind.BACKFILL, RunState.PENDING, now), (day(1), RunKind.BACKFILL, RunState.PENDING, now)
+    ]  # fmt: skip
+    last = step(backfill(day(0, 0), day(4), cursor=day(4)), JOB, [], now, 2, new_id)
+    assert last is not None
+    assert ([run.slot for run in last.runs], last.next_cursor) == ([day(4)], None)
+
+
+def test_forbid_and_replace_take_one_slot_and_only_when_nothing_is_active() -> None:
+    active = [Run("r", JOB.id, RunKind.SCHEDULED, day(5), RunState.RUNNING)]
+    finished = [replace(active[0], state=RunState.SUCCESS)]
+    for overlap in (Overlap.FORBID, Overlap.REPLACE):
+        job = replace(JOB, overlap=overlap)
+        assert step(backfill(day(0), day(4)), job, active, day(10), 5, new_id) is None
+        taken = step(backfill(day(0), day(4)), job, finished, day(10), 5, new_id)
+        assert taken is not None
+        assert ([run.slot for run in taken.runs], taken.next_cursor) == ([day(0)], day(1))
+    allowed = step(backfill(day(0), day(4)), JOB, active, day(10), 5, new_id)
+    assert allowed is not None
+    assert len(allowed.runs) == 5
+
+
+def test_nothing_is_taken_without_budget_while_paused_or_once_through() -> None:
+    assert step(backfill(day(0), day(4)), JOB, [], day(10), 0, new_id) is None
+    assert step(backfill(day(0), day(4)), replace(JOB, paused=True), [], day(10), 5, new_id) is None
+    assert step(backfill(day(0), day(4), cursor=None), JOB, [], day(10), 5, new_id) is None
+    done = backfill(day(0), day(4), state=BackfillState.DONE)
+    assert step(done, JOB, [], day(10), 5, new_id) is None
+
+
+def test_a_cursor_past_the_last_slot_ends_the_backfill_without_runs() -> None:
+    ending = step(backfill(day(0), day(4), cursor=day(4, 2)), JOB, [], day(10), 5, new_id)
+    assert ending is not None
+    assert (ending.runs, ending.next_cursor) == ((), None)
