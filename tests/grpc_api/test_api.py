@@ -231,3 +231,42 @@ async def test_schedule_preview_and_secrets(env: Env, stubs: Stubs, channel: grp
         )
     assert bad_name.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "name" in violations(bad_name.value)
+
+
+async def test_a_backfill_with_its_dry_run_progress_and_refusals(env: Env, stubs: Stubs) -> None:
+    token = auth(env.admin_token)
+    created = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=token)
+    start, end = "2026-02-25T00:00:00Z", "2026-03-01T00:00:00+01:00"
+    dry_run = jobs_pb2.BackfillJobRequest(job_id="data/nightly", start=start, end=end, dry_run=True)
+    plan = await stubs.jobs.BackfillJob(dry_run, metadata=token)
+    assert plan.WhichOneof("result") == "plan"
+    assert list(plan.plan.create) == [f"2026-02-{day}T02:00:00Z" for day in (25, 26, 27, 28)]
+    assert (plan.plan.total, list(plan.plan.existing), plan.plan.confirm_required) == (4, [], False)
+    listed = await stubs.jobs.ListBackfills(jobs_pb2.ListBackfillsRequest(job_id=created.id), metadata=token)
+    assert list(listed.items) == []
+
+    accepted = await stubs.jobs.BackfillJob(
+        jobs_pb2.BackfillJobRequest(job_id="data/nightly", start=start, end=end), metadata=token
+    )
+    assert accepted.WhichOneof("result") == "backfill"
+    backfill = accepted.backfill
+    assert (backfill.state, backfill.total, backfill.remaining, backfill.next_slot) == (
+        "running",
+        4,
+        4,
+        "2026-02-25T02:00:00Z",
+    )
+    assert (backfill.start, backfill.end) == ("2026-02-25T00:00:00Z", "2026-02-28T23:00:00Z")
+    listed = await stubs.jobs.ListBackfills(jobs_pb2.ListBackfillsRequest(job_id=created.id), metadata=token)
+    assert [item.id for item in listed.items] == [backfill.id]
+
+    backwards = jobs_pb2.BackfillJobRequest(job_id=created.id, start=end, end=start)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stubs.jobs.BackfillJob(backwards, metadata=token)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "must be after from" in violations(refused.value)["to"]
+    with pytest.raises(grpc.aio.AioRpcError) as missing:
+        await stubs.jobs.BackfillJob(jobs_pb2.BackfillJobRequest(job_id=created.id), metadata=token)
+    assert {"from", "to"} <= violations(missing.value).keys()
+    listed = await stubs.jobs.ListBackfills(jobs_pb2.ListBackfillsRequest(job_id=created.id), metadata=token)
+    assert len(listed.items) == 1

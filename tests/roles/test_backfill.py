@@ -3,6 +3,8 @@ ManualClock: the rate bound, overlap policies, pause, deletion, a repeated range
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from cronwheel.jobs.backfill import BackfillRefusedError
@@ -19,7 +21,10 @@ def backfiller(roles: Roles, runs_per_s: float = 3) -> Backfiller:
     return Backfiller(roles.store, roles.queue, roles.clock, runs_per_s=runs_per_s)
 
 
-async def test_a_backfill_records_its_slots_at_the_bounded_rate_and_queues_them(roles: Roles) -> None:
+async def test_a_backfill_records_its_slots_at_the_bounded_rate_and_queues_them(
+    roles: Roles, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "cronwheel.backfiller")
     job = await roles.create()
     roles.clock.set(at(10))
     backfill = await roles.service.backfill(job.id, at(-10), at(-6))
@@ -35,6 +40,8 @@ async def test_a_backfill_records_its_slots_at_the_bounded_rate_and_queues_them(
     stored = await roles.store.get_backfill(backfill.id)
     assert (stored.state, stored.created, stored.existing, stored.cursor) == (BackfillState.DONE, 5, 0, None)
     assert await filler.advance(roles.now) == 0
+    [ended] = [record for record in caplog.records if record.getMessage() == "backfill ended"]
+    assert (ended.__dict__["runs_created"], ended.__dict__["state"]) == (5, "done")
     outcomes = await roles.work()
     assert [run.state for run in outcomes if run is not None] == [RunState.SUCCESS] * 5
 

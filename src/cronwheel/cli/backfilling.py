@@ -61,7 +61,7 @@ def backfill(ctx: Ctx, job: str, start: str, end: str, dry_run: bool, confirm: b
 @api_command
 def backfills(ctx: Ctx, job: str, limit: int) -> None:
     """List JOB's backfills with their progress, newest first."""
-    found = ctx.client.list_backfills(job, limit=limit)
+    found = ctx.client.job_backfills(job, limit=limit)
     ctx.emit(found, backfills_table)
 
 
@@ -88,7 +88,7 @@ def _draw(backfill: dict[str, Any]) -> None:
 
 
 def _current(ctx: Ctx, job: str, backfill_id: str) -> dict[str, Any]:
-    for item in ctx.client.list_backfills(job, limit=100):
+    for item in ctx.client.job_backfills(job, limit=100):
         if item["id"] == backfill_id:
             return dict(item)
     raise click.ClickException(f"backfill {backfill_id} is no longer listed for job {job}")

@@ -72,7 +72,7 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "resume_job": Route("POST", JOB + "/resume"),
         "trigger_job": Route("POST", JOB + "/trigger"),
         "backfill_job": Route("POST", JOB + "/backfills"),
-        "list_backfills": Route("GET", JOB + "/backfills"),
+        "job_backfills": Route("GET", JOB + "/backfills"),
         "list_job_runs": Route("GET", JOB + "/runs"),
         "list_runs": Route("GET", "/v1/runs"),
         "get_run": Route("GET", "/v1/runs/{run_id}"),
@@ -294,16 +294,16 @@ def backfill_job(
     job: str, start: str, end: str, *, dry_run: bool = False, confirm: bool = False
 ) -> Call[Backfill | BackfillPlan]:
     """Backfill the job's slots in [``start``, ``end``] (RFC 3339 with an offset) that have no
-    run: the :class:`Backfill` accepted, whose progress :func:`list_backfills` shows; with
+    run: the :class:`Backfill` accepted, whose progress :func:`job_backfills` shows; with
     ``dry_run``, the :class:`BackfillPlan` (nothing written). More slots than the server's
     confirmation limit need ``confirm``."""
     body = {"from": start, "to": end, "dry_run": dry_run, "confirm": confirm}
     return _call("backfill_job", _data, job=job, body=body)
 
 
-def list_backfills(job: str, *, limit: int | None = None) -> Call[list[Backfill]]:
+def job_backfills(job: str, *, limit: int | None = None) -> Call[list[Backfill]]:
     """The job's backfills with their progress, newest first."""
-    return _call("list_backfills", _items, job=job, params=_params(limit=limit))
+    return _call("job_backfills", _items, job=job, params=_params(limit=limit))
 
 
 def _items(answer: Answer) -> list[Any]:

@@ -87,7 +87,8 @@ class Backfiller:
             log.info(
                 "backfill ended",
                 extra={"action": "backfill", "job_id": stored.job_id, "backfill_id": stored.id,
-                       "state": stored.state.value, "created": stored.created, "existing": stored.existing},
+                       "state": stored.state.value, "runs_created": stored.created,
+                       "slots_with_runs": stored.existing},
             )  # fmt: skip
         return inserted, len(planned.runs)
 

@@ -1057,7 +1057,9 @@ Global___TriggerJobResponse: _TypeAlias = TriggerJobResponse  # noqa: Y015
 
 @_typing.final
 class BackfillJobRequest(_message.Message):
-    """REST's "from" and "to" are start and end here ("from" is a keyword of several languages)."""
+    """REST's "from" and "to" are start and end here ("from" is a keyword of several languages); a
+    refusal's field violations name them as REST does (from, to, confirm).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -58,7 +58,7 @@ async def backfill_job(
     tags=["jobs"],
     responses=problems_doc(401, 403, 404, 422),
 )
-async def list_backfills(
+async def job_backfills(
     job_id: str,
     services: Services,
     caller: CallerDep,
