@@ -20,6 +20,7 @@ from cronwheel.api.schemas.policies import MisfireSpec, RetrySpec
 from cronwheel.auth.identity import Scope
 from cronwheel.auth.tokens import TokenState
 from cronwheel.model import (
+    BackfillState,
     KafkaSasl,
     MisfireMode,
     MqttQos,
@@ -96,6 +97,7 @@ MODEL_CHOICES = [
         MisfireMode,
         RunState,
         RunKind,
+        BackfillState,
         Outcome,
         FireKind,
         DstGap,
@@ -122,7 +124,7 @@ async def test_every_choice_in_the_openapi_document_is_the_models(client: httpx.
     for path, choices in found:
         assert choices in MODEL_CHOICES + API_CHOICES, (path, choices)
     schemas = spec["components"]["schemas"]
-    for enum_type in (Overlap, MisfireMode, RunState, RunKind, Outcome, FireKind):
+    for enum_type in (Overlap, MisfireMode, RunState, RunKind, BackfillState, Outcome, FireKind):
         assert schemas[enum_type.__name__]["enum"] == _values(enum_type)
     create = schemas["JobCreate"]["properties"]
     assert create["overlap"]["$ref"] == "#/components/schemas/Overlap"

@@ -92,6 +92,19 @@ async def test_forbid_records_one_slot_at_a_time_once_nothing_of_the_job_is_acti
     ]
 
 
+async def test_two_backfills_of_a_forbid_job_never_run_at_once(roles: Roles) -> None:
+    job = await roles.create(overlap=Overlap.FORBID)
+    roles.clock.set(at(10))
+    await roles.service.backfill(job.id, at(-3), at(-2))
+    await roles.service.backfill(job.id, at(-6), at(-5))
+    filler = backfiller(roles, 100)
+    for _ in range(4):
+        assert await filler.advance(roles.now) == 1  # one run of the job at a time, both backfills together
+        await roles.work()
+    assert [run.slot for run in await roles.runs(job.id)] == minutes(-6, -5, -3, -2)
+    assert await filler.advance(roles.now) == 0
+
+
 async def test_a_paused_job_s_backfill_waits_for_the_resume(roles: Roles) -> None:
     job = await roles.create()
     roles.clock.set(at(10))

@@ -64,6 +64,7 @@ class Backfiller:
             if budget < 1:
                 break
             inserted, used = await self._advance_one(backfill, jobs.get(backfill.job_id), active, now, budget)
+            active.setdefault(backfill.job_id, []).extend(inserted)  # another backfill of the job waits
             recorded += inserted
             budget -= used
         await self._queue(recorded, now)

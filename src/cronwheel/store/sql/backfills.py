@@ -141,7 +141,9 @@ async def _read(connection: AsyncConnection, backfill_id: str, *, lock: bool = F
 
 
 async def _job_live(connection: AsyncConnection, job_id: str) -> bool:
-    deleted = select(jobs.c.deleted_at).where(jobs.c.id == job_id)
+    """Whether the job is live, its row locked ``FOR SHARE`` on PostgreSQL until the step commits:
+    a delete waits for the step, and a step after a delete sees it (no run of a deleted job)."""
+    deleted = select(jobs.c.deleted_at).where(jobs.c.id == job_id).with_for_update(read=True)
     row = (await connection.execute(deleted)).first()
     return row is not None and row.deleted_at is None
 
