@@ -5,7 +5,8 @@ in words shows) runs and its runs appear without a reload, then it is paused wit
 triggered, read (run page), edited (a bad zone named under its field as you type), found by the
 filters (the late one finds nothing on a server that keeps up) with its schedule in words and a
 sparkline of its runs, seen on the cluster page with its fire-lateness percentiles, and deleted
-after a confirmation; the session's cookie is out of the page's reach and logout ends it.
+after a confirmation; the session's cookie is out of the page's reach and logout ends it. A
+backfill from a job's page: its dry run, its progress bar, its runs in the history.
 
 Screenshots of each page go to reports/ui-screenshots/ (docs/images/ui-*.png are copies).
 Every wait is for an element or a state, never a sleep.
@@ -17,6 +18,7 @@ import asyncio
 import json
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -296,4 +298,53 @@ async def test_the_jobs_list_pages_by_cursor(
     await expect(rows.first).to_have_attribute("data-job", second[0])
     await page.click("#prev")
     await expect(rows.first).to_have_attribute("data-job", first[0])
+    await context.close()
+
+
+async def test_a_backfill_from_the_job_page_shows_its_progress(
+    server_factory: Callable[..., ServerProcess], sink: Sink, browser: Browser
+) -> None:
+    """A dry run says what a backfill would do and writes nothing; the backfill then shows on the
+    job page with a bar of its progress, and its runs in the history as kind backfill."""
+    server = server_factory()
+    async with server.client() as api:
+        created = await api.post(
+            "/v1/jobs", json=_job(sink, "hourly") | {"schedule": "0 * * * *", "timezone": "UTC"}
+        )
+        job = created.json()
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start, end = (
+        (hour - timedelta(hours=3, minutes=30)).isoformat(),
+        (hour - timedelta(minutes=1)).isoformat(),
+    )
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    await _login(page, server.url, server.token_file.read_text().strip())
+    await expect(page.locator("#whoami")).to_contain_text("every team")
+    await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
+    await expect(page.locator("#backfills")).to_contain_text("No backfills.")
+
+    await page.fill("#backfill-from", end)
+    await page.fill("#backfill-to", start)
+    await page.click("#backfill-dry-run")
+    await expect(page.locator("[role=alert]")).to_contain_text("must be after from")
+    await page.fill("#backfill-from", start)
+    await page.fill("#backfill-to", end)
+    await page.click("#backfill-dry-run")
+    await expect(page.locator("[role=status]")).to_have_text(
+        "Dry run: 3 of 3 slots would get a run; 0 have one."
+    )
+    async with server.client() as api:
+        assert (await api.get(f"/v1/jobs/{job['id']}/backfills")).json()["items"] == []
+
+    await page.click("#backfill-start")
+    done = page.locator("#backfills tr[data-state=done]")
+    await expect(done).to_contain_text("3/3 slots")
+    await expect(page.locator("#runs tr[data-state=SUCCESS]")).to_have_count(3)
+    await expect(page.locator("#runs")).to_contain_text("backfill")
+    await _shot(page, "job-backfill")
+    assert errors == []
     await context.close()
