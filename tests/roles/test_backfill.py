@@ -11,6 +11,7 @@ from cronwheel.jobs.backfill import BackfillRefusedError
 from cronwheel.model import BackfillState, Overlap, RunKind, RunState, new_id
 from cronwheel.scheduler.backfill import BACKFILL_CONFIRM_SLOTS, step
 from cronwheel.scheduler.backfiller import Backfiller
+from cronwheel.telemetry import metrics
 
 from .harness import Roles, at, minutes
 
@@ -30,6 +31,8 @@ async def test_a_backfill_records_its_slots_at_the_bounded_rate_and_queues_them(
     backfill = await roles.service.backfill(job.id, at(-10), at(-6))
     assert (backfill.total, backfill.cursor, backfill.state) == (5, at(-10), BackfillState.RUNNING)
     filler = backfiller(roles)
+    counted = metrics.RUNS_RECORDED.labels("PENDING", "backfill")
+    before = counted._value.get()
     assert await filler.advance(roles.now) == 3  # three runs a pass at 3 runs/s
     assert await roles.table(job.id) == [(slot, PENDING, None) for slot in minutes(-10, -9, -8)]
     assert await filler.advance(roles.now) == 2
@@ -40,6 +43,7 @@ async def test_a_backfill_records_its_slots_at_the_bounded_rate_and_queues_them(
     stored = await roles.store.get_backfill(backfill.id)
     assert (stored.state, stored.created, stored.existing, stored.cursor) == (BackfillState.DONE, 5, 0, None)
     assert await filler.advance(roles.now) == 0
+    assert counted._value.get() - before == 5
     [ended] = [record for record in caplog.records if record.getMessage() == "backfill ended"]
     assert (ended.__dict__["runs_created"], ended.__dict__["state"]) == (5, "done")
     outcomes = await roles.work()

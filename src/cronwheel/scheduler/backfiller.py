@@ -19,11 +19,12 @@ from datetime import datetime
 
 from cronwheel.clock import Clock
 from cronwheel.errors import TransientError
-from cronwheel.model import Backfill, BackfillStep, Job, Overlap, Run, new_id
+from cronwheel.model import Backfill, BackfillStep, Job, Overlap, Run, RunState, new_id
 from cronwheel.queue import Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff, pause
 from cronwheel.scheduler.backfill import BACKFILL_RUNS_PER_S, step
 from cronwheel.store.port import BackfillStore
+from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.backfiller")
 
@@ -68,6 +69,7 @@ class Backfiller:
             recorded += inserted
             budget -= used
         await self._queue(recorded, now)
+        metrics.RUNS_RECORDED.labels(RunState.PENDING.value, "backfill").inc(len(recorded))
         return len(recorded)
 
     async def _advance_one(

@@ -36,7 +36,7 @@ START_LATENESS = Histogram(
 )
 RUNS_RECORDED = Counter(
     "cronwheel_runs_recorded_total",
-    "Runs recorded by the scheduler, by state (PENDING fired, SKIPPED) and reason.",
+    "Runs recorded by the scheduler, by state (PENDING fired or backfilled, SKIPPED) and reason.",
     ["state", "reason"],
     registry=REGISTRY,
 )
