@@ -44,6 +44,11 @@ class BackfillPlan:
     def total(self) -> int:
         return len(self.missing) + len(self.existing)
 
+    @property
+    def first(self) -> datetime:
+        """The range's first slot: where the backfill's cursor starts."""
+        return min(self.missing[:1] + self.existing[:1])
+
 
 def check_range(start: datetime, end: datetime, now: datetime) -> None:
     """Refuse a range that is not [past instant, later past instant] with offsets."""

@@ -440,7 +440,8 @@ class JobService:
         refusal it would give (but for confirmation); nothing is written (a dry run)."""
         job = await self.store.get_job(job_id)
         check_range(start, end, self.clock.now())
-        slots = slots_in(job, start, end, BACKFILL_MAX_SLOTS + 1)
+        # up to half a second of the schedule engine for the widest ranges: off the event loop
+        slots = await asyncio.to_thread(slots_in, job, start, end, BACKFILL_MAX_SLOTS + 1)
         check_slots(job, start, end, len(slots))
         taken = await self.store.slots_with_runs(job.id, start, end)
         missing = tuple(slot for slot in slots if slot not in taken)
@@ -455,9 +456,8 @@ class JobService:
         plan = await self.plan_backfill(job_id, start, end)
         check_confirmed(plan.total, confirm)
         now = self.clock.now()
-        first = min(plan.missing[:1] + plan.existing[:1])
         record = Backfill(
-            new_id(), plan.job.id, start, end, plan.total, first, created_at=now, updated_at=now
+            new_id(), plan.job.id, start, end, plan.total, plan.first, created_at=now, updated_at=now
         )
         return await self.store.create_backfill(
             record, audit=_entry(actor, AuditAction.JOB_BACKFILL, now, plan.job)
