@@ -106,11 +106,17 @@ class World:
     name: str
     run_id: str
     token_id: str
+    backfill_id: str
     tokens: dict[str, str] = field(default_factory=dict)
 
     def fill(self, template: str) -> str:
         return template.format(
-            job_id=self.job_id, team="data", name=self.name, run_id=self.run_id, token_id=self.token_id
+            job_id=self.job_id,
+            team="data",
+            name=self.name,
+            run_id=self.run_id,
+            token_id=self.token_id,
+            backfill_id=self.backfill_id,
         )
 
 
@@ -185,6 +191,7 @@ ROWS: dict[tuple[str, str], Row] = {
             ("POST", "/trigger", Row(team_object(TRIGGER, 201), lambda w: {})),
             ("POST", "/backfills", Row(team_object(TRIGGER, 202), lambda w: PAST_RANGE)),
             ("GET", "/backfills", Row(team_object(READ, 200))),
+            ("GET", "/backfills/{backfill_id}", Row(team_object(READ, 200))),
             ("GET", "/runs", Row(team_object(READ, 200))),
             ("GET", "/notifications", Row(team_object(READ, 200))),
             ("PUT", "/notifications", Row(team_object(WRITE, 200), lambda w: {"rules": []})),
@@ -291,7 +298,9 @@ async def _world(env: Env) -> World:
     record, _ = issue(f"tok-{name}", "data", [READ], env.clock.now())
     await env.store.create_token(record)
     await SecretService(env.store, KEYRING, env.clock).set("data", name, "s3cr3t-value")
-    return World(job.id, name, run.id, record.id)
+    start, end = (datetime.fromisoformat(PAST_RANGE[key]) for key in ("from", "to"))
+    backfill = await env.service.backfill(job.id, start, end)
+    return World(job.id, name, run.id, record.id, backfill.id)
 
 
 def _record(name: str) -> Any:

@@ -29,7 +29,7 @@ async def test_a_backfill_is_accepted_and_shows_its_progress(client: httpx.Async
     response = await client.post(f"/v1/jobs/{job['id']}/backfills", json=body)
     assert response.status_code == 202, response.text
     accepted = response.json()
-    assert response.headers["location"] == f"/v1/jobs/{job['id']}/backfills"
+    assert response.headers["location"] == f"/v1/jobs/{job['id']}/backfills/{accepted['id']}"
     shown = ("from", "to", "state", "total", "created", "existing", "remaining")
     assert {key: accepted[key] for key in shown} == {
         "from": "2026-03-02T07:00:00Z", "to": "2026-03-02T10:30:00Z", "state": "running",
@@ -50,6 +50,12 @@ async def test_a_backfill_is_accepted_and_shows_its_progress(client: httpx.Async
     ]
     by_name = await client.get(f"/v1/teams/data/jobs/{job['name']}/backfills")
     assert [item["id"] for item in by_name.json()["items"]] == [accepted["id"]]
+    one = await client.get(response.headers["location"])
+    assert one.json() == listed
+    other = await client.post("/v1/jobs", json=job_body(name="other", **HOURLY))
+    elsewhere = await client.get(f"/v1/jobs/{other.json()['id']}/backfills/{accepted['id']}")
+    assert elsewhere.status_code == 404  # a backfill is read through its own job
+    assert (await client.get(f"/v1/jobs/{job['id']}/backfills/nope")).status_code == 404
 
 
 async def test_a_dry_run_lists_the_slots_and_writes_nothing(client: httpx.AsyncClient, env: Env) -> None:

@@ -259,6 +259,8 @@ async def test_a_backfill_with_its_dry_run_progress_and_refusals(env: Env, stubs
     assert (backfill.start, backfill.end) == ("2026-02-25T00:00:00Z", "2026-02-28T23:00:00Z")
     listed = await stubs.jobs.ListBackfills(jobs_pb2.ListBackfillsRequest(job_id=created.id), metadata=token)
     assert [item.id for item in listed.items] == [backfill.id]
+    one = jobs_pb2.GetBackfillRequest(job_id="data/nightly", backfill_id=backfill.id)
+    assert await stubs.jobs.GetBackfill(one, metadata=token) == backfill
 
     backwards = jobs_pb2.BackfillJobRequest(job_id=created.id, start=end, end=start)
     with pytest.raises(grpc.aio.AioRpcError) as refused:

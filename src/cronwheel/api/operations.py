@@ -404,6 +404,15 @@ async def backfill_job(
     return BackfillOut.from_record(backfill)
 
 
+async def get_backfill(services: ApiServices, caller: Caller, job_id: str, backfill_id: str) -> BackfillOut:
+    """One backfill of the job and its progress (404 for one of another job)."""
+    await job_for(services, caller, job_id, Scope.READ)
+    backfill = await services.store.get_backfill(backfill_id)
+    if backfill.job_id != job_id:
+        raise NotFoundError(f"job {job_id} has no backfill {backfill_id}")
+    return BackfillOut.from_record(backfill)
+
+
 async def job_backfills(services: ApiServices, caller: Caller, job_id: str, limit: int) -> BackfillPage:
     """The job's backfills and their progress, newest first."""
     await job_for(services, caller, job_id, Scope.READ)

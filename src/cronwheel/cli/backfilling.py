@@ -70,7 +70,7 @@ def follow(ctx: Ctx, job: str, backfill: dict[str, Any]) -> dict[str, Any]:
     _draw(backfill)
     while backfill["state"] == "running":
         pause(POLL_S)
-        backfill = _current(ctx, job, backfill["id"])
+        backfill = dict(ctx.client.get_backfill(job, backfill["id"]))
         _draw(backfill)
     click.echo(err=True)
     return backfill
@@ -85,13 +85,6 @@ def progress_bar(decided: int, total: int, width: int = BAR_WIDTH) -> str:
 def _draw(backfill: dict[str, Any]) -> None:
     bar = progress_bar(backfill["created"] + backfill["existing"], backfill["total"])
     click.echo(f"\rbackfill {bar}", err=True, nl=False)
-
-
-def _current(ctx: Ctx, job: str, backfill_id: str) -> dict[str, Any]:
-    for item in ctx.client.job_backfills(job, limit=100):
-        if item["id"] == backfill_id:
-            return dict(item)
-    raise click.ClickException(f"backfill {backfill_id} is no longer listed for job {job}")
 
 
 def summary(backfill: dict[str, Any]) -> str:

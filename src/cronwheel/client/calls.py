@@ -73,6 +73,7 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "trigger_job": Route("POST", JOB + "/trigger"),
         "backfill_job": Route("POST", JOB + "/backfills"),
         "job_backfills": Route("GET", JOB + "/backfills"),
+        "get_backfill": Route("GET", JOB + "/backfills/{backfill_id}"),
         "list_job_runs": Route("GET", JOB + "/runs"),
         "list_runs": Route("GET", "/v1/runs"),
         "get_run": Route("GET", "/v1/runs/{run_id}"),
@@ -145,12 +146,14 @@ def _path(route: str, job: str | None, /, **parts: str) -> str:
     template = ROUTES[route].path
     if template.startswith(JOB):
         assert job is not None
-        return job_path(job) + template.removeprefix(JOB)
+        rest = template.removeprefix(JOB)
+        return job_path(job) + rest.format(**{key: _segment(value, key) for key, value in parts.items()})
     return template.format(**{key: _segment(value, key) for key, value in parts.items()})
 
 
 def _call(route: str, read: Callable[[Answer], T], /, *, job: str | None = None, **options: Any) -> Call[T]:
-    parts = {key: options.pop(key) for key in ("team", "name", "run_id", "token_id") if key in options}
+    named = ("team", "name", "run_id", "token_id", "backfill_id")
+    parts = {key: options.pop(key) for key in named if key in options}
     return Call(ROUTES[route].method, _path(route, job, **parts), read, **options)
 
 
@@ -304,6 +307,11 @@ def backfill_job(
 def job_backfills(job: str, *, limit: int | None = None) -> Call[list[Backfill]]:
     """The job's backfills with their progress, newest first."""
     return _call("job_backfills", _items, job=job, params=_params(limit=limit))
+
+
+def get_backfill(job: str, backfill_id: str) -> Call[Backfill]:
+    """One backfill of the job and its progress."""
+    return _call("get_backfill", _data, job=job, backfill_id=backfill_id)
 
 
 def _items(answer: Answer) -> list[Any]:

@@ -245,6 +245,12 @@ class JobServicer(_Servicer, jobs_pb2_grpc.JobServiceServicer):
             page = await operations.job_backfills(self.services, call.caller, job_id, limit)
             return message(page, jobs_pb2.BackfillList())
 
+    async def GetBackfill(self, request: jobs_pb2.GetBackfillRequest, context: Any) -> jobs_pb2.Backfill:
+        async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
+            backfill = await operations.get_backfill(self.services, call.caller, job_id, request.backfill_id)
+            return message(backfill, jobs_pb2.Backfill())
+
 
 class _BackfillListing(BaseModel):
     limit: Annotated[int, Field(ge=1, le=100)] = BACKFILLS_LISTED

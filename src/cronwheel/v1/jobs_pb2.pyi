@@ -1260,6 +1260,28 @@ class ListBackfillsRequest(_message.Message):
 Global___ListBackfillsRequest: _TypeAlias = ListBackfillsRequest  # noqa: Y015
 
 @_typing.final
+class GetBackfillRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    BACKFILL_ID_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    backfill_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        backfill_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill_id", b"backfill_id", "job_id", b"job_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetBackfillRequest: _TypeAlias = GetBackfillRequest  # noqa: Y015
+
+@_typing.final
 class BackfillList(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

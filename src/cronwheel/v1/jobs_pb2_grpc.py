@@ -95,6 +95,11 @@ class JobServiceStub:
                 request_serializer=cronwheel_dot_v1_dot_jobs__pb2.ListBackfillsRequest.SerializeToString,
                 response_deserializer=cronwheel_dot_v1_dot_jobs__pb2.BackfillList.FromString,
                 _registered_method=True)
+        self.GetBackfill = channel.unary_unary(
+                '/cronwheel.v1.JobService/GetBackfill',
+                request_serializer=cronwheel_dot_v1_dot_jobs__pb2.GetBackfillRequest.SerializeToString,
+                response_deserializer=cronwheel_dot_v1_dot_jobs__pb2.Backfill.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -182,6 +187,13 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetBackfill(self, request, context):
+        """One backfill of the job and its progress (GET /v1/jobs/{job}/backfills/{backfill_id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -244,6 +256,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListBackfills,
                     request_deserializer=cronwheel_dot_v1_dot_jobs__pb2.ListBackfillsRequest.FromString,
                     response_serializer=cronwheel_dot_v1_dot_jobs__pb2.BackfillList.SerializeToString,
+            ),
+            'GetBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBackfill,
+                    request_deserializer=cronwheel_dot_v1_dot_jobs__pb2.GetBackfillRequest.FromString,
+                    response_serializer=cronwheel_dot_v1_dot_jobs__pb2.Backfill.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -570,6 +587,33 @@ class JobService:
             '/cronwheel.v1.JobService/ListBackfills',
             cronwheel_dot_v1_dot_jobs__pb2.ListBackfillsRequest.SerializeToString,
             cronwheel_dot_v1_dot_jobs__pb2.BackfillList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwheel.v1.JobService/GetBackfill',
+            cronwheel_dot_v1_dot_jobs__pb2.GetBackfillRequest.SerializeToString,
+            cronwheel_dot_v1_dot_jobs__pb2.Backfill.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,8 @@ class JobServiceStub:
     """
     ListBackfills: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.ListBackfillsRequest, _jobs_pb2.BackfillList]
     """The job's backfills with their progress, newest first (GET /v1/jobs/{job}/backfills)."""
+    GetBackfill: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.GetBackfillRequest, _jobs_pb2.Backfill]
+    """One backfill of the job and its progress (GET /v1/jobs/{job}/backfills/{backfill_id})."""
 
 @_typing.type_check_only
 class JobServiceAsyncStub(JobServiceStub):
@@ -86,6 +88,8 @@ class JobServiceAsyncStub(JobServiceStub):
     """
     ListBackfills: _aio.UnaryUnaryMultiCallable[_jobs_pb2.ListBackfillsRequest, _jobs_pb2.BackfillList]  # type: ignore[assignment]
     """The job's backfills with their progress, newest first (GET /v1/jobs/{job}/backfills)."""
+    GetBackfill: _aio.UnaryUnaryMultiCallable[_jobs_pb2.GetBackfillRequest, _jobs_pb2.Backfill]  # type: ignore[assignment]
+    """One backfill of the job and its progress (GET /v1/jobs/{job}/backfills/{backfill_id})."""
 
 class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -182,5 +186,13 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_jobs_pb2.BackfillList, _abc.Awaitable[_jobs_pb2.BackfillList]]:
         """The job's backfills with their progress, newest first (GET /v1/jobs/{job}/backfills)."""
+
+    @_abc_1.abstractmethod
+    def GetBackfill(
+        self,
+        request: _jobs_pb2.GetBackfillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_jobs_pb2.Backfill, _abc.Awaitable[_jobs_pb2.Backfill]]:
+        """One backfill of the job and its progress (GET /v1/jobs/{job}/backfills/{backfill_id})."""
 
 def add_JobServiceServicer_to_server(servicer: JobServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -38,13 +38,13 @@ async def backfill_job(
 ) -> JSONResponse:
     """Record a run (kind ``backfill``) for every slot of the job in [``from``, ``to``] that has
     none, at the server's bounded rate: 202 with the backfill, whose progress
-    ``GET .../backfills`` shows. A slot with a run keeps it, so a second backfill of a range
+    ``GET .../backfills/{id}`` shows. A slot with a run keeps it, so a second backfill of a range
     creates nothing. Refused (422, nothing written): ``to`` before ``from`` or in the future, no
     slot in the range, too many slots, or more than the confirmation limit without ``confirm``."""
     answer = await operations.backfill_job(services, caller, actor, job_id, body)
     if isinstance(answer, BackfillPlanOut):
         return JSONResponse(answer.model_dump(mode="json", by_alias=True))
-    location = f"/v1/jobs/{answer.job_id}/backfills"
+    location = f"/v1/jobs/{answer.job_id}/backfills/{answer.id}"
     return JSONResponse(
         answer.model_dump(mode="json", by_alias=True), status_code=202, headers={"Location": location}
     )
@@ -67,3 +67,17 @@ async def job_backfills(
     """The job's backfills with their progress, newest first."""
     page = await operations.job_backfills(services, caller, job_id, limit)
     return JSONResponse(page.model_dump(mode="json", by_alias=True))
+
+
+@job_route(
+    router,
+    "GET",
+    "/backfills/{backfill_id}",
+    response_model=BackfillOut,
+    tags=["jobs"],
+    responses=problems_doc(401, 403, 404),
+)
+async def get_backfill(job_id: str, backfill_id: str, services: Services, caller: CallerDep) -> JSONResponse:
+    """One backfill of the job and its progress."""
+    backfill = await operations.get_backfill(services, caller, job_id, backfill_id)
+    return JSONResponse(backfill.model_dump(mode="json", by_alias=True))
