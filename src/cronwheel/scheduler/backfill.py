@@ -3,11 +3,12 @@ running backfill records. No I/O and no clock: the backfiller (:mod:`.backfiller
 store, calls :func:`step` and writes what it returns.
 
 A step takes the slots from the backfill's cursor on, oldest first, as PENDING runs of kind
-``backfill`` keyed by their slot (so a slot that has a run, of any origin, gets no second one).
-Overlap ``allow``: up to the step's budget at once. ``forbid`` and ``replace``: one run, and only
-while no run of the job is active, so backfill runs never overlap each other or a scheduled run,
-and a backfill never cancels one; the slot waits rather than being skipped, since a backfill asks
-for the slot to run. A paused job's backfill waits for the job to be resumed.
+``backfill`` keyed by their slot (so a slot that has a run, fired, skipped or backfilled, gets no
+second one). Overlap ``allow``: up to the step's budget at once. ``forbid`` and ``replace``: one
+run, and only while no run of the job is active (read just before the step, as the scheduler reads
+them before a fire), so backfill runs do not overlap each other or a scheduled run, and a backfill
+never cancels one; the slot waits rather than being skipped, since a backfill asks for the slot to
+run. A paused job's backfill waits for the job to be resumed.
 """
 
 from __future__ import annotations
