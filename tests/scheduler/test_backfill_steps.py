@@ -6,6 +6,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import count
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cronwheel.model import Backfill, BackfillState, HttpTarget, Job, Overlap, Run, RunKind, RunState
 from cronwheel.scheduler.backfill import slots_in, step
 
@@ -81,3 +84,33 @@ def test_a_cursor_past_the_last_slot_ends_the_backfill_without_runs() -> None:
     ending = step(backfill(day(0), day(4), cursor=day(4, 2)), JOB, [], day(10), 5, new_id)
     assert ending is not None
     assert (ending.runs, ending.next_cursor) == ((), None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    schedule=st.sampled_from(["*/7 * * * *", "0 */3 * * *", "30 1 * * *", "0 9 * * 1-5", "*/20 2-3 * * *"]),
+    zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]),
+    span_h=st.integers(1, 24 * 10),
+    budgets=st.lists(st.integers(1, 9), min_size=1, max_size=5),
+)
+def test_steps_take_every_slot_of_the_range_once_in_order(
+    schedule: str, zone: str, span_h: int, budgets: list[int]
+) -> None:
+    """Whatever the budgets of the passes, the steps of a backfill take exactly the range's slots,
+    each once, oldest first (across the DST change at the end of March)."""
+    job = replace(JOB, schedule=schedule, timezone=zone)
+    first, last = (
+        datetime(2026, 3, 25, tzinfo=UTC),
+        datetime(2026, 3, 25, tzinfo=UTC) + timedelta(hours=span_h),
+    )
+    expected = slots_in(job, first, last, 100_000)
+    current = backfill(first, last)
+    taken: list[datetime] = []
+    passes = 0
+    while current.cursor is not None:
+        planned = step(current, job, [], last, budgets[passes % len(budgets)], new_id)
+        assert planned is not None
+        taken += [run.slot for run in planned.runs]
+        current = replace(current, cursor=planned.next_cursor)
+        passes += 1
+    assert taken == expected
