@@ -88,9 +88,10 @@ def _draw(backfill: dict[str, Any]) -> None:
 
 
 def summary(backfill: dict[str, Any]) -> str:
+    rest = "never recorded: the job was deleted" if backfill["state"] == "cancelled" else "to go"
     return (
         f"backfill {backfill['id']} {backfill['state']}: {backfill['created']} created, "
-        f"{backfill['existing']} already had runs, {backfill['remaining']} to go (of {backfill['total']})"
+        f"{backfill['existing']} already had runs, {backfill['remaining']} {rest} (of {backfill['total']})"
     )
 
 
