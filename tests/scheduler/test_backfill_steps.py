@@ -45,6 +45,16 @@ def test_slots_follow_the_job_s_zone_across_a_dst_change() -> None:
     ]  # fmt: skip
 
 
+def test_intervals_and_one_time_jobs_have_their_slots_in_a_range_too() -> None:
+    every = replace(JOB, schedule="@every 6h")
+    assert slots_in(every, day(0, 0, 0), day(1, 0, 0), 10) == [day(0, h, 0) for h in (0, 6, 12, 18)] + [
+        day(1, 0, 0)
+    ]
+    once = replace(JOB, schedule="@at 2026-03-30T10:00:00+02:00")
+    assert slots_in(once, day(0, 0, 0), day(3, 0, 0), 10) == [day(1, 8, 0)]
+    assert slots_in(once, day(2, 0, 0), day(3, 0, 0), 10) == []
+
+
 def test_an_allow_step_takes_the_budget_and_moves_the_cursor_to_the_next_slot() -> None:
     now = day(10)
     taken = step(backfill(day(0, 0), day(4)), JOB, [], now, 2, new_id)
