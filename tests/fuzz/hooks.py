@@ -28,7 +28,8 @@ import schemathesis
 from schemathesis.openapi.checks import RejectedPositiveData
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-# Entry codes of refusals a schema cannot state (cronwheel.api.schemas.checks, cronwheel.api.routes.jobs).
+# Entry codes of refusals a schema cannot state (cronwheel.api.schemas.checks, cronwheel.api.routes.jobs,
+# cronwheel.api.routes.backfills).
 BEYOND_THE_SCHEMA = frozenset(
     {
         "invalid_schedule",  # the cron grammar, field ranges and the zone database
@@ -41,6 +42,10 @@ BEYOND_THE_SCHEMA = frozenset(
         "in_the_past",  # a token's expiry, judged against the clock
         "secret_not_found",  # a reference to a team secret: only the store knows which exist
         "field_order",  # one field against another (end_at after start_at, max_delay_s >= initial)
+        "range_order",  # a backfill's to after its from: one field against another
+        "in_future",  # a backfill's to, judged against the clock
+        "confirm_required",  # a backfill of more slots than the limit: only the schedule counts them
+        "too_many_slots",  # the same, beyond what even a confirmed backfill takes
         "payload_too_large",  # 64 KiB of compact JSON, measured after parsing
         # U+0000 or a lone surrogate in any string, keys of free JSON (a payload) included: what no
         # store can hold (cronwheel.api.schemas.storable), stated once in the document's description
