@@ -45,9 +45,9 @@ SHARED_SERVERS = {"transport"}
 # or three, that it kills and restarts; and the transport tests' private TLS servers (initdb).
 SLOW_FIXTURES = {"own_etcd", "own_etcd_cluster"}
 SLOW_FOLDERS = {"transport"}
-# Tests of minutes (a cluster under faults, the API fuzzed, the benchmarks at smoke size) start
-# first: one that starts last leaves the other workers idle while it runs.
-FIRST = {"chaos", "cluster", "fuzz", "test_benchmarks.py"}
+# The test of minutes (a whole cluster under faults, mostly waiting) starts first, beside the
+# tests that keep a core busy: started last, it would leave the other worker idle while it ran.
+FIRST = {"chaos"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
