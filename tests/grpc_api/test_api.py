@@ -182,6 +182,26 @@ async def test_invalid_input_names_each_field_and_writes_nothing(env: Env, stubs
     assert "cursor" in violations(cursor.value)
 
 
+async def test_interval_and_one_time_jobs_over_grpc(env: Env, stubs: Stubs) -> None:
+    token = auth(env.admin_token)  # the clock is 2026-03-02T12:00Z
+    every = await stubs.jobs.CreateJob(
+        jobs_pb2.CreateJobRequest(job=spec("every", schedule="@every 7h")), metadata=token
+    )
+    assert every.next_run_at == "2026-03-02T16:00:00Z"  # the next whole multiple of 7 h since the epoch
+    assert every.schedule_description == "every 7 hours of elapsed time"
+    once = await stubs.jobs.CreateJob(
+        jobs_pb2.CreateJobRequest(job=spec("once", schedule="@at 2026-03-03T09:30:00+01:00")), metadata=token
+    )
+    assert once.next_run_at == "2026-03-03T08:30:00Z"
+    assert once.schedule_description == "once, at 2026-03-03 09:30:00 CET"
+    with pytest.raises(grpc.aio.AioRpcError) as past:
+        await stubs.jobs.CreateJob(
+            jobs_pb2.CreateJobRequest(job=spec("past", schedule="@at 2026-03-02T11:00:00Z")), metadata=token
+        )
+    assert past.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "has passed" in violations(past.value)["schedule"]
+
+
 async def test_a_patch_mask_naming_no_field_is_refused(env: Env, stubs: Stubs) -> None:
     job = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=auth(env.admin_token))
     request = jobs_pb2.PatchJobRequest(
