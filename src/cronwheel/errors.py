@@ -8,6 +8,10 @@ down). Code that retries catches ``TransientError`` only.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+_CAUSE_DEPTH = 6  # drivers wrap an error a few times; a cycle or a long chain stops here
+
 
 class CronwheelError(Exception):
     """Root of every error cronwheel raises on purpose."""
@@ -88,3 +92,14 @@ class RateLimitedError(TransientError):
             f"try again in {retry_after_s} s"
         )
         self.retry_after_s = retry_after_s
+
+
+def causes(error: BaseException | None) -> Iterator[BaseException]:
+    """``error`` and what lies under it (``__cause__``, else ``__context__``), nearest first, at
+    most :data:`_CAUSE_DEPTH` of them: drivers raise their own errors from, or inside the
+    ``except`` of, the one that says what happened."""
+    for _ in range(_CAUSE_DEPTH):
+        if error is None:
+            return
+        yield error
+        error = error.__cause__ or error.__context__

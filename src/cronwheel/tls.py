@@ -22,7 +22,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
-from cronwheel.errors import PermanentError
+from cronwheel.errors import PermanentError, causes
 
 Verify = Literal["none", "ca", "full"]  # nothing; the chain only; the chain and the host name
 
@@ -40,15 +40,11 @@ def tls_refused(error: BaseException | None) -> bool:
     """Whether a TLS failure that waiting does not cure lies under ``error`` (drivers raise their
     own errors from, or inside the ``except`` of, the :class:`ssl.SSLError`): a backend client
     turns it into a permanent refusal instead of waiting for the backend as if it were down."""
-    for _ in range(6):
-        if error is None:
-            return False
-        if isinstance(error, ssl.SSLCertVerificationError) or (
-            isinstance(error, ssl.SSLError) and any(word in str(error).upper() for word in _REFUSALS)
-        ):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+    return any(
+        isinstance(cause, ssl.SSLCertVerificationError)
+        or (isinstance(cause, ssl.SSLError) and any(word in str(cause).upper() for word in _REFUSALS))
+        for cause in causes(error)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,7 @@ import redis.asyncio as aioredis
 from redis import exceptions as rx
 
 from cronwheel.clock import Clock
-from cronwheel.errors import BackendUnavailableError, InvalidInputError, PermanentError
+from cronwheel.errors import BackendUnavailableError, InvalidInputError, PermanentError, causes
 from cronwheel.queue.port import Delivery, QueueStats, Trigger
 from cronwheel.queue.redis_url import check_queue_url
 from cronwheel.telemetry import metrics
@@ -196,14 +196,11 @@ def _is_group_lost(error: rx.ResponseError) -> bool:
 _TLS_RESET_ATTEMPTS = 3
 
 
-def _was_reset(error: BaseException | None) -> bool:
-    for _ in range(6):
-        if error is None:
-            return False
-        if isinstance(error, ConnectionResetError) or "Connection reset by peer" in str(error):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+def _was_reset(error: BaseException) -> bool:
+    return any(
+        isinstance(cause, ConnectionResetError) or "Connection reset by peer" in str(cause)
+        for cause in causes(error)
+    )
 
 
 class QueueRefusedError(PermanentError):
