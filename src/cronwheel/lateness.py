@@ -2,7 +2,7 @@
 lateness the cluster page shows.
 
 A job is *late* when it is live, not paused, and its next slot (``next_run_at``, a slot not fired
-yet) is more than :data:`LATE_GRACE` in the past: the scheduler fires a slot within a second or two
+yet) is more than :data:`LATE_GRACE` in the past, past the end of its jitter window if it has one: the scheduler fires a slot within a second or two
 of its time, so a minute behind means no scheduler is firing it (its shard unowned, the leader
 stuck, the store unreachable). The job list filters on the same instant (``GET /v1/jobs?late=true``,
 served by the ``ix_jobs_due_at`` index) that marks each job (``late`` in a job's answer).
@@ -35,6 +35,7 @@ def is_late(job: Job, now: datetime, grace: timedelta = LATE_GRACE) -> bool:
         and not job.paused
         and job.next_run_at is not None
         and job.next_run_at < late_before(now, grace)
+        and job.next_run_at + timedelta(seconds=job.jitter_s) < late_before(now, grace)
     )
 
 

@@ -170,6 +170,9 @@ class Job:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     misfire: MisfirePolicy = field(default_factory=MisfirePolicy)
     overlap: Overlap = Overlap.ALLOW
+    # each slot fires this much later at most: an offset of the job id and the slot
+    # (cronwheel.schedule.jitter); 0: at the slot
+    jitter_s: float = 0.0
     start_at: datetime | None = None
     end_at: datetime | None = None
     paused: bool = False
@@ -212,6 +215,7 @@ class DueJob:
     end_at: datetime | None
     paused: bool = False
     deleted_at: datetime | None = None
+    jitter_s: float = 0.0
 
     @classmethod
     def of(cls, job: Job | DueJob) -> DueJob:
@@ -226,7 +230,7 @@ class DueJob:
         return DueJob(
             self.id, self.team, self.version, next_run_at, self.schedule, self.timezone, self.dst_gap,
             self.dst_fold, self.misfire, self.overlap, self.queue, self.start_at, self.end_at,
-            self.paused, self.deleted_at,
+            self.paused, self.deleted_at, self.jitter_s,
         )  # fmt: skip
 
     @property
@@ -312,6 +316,14 @@ class Run:
     cancel_requested: bool = False
     # W3C ``traceparent`` of the run's trace, its fire span the parent (None: tracing was off)
     traceparent: str | None = None
+    # when the slot fires: the slot plus the job's jitter offset (None: at the slot; manual and
+    # backfill runs are never jittered). The slot stays the run's identity.
+    due_at: datetime | None = None
+
+    @property
+    def due(self) -> datetime:
+        """The instant the run is due: its jittered fire time, or its slot."""
+        return self.slot if self.due_at is None else self.due_at
 
     @property
     def dedup_key(self) -> str:

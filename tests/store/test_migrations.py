@@ -24,7 +24,7 @@ from cronwheel.errors import (
     NotFoundError,
     TransientError,
 )
-from cronwheel.model import Job, RunKind
+from cronwheel.model import Job, Run, RunKind
 from cronwheel.store import codec
 from cronwheel.store.driver import async_url, create_engine, translated_errors
 from cronwheel.store.migrate import (
@@ -43,7 +43,17 @@ from .support import START, make_job, make_run
 
 def _row_before_0009(job: Job) -> dict[str, Any]:
     """A job's row as schemas before 0009 hold it (no ``retention`` column)."""
-    return {key: value for key, value in codec.job_to_row(job).items() if key != "retention"}
+    return {key: value for key, value in _job_row_before_0017(job).items() if key != "retention"}
+
+
+def _job_row_before_0017(job: Job) -> dict[str, Any]:
+    """A job's row as schemas before 0017 hold it (no ``jitter_s`` column)."""
+    return {key: value for key, value in codec.job_to_row(job).items() if key != "jitter_s"}
+
+
+def _run_row_before_0017(run: Run) -> dict[str, Any]:
+    """A run's row as schemas before 0017 hold it (no ``due_at`` column)."""
+    return {key: value for key, value in codec.run_to_row(run).items() if key != "due_at"}
 
 
 def _columns(connection: Connection, table: str) -> set[str]:
@@ -85,7 +95,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0016"
+        assert await current_revision(engine) == head_revision() == "0017"
     finally:
         await engine.dispose()
 
@@ -162,9 +172,9 @@ async def test_0016_adds_backfills_and_the_backfill_kind_to_a_0014_database(empt
     job = make_job()
     try:
         async with engine.begin() as connection:
-            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            await connection.execute(insert(jobs).values(_job_row_before_0017(job)))
             older = make_run(job, START, created_at=START)
-            await connection.execute(insert(runs).values(codec.run_to_row(older)))
+            await connection.execute(insert(runs).values(_run_row_before_0017(older)))
     finally:
         await engine.dispose()
 
@@ -413,8 +423,8 @@ async def test_0011_adds_run_traceparents_and_downgrades_without_them(empty_stor
         job = make_job()
         old = make_run(job, START, created_at=START)
         async with engine.begin() as connection:
-            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
-            row = {key: value for key, value in codec.run_to_row(old).items() if key != "traceparent"}
+            await connection.execute(insert(jobs).values(_job_row_before_0017(job)))
+            row = {key: value for key, value in _run_row_before_0017(old).items() if key != "traceparent"}
             await connection.execute(insert(runs).values(row))
         await run_sync_at(empty_store_url, _to("0011"))
         store = await open_store(empty_store_url)
@@ -457,3 +467,34 @@ async def _runs_options(engine: AsyncEngine) -> list[str]:
     async with engine.connect() as connection:
         found = await connection.execute(text("SELECT reloptions FROM pg_class WHERE relname = 'runs'"))
         return list(found.scalar_one() or [])
+
+
+async def test_0017_adds_jitter_to_a_0016_database_and_downgrades_without_it(empty_store_url: str) -> None:
+    await run_sync_at(empty_store_url, _to("0016"))
+    engine = create_engine(empty_store_url)
+    job = make_job()
+    older = make_run(job, START, created_at=START)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(_job_row_before_0017(job)))
+            await connection.execute(insert(runs).values(_run_row_before_0017(older)))
+    finally:
+        await engine.dispose()
+
+    store = await open_store(empty_store_url)  # migrated to head
+    try:
+        assert (await store.get_job(job.id)).jitter_s == 0.0  # existing jobs fire at their slots
+        assert (await store.get_run(older.id)).due_at is None
+    finally:
+        await store.close()
+    assert await _diff_at(empty_store_url, metadata) == []
+
+    await run_sync_at(empty_store_url, _to("0016", down=True))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            assert "jitter_s" not in await connection.run_sync(lambda sync: _columns(sync, "jobs"))
+            assert "due_at" not in await connection.run_sync(lambda sync: _columns(sync, "runs"))
+            assert set(await connection.scalars(select(runs.c.id))) == {older.id}
+    finally:
+        await engine.dispose()

@@ -38,7 +38,7 @@ from cronwheel.errors import (
     UnauthenticatedError,
 )
 from cronwheel.jobs.backfill import BackfillRefusedError
-from cronwheel.jobs.service import NoSlotError, PlainCredentialError, UnknownSecretError
+from cronwheel.jobs.service import JitterTooWideError, NoSlotError, PlainCredentialError, UnknownSecretError
 from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
 
@@ -230,6 +230,12 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, PlainCredentialError):
         errors = [field_error(field, message, code="plain_credential") for field, message in exc.problems]
         return problem_response(request, 422, "plain-credential", "Plain credential", str(exc), errors=errors)
+    if isinstance(exc, JitterTooWideError):
+        wide: dict[str, Any] = {"jitter_s": exc.jitter_s, "shortest_gap_s": exc.shortest_s}
+        errors = [field_error(exc.field, str(exc), code="jitter_too_wide", **wide)]
+        return problem_response(
+            request, 422, "jitter-too-wide", "Jitter too wide", str(exc), errors=errors, **wide
+        )
     if isinstance(exc, TooFrequentError):
         facts: dict[str, Any] = {"minimum_interval_s": exc.minimum_s, "shortest_interval_s": exc.shortest_s}
         errors = [field_error(exc.field, str(exc), code="schedule_too_frequent", **facts)]

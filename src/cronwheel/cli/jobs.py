@@ -11,6 +11,7 @@ from typing import Any, Literal
 import click
 
 from cronwheel.cli.output import (
+    SECONDS,
     Ctx,
     api_command,
     fields,
@@ -40,8 +41,21 @@ def _last(job: dict[str, Any]) -> str | None:
 def next_run(job: dict[str, Any]) -> str | None:
     """When the job fires next; a paused job does not, whatever its stored cursor says (the
     cursor stays at the slot it paused before, a time that is past by now); a job with no slot
-    left (a one-time job that fired, an ``end_at`` that passed) is complete."""
-    return "paused" if job["paused"] else when(job["next_run_at"]) or "complete"
+    left (a one-time job that fired, an ``end_at`` that passed) is complete. A jittered slot
+    says when it fires."""
+    if job["paused"]:
+        return "paused"
+    slot = when(job["next_run_at"])
+    if slot is None:
+        return "complete"
+    fires = job.get("next_fire_at")
+    return slot if not fires or fires == job["next_run_at"] else f"{slot} (fires {when(fires)})"
+
+
+def _jitter(job: dict[str, Any]) -> str | None:
+    """The job's jitter window in words (None: it fires at its slots)."""
+    jitter = job.get("jitter_s") or 0
+    return f"up to {jitter:g}s after each slot (offset fixed by job id and slot)" if jitter else None
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> str:
@@ -127,6 +141,7 @@ def job_view(job: dict[str, Any]) -> str:
             ("misfire", f"{misfire['policy']} (grace {misfire['grace_s']:g}s, max catch-up"
              f" {misfire['max_catch_up']})"),
             ("overlap", job["overlap"]),
+            ("jitter", _jitter(job)),
             ("window", None if not (job["start_at"] or job["end_at"])
              else f"{when(job['start_at']) or '-'} .. {when(job['end_at']) or '-'}"),
             ("labels", job["labels"]),
@@ -198,6 +213,13 @@ def _spec_options(func: Any) -> Any:
         click.option("--timeout", "timeout_s", type=float, help="Seconds an attempt may take."),
         click.option("--max-attempts", type=int, help="Attempts per run (retries + 1)."),
         click.option("--overlap", type=click.Choice(["allow", "forbid", "replace"])),
+        click.option(
+            "--jitter",
+            "jitter_s",
+            type=SECONDS,
+            help="Fire each slot up to this long after it (30s, 1.5, 2m; 0: at the slot), at an "
+            "offset fixed by the job id and the slot.",
+        ),
         click.option("--misfire", type=click.Choice(["skip", "run_once", "catch_up"])),
         click.option("--description"),
         click.option("--start-at", help="RFC 3339 instant before which the job does not fire."),
@@ -213,8 +235,8 @@ def _spec_options(func: Any) -> Any:
 def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
     """The job fields the flags give (only those given)."""
     spec: dict[str, Any] = {}
-    for key in ("team", "name", "schedule", "timezone", "queue", "timeout_s", "overlap", "description",
-                "start_at", "end_at", "dst_gap", "dst_fold"):  # fmt: skip
+    for key in ("team", "name", "schedule", "timezone", "queue", "timeout_s", "overlap", "jitter_s",
+                "description", "start_at", "end_at", "dst_gap", "dst_fold"):  # fmt: skip
         if flags.get(key) is not None:
             spec[key] = flags[key]
     target = _target_from_flags(flags)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 import yaml
@@ -266,3 +267,26 @@ def parse_json(value: str, what: str) -> Any:
         return json.loads(value)
     except ValueError as error:
         raise click.BadParameter(f"not valid JSON: {error}", param_hint=what) from None
+
+
+class Seconds(click.ParamType):
+    """A span as seconds: a number (``1.5``) or with a unit (``500ms``, ``30s``, ``2m``, ``1h``)."""
+
+    name = "seconds"
+    _UNITS: ClassVar[dict[str, float]] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        text = str(value).strip().lower()
+        unit = next((unit for unit in ("ms", "s", "m", "h") if text.endswith(unit)), "")
+        try:
+            number = float(text[: len(text) - len(unit)])
+        except ValueError:
+            self.fail(f"{value!r} is not a span such as 30s, 1.5, 2m or 500ms", param, ctx)
+        if not math.isfinite(number) or number < 0:
+            self.fail(f"{value!r} is not a span of zero or more seconds", param, ctx)
+        return number * self._UNITS.get(unit, 1.0)
+
+
+SECONDS = Seconds()

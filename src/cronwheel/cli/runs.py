@@ -16,13 +16,26 @@ def _seconds(value: float | None) -> str | None:
     return None if value is None else f"{value:.3f}s"
 
 
-def _late(at: str | None, lateness_s: float | None) -> str | None:
-    """An instant with how long after (or, released ahead, before) the slot it was."""
+def _late(at: str | None, lateness_s: float | None, due: str = "the slot") -> str | None:
+    """An instant with how long after (or, released ahead, before) the run was due (``due``:
+    the slot, or its jittered fire time)."""
     if at is None:
         return None
     if lateness_s is not None and lateness_s < 0:
-        return f"{when(at)}  ({_seconds(-lateness_s)} before the slot)"
-    return f"{when(at)}  ({_seconds(lateness_s)} after the slot)"
+        return f"{when(at)}  ({_seconds(-lateness_s)} before {due})"
+    return f"{when(at)}  ({_seconds(lateness_s)} after {due})"
+
+
+def _slot(run: dict[str, Any]) -> str | None:
+    """The run's slot, with when it fired when jitter moved it."""
+    due = run.get("due_at")  # older servers do not send it
+    if not due or due == run["slot"]:
+        return when(run["slot"])
+    return f"{when(run['slot'])} (fires {when(due)})"
+
+
+def _due(run: dict[str, Any]) -> str:
+    return "the slot" if not run.get("due_at") else "its fire time"
 
 
 def job_of(run: dict[str, Any], with_id: bool = False) -> str:
@@ -40,7 +53,7 @@ def runs_table(runs: list[dict[str, Any]]) -> str:
         ["ID", "JOB", "KIND", "SLOT", "STATE", "ATTEMPTS", "LATENESS", "REASON"],
         [
             [
-                run["id"], job_of(run), run["kind"], when(run["slot"]), run["state"], run["attempts"],
+                run["id"], job_of(run), run["kind"], _slot(run), run["state"], run["attempts"],
                 _seconds(run["start_lateness_s"] if run["start_lateness_s"] is not None
                          else run["queued_lateness_s"]),
                 run["reason"],
@@ -58,10 +71,11 @@ def run_detail_view(run: dict[str, Any]) -> str:
                 ("job", job_of(run, with_id=True)),
                 ("kind", run["kind"]),
                 ("slot", when(run["slot"])),
+                ("fires at", when(run.get("due_at"))),  # jittered: the slot plus its offset
                 ("state", run["state"] if not run["reason"] else f"{run['state']} ({run['reason']})"),
                 ("attempts", run["attempts"]),
-                ("queued", _late(run["queued_at"], run["queued_lateness_s"])),
-                ("started", _late(run["started_at"], run["start_lateness_s"])),
+                ("queued", _late(run["queued_at"], run["queued_lateness_s"], _due(run))),
+                ("started", _late(run["started_at"], run["start_lateness_s"], _due(run))),
                 ("finished", when(run["finished_at"])),
                 ("next attempt", when(run["next_attempt_at"])),
                 ("trace", run.get("trace_id")),  # older servers do not send it

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from cronwheel.cli.output import emit, output_option
+from cronwheel.cli.output import SECONDS, emit, output_option
 from cronwheel.clock import SystemClock
 from cronwheel.schedule import ScheduleError, load_zone
 
@@ -23,7 +23,13 @@ _NOTES = {
     "repeated-first": "repeated hour, first pass",
     "repeated-second": "repeated hour, second pass",
 }
-_OPTIONS = {"expression": "EXPRESSION", "timezone": "--tz", "count": "--count", "seed": "--seed"}
+_OPTIONS = {
+    "expression": "EXPRESSION",
+    "timezone": "--tz",
+    "count": "--count",
+    "seed": "--seed",
+    "jitter_s": "--jitter",
+}
 
 
 @click.group()
@@ -37,6 +43,13 @@ def schedule() -> None:
 @click.option("--count", "-n", default=10, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--after", help="ISO 8601 instant to start after (naive = in --tz). Default: now.")
 @click.option("--seed", help="What H hashes (cronwheel jobs use their job id).")
+@click.option(
+    "--jitter",
+    "jitter_s",
+    type=SECONDS,
+    default=0.0,
+    help="A job's jitter window (30s, 1.5, 2m): with --seed (the job id), when each slot fires.",
+)
 @click.option("--dst-gap", type=click.Choice(["shift", "skip"]), help="Skipped local times.")
 @click.option("--dst-fold", type=click.Choice(["first", "last", "both"]), help="Repeated local times.")
 @output_option
@@ -47,6 +60,7 @@ def preview(
     count: int,
     after: str | None,
     seed: str | None,
+    jitter_s: float,
     dst_gap: str | None,
     dst_fold: str | None,
     output: str,
@@ -70,6 +84,7 @@ def preview(
         "dst_gap": dst_gap,
         "dst_fold": dst_fold,
         "seed": seed,
+        "jitter_s": jitter_s,
     }
     data = _build(request, after)
     emit(data, output, preview_table)
@@ -137,7 +152,8 @@ def preview_table(data: dict[str, Any]) -> str:
     for fire in data["fires"]:
         at = datetime.fromisoformat(fire["at"])
         note = _NOTES[fire["kind"]].format(wall=datetime.fromisoformat(fire["wall"]))
-        lines.append(f"  {at:%Y-%m-%d %H:%M:%S %a}  {_offset(at)}  {fire['utc']}  {note}".rstrip())
+        fires = f"fires {fire['fires_at']}  " if fire.get("fires_at") else ""
+        lines.append(f"  {at:%Y-%m-%d %H:%M:%S %a}  {_offset(at)}  {fire['utc']}  {fires}{note}".rstrip())
     if not data["fires"]:
         lines.append("  (no fire times)")
     return "\n".join(lines)

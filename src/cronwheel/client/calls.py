@@ -361,10 +361,12 @@ def preview_schedule(
     dst_gap: str | None = None,
     dst_fold: str | None = None,
     seed: str | None = None,
+    jitter_s: float | None = None,
 ) -> Call[Preview]:
-    """The next ``count`` fire times of ``expression`` in ``timezone``, with DST effects and warnings."""
+    """The next ``count`` fire times of ``expression`` in ``timezone``, with DST effects and warnings
+    (with ``jitter_s`` and the job's id as ``seed``: when each fires)."""
     body: dict[str, Any] = {"expression": expression, "timezone": timezone, "count": count}
-    optional = {"after": after, "dst_gap": dst_gap, "dst_fold": dst_fold, "seed": seed}
+    optional = {"after": after, "dst_gap": dst_gap, "dst_fold": dst_fold, "seed": seed, "jitter_s": jitter_s}
     body.update({key: value for key, value in optional.items() if value is not None})
     return _call("preview_schedule", _data, body=body)
 

@@ -49,6 +49,7 @@ class JobDefinition(TypedDict):
     retry: dict[str, Any]
     misfire: dict[str, Any]
     overlap: str
+    jitter_s: float
     start_at: str | None
     end_at: str | None
     queue: str
@@ -67,6 +68,7 @@ class Job(JobDefinition):
     created_at: str | None
     updated_at: str | None
     next_run_at: str | None
+    next_fire_at: str | None  # next_run_at plus its jitter offset
     last_run: LastRun | None
     plain_values: list[str]
     schedule_description: str
@@ -103,6 +105,7 @@ class Run(TypedDict):
     job_name: str | None
     kind: str
     slot: str
+    due_at: str | None  # the slot plus the job's jitter offset; None: at the slot
     state: str
     reason: str | None
     attempts: int

@@ -52,7 +52,7 @@ from cronwheel.errors import (
     UnauthenticatedError,
 )
 from cronwheel.jobs.backfill import BackfillRefusedError
-from cronwheel.jobs.service import NoSlotError, PlainCredentialError, UnknownSecretError
+from cronwheel.jobs.service import JitterTooWideError, NoSlotError, PlainCredentialError, UnknownSecretError
 from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
 
@@ -120,6 +120,8 @@ def _input_entries(error: InvalidInputError) -> list[dict[str, Any]]:
         return [field_error(field, why, code="plain_credential") for field, why in error.problems]
     if isinstance(error, TooFrequentError):
         return [field_error(error.field, str(error), code="schedule_too_frequent")]
+    if isinstance(error, JitterTooWideError):
+        return [field_error(error.field, str(error), code="jitter_too_wide")]
     if isinstance(error, BackfillRefusedError):  # REST's field names: from (start), to (end), confirm
         return [field_error(error.field, str(error), code=error.code)]
     return []

@@ -37,6 +37,8 @@ from cronwheel.model import (
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.schedule import OnceSchedule
+from cronwheel.schedule.gaps import Gap
+from cronwheel.schedule.jitter import MAX_JITTER_S, too_wide
 from cronwheel.scheduler.backfill import BACKFILL_MAX_SLOTS, slots_in
 from cronwheel.scheduler.planner import first_slot, last_slots, late_once, schedule_of
 from cronwheel.store import Store
@@ -215,6 +217,8 @@ class JobService:
         self.policy.check_queue(job.queue)
         if not 0 < job.timeout_s <= MAX_TIMEOUT_S:
             raise InvalidInputError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}], not {job.timeout_s}")
+        if not 0 <= job.jitter_s <= MAX_JITTER_S:
+            raise InvalidInputError(f"jitter_s must be in [0, {MAX_JITTER_S:g}], not {job.jitter_s}")
         if job.start_at is not None and job.end_at is not None and job.end_at <= job.start_at:
             raise InvalidInputError("end_at must be after start_at")
         check_payload(job.payload)
@@ -259,6 +263,7 @@ class JobService:
             deleted_at=None,
         )
         self.limits.check_interval(schedule_of(stored), now)  # with its id: H hashes it
+        check_jitter(stored, now)
         return dataclasses.replace(stored, next_run_at=_first_slot_or_refuse(stored, now))
 
     async def update(self, job: Job, expected_version: int | None, actor: Actor | None = None) -> Job:
@@ -310,6 +315,7 @@ class JobService:
             deleted_at=None,
         )
         retimed = _timing(updated) != _timing(current)
+        check_jitter(updated, now)  # the schedule's own gaps: judged whatever the edit
         if retimed:
             self.limits.check_interval(schedule_of(updated), now)
             updated = dataclasses.replace(updated, next_run_at=_first_slot_or_refuse(updated, now))
@@ -503,6 +509,30 @@ class NoSlotError(InvalidInputError):
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(reason)
         self.field = field  # the field to change: end_at, or the schedule
+
+
+class JitterTooWideError(InvalidInputError):
+    """A jitter window as long as the schedule's shortest gap between two slots, or longer: a
+    slot could fire after the next one (or with it)."""
+
+    field = "jitter_s"
+
+    def __init__(self, job: Job, gap: Gap) -> None:
+        self.jitter_s = job.jitter_s
+        self.shortest_s = gap.seconds
+        super().__init__(
+            f"jitter_s {job.jitter_s:g} must be shorter than the shortest gap between two slots of "
+            f"{job.schedule!r} ({job.timezone}): {gap.seconds} s ({gap.first.isoformat()}, then "
+            f"{gap.second.isoformat()}), so that no slot fires after the next one"
+        )
+
+
+def check_jitter(job: Job, now: datetime) -> None:
+    """Refuse (:class:`JitterTooWideError`) a jitter window that is not shorter than every gap
+    between two consecutive slots of the job's schedule (DST included; none for ``@at``)."""
+    gap = too_wide(schedule_of(job), job.jitter_s, now)
+    if gap is not None:
+        raise JitterTooWideError(job, gap)
 
 
 def _first_slot_or_refuse(job: Job, now: datetime) -> datetime:

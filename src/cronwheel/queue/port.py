@@ -13,7 +13,8 @@ class Trigger:
     run_id: str
     job_id: str
     queue: str = "default"
-    slot: datetime | None = None  # released ahead of its slot: the worker holds it until then
+    # released ahead: when the run is due (its slot, or its jittered fire time); held until then
+    slot: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

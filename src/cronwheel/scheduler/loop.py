@@ -23,6 +23,12 @@ Armed runs are released a little ahead of their slot (``release_ahead_s``, at mo
 second grows with how many runs it releases, :meth:`Scheduler.release_lead`): each trigger carries
 its slot, the worker holds it until then and claims it at the slot, and the claim refuses a run
 before its slot. A run released ahead is stamped queued when published, before its slot.
+
+A job with jitter fires each slot at its fire time (the slot plus the slot's offset,
+:func:`~cronwheel.scheduler.planner.due_at`): the wheels file jobs and armed runs by the second of
+that instant, and wherever "its slot" is said above, such a job's fire time is meant (release,
+the worker's hold and claim, lateness). A jittered job taken out of the wheel in its second
+before its instant goes back in, and the tick wakes at that instant (:attr:`Scheduler._soonest`).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from cronwheel.errors import NotFoundError, TransientError
 from cronwheel.model import DueJob, FireResult, Firing, Overlap, Run, RunState, new_id, shard_of
 from cronwheel.queue import Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff, pause
-from cronwheel.scheduler.planner import arm, armable, plan
+from cronwheel.scheduler.planner import arm, armable, due_at, plan
 from cronwheel.scheduler.wheel import TimingWheel
 from cronwheel.store.change_listener import RELOAD_ALL
 from cronwheel.store.port import FiringStore
@@ -143,6 +149,10 @@ class Scheduler:
         self.release_ahead_s = max(0.0, release_ahead_s)  # the longest release lead; 0: at the slot
         self.armed: TimingWheel[Held] = TimingWheel(_held_second)  # recorded ahead, not yet released
         self._armed_of: dict[str, set[str]] = {}  # job id -> ids of its runs in ``armed``
+        # the earliest fire time of the jittered jobs (and held runs) put back in the wheels by
+        # the last tick, due later in the second the wheels woke it for: when to wake instead
+        self._soonest: datetime | None = None
+        self._soonest_release: datetime | None = None
 
     @property
     def jobs(self) -> Mapping[str, DueJob]:
@@ -354,7 +364,7 @@ class Scheduler:
         for run_id in list(held):
             entry = self.armed.entries.get(run_id)
             run = None if entry is None else entry[0]
-            if run is None or now is None or (run.job_version != version and run.slot > now):
+            if run is None or now is None or (run.job_version != version and run.due > now):
                 self.armed.remove(run_id)
                 held.discard(run_id)
         if not held:
@@ -422,10 +432,12 @@ class Scheduler:
         due = self.armed.pop_due(_second(until))
         owns = None if self.ownership is None else self._owner()
         ready: list[Run] = []
+        self._soonest_release = None
         for entry in due:
             run, shard = entry
-            if run.slot > until:  # later in this second
+            if run.due > until:  # later in this second (a jittered fire time)
                 self.armed.add(run.id, entry)
+                self._soonest_release = _earliest(self._soonest_release, run.due)
             elif owns is None or owns(shard):
                 ready.append(run)
         if ready:
@@ -477,6 +489,7 @@ class Scheduler:
                 if job.shard in valid and valid[job.shard].epoch == self.epochs.get(job.shard)
             ]
         self._progressed()
+        self._soonest = None
         await self._fire(due, now)
         if self.arm_ahead_s:
             await self._arm(now)
@@ -533,7 +546,19 @@ class Scheduler:
                 firing = plan(job, now, active.get(job.id, []), self.new_run_id)
                 if firing is not None:
                     firings.append(firing)
+                elif job.jitter_s:
+                    self._put_back(job, now)
         return firings
+
+    def _put_back(self, job: DueJob, now: datetime) -> None:
+        """A jittered job taken out in the second of its fire time, before that instant: back
+        into the wheel, and the tick wakes at the earliest such instant."""
+        if job.paused or job.deleted_at is not None or job.next_run_at is None:
+            return
+        fires = due_at(job, job.next_run_at)
+        if fires > now:
+            self.wheel.add(job.id, job)
+            self._soonest = _earliest(self._soonest, fires)
 
     async def _write(
         self, jobs: list[DueJob], firings: list[Firing], now: datetime, arming: bool = False
@@ -615,14 +640,14 @@ class Scheduler:
         if not runs:
             return self.clock.now()
         await self.queue.publish(
-            [Trigger(run.id, run.job_id, run.queue, run.slot if ahead else None) for run in runs]
+            [Trigger(run.id, run.job_id, run.queue, run.due if ahead else None) for run in runs]
         )
         failpoints.hit("scheduler.after_publish")  # triggers queued, not yet marked queued
         queued = self.clock.now()
         await self.store.mark_queued([run.id for run in runs], queued)
         metrics.RUNS_RECORDED.labels("PENDING", "").inc(len(runs))
         for run in runs:
-            lateness = max(0.0, (queued - run.slot).total_seconds())
+            lateness = max(0.0, (queued - run.due).total_seconds())
             self.stats.record_lateness(lateness)
             metrics.FIRE_LATENESS.observe(lateness)
         return queued
@@ -641,11 +666,16 @@ class Scheduler:
             wake = min(wake, self._next_reload) if len(self.wheel) == 0 else wake
         next_due = self.wheel.next_due()
         if next_due is not None:
-            wake = max(min(wake, datetime.fromtimestamp(next_due, now.tzinfo)), now)
+            at = datetime.fromtimestamp(next_due, now.tzinfo)
+            if self._soonest is not None and next_due <= _second(now):  # put back: later this second
+                at = self._soonest
+            wake = max(min(wake, at), now)
         release = self.armed.next_due()
         if release is not None:
             lead = self.release_lead(self.armed.count_at(release)) if self.release_ahead_s else 0.0
             release_at = datetime.fromtimestamp(release - lead, now.tzinfo)
+            if self._soonest_release is not None and release_at <= now:  # held back this second
+                release_at = self._soonest_release - timedelta(seconds=lead)
             wake = max(min(wake, release_at), now)
         arm_at = self._next_arm_at(now) if self.arm_ahead_s else None
         if arm_at is not None:
@@ -727,13 +757,18 @@ Held = tuple[Run, int]  # an armed run and its job's shard
 
 
 def _held_second(held: Held) -> int:
-    return _second(held[0].slot)
+    return _second(held[0].due)
 
 
 def _due_second(job: DueJob) -> int:
-    """The wheel's second of a job: that of its cursor (a job in the wheel always has one)."""
+    """The wheel's second of a job: that of its cursor's fire time (a job in the wheel always
+    has a cursor)."""
     assert job.next_run_at is not None
-    return _second(job.next_run_at)
+    return _second(job.next_run_at if not job.jitter_s else due_at(job, job.next_run_at))
+
+
+def _earliest(known: datetime | None, moment: datetime) -> datetime:
+    return moment if known is None or moment < known else known
 
 
 def _log_fires(accepted: list[Run], skipped: list[Run], now: datetime) -> None:
@@ -741,7 +776,7 @@ def _log_fires(accepted: list[Run], skipped: list[Run], now: datetime) -> None:
     fact, since the run's own record holds it (measured: a line per fire at INFO cost about a
     tenth of the fire path's CPU). Skips stay INFO, one per run: they are the news."""
     if accepted:
-        latest = max((now - run.slot).total_seconds() for run in accepted)
+        latest = max((now - run.due).total_seconds() for run in accepted)
         log.info(
             "fired",
             extra={"action": "fire_batch", "runs": len(accepted), "max_lateness_ms": round(latest * 1000, 1)},
@@ -755,7 +790,7 @@ def _log_fires(accepted: list[Run], skipped: list[Run], now: datetime) -> None:
                     "job_id": run.job_id,
                     "run_id": run.id,
                     "slot": run.slot.isoformat(),
-                    "lateness_ms": round((now - run.slot).total_seconds() * 1000, 1),
+                    "lateness_ms": round((now - run.due).total_seconds() * 1000, 1),
                 },
             )
     for run in skipped:

@@ -1,6 +1,10 @@
 """The scheduler's pure decisions: given a job, its schedule, ``now`` and the job's active runs,
 which slots to fire, which to record SKIPPED (and why), and where the job's cursor goes next.
 
+A slot is due at its fire time (:func:`due_at`): the slot itself, or, for a job with jitter,
+later by the slot's offset. Whether a slot is due, and how late it is for the misfire policy,
+are judged against that instant; the slot stays the run's identity.
+
 No I/O and no clock: everything comes in as arguments, so tests drive it with plain values.
 """
 
@@ -12,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronwheel.model import DueJob, Firing, Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
 from cronwheel.schedule import OnceSchedule, Schedule, parse_schedule
+from cronwheel.schedule.jitter import jitter_offset
 
 MAX_SLOTS_PER_PLAN = 1000  # slots looked at per job per pass; a job further behind continues next pass
 _EPSILON = timedelta(microseconds=1)
@@ -39,10 +44,30 @@ def _next_slot(schedule: Schedule, slot: datetime) -> datetime | None:
     return _as_utc(schedule.next_after(slot))
 
 
+def due_at(job: Plannable, slot: datetime) -> datetime:
+    """When ``slot`` of ``job`` fires: the slot, later by its jitter offset if the job has a
+    window (:mod:`cronwheel.schedule.jitter`)."""
+    if not job.jitter_s:
+        return slot
+    return slot + jitter_offset(job.id, slot, job.jitter_s)
+
+
+def _jittered(job: Plannable, slot: datetime) -> datetime | None:
+    """What a run of ``slot`` records as its fire time (None: the slot itself)."""
+    return None if not job.jitter_s else slot + jitter_offset(job.id, slot, job.jitter_s)
+
+
+def _not_due(job: Plannable, slot: datetime, now: datetime) -> bool:
+    """Whether ``slot`` fires after ``now`` (the slot itself first: no hashing for most)."""
+    return slot > now or (bool(job.jitter_s) and due_at(job, slot) > now)
+
+
 def misfire_fires(job: Plannable, now: datetime, slot: datetime) -> bool:
     """Whether the misfire policy fires ``slot``, due at ``now``, when it is the only slot due:
-    ``run_once`` and ``catch_up`` always do; ``skip`` within ``grace_s`` of the slot."""
-    return job.misfire.mode is not MisfireMode.SKIP or now - slot <= timedelta(seconds=job.misfire.grace_s)
+    ``run_once`` and ``catch_up`` always do; ``skip`` within ``grace_s`` of its fire time."""
+    if job.misfire.mode is not MisfireMode.SKIP:
+        return True
+    return now - due_at(job, slot) <= timedelta(seconds=job.misfire.grace_s)
 
 
 def late_once(job: Plannable, now: datetime) -> datetime | None:
@@ -68,7 +93,8 @@ def plan(
     active: Sequence[Run],
     new_id: Callable[[], str],
 ) -> Firing | None:
-    """Decide the due slots of ``job`` (those at or before ``now``, from its cursor on).
+    """Decide the due slots of ``job`` (those whose fire time is at or before ``now``, from its
+    cursor on).
 
     Returns None when nothing is due. Otherwise a :class:`Firing` that records one run per due
     slot, PENDING or SKIPPED with its reason, and moves the cursor to the next slot after the
@@ -77,12 +103,14 @@ def plan(
     cursor = job.next_run_at
     if cursor is None or cursor > now or job.paused or job.deleted_at is not None:
         return None
+    if job.jitter_s and due_at(job, cursor) > now:
+        return None
     schedule = schedule_of(job)
     due: list[datetime] = [cursor]
     slot = _within_end(job, _next_slot(schedule, cursor))
-    if not active and (slot is None or slot > now):  # the common case: one slot, nothing running
+    if not active and (slot is None or _not_due(job, slot, now)):  # the common case: one slot
         return _one_slot(job, now, cursor, slot, new_id)
-    while slot is not None and slot <= now and len(due) < MAX_SLOTS_PER_PLAN:
+    while slot is not None and not _not_due(job, slot, now) and len(due) < MAX_SLOTS_PER_PLAN:
         due.append(slot)
         slot = _within_end(job, _next_slot(schedule, slot))
     later = _count_due(job, slot, now, _tail_size(job))  # due slots beyond this pass (bounded)
@@ -106,11 +134,12 @@ def armable(job: Plannable) -> bool:
 
 
 def arm(job: Plannable, now: datetime, new_id: Callable[[], str]) -> Firing | None:
-    """The firing that records ``job``'s next slot (its cursor, after ``now``) ahead of time:
-    one PENDING run created ``now``, the cursor moved to the slot after. None when the job is not
-    :func:`armable` or its cursor is not ahead. No misfire can arise: the slot is still to come."""
+    """The firing that records ``job``'s next slot (its cursor, due after ``now``) ahead of
+    time: one PENDING run created ``now``, the cursor moved to the slot after. None when the job
+    is not :func:`armable` or its cursor is not due ahead. No misfire can arise: the slot's fire
+    time is still to come."""
     cursor = job.next_run_at
-    if cursor is None or cursor <= now or not armable(job):
+    if cursor is None or due_at(job, cursor) <= now or not armable(job):
         return None
     slot = _within_end(job, _next_slot(schedule_of(job), cursor))
     run = _run(job, now, cursor, RunState.PENDING, new_id(), None)
@@ -143,7 +172,7 @@ def _count_due(job: Plannable, slot: datetime | None, now: datetime, limit: int)
     """Due slots from ``slot`` on (those a pass capped at MAX_SLOTS_PER_PLAN left), up to ``limit``."""
     count = 0
     schedule = schedule_of(job)
-    while slot is not None and slot <= now and count < limit:
+    while slot is not None and not _not_due(job, slot, now) and count < limit:
         count += 1
         slot = _within_end(job, _next_slot(schedule, slot))
     return count
@@ -158,7 +187,7 @@ def _misfire(job: Plannable, now: datetime, due: list[datetime], later: int) -> 
     policy = job.misfire
     if policy.mode is MisfireMode.SKIP:
         grace = timedelta(seconds=policy.grace_s)
-        return {slot for slot in due if now - slot <= grace}
+        return {slot for slot in due if now - due_at(job, slot) <= grace}
     room = _tail_size(job) - later
     return set(due[-room:]) if room > 0 else set()
 
@@ -203,6 +232,7 @@ def _run(
         job_version=job.version,
         reason=None if reason is None else reason.value,
         created_at=now,
+        due_at=_jittered(job, slot),
     )
 
 

@@ -146,6 +146,7 @@ def job_definition_to_row(job: Job) -> dict[str, Any]:
         "retry": retry_to_json(job.retry),
         "misfire": misfire_to_json(job.misfire),
         "overlap": job.overlap.value,
+        "jitter_s": job.jitter_s,
         "start_at": job.start_at,
         "end_at": job.end_at,
         "paused": job.paused,
@@ -179,6 +180,7 @@ def job_from_row(row: Row) -> Job:
         retry=retry_from_json(row["retry"]),
         misfire=misfire_from_json(row["misfire"]),
         overlap=Overlap(row["overlap"]),
+        jitter_s=float(row["jitter_s"]),
         start_at=row["start_at"],
         end_at=row["end_at"],
         paused=bool(row["paused"]),
@@ -203,7 +205,7 @@ def due_job_from_row(row: Row) -> DueJob:
         row["id"], sys.intern(row["team"]), row["version"], _shared(row["next_run_at"]),
         sys.intern(row["schedule"]), sys.intern(row["timezone"]), row["dst_gap"], row["dst_fold"],
         _misfire_of_text(row["misfire"]), Overlap(row["overlap"]), sys.intern(row["queue"]),
-        row["start_at"], row["end_at"], bool(row["paused"]), row["deleted_at"],
+        row["start_at"], row["end_at"], bool(row["paused"]), row["deleted_at"], float(row["jitter_s"]),
     )  # fmt: skip
 
 
@@ -260,6 +262,7 @@ def run_to_row(run: Run) -> dict[str, Any]:
         "lease_expires_at": run.lease_expires_at,
         "cancel_requested": run.cancel_requested,
         "traceparent": run.traceparent,
+        "due_at": run.due_at,
     }
 
 
@@ -287,6 +290,7 @@ def run_from_row(row: Row) -> Run:
         lease_expires_at=row["lease_expires_at"],
         cancel_requested=bool(row["cancel_requested"]),
         traceparent=row["traceparent"],
+        due_at=row["due_at"],
     )
 
 

@@ -122,6 +122,7 @@ jobs = Table(
     Column("updated_at", Instant, nullable=False),
     Column("next_run_at", Instant, nullable=True),
     Column("deleted_at", Instant, nullable=True),
+    Column("jitter_s", Float, nullable=False),  # migration 0017; 0: each slot fires at the slot
 )
 
 # Predicates shared by the partial indexes and the queries that must use them (SQLite only uses
@@ -179,6 +180,7 @@ runs = Table(
     Column("cancel_requested", Boolean, nullable=False),
     Column("epoch", BigInteger, nullable=True),  # the shard's fencing epoch it was fired under
     Column("traceparent", String(55), nullable=True),  # W3C trace context of the run's trace (0010)
+    Column("due_at", Instant, nullable=True),  # the slot's jittered fire time (0017); NULL: the slot
     UniqueConstraint("job_id", "dedup_key"),
     CheckConstraint(_in("state", _STATES), name="state"),
     CheckConstraint(_in("kind", _KINDS), name="kind"),

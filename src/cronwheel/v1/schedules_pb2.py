@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63ronwheel/v1/schedules.proto\x12\x0c\x63ronwheel.v1\"\xee\x01\n\x16PreviewScheduleRequest\x12\x12\n\nexpression\x18\x01 \x01(\t\x12\x15\n\x08timezone\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x12\n\x05\x63ount\x18\x03 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\x05\x61\x66ter\x18\x04 \x01(\tH\x02\x88\x01\x01\x12\x14\n\x07\x64st_gap\x18\x05 \x01(\tH\x03\x88\x01\x01\x12\x15\n\x08\x64st_fold\x18\x06 \x01(\tH\x04\x88\x01\x01\x12\x11\n\x04seed\x18\x07 \x01(\tH\x05\x88\x01\x01\x42\x0b\n\t_timezoneB\x08\n\x06_countB\x08\n\x06_afterB\n\n\x08_dst_gapB\x0b\n\t_dst_foldB\x07\n\x05_seed\"M\n\x04\x46ire\x12\n\n\x02\x61t\x18\x01 \x01(\t\x12\x0b\n\x03utc\x18\x02 \x01(\t\x12\x10\n\x08offset_s\x18\x03 \x01(\x05\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0c\n\x04wall\x18\x05 \x01(\t\"\xc5\x01\n\x0fSchedulePreview\x12\x12\n\nexpression\x18\x01 \x01(\t\x12\x10\n\x08timezone\x18\x02 \x01(\t\x12\x0f\n\x07\x64st_gap\x18\x03 \x01(\t\x12\x10\n\x08\x64st_fold\x18\x04 \x01(\t\x12\x10\n\x08wildcard\x18\x05 \x01(\x08\x12\x13\n\x0b\x64\x65scription\x18\x06 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x07 \x01(\t\x12!\n\x05\x66ires\x18\x08 \x03(\x0b\x32\x12.cronwheel.v1.Fire\x12\x10\n\x08warnings\x18\t \x03(\t2i\n\x0fScheduleService\x12V\n\x0fPreviewSchedule\x12$.cronwheel.v1.PreviewScheduleRequest\x1a\x1d.cronwheel.v1.SchedulePreviewB@\n\x10\x64\x65v.cronwheel.v1P\x01Z*cronwheel.dev/gen/cronwheel/v1;cronwheelv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63ronwheel/v1/schedules.proto\x12\x0c\x63ronwheel.v1\"\x92\x02\n\x16PreviewScheduleRequest\x12\x12\n\nexpression\x18\x01 \x01(\t\x12\x15\n\x08timezone\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x12\n\x05\x63ount\x18\x03 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\x05\x61\x66ter\x18\x04 \x01(\tH\x02\x88\x01\x01\x12\x14\n\x07\x64st_gap\x18\x05 \x01(\tH\x03\x88\x01\x01\x12\x15\n\x08\x64st_fold\x18\x06 \x01(\tH\x04\x88\x01\x01\x12\x11\n\x04seed\x18\x07 \x01(\tH\x05\x88\x01\x01\x12\x15\n\x08jitter_s\x18\x08 \x01(\x01H\x06\x88\x01\x01\x42\x0b\n\t_timezoneB\x08\n\x06_countB\x08\n\x06_afterB\n\n\x08_dst_gapB\x0b\n\t_dst_foldB\x07\n\x05_seedB\x0b\n\t_jitter_s\"q\n\x04\x46ire\x12\n\n\x02\x61t\x18\x01 \x01(\t\x12\x0b\n\x03utc\x18\x02 \x01(\t\x12\x10\n\x08offset_s\x18\x03 \x01(\x05\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0c\n\x04wall\x18\x05 \x01(\t\x12\x15\n\x08\x66ires_at\x18\x06 \x01(\tH\x00\x88\x01\x01\x42\x0b\n\t_fires_at\"\xc5\x01\n\x0fSchedulePreview\x12\x12\n\nexpression\x18\x01 \x01(\t\x12\x10\n\x08timezone\x18\x02 \x01(\t\x12\x0f\n\x07\x64st_gap\x18\x03 \x01(\t\x12\x10\n\x08\x64st_fold\x18\x04 \x01(\t\x12\x10\n\x08wildcard\x18\x05 \x01(\x08\x12\x13\n\x0b\x64\x65scription\x18\x06 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x07 \x01(\t\x12!\n\x05\x66ires\x18\x08 \x03(\x0b\x32\x12.cronwheel.v1.Fire\x12\x10\n\x08warnings\x18\t \x03(\t2i\n\x0fScheduleService\x12V\n\x0fPreviewSchedule\x12$.cronwheel.v1.PreviewScheduleRequest\x1a\x1d.cronwheel.v1.SchedulePreviewB@\n\x10\x64\x65v.cronwheel.v1P\x01Z*cronwheel.dev/gen/cronwheel/v1;cronwheelv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,11 +33,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\020dev.cronwheel.v1P\001Z*cronwheel.dev/gen/cronwheel/v1;cronwheelv1'
   _globals['_PREVIEWSCHEDULEREQUEST']._serialized_start=47
-  _globals['_PREVIEWSCHEDULEREQUEST']._serialized_end=285
-  _globals['_FIRE']._serialized_start=287
-  _globals['_FIRE']._serialized_end=364
-  _globals['_SCHEDULEPREVIEW']._serialized_start=367
-  _globals['_SCHEDULEPREVIEW']._serialized_end=564
-  _globals['_SCHEDULESERVICE']._serialized_start=566
-  _globals['_SCHEDULESERVICE']._serialized_end=671
+  _globals['_PREVIEWSCHEDULEREQUEST']._serialized_end=321
+  _globals['_FIRE']._serialized_start=323
+  _globals['_FIRE']._serialized_end=436
+  _globals['_SCHEDULEPREVIEW']._serialized_start=439
+  _globals['_SCHEDULEPREVIEW']._serialized_end=636
+  _globals['_SCHEDULESERVICE']._serialized_start=638
+  _globals['_SCHEDULESERVICE']._serialized_end=743
 # @@protoc_insertion_point(module_scope)

@@ -31,6 +31,7 @@ class PreviewScheduleRequest(_message.Message):
     DST_GAP_FIELD_NUMBER: _builtins.int
     DST_FOLD_FIELD_NUMBER: _builtins.int
     SEED_FIELD_NUMBER: _builtins.int
+    JITTER_S_FIELD_NUMBER: _builtins.int
     expression: _builtins.str
     timezone: _builtins.str
     count: _builtins.int
@@ -38,6 +39,7 @@ class PreviewScheduleRequest(_message.Message):
     dst_gap: _builtins.str
     dst_fold: _builtins.str
     seed: _builtins.str
+    jitter_s: _builtins.float
     def __init__(
         self,
         *,
@@ -48,10 +50,11 @@ class PreviewScheduleRequest(_message.Message):
         dst_gap: _builtins.str | None = ...,
         dst_fold: _builtins.str | None = ...,
         seed: _builtins.str | None = ...,
+        jitter_s: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_count", b"_count", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_seed", b"_seed", "_timezone", b"_timezone", "after", b"after", "count", b"count", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "seed", b"seed", "timezone", b"timezone"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_count", b"_count", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_jitter_s", b"_jitter_s", "_seed", b"_seed", "_timezone", b"_timezone", "after", b"after", "count", b"count", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "jitter_s", b"jitter_s", "seed", b"seed", "timezone", b"timezone"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_count", b"_count", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_seed", b"_seed", "_timezone", b"_timezone", "after", b"after", "count", b"count", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "expression", b"expression", "seed", b"seed", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_count", b"_count", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_jitter_s", b"_jitter_s", "_seed", b"_seed", "_timezone", b"_timezone", "after", b"after", "count", b"count", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "expression", b"expression", "jitter_s", b"jitter_s", "seed", b"seed", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__after: _TypeAlias = _typing.Literal["after"]  # noqa: Y015
     _WhichOneofArgType__after: _TypeAlias = _typing.Literal["_after", b"_after"]  # noqa: Y015
@@ -61,6 +64,8 @@ class PreviewScheduleRequest(_message.Message):
     _WhichOneofArgType__dst_fold: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold"]  # noqa: Y015
     _WhichOneofReturnType__dst_gap: _TypeAlias = _typing.Literal["dst_gap"]  # noqa: Y015
     _WhichOneofArgType__dst_gap: _TypeAlias = _typing.Literal["_dst_gap", b"_dst_gap"]  # noqa: Y015
+    _WhichOneofReturnType__jitter_s: _TypeAlias = _typing.Literal["jitter_s"]  # noqa: Y015
+    _WhichOneofArgType__jitter_s: _TypeAlias = _typing.Literal["_jitter_s", b"_jitter_s"]  # noqa: Y015
     _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
     _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015
     _WhichOneofReturnType__timezone: _TypeAlias = _typing.Literal["timezone"]  # noqa: Y015
@@ -73,6 +78,8 @@ class PreviewScheduleRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__dst_fold) -> _WhichOneofReturnType__dst_fold | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__dst_gap) -> _WhichOneofReturnType__dst_gap | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__jitter_s) -> _WhichOneofReturnType__jitter_s | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__seed) -> _WhichOneofReturnType__seed | None: ...
     @_typing.overload
@@ -89,11 +96,14 @@ class Fire(_message.Message):
     OFFSET_S_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     WALL_FIELD_NUMBER: _builtins.int
+    FIRES_AT_FIELD_NUMBER: _builtins.int
     at: _builtins.str
     utc: _builtins.str
     offset_s: _builtins.int
     kind: _builtins.str
     wall: _builtins.str
+    fires_at: _builtins.str
+    """with jitter and a seed: the slot plus its offset"""
     def __init__(
         self,
         *,
@@ -102,12 +112,15 @@ class Fire(_message.Message):
         offset_s: _builtins.int = ...,
         kind: _builtins.str = ...,
         wall: _builtins.str = ...,
+        fires_at: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_fires_at", b"_fires_at", "fires_at", b"fires_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "kind", b"kind", "offset_s", b"offset_s", "utc", b"utc", "wall", b"wall"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fires_at", b"_fires_at", "at", b"at", "fires_at", b"fires_at", "kind", b"kind", "offset_s", b"offset_s", "utc", b"utc", "wall", b"wall"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__fires_at: _TypeAlias = _typing.Literal["fires_at"]  # noqa: Y015
+    _WhichOneofArgType__fires_at: _TypeAlias = _typing.Literal["_fires_at", b"_fires_at"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fires_at) -> _WhichOneofReturnType__fires_at | None: ...
 
 Global___Fire: _TypeAlias = Fire  # noqa: Y015
 

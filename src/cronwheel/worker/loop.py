@@ -370,7 +370,7 @@ class Worker:
         if run.cancel_requested:  # replaced (overlap=replace) before it started
             return await self._cancel(run, "cancelled before it started", span)
         if run.attempts == 1 and run.kind is RunKind.SCHEDULED and run.started_at is not None:
-            metrics.START_LATENESS.observe((run.started_at - run.slot).total_seconds())
+            metrics.START_LATENESS.observe((run.started_at - run.due).total_seconds())
         result = await self._attempt(job, run, span)
         attempted()
         return await self._finish(run, job, result, span)
@@ -387,7 +387,7 @@ class Worker:
             run = found.get(trigger.run_id)
             if run is None or run.state not in (RunState.PENDING, RunState.RETRYING):
                 continue
-            due = max(run.slot, run.next_attempt_at or run.slot)
+            due = max(run.due, run.next_attempt_at or run.due)  # due: the slot, or its jittered time
             if due > now:
                 await self.queue.publish_at(trigger, due)
 

@@ -50,7 +50,7 @@ from cronwheel.api.schemas.base import (
 )
 from cronwheel.api.schemas.partial import partial_model
 from cronwheel.api.schemas.policies import MisfireSpec, RetentionSpec, RetrySpec
-from cronwheel.api.schemas.preview import FireOut
+from cronwheel.api.schemas.preview import FireOut, jitter_warnings
 from cronwheel.api.schemas.targets import TargetSpec, target_from_record
 from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import MAX_TIMEOUT_S, check_payload
@@ -61,6 +61,7 @@ from cronwheel.model import (
     Run,
 )
 from cronwheel.schedule import DstFold, DstGap, ScheduleError, describe, parse_schedule
+from cronwheel.schedule.jitter import MAX_JITTER_S, fire_at
 from cronwheel.schedule.lint import schedule_warnings
 from cronwheel.store.port import RunSample
 from cronwheel.targets.kinds import plain_values
@@ -104,6 +105,14 @@ class JobFields(StrictModel):
     misfire: MisfireSpec = MisfireSpec()
     overlap: OverlapChoice = Field(
         default=Overlap.ALLOW, description="When a slot comes while an earlier run is still active."
+    )
+    jitter_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=MAX_JITTER_S,
+        description="Each slot fires up to this many seconds after it, at an offset fixed by the job id "
+        "and the slot (docs/schedules.md, Jitter); shorter than the schedule's shortest gap between "
+        "two slots. 0: at the slot.",
     )
     start_at: Instant | None = Field(default=None, description="No slot before this instant.")
     end_at: Instant | None = Field(default=None, description="No slot after this instant; after start_at.")
@@ -334,6 +343,10 @@ class JobOut(JobFields):
     created_at: datetime | None
     updated_at: datetime | None
     next_run_at: datetime | None = Field(description="The next slot not yet fired; null when none is left.")
+    next_fire_at: datetime | None = Field(
+        description="When next_run_at fires: the slot plus its jitter offset (the slot itself without "
+        "jitter); null when none is left."
+    )
     last_run: LastRunOut | None
     plain_values: list[str] = Field(
         description="Header and env values held in clear in the job, not as references to secrets "
@@ -372,6 +385,9 @@ class JobOut(JobFields):
                 "created_at": job.created_at,
                 "updated_at": job.updated_at,
                 "next_run_at": job.next_run_at,
+                "next_fire_at": None
+                if job.next_run_at is None
+                else fire_at(job.id, job.next_run_at, job.jitter_s),
                 "plain_values": plain_values(job.target),
                 "schedule_description": schedule_description(job),
                 "late": is_late(job, now),
@@ -432,8 +448,8 @@ class JobValidation(JobFields):
                 "id": job.id or None,
                 "next_run_at": job.next_run_at,
                 "schedule_description": describe(schedule),
-                "fires": [FireOut.from_record(fire) for fire in fires],
-                "warnings": schedule_warnings(schedule, after),
+                "fires": [FireOut.from_record(fire, job.id or None, job.jitter_s) for fire in fires],
+                "warnings": schedule_warnings(schedule, after) + jitter_warnings(job.id or None, job.jitter_s),
             },
             context={"stored": True},
         )

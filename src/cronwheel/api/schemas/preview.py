@@ -22,6 +22,7 @@ from cronwheel.api.schemas.base import (
     ZoneName,
 )
 from cronwheel.schedule import DstFold, DstGap, Fire, describe, parse_schedule
+from cronwheel.schedule.jitter import MAX_JITTER_S, fire_at
 from cronwheel.schedule.lint import schedule_warnings
 
 # -- schedule preview --------------------------------------------------------------------------
@@ -37,6 +38,12 @@ class PreviewIn(StrictModel):
     seed: Annotated[str, StringConstraints(max_length=200)] | None = Field(
         None, description="What H hashes (a job's id, for that job's own schedule)."
     )
+    jitter_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=MAX_JITTER_S,
+        description="A job's jitter window: with a seed (the job's id), each fire's `fires_at`.",
+    )
 
 
 class FireOut(OutModel):
@@ -45,17 +52,35 @@ class FireOut(OutModel):
     offset_s: int = Field(description="UTC offset of the zone at that time, in seconds.")
     kind: FireKindName
     wall: str = Field(description="The nominal local wall time (differs from `at` when shifted).")
+    fires_at: datetime | None = Field(
+        default=None,
+        description="With jitter, when this slot fires (UTC): the slot plus the job's offset; null "
+        "without jitter, or when the job id (the seed) is not known.",
+    )
 
     @classmethod
-    def from_record(cls, fire: Fire) -> FireOut:
+    def from_record(cls, fire: Fire, job_id: str | None = None, jitter_s: float = 0.0) -> FireOut:
+        """``fire``; with ``jitter_s`` and the job's id, when it fires (``fires_at``)."""
         offset = fire.at.utcoffset()
+        utc = fire.at.astimezone(UTC)
         return cls(
             at=fire.at,
-            utc=fire.at.astimezone(UTC),
+            utc=utc,
             offset_s=0 if offset is None else int(offset.total_seconds()),
             kind=fire.kind,
             wall=fire.wall.isoformat(),
+            fires_at=fire_at(job_id, utc, jitter_s) if jitter_s and job_id else None,
         )
+
+
+def jitter_warnings(job_id: str | None, jitter_s: float) -> list[str]:
+    """What a preview says of a jitter window whose offsets it cannot show (no job id)."""
+    if not jitter_s or job_id:
+        return []
+    return [
+        f"each slot fires up to {jitter_s:g} s after it, at an offset that depends on the job id: "
+        "give the job's id as the seed to see when"
+    ]
 
 
 class PreviewOut(OutModel):
@@ -94,6 +119,6 @@ class PreviewOut(OutModel):
             wildcard=schedule.wildcard,
             description=describe(schedule),
             after=after,
-            fires=[FireOut.from_record(fire) for fire in fires],
-            warnings=schedule_warnings(schedule, after),
+            fires=[FireOut.from_record(fire, request.seed, request.jitter_s) for fire in fires],
+            warnings=schedule_warnings(schedule, after) + jitter_warnings(request.seed, request.jitter_s),
         )

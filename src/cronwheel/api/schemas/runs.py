@@ -34,6 +34,10 @@ class RunOut(OutModel):
     job_name: str | None = Field(description="The job's name; null when the job was deleted.")
     kind: RunKindName
     slot: datetime
+    due_at: datetime | None = Field(
+        description="When the slot fired: the slot plus the job's jitter offset; null: at the slot "
+        "(no jitter, and every manual or backfill run)."
+    )
     state: RunStateName
     reason: str | None
     attempts: int
@@ -47,8 +51,12 @@ class RunOut(OutModel):
     started_at: datetime | None
     finished_at: datetime | None
     next_attempt_at: datetime | None
-    queued_lateness_s: float | None = Field(description="queued_at - slot, in seconds.")
-    start_lateness_s: float | None = Field(description="started_at - slot, in seconds.")
+    queued_lateness_s: float | None = Field(
+        description="queued_at - due_at (the slot when due_at is null), in seconds."
+    )
+    start_lateness_s: float | None = Field(
+        description="started_at - due_at (the slot when due_at is null), in seconds."
+    )
     trace_id: str | None = Field(
         description="The run's OpenTelemetry trace (32 hex digits); null when tracing was off.",
         pattern="^[0-9a-f]{32}$",
@@ -69,6 +77,7 @@ def _run_fields(run: Run, job: Job | None) -> dict[str, Any]:
         "job_name": None if job is None else job.name,
         "kind": run.kind.value,
         "slot": run.slot,
+        "due_at": run.due_at,
         "state": run.state.value,
         "reason": run.reason,
         "attempts": run.attempts,
@@ -82,8 +91,8 @@ def _run_fields(run: Run, job: Job | None) -> dict[str, Any]:
         "started_at": run.started_at,
         "finished_at": run.finished_at,
         "next_attempt_at": run.next_attempt_at,
-        "queued_lateness_s": _seconds(run.queued_at, run.slot),
-        "start_lateness_s": _seconds(run.started_at, run.slot),
+        "queued_lateness_s": _seconds(run.queued_at, run.due),
+        "start_lateness_s": _seconds(run.started_at, run.due),
         "trace_id": trace_id(run.traceparent),
     }
 

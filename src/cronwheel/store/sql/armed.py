@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, delete, select
+from sqlalchemy import ColumnElement, and_, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.model import Run, RunKind, RunState
@@ -43,12 +43,13 @@ def _unreleased() -> ColumnElement[bool]:
 
 
 async def disarm(connection: AsyncConnection, job_id: str, now: datetime) -> datetime | None:
-    """Delete ``job_id``'s armed runs whose slot is after ``now``, released or not (see the
+    """Delete ``job_id``'s armed runs due after ``now`` (their slot, or their jittered fire
+    time), released or not (see the
     module docstring); returns the first removed slot (None: there were none). Call it with the
     job's row locked."""
     found = await connection.execute(  # locked in id order, as claims lock: a claim waits, or wins
         select(runs.c.id, runs.c.slot)
-        .where(runs.c.job_id == job_id, _unstarted(), runs.c.slot > now)
+        .where(runs.c.job_id == job_id, _unstarted(), func.coalesce(runs.c.due_at, runs.c.slot) > now)
         .order_by(runs.c.id)
         .with_for_update()
     )

@@ -66,6 +66,7 @@ _RUN_COLUMNS = (
     ("cancel_requested", "boolean"),
     ("epoch", "bigint"),
     ("traceparent", "varchar"),
+    ("due_at", "bigint"),
 )
 _EVENT_COLUMNS = (
     ("run_id", "varchar"),
@@ -106,7 +107,7 @@ def _run_values(run: Run, epoch: int | None) -> tuple[Any, ...]:
         run.queue, run.job_version, run.reason, payload, run.has_payload, run.attempts, 0,
         run.idempotency_key, _micros(run.created_at), _micros(run.queued_at), _micros(run.started_at),
         _micros(run.finished_at), _micros(run.next_attempt_at), run.lease_owner,
-        _micros(run.lease_expires_at), run.cancel_requested, epoch, run.traceparent,
+        _micros(run.lease_expires_at), run.cancel_requested, epoch, run.traceparent, _micros(run.due_at),
     )  # fmt: skip
 
 

@@ -36,7 +36,7 @@ from cronwheel.store.sql.where import ACTIVE_VALUES, check_limit, check_new_run
 DUE_COLUMNS = (
     jobs.c.id, jobs.c.team, jobs.c.version, jobs.c.next_run_at, jobs.c.schedule, jobs.c.timezone,
     jobs.c.dst_gap, jobs.c.dst_fold, cast(jobs.c.misfire, Text).label("misfire"), jobs.c.overlap,
-    jobs.c.queue, jobs.c.start_at, jobs.c.end_at, jobs.c.paused, jobs.c.deleted_at,
+    jobs.c.queue, jobs.c.start_at, jobs.c.end_at, jobs.c.paused, jobs.c.deleted_at, jobs.c.jitter_s,
 )  # fmt: skip
 
 

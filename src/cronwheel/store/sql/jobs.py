@@ -14,7 +14,19 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, exists, false, func, insert, select, text, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    delete,
+    exists,
+    false,
+    func,
+    insert,
+    select,
+    text,
+    type_coerce,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
@@ -24,7 +36,7 @@ from cronwheel.model import Job, Run
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import JobQuery, Page
-from cronwheel.store.schema import JOB_LIVE, job_labels, jobs
+from cronwheel.store.schema import JOB_LIVE, job_labels, jobs, to_micros
 from cronwheel.store.snapshots import job_snapshot
 from cronwheel.store.sql import armed, audit, bulk, last_runs
 from cronwheel.store.sql.cancels import cancel_active
@@ -105,6 +117,9 @@ def _matching(query: JobQuery, after: str | None) -> list[ColumnElement[bool]]:
         conditions.append(last_runs.in_state(query.last_state, teams, after))
     if query.late_before is not None:  # JOB_DUE's terms literally: its index, ix_jobs_due_at
         conditions += [jobs.c.paused == false(), jobs.c.next_run_at < query.late_before]
+        # a jittered slot is late once its whole window has passed (lateness.is_late)
+        window_end = type_coerce(jobs.c.next_run_at, BigInteger()) + jobs.c.jitter_s * 1_000_000
+        conditions.append(window_end < to_micros(query.late_before))
     if after is not None:
         conditions.append(jobs.c.id > after)
     return conditions

@@ -115,9 +115,13 @@ def _claimed_values(worker: str, now: datetime, lease_until: datetime) -> dict[s
 
 
 def _due(now: datetime) -> ColumnElement[bool]:
-    """Claimable at ``now``: its slot has come (a trigger released ahead is early) and so has its
-    next attempt, if any."""
-    return and_(runs.c.slot <= now, or_(runs.c.next_attempt_at.is_(None), runs.c.next_attempt_at <= now))
+    """Claimable at ``now``: its slot and its jittered fire time, if any, have come (a trigger
+    released ahead is early) and so has its next attempt, if any."""
+    return and_(
+        runs.c.slot <= now,
+        or_(runs.c.due_at.is_(None), runs.c.due_at <= now),
+        or_(runs.c.next_attempt_at.is_(None), runs.c.next_attempt_at <= now),
+    )
 
 
 # PostgreSQL: ``UPDATE runs ... FROM`` the states this statement's snapshot read (``old``), the
@@ -140,6 +144,7 @@ WITH old AS (
   WHERE runs.id = old.id
     AND CASE WHEN old.previous IN ('PENDING', 'RETRYING') AND runs.state = old.previous
                   AND runs.slot <= CAST(:now AS bigint)
+                  AND (runs.due_at IS NULL OR runs.due_at <= CAST(:now AS bigint))
                   AND (runs.next_attempt_at IS NULL OR runs.next_attempt_at <= CAST(:now AS bigint))
              THEN true ELSE false END
   RETURNING runs.*, old.previous

@@ -61,7 +61,7 @@ _LISTED = "id IN (SELECT value FROM json_each(:ids))"  # :ids, a JSON array of r
 # Every run is found by primary key: the unary ``+`` keeps SQLite from answering the other
 # conditions by an index (with ``state`` it read every PENDING run of a herd).
 _DUE = (
-    f"+state IN ({_quoted(CLAIMABLE_VALUES)}) AND +slot <= :now"
+    f"+state IN ({_quoted(CLAIMABLE_VALUES)}) AND +slot <= :now AND (+due_at IS NULL OR +due_at <= :now)"
     " AND (+next_attempt_at IS NULL OR +next_attempt_at <= :now)"
 )
 

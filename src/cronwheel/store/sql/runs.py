@@ -126,6 +126,11 @@ def _micros(column: Any) -> ColumnElement[int]:
     return type_coerce(column, BigInteger())
 
 
+def _due(table: Any) -> ColumnElement[Any]:
+    """When a run was due: its jittered fire time, else its slot (lateness is measured from it)."""
+    return func.coalesce(table.c.due_at, table.c.slot)
+
+
 def _sampled(table: Any) -> list[ColumnElement[Any]]:
     """The columns of a :class:`RunSample`, lateness and duration subtracted in the database."""
     return [
@@ -133,7 +138,7 @@ def _sampled(table: Any) -> list[ColumnElement[Any]]:
         table.c.slot,
         table.c.id,
         table.c.state,
-        (_micros(table.c.queued_at) - _micros(table.c.slot)).label("lateness_us"),
+        (_micros(table.c.queued_at) - _micros(_due(table))).label("lateness_us"),
         (_micros(table.c.finished_at) - _micros(table.c.started_at)).label("duration_us"),
     ]
 
@@ -189,7 +194,7 @@ async def fire_lateness(tx: Transactions, since: datetime, limit: int) -> list[i
     ``limit`` rows: the cost is bounded whatever the history holds."""
     check_limit(limit)
     statement = (
-        select((_micros(runs.c.queued_at) - _micros(runs.c.slot)).label("lateness_us"))
+        select((_micros(runs.c.queued_at) - _micros(_due(runs))).label("lateness_us"))
         .where(runs.c.slot >= since, runs.c.kind == RunKind.SCHEDULED.value, runs.c.queued_at.is_not(None))
         .order_by(runs.c.slot.desc(), runs.c.id.desc())
         .limit(limit)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, bindparam, case, literal, null, or_, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, case, func, literal, null, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel.model import Outcome, Run, RunState
@@ -23,8 +23,10 @@ async def runs_to_dispatch(
     check_limit(limit)
     never_queued: ColumnElement[bool] = runs.c.queued_at.is_(None)
     if unqueued_before is not None:
-        # an armed run is released by its scheduler at its slot; the sweep only after it
-        never_queued = and_(never_queued, runs.c.created_at < unqueued_before, runs.c.slot <= unqueued_before)
+        # an armed run is released by its scheduler when due (its slot, or its jittered fire
+        # time); the sweep only after that
+        due = func.coalesce(runs.c.due_at, runs.c.slot)
+        never_queued = and_(never_queued, runs.c.created_at < unqueued_before, due <= unqueued_before)
     pending = (
         select(runs)
         .where(

@@ -74,10 +74,10 @@ class FireSpans:
             if span is not None:
                 if armed:
                     span.set(
-                        {"cronwheel.armed": True, "cronwheel.lead_s": (run.slot - queued).total_seconds()}
+                        {"cronwheel.armed": True, "cronwheel.lead_s": (run.due - queued).total_seconds()}
                     )
                 else:
-                    span.set({"cronwheel.lateness_s": (queued - run.slot).total_seconds()})
+                    span.set({"cronwheel.lateness_s": (queued - run.due).total_seconds()})
                 span.end(queued)
         for span in self.runs.values():
             span.set({"cronwheel.recorded": False})

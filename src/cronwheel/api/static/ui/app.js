@@ -298,7 +298,7 @@ function chart(runs) {
 }
 
 function definition(job) {
-  const { id, version, paused, pause_note, paused_at, created_at, updated_at, next_run_at, last_run, plain_values, schedule_description, late, recent, ...spec } = job;
+  const { id, version, paused, pause_note, paused_at, created_at, updated_at, next_run_at, next_fire_at, last_run, plain_values, schedule_description, late, recent, ...spec } = job;
   return h(
     "div",
     { class: "card" },
@@ -307,7 +307,8 @@ function definition(job) {
       ["Status", paused ? [badge("paused", "paused"), " ", pause_note || "", " ", paused_at ? when(paused_at) : ""] : status(job)],
       ["Schedule", [h("div", { class: "words", id: "job-words" }, schedule_description), h("code", {}, job.schedule)]],
       ["Time zone", job.timezone],
-      ["Next run", nextRun(paused, next_run_at)],
+      ["Next run", [nextRun(paused, next_run_at), !paused && next_fire_at && next_fire_at !== next_run_at ? ` (fires ${when(next_fire_at)})` : ""]],
+      ["Jitter", job.jitter_s ? h("span", { id: "job-jitter" }, `up to ${job.jitter_s} s after each slot (offset fixed by job id and slot)`) : h("span", { class: "muted" }, "none")],
       ["Target", targetSummary(job.target)],
       ["Version", version],
       ["Description", job.description || h("span", { class: "muted" }, "—")],
@@ -462,6 +463,7 @@ const FIELDS = [
   ["timezone", "Time zone", "text"], ["dst_gap", "DST gap", ["", "shift", "skip"]],
   ["dst_fold", "DST repeated time", ["", "first", "last", "both"]], ["description", "Description", "text"],
   ["timeout_s", "Timeout (s)", "number"], ["overlap", "Overlap", ["allow", "forbid", "replace"]],
+  ["jitter_s", "Jitter (s)", "number"],
   ["queue", "Queue", "text"], ["start_at", "Start at (RFC 3339)", "text"], ["end_at", "End at (RFC 3339)", "text"],
   ["target", "Target", "json"], ["retry", "Retry", "json"], ["misfire", "Misfire", "json"],
   ["labels", "Labels", "json"], ["payload", "Payload", "json"], ["retention", "Retention", "json"],
@@ -577,7 +579,7 @@ function editor(title, initial, validatePath, save) {
 
 function newJobPage() {
   const team = session.caller.teams && session.caller.teams.length ? session.caller.teams[0] : "default";
-  const initial = { team, name: "", schedule: "*/5 * * * *", timezone: "UTC", overlap: "allow", queue: "default", timeout_s: 60,
+  const initial = { team, name: "", schedule: "*/5 * * * *", timezone: "UTC", overlap: "allow", jitter_s: 0, queue: "default", timeout_s: 60,
     target: { type: "http", url: "https://example.com/hook", method: "POST" }, retry: { max_attempts: 1 }, misfire: { policy: "skip" }, labels: {}, payload: null, retention: null };
   editor("New job", initial, "/jobs:validate", async (spec) => (await api("POST", "/jobs", spec)).body);
 }
@@ -612,6 +614,7 @@ function runPage(runId) {
         ["State", [stateBadge(run.state), run.reason ? ` ${run.reason}` : ""]],
         ["Kind", run.kind],
         ["Slot", when(run.slot)],
+        ["Fires at", run.due_at ? when(run.due_at) : h("span", { class: "muted" }, "the slot (no jitter)")],
         ["Queued", [when(run.queued_at), ` (lateness ${seconds(run.queued_lateness_s)})`]],
         ["Started", [when(run.started_at), ` (lateness ${seconds(run.start_lateness_s)})`]],
         ["Finished", when(run.finished_at)],
