@@ -2,10 +2,11 @@
 lateness the cluster page shows.
 
 A job is *late* when it is live, not paused, and its next slot (``next_run_at``, a slot not fired
-yet) is more than :data:`LATE_GRACE` in the past, past the end of its jitter window if it has one: the scheduler fires a slot within a second or two
-of its time, so a minute behind means no scheduler is firing it (its shard unowned, the leader
-stuck, the store unreachable). The job list filters on the same instant (``GET /v1/jobs?late=true``,
-served by the ``ix_jobs_due_at`` index) that marks each job (``late`` in a job's answer).
+yet) is more than :data:`LATE_GRACE` in the past (past the end of its jitter window, with one):
+the scheduler fires a slot within a second or two of its time, so a minute behind means no
+scheduler is firing it (its shard unowned, the leader stuck, the store unreachable). The job list
+filters on the same instant (``GET /v1/jobs?late=true``, served by the ``ix_jobs_due_at`` index)
+that marks each job (``late`` in a job's answer).
 
 Pure: the caller passes ``now`` (its injected clock's).
 """

@@ -55,7 +55,9 @@ def reference_offset_ms(job_id: str, slot: datetime, jitter_s: float) -> int:
 
 @PROPERTIES
 @given(job_id=job_ids, slot=slots, jitter_s=windows)
-def test_the_offset_is_the_documented_hash_within_the_window(job_id: str, slot: datetime, jitter_s: float) -> None:
+def test_the_offset_is_the_documented_hash_within_the_window(
+    job_id: str, slot: datetime, jitter_s: float
+) -> None:
     offset = jitter_offset(job_id, slot, jitter_s)
     assert offset == timedelta(milliseconds=reference_offset_ms(job_id, slot, jitter_s))
     assert timedelta(0) <= offset < timedelta(seconds=jitter_s)
@@ -129,7 +131,9 @@ def test_one_time_schedules_have_no_gap() -> None:
 # -- the planner ----------------------------------------------------------------------------------
 
 
-def _job(expression: str, zone: str, job_id: str, jitter_s: float, cursor: datetime, misfire: MisfirePolicy) -> Job:
+def _job(
+    expression: str, zone: str, job_id: str, jitter_s: float, cursor: datetime, misfire: MisfirePolicy
+) -> Job:
     return Job(
         id=job_id,
         team="t",
@@ -143,10 +147,12 @@ def _job(expression: str, zone: str, job_id: str, jitter_s: float, cursor: datet
     )
 
 
-def _walk(expression: str, zone: str, cursor: datetime, now: datetime, job_id: str, jitter_s: float) -> list[datetime]:
+def _walk(
+    expression: str, zone: str, cursor: datetime, now: datetime, job_id: str, jitter_s: float
+) -> list[datetime]:
     """Brute force: the slots from the cursor on whose reference fire time is at or before now."""
     schedule = parse_schedule(expression, zone, seed=job_id)
-    slot, found = cursor, []
+    slot, found = cursor, list[datetime]()
     while len(found) < MAX_SLOTS_PER_PLAN:
         due = slot + timedelta(milliseconds=reference_offset_ms(job_id, slot, jitter_s))
         if due > now:

@@ -244,7 +244,9 @@ async def _at_0011(store_url: str, rows: Callable[[Job], list[Run]]) -> list[Job
                 await connection.execute(insert(jobs).values(row))
             for run in rows(made[0]):
                 values = codec.run_to_row(replace(run, created_at=START))
-                await connection.execute(insert(runs).values({k: v for k, v in values.items() if k != "due_at"}))
+                await connection.execute(
+                    insert(runs).values({k: v for k, v in values.items() if k != "due_at"})
+                )
     finally:
         await engine.dispose()
     return made

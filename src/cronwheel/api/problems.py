@@ -230,25 +230,22 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, PlainCredentialError):
         errors = [field_error(field, message, code="plain_credential") for field, message in exc.problems]
         return problem_response(request, 422, "plain-credential", "Plain credential", str(exc), errors=errors)
-    if isinstance(exc, JitterTooWideError):
-        wide: dict[str, Any] = {"jitter_s": exc.jitter_s, "shortest_gap_s": exc.shortest_s}
-        errors = [field_error(exc.field, str(exc), code="jitter_too_wide", **wide)]
-        return problem_response(
-            request, 422, "jitter-too-wide", "Jitter too wide", str(exc), errors=errors, **wide
-        )
-    if isinstance(exc, TooFrequentError):
-        facts: dict[str, Any] = {"minimum_interval_s": exc.minimum_s, "shortest_interval_s": exc.shortest_s}
-        errors = [field_error(exc.field, str(exc), code="schedule_too_frequent", **facts)]
-        return problem_response(
-            request,
-            422,
-            "schedule-too-frequent",
-            "Schedule fires too often",
-            str(exc),
-            errors=errors,
-            **facts,
-        )
+    if isinstance(exc, TooFrequentError | JitterTooWideError):
+        return _too_close(request, exc)
     return problem_response(request, 422, "invalid-input", "Invalid input", str(exc), errors=[])
+
+
+def _too_close(request: Request, exc: TooFrequentError | JitterTooWideError) -> JSONResponse:
+    """A schedule whose slots come closer than the server allows, or than the job's jitter
+    window: the problem names the shortest gap."""
+    if isinstance(exc, JitterTooWideError):
+        facts: dict[str, Any] = {"jitter_s": exc.jitter_s, "shortest_gap_s": exc.shortest_s}
+        slug, title, code = "jitter-too-wide", "Jitter too wide", "jitter_too_wide"
+    else:
+        facts = {"minimum_interval_s": exc.minimum_s, "shortest_interval_s": exc.shortest_s}
+        slug, title, code = "schedule-too-frequent", "Schedule fires too often", "schedule_too_frequent"
+    errors = [field_error(exc.field, str(exc), code=code, **facts)]
+    return problem_response(request, 422, slug, title, str(exc), errors=errors, **facts)
 
 
 # The backfill refusals that have a problem type of their own: a client acts on them differently.

@@ -269,7 +269,7 @@ def parse_json(value: str, what: str) -> Any:
         raise click.BadParameter(f"not valid JSON: {error}", param_hint=what) from None
 
 
-class Seconds(click.ParamType):
+class Seconds(click.ParamType[float]):
     """A span as seconds: a number (``1.5``) or with a unit (``500ms``, ``30s``, ``2m``, ``1h``)."""
 
     name = "seconds"

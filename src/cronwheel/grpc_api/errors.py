@@ -110,18 +110,23 @@ def _status(code: int, message: str, *details: Any) -> status_pb2.Status:
     return status_pb2.Status(code=code, message=message, details=_packed(*details))
 
 
+# The refusals of one field, and their codes (REST's, cronwheel.api.problems).
+_ONE_FIELD: tuple[tuple[type[NoSlotError | TooFrequentError | JitterTooWideError], str], ...] = (
+    (NoSlotError, "no_slot"),
+    (TooFrequentError, "schedule_too_frequent"),
+    (JitterTooWideError, "jitter_too_wide"),
+)
+
+
 def _input_entries(error: InvalidInputError) -> list[dict[str, Any]]:
     """The fields an :class:`InvalidInputError` names (as REST's problem entries do)."""
-    if isinstance(error, NoSlotError):
-        return [field_error(error.field, str(error), code="no_slot")]
+    for kind, code in _ONE_FIELD:
+        if isinstance(error, kind):
+            return [field_error(error.field, str(error), code=code)]
     if isinstance(error, UnknownSecretError):
         return [field_error(field, why, code="secret_not_found") for field, why in error.problems]
     if isinstance(error, PlainCredentialError):
         return [field_error(field, why, code="plain_credential") for field, why in error.problems]
-    if isinstance(error, TooFrequentError):
-        return [field_error(error.field, str(error), code="schedule_too_frequent")]
-    if isinstance(error, JitterTooWideError):
-        return [field_error(error.field, str(error), code="jitter_too_wide")]
     if isinstance(error, BackfillRefusedError):  # REST's field names: from (start), to (end), confirm
         return [field_error(error.field, str(error), code=error.code)]
     return []

@@ -449,7 +449,8 @@ class JobValidation(JobFields):
                 "next_run_at": job.next_run_at,
                 "schedule_description": describe(schedule),
                 "fires": [FireOut.from_record(fire, job.id or None, job.jitter_s) for fire in fires],
-                "warnings": schedule_warnings(schedule, after) + jitter_warnings(job.id or None, job.jitter_s),
+                "warnings": schedule_warnings(schedule, after)
+                + jitter_warnings(job.id or None, job.jitter_s),
             },
             context={"stored": True},
         )

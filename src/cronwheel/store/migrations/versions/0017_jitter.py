@@ -6,8 +6,9 @@ Create Date: 2026-12-07
 
 ``jobs.jitter_s`` is a job's jitter window in seconds (0, every existing job's value: each slot
 fires at the slot). ``runs.due_at`` is the instant a scheduled run's slot fires, the slot plus its
-jitter offset (NULL: the slot itself, as for every existing run). Both are added and dropped in place:
-SQLite does either without copying the table (whose copy would break the foreign keys). A frozen snapshot: later changes get new revisions.
+jitter offset (NULL: the slot itself, as for every existing run). Both are added and dropped in
+place: SQLite does either without copying the table (whose copy would break the foreign keys). A
+frozen snapshot: later changes get new revisions.
 """
 
 from __future__ import annotations
