@@ -61,6 +61,7 @@ EVERY_FIELD: dict[str, Any] = {
     },
     "misfire": {"policy": "catch_up", "grace_s": 5.0, "max_catch_up": 3},
     "overlap": "forbid",
+    "jitter_s": 120.0,
     "start_at": "2026-04-01T00:00:00Z",
     "end_at": "2026-12-31T23:59:59Z",
     "queue": "batch",

@@ -53,6 +53,7 @@ DATA = {
             "retry": {"max_attempts": 4, "initial_delay_s": 5, "multiplier": 3, "max_delay_s": 600},
             "misfire": {"policy": "run_once"},
             "overlap": "forbid",
+            "jitter_s": 45.5,
             "labels": {"tier": "gold", "owner": "alice"},
             "retention": {"keep_days": 30},
             "start_at": "2027-01-01T00:00:00+01:00",

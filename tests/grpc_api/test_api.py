@@ -292,3 +292,29 @@ async def test_a_backfill_with_its_dry_run_progress_and_refusals(env: Env, stubs
     assert {"from", "to"} <= violations(missing.value).keys()
     listed = await stubs.jobs.ListBackfills(jobs_pb2.ListBackfillsRequest(job_id=created.id), metadata=token)
     assert len(listed.items) == 1
+
+
+async def test_a_jitter_window_over_grpc(env: Env, stubs: Stubs, channel: grpc.aio.Channel) -> None:
+    token = auth(env.admin_token)
+    job = await stubs.jobs.CreateJob(
+        jobs_pb2.CreateJobRequest(job=spec("hourly", schedule="0 * * * *", jitter_s=90.5)), metadata=token
+    )
+    assert job.jitter_s == 90.5
+    assert job.next_run_at == "2026-03-02T13:00:00Z"
+    assert job.next_fire_at > job.next_run_at
+    assert (await stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id=job.id), metadata=token)).jitter_s == 90.5
+    with pytest.raises(grpc.aio.AioRpcError) as wide:
+        await stubs.jobs.CreateJob(
+            jobs_pb2.CreateJobRequest(job=spec("wide", schedule="0 * * * *", jitter_s=3600.0)), metadata=token
+        )
+    assert wide.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "shortest gap between two slots" in violations(wide.value)["jitter_s"]
+    listed = await stubs.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=token)
+    assert [item.name for item in listed.items] == ["hourly"]  # nothing written
+    preview = await schedules_pb2_grpc.ScheduleServiceStub(channel).PreviewSchedule(
+        schedules_pb2.PreviewScheduleRequest(
+            expression="0 * * * *", count=1, after="2026-03-02T12:00:00Z", seed=job.id, jitter_s=90.5
+        ),
+        metadata=token,
+    )
+    assert preview.fires[0].fires_at == job.next_fire_at

@@ -5,6 +5,7 @@ in the CLI."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import os
 import re
@@ -77,3 +78,33 @@ async def _complete(api: httpx.AsyncClient, job_id: str) -> bool:
     return (
         job["next_run_at"] is None and job["last_run"] is not None and job["last_run"]["state"] == "SUCCESS"
     )
+
+
+async def test_a_jittered_interval_job_fires_each_slot_at_its_fire_time(
+    api: httpx.AsyncClient, sink: Sink
+) -> None:
+    """``@every 2s`` with a 1.5 s window: each slot is delivered at the slot plus its offset (the
+    documented hash of the job id and the slot), not at the slot, and its run records that instant."""
+    body = _job("jittered", sink.answer("/jittered", (200, 0)), "@every 2s", jitter_s=1.5)
+    created = await api.post("/v1/jobs", json=body)
+    assert created.status_code == 201, created.text
+    job = created.json()
+    deliveries = await wait_for(lambda: len(sink.at("/jittered")) >= 4 and sink.at("/jittered"), timeout=15)
+    slots = [_slot(delivery.headers) for delivery in deliveries[:4]]
+    assert [b - a for a, b in itertools.pairwise(slots)] == [timedelta(seconds=2)] * 3  # the slots, as ever
+    offsets = [_offset_s(job["id"], slot, 1.5) for slot in slots]
+    for delivery, slot, offset in zip(deliveries, slots, offsets, strict=False):
+        assert 0 <= delivery.at - (slot.timestamp() + offset) < 0.5, (slot, offset, delivery.at)
+    runs = (await api.get(f"/v1/jobs/{job['id']}/runs", params={"limit": 100})).json()["items"]
+    due_of = {run["slot"]: run["due_at"] for run in runs}
+    for slot, offset in zip(slots, offsets, strict=True):
+        recorded = due_of[slot.isoformat().replace("+00:00", "Z")]
+        assert datetime.fromisoformat(recorded.replace("Z", "+00:00")) == slot + timedelta(seconds=offset)
+
+
+def _offset_s(job_id: str, slot: datetime, jitter_s: float) -> float:
+    """The documented offset, written again here: BLAKE2b of "{job id}|{slot in Unix
+    microseconds}" (8 bytes, big-endian) modulo the window in milliseconds."""
+    micros = int(slot.timestamp()) * 1_000_000
+    digest = hashlib.blake2b(f"{job_id}|{micros}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") % int(jitter_s * 1000)) / 1000

@@ -20,7 +20,8 @@ from cronwheel.model import (
     RunKind,
     RunState,
 )
-from cronwheel.scheduler.planner import MAX_SLOTS_PER_PLAN, first_slot, plan
+from cronwheel.schedule.jitter import fire_at
+from cronwheel.scheduler.planner import MAX_SLOTS_PER_PLAN, arm, first_slot, plan
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -199,3 +200,39 @@ def test_the_one_slot_path_decides_as_the_general_one(
     counter = itertools.count(1)
     general = plan(planned, now, [_FINISHED], lambda: f"run-{next(counter)}")
     assert fast == general
+
+
+class TestJitter:
+    """A jittered slot is due at its fire time (the slot plus the job's offset for it)."""
+
+    def test_not_due_before_the_fire_time_due_at_it(self) -> None:
+        j = job(jitter_s=30.0, schedule="0 * * * *")
+        due = fire_at(j.id, T0, 30.0)
+        assert due > T0
+        assert plan(j, T0, [], lambda: "x") is None  # the slot came; its fire time did not
+        assert plan(j, due - timedelta(microseconds=1), [], lambda: "x") is None
+        firing = plan(j, due, [], lambda: "r1")
+        assert firing is not None
+        [run] = firing.runs
+        assert (run.slot, run.due_at, run.state) == (T0, due, RunState.PENDING)
+        assert firing.next_run_at == T0 + timedelta(hours=1)
+
+    def test_the_misfire_grace_counts_from_the_fire_time(self) -> None:
+        j = job(jitter_s=1800.0, schedule="0 * * * *", misfire=MisfirePolicy(MisfireMode.SKIP, grace_s=60))
+        due = fire_at(j.id, T0, 1800.0)
+        assert due - T0 > timedelta(seconds=61)  # beyond the grace from the slot, within it from due
+        assert decide(j, due + timedelta(seconds=60)) == [("12:00:00", "PENDING", None)]
+        assert decide(j, due + timedelta(seconds=61)) == [("12:00:00", "SKIPPED", "misfire")]
+
+    def test_arming_records_ahead_of_the_fire_time_only(self) -> None:
+        j = job(jitter_s=30.0, schedule="0 * * * *")
+        due = fire_at(j.id, T0, 30.0)
+        armed = arm(j, T0, lambda: "a1")  # the slot has come, its fire time not: still armable
+        assert armed is not None
+        assert [(run.slot, run.due_at, run.created_at) for run in armed.runs] == [(T0, due, T0)]
+        assert arm(j, due, lambda: "a2") is None  # due now: plan fires it, arming is too late
+
+    def test_without_jitter_a_run_records_no_fire_time(self) -> None:
+        firing = plan(job(), T0, [], lambda: "r1")
+        assert firing is not None
+        assert [(run.due_at, run.due) for run in firing.runs] == [(None, T0)]

@@ -67,7 +67,8 @@ def misfire_fires(job: Plannable, now: datetime, slot: datetime) -> bool:
     ``run_once`` and ``catch_up`` always do; ``skip`` within ``grace_s`` of its fire time."""
     if job.misfire.mode is not MisfireMode.SKIP:
         return True
-    return now - due_at(job, slot) <= timedelta(seconds=job.misfire.grace_s)
+    fires = slot if not job.jitter_s else due_at(job, slot)  # no call for most jobs: the hot path
+    return now - fires <= timedelta(seconds=job.misfire.grace_s)
 
 
 def late_once(job: Plannable, now: datetime) -> datetime | None:
@@ -108,7 +109,7 @@ def plan(
     schedule = schedule_of(job)
     due: list[datetime] = [cursor]
     slot = _within_end(job, _next_slot(schedule, cursor))
-    if not active and (slot is None or _not_due(job, slot, now)):  # the common case: one slot
+    if not active and (slot is None or slot > now or _not_due(job, slot, now)):  # the common case
         return _one_slot(job, now, cursor, slot, new_id)
     while slot is not None and not _not_due(job, slot, now) and len(due) < MAX_SLOTS_PER_PLAN:
         due.append(slot)
@@ -139,7 +140,7 @@ def arm(job: Plannable, now: datetime, new_id: Callable[[], str]) -> Firing | No
     is not :func:`armable` or its cursor is not due ahead. No misfire can arise: the slot's fire
     time is still to come."""
     cursor = job.next_run_at
-    if cursor is None or due_at(job, cursor) <= now or not armable(job):
+    if cursor is None or (cursor if not job.jitter_s else due_at(job, cursor)) <= now or not armable(job):
         return None
     slot = _within_end(job, _next_slot(schedule_of(job), cursor))
     run = _run(job, now, cursor, RunState.PENDING, new_id(), None)
@@ -232,7 +233,7 @@ def _run(
         job_version=job.version,
         reason=None if reason is None else reason.value,
         created_at=now,
-        due_at=_jittered(job, slot),
+        due_at=None if not job.jitter_s else _jittered(job, slot),
     )
 
 

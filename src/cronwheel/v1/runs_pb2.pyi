@@ -331,6 +331,7 @@ class RunDetail(_message.Message):
     TRACE_ID_FIELD_NUMBER: _builtins.int
     ATTEMPT_DETAILS_FIELD_NUMBER: _builtins.int
     EVENTS_FIELD_NUMBER: _builtins.int
+    DUE_AT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     job_id: _builtins.str
     job_team: _builtins.str
@@ -352,6 +353,8 @@ class RunDetail(_message.Message):
     queued_lateness_s: _builtins.float
     start_lateness_s: _builtins.float
     trace_id: _builtins.str
+    due_at: _builtins.str
+    """the slot plus the job's jitter offset; unset: the slot"""
     @_builtins.property
     def payload(self) -> _struct_pb2.Value: ...
     @_builtins.property
@@ -385,13 +388,16 @@ class RunDetail(_message.Message):
         trace_id: _builtins.str | None = ...,
         attempt_details: _abc.Iterable[Global___Attempt] | None = ...,
         events: _abc.Iterable[Global___RunEvent] | None = ...,
+        due_at: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_finished_at", b"_finished_at", "_idempotency_key", b"_idempotency_key", "_job_name", b"_job_name", "_job_team", b"_job_team", "_next_attempt_at", b"_next_attempt_at", "_queued_at", b"_queued_at", "_queued_lateness_s", b"_queued_lateness_s", "_reason", b"_reason", "_start_lateness_s", b"_start_lateness_s", "_started_at", b"_started_at", "_trace_id", b"_trace_id", "created_at", b"created_at", "finished_at", b"finished_at", "idempotency_key", b"idempotency_key", "job_name", b"job_name", "job_team", b"job_team", "next_attempt_at", b"next_attempt_at", "payload", b"payload", "queued_at", b"queued_at", "queued_lateness_s", b"queued_lateness_s", "reason", b"reason", "start_lateness_s", b"start_lateness_s", "started_at", b"started_at", "trace_id", b"trace_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_due_at", b"_due_at", "_finished_at", b"_finished_at", "_idempotency_key", b"_idempotency_key", "_job_name", b"_job_name", "_job_team", b"_job_team", "_next_attempt_at", b"_next_attempt_at", "_queued_at", b"_queued_at", "_queued_lateness_s", b"_queued_lateness_s", "_reason", b"_reason", "_start_lateness_s", b"_start_lateness_s", "_started_at", b"_started_at", "_trace_id", b"_trace_id", "created_at", b"created_at", "due_at", b"due_at", "finished_at", b"finished_at", "idempotency_key", b"idempotency_key", "job_name", b"job_name", "job_team", b"job_team", "next_attempt_at", b"next_attempt_at", "payload", b"payload", "queued_at", b"queued_at", "queued_lateness_s", b"queued_lateness_s", "reason", b"reason", "start_lateness_s", b"start_lateness_s", "started_at", b"started_at", "trace_id", b"trace_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_finished_at", b"_finished_at", "_idempotency_key", b"_idempotency_key", "_job_name", b"_job_name", "_job_team", b"_job_team", "_next_attempt_at", b"_next_attempt_at", "_queued_at", b"_queued_at", "_queued_lateness_s", b"_queued_lateness_s", "_reason", b"_reason", "_start_lateness_s", b"_start_lateness_s", "_started_at", b"_started_at", "_trace_id", b"_trace_id", "attempt_details", b"attempt_details", "attempts", b"attempts", "created_at", b"created_at", "events", b"events", "finished_at", b"finished_at", "has_payload", b"has_payload", "id", b"id", "idempotency_key", b"idempotency_key", "job_id", b"job_id", "job_name", b"job_name", "job_team", b"job_team", "job_version", b"job_version", "kind", b"kind", "next_attempt_at", b"next_attempt_at", "payload", b"payload", "queue", b"queue", "queued_at", b"queued_at", "queued_lateness_s", b"queued_lateness_s", "reason", b"reason", "slot", b"slot", "start_lateness_s", b"start_lateness_s", "started_at", b"started_at", "state", b"state", "trace_id", b"trace_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_due_at", b"_due_at", "_finished_at", b"_finished_at", "_idempotency_key", b"_idempotency_key", "_job_name", b"_job_name", "_job_team", b"_job_team", "_next_attempt_at", b"_next_attempt_at", "_queued_at", b"_queued_at", "_queued_lateness_s", b"_queued_lateness_s", "_reason", b"_reason", "_start_lateness_s", b"_start_lateness_s", "_started_at", b"_started_at", "_trace_id", b"_trace_id", "attempt_details", b"attempt_details", "attempts", b"attempts", "created_at", b"created_at", "due_at", b"due_at", "events", b"events", "finished_at", b"finished_at", "has_payload", b"has_payload", "id", b"id", "idempotency_key", b"idempotency_key", "job_id", b"job_id", "job_name", b"job_name", "job_team", b"job_team", "job_version", b"job_version", "kind", b"kind", "next_attempt_at", b"next_attempt_at", "payload", b"payload", "queue", b"queue", "queued_at", b"queued_at", "queued_lateness_s", b"queued_lateness_s", "reason", b"reason", "slot", b"slot", "start_lateness_s", b"start_lateness_s", "started_at", b"started_at", "state", b"state", "trace_id", b"trace_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__created_at: _TypeAlias = _typing.Literal["created_at"]  # noqa: Y015
     _WhichOneofArgType__created_at: _TypeAlias = _typing.Literal["_created_at", b"_created_at"]  # noqa: Y015
+    _WhichOneofReturnType__due_at: _TypeAlias = _typing.Literal["due_at"]  # noqa: Y015
+    _WhichOneofArgType__due_at: _TypeAlias = _typing.Literal["_due_at", b"_due_at"]  # noqa: Y015
     _WhichOneofReturnType__finished_at: _TypeAlias = _typing.Literal["finished_at"]  # noqa: Y015
     _WhichOneofArgType__finished_at: _TypeAlias = _typing.Literal["_finished_at", b"_finished_at"]  # noqa: Y015
     _WhichOneofReturnType__idempotency_key: _TypeAlias = _typing.Literal["idempotency_key"]  # noqa: Y015
@@ -416,6 +422,8 @@ class RunDetail(_message.Message):
     _WhichOneofArgType__trace_id: _TypeAlias = _typing.Literal["_trace_id", b"_trace_id"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__created_at) -> _WhichOneofReturnType__created_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__due_at) -> _WhichOneofReturnType__due_at | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__finished_at) -> _WhichOneofReturnType__finished_at | None: ...
     @_typing.overload
