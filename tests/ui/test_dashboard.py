@@ -154,10 +154,12 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
         await page.fill("#field-timezone", "Europe/Berlin")
         await expect(page.locator("#error-timezone")).to_have_text("")
         await page.fill("#field-description", "edited in the dashboard")
+        await page.fill("#field-jitter_s", "0.5")  # below the every-second schedule's gap
         await page.click("#save")
         await expect(page.locator(".card").first).to_contain_text("edited in the dashboard")
+        await expect(page.locator("#job-jitter")).to_contain_text("up to 0.5 s after each slot")
         edited = (await api.get(f"/v1/jobs/{job['id']}")).json()
-        assert edited["description"] == "edited in the dashboard"
+        assert (edited["description"], edited["jitter_s"]) == ("edited in the dashboard", 0.5)
         assert edited["paused"] is True
 
         # the list, filtered: paused jobs of team data with the label; its last run shown
