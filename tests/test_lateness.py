@@ -28,6 +28,12 @@ def test_a_job_is_late_past_the_grace_only_while_active() -> None:
     )
 
 
+def test_a_jittered_job_is_late_only_past_its_whole_window() -> None:
+    jittered = dataclasses.replace(JOB, jitter_s=30.0, next_run_at=NOW - timedelta(seconds=85))
+    assert not is_late(jittered, NOW)  # its slot may fire up to 30 s after it: 55 s ago at most
+    assert is_late(dataclasses.replace(jittered, next_run_at=NOW - timedelta(seconds=91)), NOW)
+
+
 def test_percentiles_are_nearest_rank_in_milliseconds() -> None:
     values = [1000 * v for v in range(1, 101)]  # 1 ms .. 100 ms
     assert percentiles(values) == {

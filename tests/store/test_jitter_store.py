@@ -9,7 +9,7 @@ import dataclasses
 from datetime import timedelta
 
 from cronwheel.model import RunState
-from cronwheel.store.port import RunQuery
+from cronwheel.store.port import JobQuery, RunQuery
 from cronwheel.store.sql import SqlStore
 
 from .support import START, at, fire_one, new_job
@@ -66,9 +66,7 @@ async def test_the_sweep_leaves_an_armed_jittered_run_until_its_fire_time(store:
     assert run.id in [each.id for each in found]
 
 
-async def test_an_edit_removes_an_armed_run_whose_slot_passed_but_not_its_fire_time(
-    store: SqlStore, clock: object
-) -> None:
+async def test_an_edit_removes_an_armed_run_whose_slot_passed_but_not_its_fire_time(store: SqlStore) -> None:
     job = await new_job(store, jitter_s=30.0, next_run_at=START - timedelta(seconds=5))
     fires = START + timedelta(seconds=10)  # the store's clock is at START: slot past, fire time ahead
     run = await fire_one(store, job, due_at=fires)
@@ -85,3 +83,13 @@ async def test_fire_lateness_counts_from_the_fire_time(store: SqlStore) -> None:
     assert await store.fire_lateness(at(0), 10) == [40_000]
     samples = await store.recent_runs([job.id], 5)
     assert [sample.lateness_us for sample in samples[job.id]] == [40_000]
+
+
+async def test_the_late_filter_waits_for_the_end_of_a_jittered_window(store: SqlStore) -> None:
+    """As ``lateness.is_late``: a slot may fire up to ``jitter_s`` after it, so the job is late
+    only once that much more has passed."""
+    plain = await new_job(store, "plain", next_run_at=at(-2))
+    jittered = await new_job(store, "jittered", jitter_s=150.0, next_run_at=at(-2))  # ends at(0.5)
+    assert [job.id for job in (await store.list_jobs(JobQuery(late_before=at(0)))).items] == [plain.id]
+    late = await store.list_jobs(JobQuery(late_before=at(0) + timedelta(seconds=31)))
+    assert sorted(job.id for job in late.items) == sorted([plain.id, jittered.id])
