@@ -202,6 +202,25 @@ async def test_interval_and_one_time_jobs_over_grpc(env: Env, stubs: Stubs) -> N
     assert "has passed" in violations(past.value)["schedule"]
 
 
+async def test_delete_after_success_round_trips_on_a_one_time_job_only(env: Env, stubs: Stubs) -> None:
+    token = auth(env.admin_token)
+    once = spec("once", schedule="@at 2026-03-03T09:30:00Z", delete_after_success=True)
+    created = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=once), metadata=token)
+    assert created.delete_after_success is True
+    got = await stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id=created.id), metadata=token)
+    assert got.delete_after_success is True
+    mask = field_mask_pb2.FieldMask(paths=["delete_after_success"])
+    unset = jobs_pb2.JobSpec(delete_after_success=False)  # optional: a false that is given
+    cleared = jobs_pb2.PatchJobRequest(job_id=created.id, job=unset, update_mask=mask)
+    assert (await stubs.jobs.PatchJob(cleared, metadata=token)).delete_after_success is False
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stubs.jobs.CreateJob(
+            jobs_pb2.CreateJobRequest(job=spec("cron", delete_after_success=True)), metadata=token
+        )
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "for one-time jobs only" in violations(refused.value)["delete_after_success"]
+
+
 async def test_a_patch_mask_naming_no_field_is_refused(env: Env, stubs: Stubs) -> None:
     job = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=auth(env.admin_token))
     request = jobs_pb2.PatchJobRequest(

@@ -43,7 +43,12 @@ from .support import START, make_job, make_run
 
 def _row_before_0009(job: Job) -> dict[str, Any]:
     """A job's row as schemas before 0009 hold it (no ``retention`` column)."""
-    return {key: value for key, value in codec.job_to_row(job).items() if key != "retention"}
+    return {key: value for key, value in _row_before_0019(job).items() if key != "retention"}
+
+
+def _row_before_0019(job: Job) -> dict[str, Any]:
+    """A job's row as schemas before 0019 hold it (no ``delete_after_success`` column)."""
+    return {key: value for key, value in codec.job_to_row(job).items() if key != "delete_after_success"}
 
 
 def _columns(connection: Connection, table: str) -> set[str]:
@@ -85,7 +90,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0016"
+        assert await current_revision(engine) == head_revision() == "0019"
     finally:
         await engine.dispose()
 
@@ -162,7 +167,7 @@ async def test_0016_adds_backfills_and_the_backfill_kind_to_a_0014_database(empt
     job = make_job()
     try:
         async with engine.begin() as connection:
-            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            await connection.execute(insert(jobs).values(_row_before_0019(job)))
             older = make_run(job, START, created_at=START)
             await connection.execute(insert(runs).values(codec.run_to_row(older)))
     finally:
@@ -191,6 +196,39 @@ async def test_0016_adds_backfills_and_the_backfill_kind_to_a_0014_database(empt
             tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
             assert "backfills" not in tables
             assert set(await connection.scalars(select(runs.c.id))) == {older.id}
+    finally:
+        await engine.dispose()
+
+
+async def test_0019_adds_delete_after_success_false_to_a_0016_database(empty_store_url: str) -> None:
+    await run_sync_at(empty_store_url, _to("0016"))
+    job = make_job()
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(_row_before_0019(job)))
+    finally:
+        await engine.dispose()
+
+    store = await open_store(empty_store_url)  # migrated to head
+    try:
+        assert (await store.get_job(job.id)).delete_after_success is False  # the server default
+        once = make_job(
+            id="j-once", name="once", schedule="@at 2030-01-01T00:00:00Z", delete_after_success=True
+        )
+        assert (await store.create_job(once)).delete_after_success is True
+    finally:
+        await store.close()
+    assert await _diff_at(empty_store_url, metadata) == []
+
+    await run_sync_at(empty_store_url, _to("0016", down=True))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            assert "delete_after_success" not in await connection.run_sync(
+                lambda sync: _columns(sync, "jobs")
+            )
+            assert set(await connection.scalars(select(jobs.c.id))) == {job.id, once.id}
     finally:
         await engine.dispose()
 
@@ -413,7 +451,7 @@ async def test_0011_adds_run_traceparents_and_downgrades_without_them(empty_stor
         job = make_job()
         old = make_run(job, START, created_at=START)
         async with engine.begin() as connection:
-            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            await connection.execute(insert(jobs).values(_row_before_0019(job)))
             row = {key: value for key, value in codec.run_to_row(old).items() if key != "traceparent"}
             await connection.execute(insert(runs).values(row))
         await run_sync_at(empty_store_url, _to("0011"))

@@ -185,6 +185,7 @@ _KINDS = {  # entry code -> the problem's type and title when every entry has th
     "invalid_schedule": ("invalid-schedule", "Invalid schedule"),
     "target_refused": ("target-refused", "Target refused"),
     "no_slot": ("no-slot", "Job would never fire"),
+    "not_one_time": ("not-one-time", "Only for one-time jobs"),
 }
 
 

@@ -37,6 +37,7 @@ from cronwheel.model import (
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.schedule import OnceSchedule
+from cronwheel.schedule.elapsed import is_once
 from cronwheel.scheduler.backfill import BACKFILL_MAX_SLOTS, slots_in
 from cronwheel.scheduler.planner import first_slot, last_slots, late_once, schedule_of
 from cronwheel.store import Store
@@ -218,6 +219,9 @@ class JobService:
         if job.start_at is not None and job.end_at is not None and job.end_at <= job.start_at:
             raise InvalidInputError("end_at must be after start_at")
         check_payload(job.payload)
+        refused = delete_after_success_refusal(job.schedule, job.delete_after_success)
+        if refused is not None:
+            raise InvalidInputError(refused)
 
     async def check_secrets(self, job: Job) -> None:
         """Refuse a job that refers to a secret its team does not have (one store read). The
@@ -539,6 +543,15 @@ def no_slot_reason(job: Job, now: datetime) -> tuple[str, str] | None:
         f"no fire time of {shown} falls between {_utc_text(start)} and end_at {_utc_text(job.end_at)}"
         f" (the next is {_utc_text(following)}): the job would never fire"
     )
+
+
+def delete_after_success_refusal(schedule: str, delete_after_success: bool) -> str | None:
+    """Why a job may not have ``delete_after_success`` (None: it may). Only a one-time job's
+    (``@at``) success is its last run: a job that fires again is never done, and deleting it on
+    one success would silently drop its later slots."""
+    if not delete_after_success or is_once(schedule):
+        return None
+    return "delete_after_success is for one-time jobs only (schedule '@at INSTANT'): this job fires again"
 
 
 def _utc_text(moment: datetime) -> str:

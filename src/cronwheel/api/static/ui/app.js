@@ -308,6 +308,7 @@ function definition(job) {
       ["Schedule", [h("div", { class: "words", id: "job-words" }, schedule_description), h("code", {}, job.schedule)]],
       ["Time zone", job.timezone],
       ["Next run", nextRun(paused, next_run_at)],
+      ["After success", job.delete_after_success ? h("span", { id: "delete-after-success" }, "deleted (its one run's success deletes the job)") : h("span", { class: "muted" }, "kept")],
       ["Target", targetSummary(job.target)],
       ["Version", version],
       ["Description", job.description || h("span", { class: "muted" }, "—")],
@@ -465,6 +466,7 @@ const FIELDS = [
   ["queue", "Queue", "text"], ["start_at", "Start at (RFC 3339)", "text"], ["end_at", "End at (RFC 3339)", "text"],
   ["target", "Target", "json"], ["retry", "Retry", "json"], ["misfire", "Misfire", "json"],
   ["labels", "Labels", "json"], ["payload", "Payload", "json"], ["retention", "Retention", "json"],
+  ["delete_after_success", "Delete after success (@at only)", "checkbox"],
 ];
 const EDITABLE = FIELDS.map(([key]) => key);
 const NULLABLE = new Set(["dst_gap", "dst_fold", "start_at", "end_at"]);
@@ -475,6 +477,7 @@ function fieldInput(key, kind, value) {
   if (Array.isArray(kind)) {
     return h("select", { id, name: key }, kind.map((choice) => h("option", { value: choice, selected: (value ?? "") === choice }, choice || "default")));
   }
+  if (kind === "checkbox") return h("input", { id, name: key, type: "checkbox", checked: Boolean(value) });
   if (kind === "json") return h("textarea", { id, name: key, spellcheck: "false", rows: key === "target" ? 6 : 3 }, JSON.stringify(value ?? null, null, 2));
   return h("input", { id, name: key, type: kind, step: kind === "number" ? "any" : undefined, value: value ?? "", spellcheck: "false" });
 }
@@ -491,7 +494,8 @@ function formSpec(form) {
       } catch (error) {
         unreadable[key] = `not JSON: ${error.message}`;
       }
-    } else if (kind === "number") spec[key] = raw === "" ? null : Number(raw);
+    } else if (kind === "checkbox") spec[key] = form.elements[key].checked;
+    else if (kind === "number") spec[key] = raw === "" ? null : Number(raw);
     else if (raw === "" && NULLABLE.has(key)) spec[key] = null;
     else spec[key] = raw;
   }
@@ -578,7 +582,7 @@ function editor(title, initial, validatePath, save) {
 function newJobPage() {
   const team = session.caller.teams && session.caller.teams.length ? session.caller.teams[0] : "default";
   const initial = { team, name: "", schedule: "*/5 * * * *", timezone: "UTC", overlap: "allow", queue: "default", timeout_s: 60,
-    target: { type: "http", url: "https://example.com/hook", method: "POST" }, retry: { max_attempts: 1 }, misfire: { policy: "skip" }, labels: {}, payload: null, retention: null };
+    target: { type: "http", url: "https://example.com/hook", method: "POST" }, retry: { max_attempts: 1 }, misfire: { policy: "skip" }, labels: {}, payload: null, retention: null, delete_after_success: false };
   editor("New job", initial, "/jobs:validate", async (spec) => (await api("POST", "/jobs", spec)).body);
 }
 
