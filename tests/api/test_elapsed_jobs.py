@@ -88,7 +88,8 @@ async def test_delete_after_success_is_kept_on_a_one_time_job(client: httpx.Asyn
     cleared = await client.patch(f"/v1/jobs/{job_id}", json={"delete_after_success": False})
     assert cleared.status_code == 200, cleared.text
     assert cleared.json()["delete_after_success"] is False
-    assert (await client.post("/v1/jobs", json=job_body(name="plain"))).json()["delete_after_success"] is False
+    plain = await client.post("/v1/jobs", json=job_body(name="plain"))
+    assert plain.json()["delete_after_success"] is False
 
 
 async def test_delete_after_success_on_a_job_that_fires_again_is_refused_whole(
@@ -100,7 +101,8 @@ async def test_delete_after_success_on_a_job_that_fires_again_is_refused_whole(
         problem = refused.json()
         assert problem["type"] == "urn:cronwheel:problem:not-one-time"
         assert "for one-time jobs only" in problem["detail"]
-        assert [(e["field"], e["code"]) for e in problem["errors"]] == [("delete_after_success", "not_one_time")]
+        entries = [(entry["field"], entry["code"]) for entry in problem["errors"]]
+        assert entries == [("delete_after_success", "not_one_time")]
     assert (await env.store.list_jobs(JobQuery())).items == []
 
     once = await client.post(

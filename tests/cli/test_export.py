@@ -242,7 +242,8 @@ def test_an_export_holds_every_kind_in_order_with_references_only(two_servers: t
     assert nightly["start_at"] == "2026-12-31T23:00:00Z"
     assert jobs["digest"]["timeout_s"] == 60.0
     assert jobs["digest"]["retention"] is None
-    assert (jobs["migrate-once"]["delete_after_success"], jobs["digest"]["delete_after_success"]) == (True, False)
+    assert jobs["migrate-once"]["delete_after_success"] is True
+    assert jobs["digest"]["delete_after_success"] is False
     assert jobs["ping"]["retry"]["max_attempts"] == 2
     assert not any(value in exported for value in SECRETS.values())
 

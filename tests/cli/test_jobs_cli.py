@@ -53,7 +53,7 @@ def test_delete_after_success_flags_on_a_one_time_job_and_refused_elsewhere(serv
     once = ("--team", "data", "--name", "once", "--schedule", "@at 2026-03-04T00:00:00Z", "--http", HOOK)
     result = server.run("jobs", "create", *once, "--delete-after-success")
     assert result.exit_code == 0, result.stderr
-    assert "on success:  delete the job (delete_after_success)" in result.stdout
+    assert "on success:  delete the job\n" in result.stdout
     assert server.json("jobs", "get", "data/once")["delete_after_success"] is True
     kept = server.run("jobs", "update", "data/once", "--keep-after-success")
     assert kept.exit_code == 0, kept.stderr

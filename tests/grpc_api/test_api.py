@@ -311,3 +311,25 @@ async def test_a_backfill_with_its_dry_run_progress_and_refusals(env: Env, stubs
     assert {"from", "to"} <= violations(missing.value).keys()
     listed = await stubs.jobs.ListBackfills(jobs_pb2.ListBackfillsRequest(job_id=created.id), metadata=token)
     assert len(listed.items) == 1
+
+
+async def test_a_running_backfill_is_cancelled_once(env: Env, stubs: Stubs) -> None:
+    token = auth(env.admin_token)
+    created = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=token)
+    start, end = "2026-02-25T00:00:00Z", "2026-03-01T00:00:00Z"
+    accepted = await stubs.jobs.BackfillJob(
+        jobs_pb2.BackfillJobRequest(job_id=created.id, start=start, end=end), metadata=token
+    )
+    request = jobs_pb2.CancelBackfillRequest(job_id="data/nightly", backfill_id=accepted.backfill.id)
+    cancelled = await stubs.jobs.CancelBackfill(request, metadata=token)
+    assert (cancelled.state, cancelled.created, cancelled.remaining) == ("cancelled", 0, 4)
+    assert not cancelled.HasField("next_slot")
+    with pytest.raises(grpc.aio.AioRpcError) as again:
+        await stubs.jobs.CancelBackfill(request, metadata=token)
+    assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "is cancelled, not running" in (again.value.details() or "")
+    with pytest.raises(grpc.aio.AioRpcError) as unknown:
+        await stubs.jobs.CancelBackfill(
+            jobs_pb2.CancelBackfillRequest(job_id=created.id, backfill_id="nope"), metadata=token
+        )
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND

@@ -40,8 +40,8 @@ async def _once(store: SqlStore, name: str = "once", **fields: object) -> Job:
     return await new_job(store, name, schedule=ONCE, delete_after_success=True, **fields)
 
 
-async def _running(store: SqlStore, job: Job, **fields: object) -> Run:
-    run = await fire_one(store, job, **fields)
+async def _running(store: SqlStore, job: Job) -> Run:
+    run = await fire_one(store, job)
     claimed = await store.claim_run(run.id, "w1", START, START + LEASE)
     assert claimed is not None
     return claimed

@@ -131,7 +131,7 @@ def job_view(job: dict[str, Any]) -> str:
              else f"{when(job['start_at']) or '-'} .. {when(job['end_at']) or '-'}"),
             ("labels", job["labels"]),
             ("retention", _retention(job.get("retention"))),
-            ("on success", "delete the job (delete_after_success)" if job.get("delete_after_success") else None),
+            ("on success", "delete the job" if job.get("delete_after_success") else None),
             ("paused", job["paused"] if not job["paused"] else f"yes ({job['pause_note'] or 'no note'})"),
             ("next run", next_run(job)),
             ("last run", _last(job)),

@@ -20,7 +20,7 @@ from yarl import URL
 
 from cronwheel.audit import Actor, AuditAction, AuditEntry
 from cronwheel.clock import Clock
-from cronwheel.errors import InvalidInputError
+from cronwheel.errors import InvalidInputError, NotFoundError
 from cronwheel.jobs.backfill import BackfillPlan, check_confirmed, check_range, check_slots
 from cronwheel.limits import Limits
 from cronwheel.model import (
@@ -466,6 +466,18 @@ class JobService:
         return await self.store.create_backfill(
             record, audit=_entry(actor, AuditAction.JOB_BACKFILL, now, plan.job)
         )
+
+    async def cancel_backfill(self, job_id: str, backfill_id: str, actor: Actor | None = None) -> Backfill:
+        """Stop the job's running backfill: the backfiller records no run for it after this
+        (one transaction with its audit entry); the runs it recorded stay, real runs of real
+        slots. One of another job is not found; one that has ended is refused (409)."""
+        job = await self.store.get_job(job_id)
+        backfill = await self.store.get_backfill(backfill_id)
+        if backfill.job_id != job.id:
+            raise NotFoundError(f"job {job_id} has no backfill {backfill_id}")
+        now = self.clock.now()
+        entry = _entry(actor, AuditAction.JOB_BACKFILL_CANCEL, now, job)
+        return await self.store.cancel_backfill(backfill_id, now, audit=entry)
 
     async def delete(self, job_id: str, actor: Actor | None = None, team: str | None = None) -> Job:
         """No further runs; unfinished ones are asked to stop; the history stays readable.

@@ -284,6 +284,15 @@ class BackfillStore(JobReads, Queueing, ActiveRuns, Protocol):
 
     async def get_backfill(self, backfill_id: str) -> Backfill: ...
 
+    async def cancel_backfill(
+        self, backfill_id: str, now: datetime, *, audit: AuditEntry | None = None
+    ) -> Backfill:
+        """End a running backfill ``cancelled`` (its cursor None), with ``audit``, in one
+        transaction that a concurrent :meth:`advance_backfill` waits for or precedes: no run is
+        recorded for it afterwards; the runs recorded before stay. One that is no longer running
+        is refused with :class:`~cronwheel.errors.NotRunningError` (nothing written)."""
+        ...
+
     async def job_backfills(self, job_id: str, limit: int = 20) -> list[Backfill]:
         """The job's backfills, newest first."""
         ...

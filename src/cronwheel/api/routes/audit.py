@@ -30,7 +30,7 @@ from cronwheel.errors import InvalidInputError
 router = APIRouter(tags=["audit"])
 Services = Annotated[ApiServices, Depends(get_services)]
 
-ACTION_PATTERN = r"^[a-z]{1,20}(\.[a-z]{1,20})?$"
+ACTION_PATTERN = r"^[a-z]{1,20}(\.[a-z_]{1,20})?$"  # job.backfill_cancel
 
 
 class AuditEntryOut(BaseModel):

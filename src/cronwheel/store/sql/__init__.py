@@ -273,6 +273,11 @@ class SqlStore:
     async def create_backfill(self, backfill: Backfill, *, audit: AuditEntry | None = None) -> Backfill:
         return await backfills.create(self._tx, backfill, self._clock.now(), audit)
 
+    async def cancel_backfill(
+        self, backfill_id: str, now: datetime, *, audit: AuditEntry | None = None
+    ) -> Backfill:
+        return await backfills.cancel(self._tx, backfill_id, now, audit)
+
     async def get_backfill(self, backfill_id: str) -> Backfill:
         return await backfills.get(self._tx, backfill_id)
 

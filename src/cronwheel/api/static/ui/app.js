@@ -381,8 +381,9 @@ function actions(job, message, redraw) {
   );
 }
 
-// A job's backfills: each with a bar of the slots decided (created, or found with a run) of its total.
-function backfillRow(backfill) {
+// A job's backfills: each with a bar of the slots decided (created, or found with a run) of its
+// total, and a running one with a Cancel button (the runs it created stay).
+function backfillRow(backfill, cancel) {
   const decided = backfill.created + backfill.existing;
   return h(
     "tr",
@@ -393,8 +394,26 @@ function backfillRow(backfill) {
     h("td", {}, h("progress", { max: Math.max(1, backfill.total), value: decided }), ` ${decided}/${backfill.total} slots`),
     h("td", {}, String(backfill.created)),
     h("td", {}, String(backfill.existing)),
-    h("td", {}, when(backfill.next_slot))
+    h("td", {}, when(backfill.next_slot)),
+    h("td", {}, backfill.state === "running"
+      ? h("button", { type: "button", class: "danger", "data-cancel-backfill": backfill.id, onclick: () => cancel(backfill) }, "Cancel")
+      : "")
   );
+}
+
+// Cancel a running backfill: the backfiller creates no more runs for it.
+function backfillCanceller(job, message, redraw) {
+  return async (backfill) => {
+    if (!(await confirmDialog(`Cancel this backfill? The ${backfill.created} runs it created stay; the ${backfill.remaining} slots left get none.`))) return;
+    try {
+      const path = `/jobs/${encodeURIComponent(job.id)}/backfills/${encodeURIComponent(backfill.id)}/cancel`;
+      const answer = (await api("POST", path, {})).body;
+      message.replaceChildren(h("div", { class: "notice", role: "status" }, `Backfill cancelled: ${answer.created} runs created, ${answer.remaining} slots left without one.`));
+      await redraw();
+    } catch (error) {
+      showError(message, error);
+    }
+  };
 }
 
 // Backfill a range of past slots, or see first what it would do (a dry run writes nothing).
@@ -447,9 +466,10 @@ function jobPage(jobId) {
     }
     top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), chart(page.items))));
     runs.replaceChildren(...(page.items.length ? page.items.map(runRow) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs yet."))]));
-    backfills.replaceChildren(...(filled.items.length ? filled.items.map(backfillRow) : [h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No backfills."))]));
+    const cancel = backfillCanceller(job, message, draw);
+    backfills.replaceChildren(...(filled.items.length ? filled.items.map((b) => backfillRow(b, cancel)) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No backfills."))]));
   };
-  const backfillTable = h("table", { id: "backfills" }, h("thead", {}, h("tr", {}, ["From", "To", "State", "Progress", "Created", "Had runs", "Next slot"].map((t) => h("th", {}, t)))), backfills);
+  const backfillTable = h("table", { id: "backfills" }, h("thead", {}, h("tr", {}, ["From", "To", "State", "Progress", "Created", "Had runs", "Next slot", ""].map((t) => h("th", {}, t)))), backfills);
   view.replaceChildren(title, message, buttons, top, h("h2", {}, "Backfills"), backfillTable, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
   return live(draw, status).catch((e) => showError(message, e));
 }

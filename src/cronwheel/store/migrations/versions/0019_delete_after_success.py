@@ -25,7 +25,9 @@ depends_on: str | None = None
 def upgrade() -> None:
     # ALTER TABLE on both databases: a batch's copy of ``jobs`` on SQLite would drop the table
     # that the runs' foreign keys refer to
-    column = sa.Column("delete_after_success", sa.Boolean(), nullable=False, server_default=sa.false())
+    column: sa.Column[bool] = sa.Column(
+        "delete_after_success", sa.Boolean(), nullable=False, server_default=sa.false()
+    )
     op.add_column("jobs", column)
 
 
