@@ -95,6 +95,11 @@ class Actor:
         )
 
 
+SERVER = Actor("server", None, "the server itself")
+"""The actor of a change no caller made: the operator on the server (its first token), or the
+server itself (a one-time job deleted by its run's success)."""
+
+
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     """One line of the audit log. ``team`` is the team whose object it concerns; None for what is

@@ -40,7 +40,10 @@ class AuditEntryOut(BaseModel):
     action: str = Field(
         description="job.create, job.update, ..., token.revoke, secret.set, auth.forbidden ..."
     )
-    actor_kind: str = Field(description="token, oidc, or anonymous (a request without a valid token).")
+    actor_kind: str = Field(
+        description="token, oidc, trusted, server (a change no caller made: a one-time job deleted by "
+        "its run's success), or anonymous (a request without a valid token)."
+    )
     actor_id: str | None = Field(description="The token id, or the OIDC subject.")
     actor_name: str | None
     client: str | None = Field(description="The client's address.")

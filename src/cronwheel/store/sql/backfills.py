@@ -45,8 +45,8 @@ async def create(tx: Transactions, backfill: Backfill, now: datetime, entry: Aud
 
 
 async def cancel(tx: Transactions, backfill_id: str, now: datetime, entry: AuditEntry | None) -> Backfill:
-    """End the running backfill ``cancelled`` where its cursor stands, with ``entry``; one that
-    has ended already is refused (:class:`NotRunningError`, nothing written)."""
+    """End the running backfill ``cancelled`` (its cursor None: it goes on nowhere), with
+    ``entry``; one that has ended already is refused (:class:`NotRunningError`, nothing written)."""
     async with tx.write() as connection:
         current = await _read(connection, backfill_id, lock=True)
         if current.state is not BackfillState.RUNNING:

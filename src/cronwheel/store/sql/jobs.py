@@ -5,6 +5,8 @@ Every write of a job is one transaction that also notifies the other processes
 that same transaction: a resume records the slots missed while paused (guarantee 2: no silent
 miss), a delete flags the job's unfinished runs to stop. A crash between those writes would
 otherwise leave a resumed job without its SKIPPED records, or a deleted job's runs running on.
+The same deletion (:func:`delete_live`) also runs inside the transaction that records the success
+of a one-time job's run (:func:`delete_succeeded`, ``delete_after_success``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sqlalchemy import ColumnElement, delete, exists, false, func, insert, selec
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
-from cronwheel.audit import Actor, AuditAction, AuditEntry
+from cronwheel.audit import SERVER, AuditAction, AuditEntry
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, QuotaExceededError
 from cronwheel.model import Job, Run, RunState
 from cronwheel.store import codec
@@ -236,8 +238,7 @@ async def delete_live(
 
 
 SUCCESS_DELETES = "its one run succeeded (delete_after_success)"
-"""The audit detail of a job deleted by its run's success."""
-_SERVER = Actor("server", None, "the server itself")  # no caller: the server, on the run's success
+"""The audit detail of a job deleted by its run's success (its actor: :data:`cronwheel.audit.SERVER`)."""
 
 
 async def delete_succeeded(connection: AsyncConnection, recorded: Iterable[Run], now: datetime) -> list[str]:
@@ -256,7 +257,7 @@ async def delete_succeeded(connection: AsyncConnection, recorded: Iterable[Run],
     deleted = []
     for job_id, team, name in found.all():
         failpoints.hit("store.before_success_delete")
-        entry = _SERVER.entry(AuditAction.JOB_DELETE, now, team, ("job", job_id, name))
+        entry = SERVER.entry(AuditAction.JOB_DELETE, now, team, ("job", job_id, name))
         if await delete_live(connection, job_id, now, True, replace(entry, detail=SUCCESS_DELETES)):
             deleted.append(job_id)
     return deleted

@@ -308,7 +308,9 @@ function definition(job) {
       ["Schedule", [h("div", { class: "words", id: "job-words" }, schedule_description), h("code", {}, job.schedule)]],
       ["Time zone", job.timezone],
       ["Next run", nextRun(paused, next_run_at)],
-      ["After success", job.delete_after_success ? h("span", { id: "delete-after-success" }, "deleted (its one run's success deletes the job)") : h("span", { class: "muted" }, "kept")],
+      ...(/^\s*@at\s/i.test(job.schedule) ? [["After success", job.delete_after_success  // one-time jobs only
+        ? h("span", { id: "delete-after-success" }, "deleted (its one run's success deletes the job)")
+        : h("span", { class: "muted" }, "kept")]] : []),
       ["Target", targetSummary(job.target)],
       ["Version", version],
       ["Description", job.description || h("span", { class: "muted" }, "—")],

@@ -6,7 +6,7 @@ Create Date: 2026-12-07
 
 A boolean, false for every existing job (``server_default``): when true (allowed only on ``@at``
 jobs), the transaction that records the success of the job's slot run also deletes the job
-(``cronwheel.store.sql.deletions``). The backfill state ``cancelled`` that cancelling a backfill
+(``cronwheel.store.sql.jobs.delete_succeeded``). The backfill state ``cancelled`` that cancelling a backfill
 writes is in ``ck_backfills_state`` since 0016: no constraint changes. A frozen snapshot: later
 changes get new revisions.
 """
