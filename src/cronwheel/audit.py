@@ -2,9 +2,10 @@
 it ended.
 
 An :class:`AuditEntry` is appended for every change made through the API (a job created, edited,
-paused, resumed, triggered or deleted; a token made or revoked; a secret set or deleted; secrets
-re-encrypted) and for every refused request (401, 403, and a 404 answered because the object is
-behind another team's wall). Entries are never updated or deleted through the API.
+paused, resumed, triggered, backfilled or deleted; a backfill cancelled; a token made or revoked;
+a secret set or deleted; secrets re-encrypted) and for every refused request (401, 403, and a
+404 answered because the object is behind another team's wall). Entries are never updated or
+deleted through the API.
 
 What a change looked like is kept as ``before``/``after`` snapshots that never hold a
 credential; the store takes them (:mod:`cronwheel.store.snapshots`) and writes the entry in the
@@ -32,6 +33,7 @@ class AuditAction(enum.StrEnum):
     JOB_RESUME = "job.resume"
     JOB_TRIGGER = "job.trigger"
     JOB_BACKFILL = "job.backfill"
+    JOB_BACKFILL_CANCEL = "job.backfill_cancel"
     TOKEN_CREATE = "token.create"  # noqa: S105 - an action's name, not a secret
     TOKEN_REVOKE = "token.revoke"  # noqa: S105
     SECRET_SET = "secret.set"  # noqa: S105
@@ -91,6 +93,11 @@ class Actor:
             target_name=target_name,
             **changes,
         )
+
+
+SERVER = Actor("server", None, "the server itself")
+"""The actor of a change no caller made: the operator on the server (its first token), or the
+server itself (a one-time job deleted by its run's success)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,15 @@ class ConflictError(PermanentError):
     is taken. Re-read and decide again."""
 
 
+class NotRunningError(ConflictError):
+    """The action needs the object running, and it has ended (a backfill done or cancelled):
+    ``state`` is the state it ended in."""
+
+    def __init__(self, message: str, state: str) -> None:
+        super().__init__(message)
+        self.state = state
+
+
 class RaceLostError(TransientError):
     """The database aborted the transaction for a concurrent one (deadlock, serialization
     failure): nothing was written, and running it again at once usually succeeds."""

@@ -17,7 +17,10 @@ Places in the store (``cronwheel.store.sql``), each between two writes of one tr
 * ``store.before_skipped_runs``: the job is written, its SKIPPED(paused) runs not yet
   (``resume_job``; ``record_skipped`` passes it too);
 * ``store.before_cancel_flags``: the job is deleted or the firing recorded, the cancel flags of
-  its runs not yet set (``delete_job``, ``fire``; ``request_cancel`` passes it too).
+  its runs not yet set (``delete_job``, ``fire``; ``request_cancel`` passes it too, and so does
+  the deletion of a job by its run's success);
+* ``store.before_success_delete``: a run's SUCCESS is written, the deletion of its job
+  (``delete_after_success``) not yet (``finish_attempts``).
 """
 
 from __future__ import annotations

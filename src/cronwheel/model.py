@@ -181,6 +181,8 @@ class Job:
     queue: str = "default"
     labels: tuple[tuple[str, str], ...] = ()
     retention: RetentionPolicy | None = None  # None: the server's default (--retention-days/-runs)
+    # ``@at`` jobs only: the success of its slot's run deletes the job in the same transaction
+    delete_after_success: bool = False
     version: int = 1
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -387,7 +389,7 @@ class RunEvent:
 class BackfillState(enum.StrEnum):
     RUNNING = "running"  # slots remain from ``cursor`` on
     DONE = "done"  # every slot of the range has a run
-    CANCELLED = "cancelled"  # the job was deleted before the range was through
+    CANCELLED = "cancelled"  # cancelled, or its job deleted, before the range was through
 
 
 @dataclass(frozen=True, slots=True)

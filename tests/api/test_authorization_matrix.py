@@ -192,6 +192,7 @@ ROWS: dict[tuple[str, str], Row] = {
             ("POST", "/backfills", Row(team_object(TRIGGER, 202), lambda w: PAST_RANGE)),
             ("GET", "/backfills", Row(team_object(READ, 200))),
             ("GET", "/backfills/{backfill_id}", Row(team_object(READ, 200))),
+            ("POST", "/backfills/{backfill_id}/cancel", Row(team_object(TRIGGER, 200))),
             ("GET", "/runs", Row(team_object(READ, 200))),
             ("GET", "/notifications", Row(team_object(READ, 200))),
             ("PUT", "/notifications", Row(team_object(WRITE, 200), lambda w: {"rules": []})),

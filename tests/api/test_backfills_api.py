@@ -127,3 +127,55 @@ async def test_an_unknown_job_is_404(client: httpx.AsyncClient) -> None:
     body = {"from": "2026-03-02T08:00:00Z", "to": "2026-03-02T10:00:00Z"}
     assert (await client.post("/v1/jobs/nope/backfills", json=body)).status_code == 404
     assert (await client.get("/v1/jobs/nope/backfills")).status_code == 404
+
+
+async def test_a_running_backfill_is_cancelled_and_keeps_the_runs_it_created(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    job = await create(client)
+    body = {"from": "2026-03-02T07:00:00Z", "to": "2026-03-02T10:30:00Z"}  # 4 slots
+    accepted = (await client.post(f"/v1/jobs/{job['id']}/backfills", json=body)).json()
+    backfiller = Backfiller(env.store, env.queue, env.clock, runs_per_s=1)  # one run a pass
+    await backfiller.advance(env.clock.now())
+    cancel = f"/v1/jobs/{job['id']}/backfills/{accepted['id']}/cancel"
+
+    response = await client.post(cancel)
+
+    assert response.status_code == 200, response.text
+    cancelled = response.json()
+    shown = ("state", "created", "existing", "remaining", "next_slot")
+    assert {key: cancelled[key] for key in shown} == {
+        "state": "cancelled", "created": 1, "existing": 0, "remaining": 3, "next_slot": None,
+    }  # fmt: skip
+    assert (await client.get(f"/v1/jobs/{job['id']}/backfills/{accepted['id']}")).json() == cancelled
+    assert await backfiller.advance(env.clock.now()) == 0  # its next step creates nothing
+    runs = (await client.get(f"/v1/jobs/{job['id']}/runs")).json()["items"]
+    assert [(run["slot"], run["kind"]) for run in runs] == [("2026-03-02T07:00:00Z", "backfill")]
+    audited = (await client.get("/v1/audit", params={"action": "job.backfill_cancel"})).json()["items"]
+    assert [entry["target_id"] for entry in audited] == [job["id"]]
+
+    again = await client.post(cancel)
+    assert again.status_code == 409, again.text
+    problem = again.json()
+    assert (problem["type"], problem["state"]) == ("urn:cronwheel:problem:not-running", "cancelled")
+    assert problem["detail"] == f"backfill {accepted['id']} is cancelled, not running"
+
+
+async def test_cancelling_a_done_another_jobs_or_an_unknown_backfill_is_refused(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    job = await create(client)
+    body = {"from": "2026-03-02T07:00:00Z", "to": "2026-03-02T08:00:00Z"}
+    done = (await client.post(f"/v1/jobs/{job['id']}/backfills", json=body)).json()
+    await Backfiller(env.store, env.queue, env.clock, runs_per_s=100).advance(env.clock.now())
+    refused = await client.post(f"/v1/jobs/{job['id']}/backfills/{done['id']}/cancel")
+    assert refused.status_code == 409, refused.text
+    assert (refused.json()["type"], refused.json()["state"]) == ("urn:cronwheel:problem:not-running", "done")
+    assert (await env.store.get_backfill(done["id"])).state.value == "done"  # nothing written
+
+    other = (await client.post("/v1/jobs", json=job_body(name="other", **HOURLY))).json()
+    assert (await client.post(f"/v1/jobs/{other['id']}/backfills/{done['id']}/cancel")).status_code == 404
+    assert (await client.post(f"/v1/jobs/{job['id']}/backfills/nope/cancel")).status_code == 404
+    assert (await client.post(f"/v1/jobs/nope/backfills/{done['id']}/cancel")).status_code == 404
+    by_name = await client.post(f"/v1/teams/data/jobs/{job['name']}/backfills/{done['id']}/cancel")
+    assert by_name.status_code == 409

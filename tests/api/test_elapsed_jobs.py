@@ -77,3 +77,40 @@ async def test_dst_options_with_an_elapsed_schedule_are_refused(client: httpx.As
     response = await client.post("/v1/jobs", json=job_body(schedule="@every 1h", dst_gap="skip"))
     assert response.status_code == 422
     assert "apply to cron schedules, not to @every or @at" in response.text
+
+
+async def test_delete_after_success_is_kept_on_a_one_time_job(client: httpx.AsyncClient) -> None:
+    body = job_body(schedule="@at 2026-03-03T09:30:00+01:00", delete_after_success=True)
+    created = await client.post("/v1/jobs", json=body)
+    assert created.status_code == 201, created.text
+    job_id = created.json()["id"]
+    assert (await client.get(f"/v1/jobs/{job_id}")).json()["delete_after_success"] is True
+    cleared = await client.patch(f"/v1/jobs/{job_id}", json={"delete_after_success": False})
+    assert cleared.status_code == 200, cleared.text
+    assert cleared.json()["delete_after_success"] is False
+    plain = await client.post("/v1/jobs", json=job_body(name="plain"))
+    assert plain.json()["delete_after_success"] is False
+
+
+async def test_delete_after_success_on_a_job_that_fires_again_is_refused_whole(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    for schedule in ("*/5 * * * *", "@every 1h"):
+        refused = await client.post("/v1/jobs", json=job_body(schedule=schedule, delete_after_success=True))
+        assert refused.status_code == 422, refused.text
+        problem = refused.json()
+        assert problem["type"] == "urn:cronwheel:problem:not-one-time"
+        assert "for one-time jobs only" in problem["detail"]
+        entries = [(entry["field"], entry["code"]) for entry in problem["errors"]]
+        assert entries == [("delete_after_success", "not_one_time")]
+    assert (await env.store.list_jobs(JobQuery())).items == []
+
+    once = await client.post(
+        "/v1/jobs", json=job_body(schedule="@at 2026-03-03T09:30:00Z", delete_after_success=True)
+    )
+    job_id = once.json()["id"]
+    recurring = await client.patch(f"/v1/jobs/{job_id}", json={"schedule": "0 3 * * *"})  # the flag stays
+    assert recurring.status_code == 422, recurring.text
+    assert recurring.json()["type"] == "urn:cronwheel:problem:not-one-time"
+    stored = await env.store.get_job(job_id)
+    assert (stored.schedule, stored.version) == ("@at 2026-03-03T09:30:00Z", 1)  # nothing written

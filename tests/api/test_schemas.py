@@ -67,6 +67,7 @@ EVERY_FIELD: dict[str, Any] = {
     "queue": "batch",
     "labels": {"tier": "gold"},
     "retention": {"keep_days": 30, "keep_runs": None},
+    "delete_after_success": False,  # true: @at jobs only (tests/api/test_elapsed_jobs.py)
 }
 
 

@@ -1,6 +1,7 @@
-"""``cronwheel jobs backfill`` and ``jobs backfills`` against a live API server: the dry run's
-list, the progress bar while the server's backfiller records the runs, a repeat that creates
-nothing, and bad input refused with a clear message and a non-zero exit, writing nothing."""
+"""``cronwheel jobs backfill``, ``jobs backfills`` and ``jobs cancel-backfill`` against a live API
+server: the dry run's list, the progress bar while the server's backfiller records the runs, a
+repeat that creates nothing, a cancellation that keeps the runs created, and bad input refused
+with a clear message and a non-zero exit, writing nothing."""
 
 from __future__ import annotations
 
@@ -75,6 +76,31 @@ def test_a_backfill_shows_its_progress_until_through_and_a_repeat_creates_nothin
         ("done", 0, 3),
         ("done", 3, 0),
     ]
+
+
+def test_a_running_backfill_is_cancelled_and_a_second_cancel_refused(server: Server) -> None:
+    create(server)
+    started = server.run("jobs", "backfill", "data/hourly", *RANGE, "--no-wait")
+    assert started.exit_code == 0, started.stderr
+    backfill_id = server.json("jobs", "backfills", "data/hourly")[0]["id"]
+    advance_backfills(server, 1)  # one run created
+
+    result = server.run("jobs", "cancel-backfill", "data/hourly", backfill_id)
+
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"backfill {backfill_id} cancelled: 1 created, 0 already had runs, 2 never recorded: cancelled, "
+        "or its job deleted (of 3)"
+    ) in result.stdout
+    advance_backfills(server, 10)
+    runs = server.json("runs", "list", "--job", "data/hourly")["items"]
+    assert [(run["slot"], run["kind"]) for run in runs] == [("2026-03-02T08:00:00Z", "backfill")]
+    again = server.run("jobs", "cancel-backfill", "data/hourly", backfill_id)
+    assert again.exit_code == 2
+    assert f"Not running (409): backfill {backfill_id} is cancelled, not running" in again.stderr
+    unknown = server.run("jobs", "cancel-backfill", "data/hourly", "nope")
+    assert unknown.exit_code == 2
+    assert "Not found (404)" in unknown.stderr
 
 
 @pytest.mark.parametrize(

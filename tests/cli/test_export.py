@@ -76,6 +76,12 @@ DATA = {
             "schedule": "0 8 * * MON-FRI",
             "target": {"type": "python", "function": "myapp.mail:digest"},
         },
+        {
+            "name": "migrate-once",
+            "schedule": "@at 2031-01-01T03:00:00+01:00",
+            "target": {"type": "command", "argv": ["/usr/local/bin/migrate"]},
+            "delete_after_success": True,
+        },
     ],
 }
 OPS = [
@@ -206,13 +212,13 @@ def test_an_export_applies_to_an_empty_server_and_exports_the_same(
     (tmp_path / "export.yaml").write_text(exported)
 
     restored = _plan(empty, tmp_path / "export.yaml")
-    assert len(restored["create"]) == 9
+    assert len(restored["create"]) == 10
     assert _export(empty) == exported
     assert _export(empty, "-o", "json") == _export(first, "-o", "json")
 
     again = _plan(first, tmp_path / "export.yaml", "--prune")
     assert (again["create"], again["update"], again["delete"]) == ([], [], [])
-    assert len(again["unchanged"]) == 9
+    assert len(again["unchanged"]) == 10
     assert first.json("jobs", "get", "data/cleanup")["paused"] is True  # apply leaves pause alone
 
 
@@ -222,7 +228,7 @@ def test_an_export_holds_every_kind_in_order_with_references_only(two_servers: t
     documents = list(yaml.safe_load_all(exported))
     assert [doc["team"] for doc in documents] == ["data", "ops", "plant"]
     assert [[job["name"] for job in doc["jobs"]] for doc in documents] == [
-        ["cleanup", "digest", "nightly", "ping"],
+        ["cleanup", "digest", "migrate-once", "nightly", "ping"],
         ["audit-feed", "events", "sync"],
         ["report", "restock"],
     ]
@@ -237,6 +243,8 @@ def test_an_export_holds_every_kind_in_order_with_references_only(two_servers: t
     assert nightly["start_at"] == "2026-12-31T23:00:00Z"
     assert jobs["digest"]["timeout_s"] == 60.0
     assert jobs["digest"]["retention"] is None
+    assert jobs["migrate-once"]["delete_after_success"] is True
+    assert jobs["digest"]["delete_after_success"] is False
     assert jobs["ping"]["retry"]["max_attempts"] == 2
     assert not any(value in exported for value in SECRETS.values())
 

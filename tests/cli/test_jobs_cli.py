@@ -49,6 +49,23 @@ def test_create_with_flags_prints_the_job(server: Server) -> None:
     assert (job["misfire"]["policy"], job["overlap"], job["timeout_s"]) == ("run_once", "forbid", 90.0)
 
 
+def test_delete_after_success_flags_on_a_one_time_job_and_refused_elsewhere(server: Server) -> None:
+    once = ("--team", "data", "--name", "once", "--schedule", "@at 2026-03-04T00:00:00Z", "--http", HOOK)
+    result = server.run("jobs", "create", *once, "--delete-after-success")
+    assert result.exit_code == 0, result.stderr
+    assert "on success:  delete the job\n" in result.stdout
+    assert server.json("jobs", "get", "data/once")["delete_after_success"] is True
+    kept = server.run("jobs", "update", "data/once", "--keep-after-success")
+    assert kept.exit_code == 0, kept.stderr
+    assert server.json("jobs", "get", "data/once")["delete_after_success"] is False
+    cron = ("--team", "data", "--name", "cron", "--schedule", "0 3 * * *", "--http", HOOK)
+    refused = server.run("jobs", "create", *cron, "--delete-after-success")
+    assert refused.exit_code == 2
+    assert "Only for one-time jobs (422)" in refused.stderr
+    assert "delete_after_success is for one-time jobs only" in refused.stderr
+    assert [job["name"] for job in server.json("jobs", "list")["items"]] == ["once"]
+
+
 def test_create_from_yaml_and_json_files(server: Server, tmp_path: Path) -> None:
     spec = {
         "team": "web",

@@ -40,6 +40,7 @@ SERVER: dict[str, tuple[str | None, Any, Any]] = {
     "--queue": (None, ("default",), None),
     "--ttl": ("CRONWHEEL_TTL", 5.0, None),
     "--arm-ahead": ("CRONWHEEL_ARM_AHEAD", 30.0, ("float", 0.0, 60.0)),
+    "--backfill-rate": ("CRONWHEEL_BACKFILL_RATE", 20.0, ("float", 1.0, 10_000.0)),
     "--lease": ("CRONWHEEL_LEASE", 30.0, ("float", 1.0, None)),
     "--secret-key-file": ("CRONWHEEL_SECRET_KEY_FILE", None, None),
     "--log-level": ("CRONWHEEL_LOG_LEVEL", "INFO", None),
@@ -74,7 +75,7 @@ API_ONLY = {
     "--min-interval", "--oidc-issuer", "--oidc-audience", "--oidc-jwks-url", "--oidc-jwks-file",
     "--oidc-team-claim", "--oidc-team-prefix", "--oidc-role-claim", "--oidc-role",
 }  # fmt: skip
-SCHEDULER_ONLY = {"--arm-ahead", "--retention-days", "--retention-runs"}
+SCHEDULER_ONLY = {"--arm-ahead", "--backfill-rate", "--retention-days", "--retention-runs"}
 WORKER_ONLY = {
     "--command-user", "--command-group", "--command-limit", "--command-cwd", "--concurrency",
     "--output-tail-bytes",

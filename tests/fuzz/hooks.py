@@ -38,6 +38,7 @@ BEYOND_THE_SCHEMA = frozenset(
         "plain_credential",  # the operator's policy: credentials only as secret references
         "queue_not_served",  # the queues the operator's workers serve
         "no_slot",  # a window with no fire time left, judged against the clock
+        "not_one_time",  # delete_after_success on a schedule that is not @at: one field against another
         "invalid_cursor",  # a cursor is opaque: only the server knows which ones it made
         "in_the_past",  # a token's expiry, judged against the clock
         "secret_not_found",  # a reference to a team secret: only the store knows which exist

@@ -202,6 +202,25 @@ async def test_interval_and_one_time_jobs_over_grpc(env: Env, stubs: Stubs) -> N
     assert "has passed" in violations(past.value)["schedule"]
 
 
+async def test_delete_after_success_round_trips_on_a_one_time_job_only(env: Env, stubs: Stubs) -> None:
+    token = auth(env.admin_token)
+    once = spec("once", schedule="@at 2026-03-03T09:30:00Z", delete_after_success=True)
+    created = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=once), metadata=token)
+    assert created.delete_after_success is True
+    got = await stubs.jobs.GetJob(jobs_pb2.GetJobRequest(job_id=created.id), metadata=token)
+    assert got.delete_after_success is True
+    mask = field_mask_pb2.FieldMask(paths=["delete_after_success"])
+    unset = jobs_pb2.JobSpec(delete_after_success=False)  # optional: a false that is given
+    cleared = jobs_pb2.PatchJobRequest(job_id=created.id, job=unset, update_mask=mask)
+    assert (await stubs.jobs.PatchJob(cleared, metadata=token)).delete_after_success is False
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stubs.jobs.CreateJob(
+            jobs_pb2.CreateJobRequest(job=spec("cron", delete_after_success=True)), metadata=token
+        )
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "for one-time jobs only" in violations(refused.value)["delete_after_success"]
+
+
 async def test_a_patch_mask_naming_no_field_is_refused(env: Env, stubs: Stubs) -> None:
     job = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=auth(env.admin_token))
     request = jobs_pb2.PatchJobRequest(
@@ -318,3 +337,25 @@ async def test_a_jitter_window_over_grpc(env: Env, stubs: Stubs, channel: grpc.a
         metadata=token,
     )
     assert preview.fires[0].fires_at == job.next_fire_at
+
+
+async def test_a_running_backfill_is_cancelled_once(env: Env, stubs: Stubs) -> None:
+    token = auth(env.admin_token)
+    created = await stubs.jobs.CreateJob(jobs_pb2.CreateJobRequest(job=spec()), metadata=token)
+    start, end = "2026-02-25T00:00:00Z", "2026-03-01T00:00:00Z"
+    accepted = await stubs.jobs.BackfillJob(
+        jobs_pb2.BackfillJobRequest(job_id=created.id, start=start, end=end), metadata=token
+    )
+    request = jobs_pb2.CancelBackfillRequest(job_id="data/nightly", backfill_id=accepted.backfill.id)
+    cancelled = await stubs.jobs.CancelBackfill(request, metadata=token)
+    assert (cancelled.state, cancelled.created, cancelled.remaining) == ("cancelled", 0, 4)
+    assert not cancelled.HasField("next_slot")
+    with pytest.raises(grpc.aio.AioRpcError) as again:
+        await stubs.jobs.CancelBackfill(request, metadata=token)
+    assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "is cancelled, not running" in (again.value.details() or "")
+    with pytest.raises(grpc.aio.AioRpcError) as unknown:
+        await stubs.jobs.CancelBackfill(
+            jobs_pb2.CancelBackfillRequest(job_id=created.id, backfill_id="nope"), metadata=token
+        )
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND

@@ -1,11 +1,14 @@
 """A backfill through `cronwheel server` as a user runs it: the CLI asks for a range of past
 slots, the server's backfiller records them and its worker delivers each with its slot; a second
-backfill of the same range creates nothing and delivers nothing."""
+backfill of the same range creates nothing and delivers nothing; one cancelled while it runs at
+the server's ``--backfill-rate`` records nothing more."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -70,3 +73,41 @@ async def test_a_backfill_runs_each_past_slot_once_and_a_repeat_creates_nothing(
     refused = cli(server, "jobs", "backfill", "it/hourly", "--from", end, "--to", start)
     assert refused.returncode == 2
     assert "must be after from" in refused.stderr
+
+
+async def test_a_backfill_cancelled_while_it_runs_keeps_its_runs_and_records_no_more(
+    server_factory: Callable[..., ServerProcess], sink: Sink
+) -> None:
+    server = server_factory("--backfill-rate", "1")  # one run a second: 60 slots take a minute
+    body = {
+        "team": "it",
+        "name": "minutely",
+        "schedule": "* * * * *",
+        "target": {"type": "http", "url": sink.answer("/minutely", (200, 0))},
+    }
+    minute = datetime.now(UTC).replace(second=0, microsecond=0)
+    start, end = (minute - timedelta(minutes=60)).isoformat(), (minute - timedelta(seconds=1)).isoformat()
+    async with server.client() as api:
+        job = (await api.post("/v1/jobs", json=body)).json()
+        started = cli(server, "jobs", "backfill", "it/minutely", "--from", start, "--to", end, "--no-wait")
+        assert started.returncode == 0, started.stderr
+        [backfill] = (await api.get(f"/v1/jobs/{job['id']}/backfills")).json()["items"]
+        await wait_for(lambda: delivered(api, job["id"], 1), timeout=10)
+
+        cancelled = cli(server, "jobs", "cancel-backfill", "it/minutely", backfill["id"])
+
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert f"backfill {backfill['id']} cancelled" in cancelled.stdout
+        stopped = (await api.get(f"/v1/jobs/{job['id']}/backfills/{backfill['id']}")).json()
+        assert stopped["state"] == "cancelled"
+        assert 1 <= stopped["created"] < 30  # one a second (at 20 a second it would be done: 409)
+        await asyncio.sleep(2.5)  # two more passes of the backfiller
+        runs = [
+            run
+            for run in (await api.get(f"/v1/jobs/{job['id']}/runs", params={"limit": 100})).json()["items"]
+            if run["kind"] == "backfill"
+        ]
+        assert len(runs) == stopped["created"]  # they stay, and none came after
+        again = cli(server, "jobs", "cancel-backfill", "it/minutely", backfill["id"])
+        assert again.returncode == 2
+        assert "is cancelled, not running" in again.stderr

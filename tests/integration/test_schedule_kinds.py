@@ -108,3 +108,49 @@ def _offset_s(job_id: str, slot: datetime, jitter_s: float) -> float:
     micros = int(slot.timestamp()) * 1_000_000
     digest = hashlib.blake2b(f"{job_id}|{micros}".encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") % int(jitter_s * 1000)) / 1000
+
+
+async def _cli(server: ServerProcess, *args: str) -> tuple[int, str, str]:
+    env = {**os.environ, "CRONWHEEL_URL": server.url}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cronwheel", *args, env=env, cwd=server.db.parent,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_a_one_time_job_deleted_after_success_is_gone_and_a_failed_one_stays(
+    server: ServerProcess, api: httpx.AsyncClient, sink: Sink
+) -> None:
+    soon = datetime.fromtimestamp(int(time.time()) + 2, UTC)
+    at = f"@at {soon.isoformat()}"
+    succeeds = _job("gone", sink.answer("/gone", (200, 0)), at, delete_after_success=True)
+    fails = _job("kept", sink.answer("/kept", (500, 0)), at, delete_after_success=True)
+    created = [await api.post("/v1/jobs", json=body) for body in (succeeds, fails)]
+    assert [response.status_code for response in created] == [201, 201], created[1].text
+    gone, kept = (response.json() for response in created)
+
+    await wait_for(lambda: sink.at("/gone") and sink.at("/kept"), timeout=8)
+    await wait_for(lambda: _status(api, gone["id"], 404), timeout=5)
+    code, out, err = await _cli(server, "jobs", "list")
+    assert code == 0, err
+    assert "kept" in out
+    assert "gone" not in out
+    code, out, err = await _cli(server, "jobs", "get", gone["id"])
+    assert code == 2
+    assert "Not found (404)" in err
+    runs = (await api.get(f"/v1/jobs/{gone['id']}/runs")).json()["items"]  # its history stays
+    assert [run["state"] for run in runs] == ["SUCCESS"]
+    await wait_for(lambda: _last_state(api, kept["id"], "FAILED"), timeout=5)
+    assert (await api.get(f"/v1/jobs/{kept['id']}")).json()["next_run_at"] is None  # complete, kept
+
+
+async def _status(api: httpx.AsyncClient, job_id: str, status: int) -> bool:
+    return (await api.get(f"/v1/jobs/{job_id}")).status_code == status
+
+
+async def _last_state(api: httpx.AsyncClient, job_id: str, state: str) -> bool:
+    last = (await api.get(f"/v1/jobs/{job_id}")).json()["last_run"]
+    return last is not None and last["state"] == state

@@ -1,13 +1,16 @@
 """``@every`` and ``@at`` jobs through JobService, the scheduler and the worker over the real store:
 an interval fires on its multiples, a one-time job fires once and is then complete (no cursor),
 and a one-time slot missed in an outage follows the job's misfire policy (guarantee 2: run, or a
-SKIPPED record, never silently absent)."""
+SKIPPED record, never silently absent); one with ``delete_after_success`` is deleted by its run's
+success and kept after a failure."""
 
 from __future__ import annotations
 
 import pytest
 
+from cronwheel.errors import NotFoundError
 from cronwheel.model import MisfireMode, MisfirePolicy, RunState, SkipReason
+from cronwheel.store.port import JobQuery
 
 from .harness import Roles, at
 
@@ -76,3 +79,43 @@ async def test_a_one_time_job_created_late_runs_at_once_under_run_once(roles: Ro
     assert [(run.slot, run.state) for run in runs] == [(at(5), PENDING)]
     assert roles.scheduler.stats.lateness_s == [25 * 60.0]  # late by the time it was created after
     assert (await roles.store.get_job(job.id)).next_run_at is None
+
+
+async def test_a_one_time_job_deleted_after_success_is_gone_once_its_run_succeeds(roles: Roles) -> None:
+    job = await roles.create(schedule="@at 2026-03-02T12:00:02Z", delete_after_success=True)  # now + 2 s
+    await roles.tick(at(0, 1))
+    assert await roles.runs(job.id) == []
+    await roles.tick(at(0, 2))
+    await roles.work()
+
+    (run,) = await roles.audit()
+    assert (run.job_id, run.state) == (job.id, RunState.SUCCESS)
+    assert (await roles.store.list_jobs(JobQuery(team="ops"))).items == []  # gone from `jobs list`
+    with pytest.raises(NotFoundError):  # `jobs get`: as for any deleted job
+        await roles.service.store.get_job(job.id)
+    assert await roles.history(run.id) == [PENDING, RunState.RUNNING, RunState.SUCCESS]  # still readable
+
+
+async def test_a_one_time_job_whose_run_fails_stays_complete(roles: Roles) -> None:
+    job = await roles.create(
+        schedule="@at 2026-03-02T12:00:02Z", delete_after_success=True, payload={"fail": 1}
+    )
+    await roles.tick(at(0, 2))
+    await roles.work()
+
+    assert [run.state for run in await roles.audit()] == [RunState.FAILED]
+    stored = await roles.store.get_job(job.id)  # kept, for people to see why
+    assert stored.next_run_at is None
+
+
+async def test_a_manual_success_does_not_delete_a_one_time_job_before_its_instant(roles: Roles) -> None:
+    job = await roles.create(schedule="@at 2026-03-02T12:05:00Z", delete_after_success=True)
+    await roles.service.trigger(job.id)
+    await roles.work()
+    assert [run.state for run in await roles.audit()] == [RunState.SUCCESS]
+    assert (await roles.store.get_job(job.id)).next_run_at == at(5)  # its one slot still to come
+
+    await roles.tick(at(5))
+    await roles.work()
+    assert [run.state for run in await roles.audit()] == [RunState.SUCCESS, RunState.SUCCESS]
+    assert (await roles.store.list_jobs(JobQuery(team="ops"))).items == []

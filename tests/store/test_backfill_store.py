@@ -1,14 +1,17 @@
 """The backfill store contract (``BackfillStore`` of :mod:`cronwheel.store.port`): a backfill
 accepted in one transaction, each step one transaction that records its runs and moves the
-progress, a slot recorded once whoever records it; run against every backend."""
+progress, a slot recorded once whoever records it, a cancellation after which no step records
+anything; run against every backend."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
 from cronwheel import failpoints
 from cronwheel.audit import Actor, AuditAction, AuditQuery
-from cronwheel.errors import InvalidInputError, NotFoundError
+from cronwheel.errors import InvalidInputError, NotFoundError, NotRunningError
 from cronwheel.model import Backfill, BackfillState, BackfillStep, Job, Run, RunKind, RunState, new_id
 from cronwheel.store.sql import SqlStore
 
@@ -165,3 +168,76 @@ async def test_backfills_are_listed_newest_first_and_running_ones_oldest_first(s
     assert [item.id for item in await store.job_backfills(job.id)] == [newer.id, older.id]
     assert [item.id for item in await store.job_backfills(job.id, limit=1)] == [newer.id]
     assert [item.id for item in await store.running_backfills()] == [older.id, newer.id]
+
+
+async def test_a_cancelled_backfill_keeps_its_runs_and_a_later_step_records_nothing(store: SqlStore) -> None:
+    job = await new_job(store)
+    backfill = await store.create_backfill(backfill_of(job, -4, -1))
+    assert await store.advance_backfill(
+        BackfillStep(backfill.id, job.id, at(-4), at(-3), backfill_runs(job, -4)), START
+    )
+    entry = ACTOR.entry(AuditAction.JOB_BACKFILL_CANCEL, at(1), job.team, ("job", job.id, job.name))
+
+    cancelled = await store.cancel_backfill(backfill.id, at(1), audit=entry)
+
+    assert (cancelled.state, cancelled.cursor, cancelled.created, cancelled.updated_at) == (
+        BackfillState.CANCELLED,
+        None,
+        1,
+        at(1),
+    )
+    assert await store.get_backfill(backfill.id) == cancelled
+    assert await store.running_backfills() == []
+    next_step = BackfillStep(backfill.id, job.id, at(-3), None, backfill_runs(job, -3, -2, -1))
+    assert await store.advance_backfill(next_step, at(2)) is None  # the backfiller's next step
+    assert await store.slots_with_runs(job.id, at(-10), at(0)) == {at(-4)}  # its run stays
+    audited = (await store.list_audit(AuditQuery(action="job.backfill_cancel"))).items
+    assert [(item.target_id, item.before, item.after) for item in audited] == [
+        (
+            job.id,
+            {"backfill_id": backfill.id, "state": "running", "next_slot": "2026-03-02T11:57:00Z"},
+            {"backfill_id": backfill.id, "state": "cancelled", "created": 1},
+        )
+    ]
+
+
+async def test_cancelling_a_backfill_that_has_ended_is_refused_and_writes_nothing(store: SqlStore) -> None:
+    job = await new_job(store)
+    done = await store.create_backfill(backfill_of(job, -2, -1))
+    written = await store.advance_backfill(
+        BackfillStep(done.id, job.id, at(-2), None, backfill_runs(job, -2, -1)), START
+    )
+    assert written is not None
+    cancelled = await store.cancel_backfill((await store.create_backfill(backfill_of(job, -8, -5))).id, START)
+    for ended, state in ((written[0], "done"), (cancelled, "cancelled")):
+        entry = ACTOR.entry(AuditAction.JOB_BACKFILL_CANCEL, at(1), job.team, ("job", job.id, job.name))
+        with pytest.raises(NotRunningError, match=f"is {state}, not running") as refused:
+            await store.cancel_backfill(ended.id, at(1), audit=entry)
+        assert refused.value.state == state
+        assert await store.get_backfill(ended.id) == ended
+    assert (await store.list_audit(AuditQuery(action="job.backfill_cancel"))).items == []
+    with pytest.raises(NotFoundError):
+        await store.cancel_backfill(new_id(), START)
+
+
+async def test_a_step_racing_a_cancel_records_its_runs_before_it_or_none(store: SqlStore) -> None:
+    """Whichever commits first, no run is recorded after the cancellation: the step's runs are
+    counted in the cancelled backfill, or the step writes nothing."""
+    for attempt in range(6):
+        job = await new_job(store, f"raced-{attempt}")
+        backfill = await store.create_backfill(backfill_of(job, -4, -1))
+        step = BackfillStep(backfill.id, job.id, at(-4), at(-2), backfill_runs(job, -4, -3))
+        if attempt % 2:  # started in either order
+            cancel = asyncio.create_task(store.cancel_backfill(backfill.id, START))
+            advance = asyncio.create_task(store.advance_backfill(step, START))
+        else:
+            advance = asyncio.create_task(store.advance_backfill(step, START))
+            cancel = asyncio.create_task(store.cancel_backfill(backfill.id, START))
+        written, cancelled = await advance, await cancel
+        recorded = await store.slots_with_runs(job.id, at(-10), at(0))
+        assert cancelled.state is BackfillState.CANCELLED
+        assert await store.get_backfill(backfill.id) == cancelled
+        if written is None:  # the cancel came first
+            assert (cancelled.created, recorded) == (0, set())
+        else:
+            assert cancelled.created == len(written[1]) == len(recorded) == 2

@@ -27,7 +27,7 @@ from cronwheel.store.sql import SqlStore, last_runs, leases, lite, open_store
 from cronwheel.store.sql.where import latest_run_of_job
 
 from .support import LEASE, START, at, firing_of, make_job, make_run
-from .test_migrations import _to
+from .test_migrations import _job_row_before_0017, _to
 
 NOW = at(10_000)  # the workers' clock: after every slot, so that every retry is due
 WORKER = "w1"
@@ -239,9 +239,8 @@ async def _at_0011(store_url: str, rows: Callable[[Job], list[Run]]) -> list[Job
     made = [make_job("with-runs"), make_job("without")]
     try:
         async with engine.begin() as connection:
-            for job in made:  # the columns of 0011 (no jitter_s, due_at: 0017)
-                row = {key: value for key, value in codec.job_to_row(job).items() if key != "jitter_s"}
-                await connection.execute(insert(jobs).values(row))
+            for job in made:  # the columns of 0011 (none of those 0017 and later add)
+                await connection.execute(insert(jobs).values(_job_row_before_0017(job)))
             for run in rows(made[0]):
                 values = codec.run_to_row(replace(run, created_at=START))
                 await connection.execute(

@@ -47,13 +47,18 @@ def _row_before_0009(job: Job) -> dict[str, Any]:
 
 
 def _job_row_before_0017(job: Job) -> dict[str, Any]:
-    """A job's row as schemas before 0017 hold it (no ``jitter_s`` column)."""
-    return {key: value for key, value in codec.job_to_row(job).items() if key != "jitter_s"}
+    """A job's row as schemas before 0017 hold it (none of the columns 0017 and later add)."""
+    return {key: value for key, value in _row_before_0019(job).items() if key != "jitter_s"}
 
 
 def _run_row_before_0017(run: Run) -> dict[str, Any]:
     """A run's row as schemas before 0017 hold it (no ``due_at`` column)."""
     return {key: value for key, value in codec.run_to_row(run).items() if key != "due_at"}
+
+
+def _row_before_0019(job: Job) -> dict[str, Any]:
+    """A job's row as schemas before 0019 hold it (no ``delete_after_success`` column)."""
+    return {key: value for key, value in codec.job_to_row(job).items() if key != "delete_after_success"}
 
 
 def _columns(connection: Connection, table: str) -> set[str]:
@@ -95,7 +100,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0017"
+        assert await current_revision(engine) == head_revision() == "0019"
     finally:
         await engine.dispose()
 
@@ -201,6 +206,39 @@ async def test_0016_adds_backfills_and_the_backfill_kind_to_a_0014_database(empt
             tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
             assert "backfills" not in tables
             assert set(await connection.scalars(select(runs.c.id))) == {older.id}
+    finally:
+        await engine.dispose()
+
+
+async def test_0019_adds_delete_after_success_false_to_a_0017_database(empty_store_url: str) -> None:
+    await run_sync_at(empty_store_url, _to("0017"))
+    job = make_job()
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(_row_before_0019(job)))
+    finally:
+        await engine.dispose()
+
+    store = await open_store(empty_store_url)  # migrated to head
+    try:
+        assert (await store.get_job(job.id)).delete_after_success is False  # the server default
+        once = make_job(
+            id="j-once", name="once", schedule="@at 2030-01-01T00:00:00Z", delete_after_success=True
+        )
+        assert (await store.create_job(once)).delete_after_success is True
+    finally:
+        await store.close()
+    assert await _diff_at(empty_store_url, metadata) == []
+
+    await run_sync_at(empty_store_url, _to("0017", down=True))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            assert "delete_after_success" not in await connection.run_sync(
+                lambda sync: _columns(sync, "jobs")
+            )
+            assert set(await connection.scalars(select(jobs.c.id))) == {job.id, once.id}
     finally:
         await engine.dispose()
 

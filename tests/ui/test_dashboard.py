@@ -350,3 +350,55 @@ async def test_a_backfill_from_the_job_page_shows_its_progress(
     await _shot(page, "job-backfill")
     assert errors == []
     await context.close()
+
+
+async def test_a_running_backfill_is_cancelled_from_the_job_page(
+    server_factory: Callable[..., ServerProcess], sink: Sink, browser: Browser
+) -> None:
+    """A paused job's backfill waits, running: its row has a Cancel button which, confirmed,
+    ends it cancelled (and the button goes); the job page also says what a one-time job does
+    after success."""
+    server = server_factory()
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    async with server.client() as api:
+        body = _job(sink, "hourly") | {"schedule": "0 * * * *", "timezone": "UTC"}
+        job = (await api.post("/v1/jobs", json=body)).json()
+        assert (await api.post(f"/v1/jobs/{job['id']}/pause", json={})).status_code == 200
+        range_ = {
+            "from": (hour - timedelta(hours=3)).isoformat(),
+            "to": (hour - timedelta(minutes=1)).isoformat(),
+        }
+        backfill = (await api.post(f"/v1/jobs/{job['id']}/backfills", json=range_)).json()
+        once = _job(sink, "once") | {
+            "schedule": f"@at {(hour + timedelta(days=1)).isoformat()}",
+            "delete_after_success": True,
+        }
+        one_time = (await api.post("/v1/jobs", json=once)).json()
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    await _login(page, server.url, server.token_file.read_text().strip())
+    await expect(page.locator("#whoami")).to_contain_text("every team")
+    await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
+    running = page.locator(f"#backfills tr[data-backfill='{backfill['id']}'][data-state=running]")
+    await expect(running).to_contain_text("0/3 slots")
+
+    await running.locator("[data-cancel-backfill]").click()
+    await expect(page.locator("#confirm-text")).to_contain_text("Cancel this backfill?")
+    await page.click("#confirm-ok")
+    cancelled = page.locator(f"#backfills tr[data-backfill='{backfill['id']}'][data-state=cancelled]")
+    await expect(cancelled).to_be_visible()
+    await expect(cancelled.locator("[data-cancel-backfill]")).to_have_count(0)
+    await expect(page.locator("[role=status]")).to_contain_text("Backfill cancelled: 0 runs created")
+    async with server.client() as api:
+        stored = (await api.get(f"/v1/jobs/{job['id']}/backfills/{backfill['id']}")).json()
+    assert stored["state"] == "cancelled"
+
+    await page.goto(f"{server.url}/ui/#/jobs/{one_time['id']}")
+    await expect(page.locator("#delete-after-success")).to_contain_text(
+        "its one run's success deletes the job"
+    )
+    assert errors == []
+    await context.close()

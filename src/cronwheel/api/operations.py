@@ -413,6 +413,15 @@ async def get_backfill(services: ApiServices, caller: Caller, job_id: str, backf
     return BackfillOut.from_record(backfill)
 
 
+async def cancel_backfill(
+    services: ApiServices, caller: Caller, actor: Actor, job_id: str, backfill_id: str
+) -> BackfillOut:
+    """Stop a running backfill of the job (the ``trigger`` scope, as starting one); one that has
+    ended is refused (409 ``not-running``)."""
+    await job_for(services, caller, job_id, Scope.TRIGGER)
+    return BackfillOut.from_record(await services.job_service.cancel_backfill(job_id, backfill_id, actor))
+
+
 async def job_backfills(services: ApiServices, caller: Caller, job_id: str, limit: int) -> BackfillPage:
     """The job's backfills and their progress, newest first."""
     await job_for(services, caller, job_id, Scope.READ)

@@ -33,6 +33,7 @@ from cronwheel.errors import (
     HiddenError,
     InvalidInputError,
     NotFoundError,
+    NotRunningError,
     QuotaExceededError,
     RateLimitedError,
     UnauthenticatedError,
@@ -185,6 +186,7 @@ _KINDS = {  # entry code -> the problem's type and title when every entry has th
     "invalid_schedule": ("invalid-schedule", "Invalid schedule"),
     "target_refused": ("target-refused", "Target refused"),
     "no_slot": ("no-slot", "Job would never fire"),
+    "not_one_time": ("not-one-time", "Only for one-time jobs"),
 }
 
 
@@ -276,6 +278,8 @@ async def _forbidden(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _conflict(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, NotRunningError):  # an action that needs it running, on one that has ended
+        return problem_response(request, 409, "not-running", "Not running", str(exc), state=exc.state)
     if isinstance(exc, VersionConflictError):
         return problem_response(
             request, 412, "version-mismatch", "Precondition failed", str(exc) or "the version has changed"

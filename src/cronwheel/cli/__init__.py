@@ -7,7 +7,7 @@ import click
 from cronwheel import __version__
 from cronwheel.cli.apply import apply
 from cronwheel.cli.audit import audit
-from cronwheel.cli.backfilling import backfill, backfills
+from cronwheel.cli.backfilling import backfill, backfills, cancel_backfill
 from cronwheel.cli.cluster import cluster
 from cronwheel.cli.config import config
 from cronwheel.cli.export import export
@@ -37,6 +37,7 @@ cli.add_command(schedule)
 cli.add_command(jobs)
 jobs.add_command(backfill)
 jobs.add_command(backfills)
+jobs.add_command(cancel_backfill)
 cli.add_command(runs)
 cli.add_command(apply)
 cli.add_command(export)

@@ -1,5 +1,5 @@
-"""``cronwheel jobs backfill`` and ``cronwheel jobs backfills``: record runs for a job's past
-slots, and follow them.
+"""``cronwheel jobs backfill``, ``cronwheel jobs backfills`` and ``cronwheel jobs cancel-backfill``:
+record runs for a job's past slots, follow them, and stop them.
 
 The server records the runs at its own bounded rate; ``backfill`` then polls the job's backfills
 and draws a progress bar of the slots decided (created, or found with a run) over the total, on
@@ -65,6 +65,16 @@ def backfills(ctx: Ctx, job: str, limit: int) -> None:
     ctx.emit(found, backfills_table)
 
 
+@click.command("cancel-backfill")
+@click.argument("job")
+@click.argument("backfill_id")
+@api_command
+def cancel_backfill(ctx: Ctx, job: str, backfill_id: str) -> None:
+    """Stop JOB's running backfill BACKFILL_ID: no run is created for it after this; the runs it
+    created stay. One already done or cancelled is refused (exit 2)."""
+    ctx.emit(dict(ctx.client.cancel_backfill(job, backfill_id)), summary)
+
+
 def follow(ctx: Ctx, job: str, backfill: dict[str, Any]) -> dict[str, Any]:
     """Poll ``backfill`` until it is no longer running, drawing slots decided / total."""
     _draw(backfill)
@@ -88,7 +98,7 @@ def _draw(backfill: dict[str, Any]) -> None:
 
 
 def summary(backfill: dict[str, Any]) -> str:
-    rest = "never recorded: the job was deleted" if backfill["state"] == "cancelled" else "to go"
+    rest = "never recorded: cancelled, or its job deleted" if backfill["state"] == "cancelled" else "to go"
     return (
         f"backfill {backfill['id']} {backfill['state']}: {backfill['created']} created, "
         f"{backfill['existing']} already had runs, {backfill['remaining']} {rest} (of {backfill['total']})"

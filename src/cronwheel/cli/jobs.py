@@ -146,6 +146,7 @@ def job_view(job: dict[str, Any]) -> str:
              else f"{when(job['start_at']) or '-'} .. {when(job['end_at']) or '-'}"),
             ("labels", job["labels"]),
             ("retention", _retention(job.get("retention"))),
+            ("on success", "delete the job" if job.get("delete_after_success") else None),
             ("paused", job["paused"] if not job["paused"] else f"yes ({job['pause_note'] or 'no note'})"),
             ("next run", next_run(job)),
             ("last run", _last(job)),
@@ -226,6 +227,12 @@ def _spec_options(func: Any) -> Any:
         click.option("--end-at", help="RFC 3339 instant after which the job does not fire."),
         click.option("--dst-gap", type=click.Choice(["shift", "skip"])),
         click.option("--dst-fold", type=click.Choice(["first", "last", "both"])),
+        click.option(
+            "--delete-after-success/--keep-after-success",
+            "delete_after_success",
+            default=None,
+            help="One-time (@at) jobs: delete the job when its run succeeds.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -236,7 +243,8 @@ def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
     """The job fields the flags give (only those given)."""
     spec: dict[str, Any] = {}
     for key in ("team", "name", "schedule", "timezone", "queue", "timeout_s", "overlap", "jitter_s",
-                "description", "start_at", "end_at", "dst_gap", "dst_fold"):  # fmt: skip
+                "description", "start_at", "end_at", "dst_gap", "dst_fold",
+                "delete_after_success"):  # fmt: skip
         if flags.get(key) is not None:
             spec[key] = flags[key]
     target = _target_from_flags(flags)

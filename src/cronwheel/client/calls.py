@@ -74,6 +74,7 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "backfill_job": Route("POST", JOB + "/backfills"),
         "job_backfills": Route("GET", JOB + "/backfills"),
         "get_backfill": Route("GET", JOB + "/backfills/{backfill_id}"),
+        "cancel_backfill": Route("POST", JOB + "/backfills/{backfill_id}/cancel"),
         "list_job_runs": Route("GET", JOB + "/runs"),
         "list_runs": Route("GET", "/v1/runs"),
         "get_run": Route("GET", "/v1/runs/{run_id}"),
@@ -312,6 +313,12 @@ def job_backfills(job: str, *, limit: int | None = None) -> Call[list[Backfill]]
 def get_backfill(job: str, backfill_id: str) -> Call[Backfill]:
     """One backfill of the job and its progress."""
     return _call("get_backfill", _data, job=job, backfill_id=backfill_id)
+
+
+def cancel_backfill(job: str, backfill_id: str) -> Call[Backfill]:
+    """Stop the job's running backfill (its runs recorded so far stay): the backfill, now
+    ``cancelled``; one that has ended is refused (409 ``not-running``)."""
+    return _call("cancel_backfill", _data, job=job, backfill_id=backfill_id)
 
 
 def _items(answer: Answer) -> list[Any]:

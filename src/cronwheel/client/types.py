@@ -55,6 +55,7 @@ class JobDefinition(TypedDict):
     queue: str
     labels: dict[str, str]
     retention: dict[str, Any] | None
+    delete_after_success: bool
 
 
 class Job(JobDefinition):

@@ -13,6 +13,7 @@ missing scope, a field the caller may not set      PERMISSION_DENIED   ErrorInfo
 no such object, or another team's                  NOT_FOUND           ErrorInfo
 a name taken (REST 409)                            ALREADY_EXISTS      ErrorInfo
 expected_version moved (REST 412, If-Match)        FAILED_PRECONDITION PreconditionFailure
+a backfill no longer running (REST 409)            FAILED_PRECONDITION PreconditionFailure
 a team's job quota, a rate limit                   RESOURCE_EXHAUSTED  QuotaFailure / RetryInfo
 a backend unavailable, a race lost (retryable)     UNAVAILABLE         RetryInfo
 anything else                                      INTERNAL            (logged; nothing said)
@@ -46,6 +47,7 @@ from cronwheel.errors import (
     ForbiddenError,
     InvalidInputError,
     NotFoundError,
+    NotRunningError,
     QuotaExceededError,
     RateLimitedError,
     TransientError,
@@ -169,6 +171,12 @@ def _refusal(error: BaseException) -> status_pb2.Status:  # noqa: PLR0911 - one 
     if isinstance(error, VersionConflictError):
         violation = error_details_pb2.PreconditionFailure.Violation(
             type="VERSION", subject="expected_version", description=str(error)
+        )
+        failure = error_details_pb2.PreconditionFailure(violations=[violation])
+        return _status(code_pb2.FAILED_PRECONDITION, str(error), failure)
+    if isinstance(error, NotRunningError):
+        violation = error_details_pb2.PreconditionFailure.Violation(
+            type="STATE", subject=error.state, description=str(error)
         )
         failure = error_details_pb2.PreconditionFailure(violations=[violation])
         return _status(code_pb2.FAILED_PRECONDITION, str(error), failure)

@@ -251,6 +251,16 @@ class JobServicer(_Servicer, jobs_pb2_grpc.JobServiceServicer):
             backfill = await operations.get_backfill(self.services, call.caller, job_id, request.backfill_id)
             return message(backfill, jobs_pb2.Backfill())
 
+    async def CancelBackfill(
+        self, request: jobs_pb2.CancelBackfillRequest, context: Any
+    ) -> jobs_pb2.Backfill:
+        async with self.call(context) as call:
+            job_id = await self.job_id(call, request.job_id)
+            backfill = await operations.cancel_backfill(
+                self.services, call.caller, call.actor, job_id, request.backfill_id
+            )
+            return message(backfill, jobs_pb2.Backfill())
+
 
 class _BackfillListing(BaseModel):
     limit: Annotated[int, Field(ge=1, le=100)] = BACKFILLS_LISTED

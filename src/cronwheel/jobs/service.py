@@ -20,7 +20,7 @@ from yarl import URL
 
 from cronwheel.audit import Actor, AuditAction, AuditEntry
 from cronwheel.clock import Clock
-from cronwheel.errors import InvalidInputError
+from cronwheel.errors import InvalidInputError, NotFoundError
 from cronwheel.jobs.backfill import BackfillPlan, check_confirmed, check_range, check_slots
 from cronwheel.limits import Limits
 from cronwheel.model import (
@@ -37,6 +37,7 @@ from cronwheel.model import (
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.schedule import OnceSchedule
+from cronwheel.schedule.elapsed import is_once
 from cronwheel.schedule.gaps import Gap
 from cronwheel.schedule.jitter import MAX_JITTER_S, too_wide
 from cronwheel.scheduler.backfill import BACKFILL_MAX_SLOTS, slots_in
@@ -222,6 +223,9 @@ class JobService:
         if job.start_at is not None and job.end_at is not None and job.end_at <= job.start_at:
             raise InvalidInputError("end_at must be after start_at")
         check_payload(job.payload)
+        refused = delete_after_success_refusal(job.schedule, job.delete_after_success)
+        if refused is not None:
+            raise InvalidInputError(refused)
 
     async def check_secrets(self, job: Job) -> None:
         """Refuse a job that refers to a secret its team does not have (one store read). The
@@ -469,6 +473,18 @@ class JobService:
             record, audit=_entry(actor, AuditAction.JOB_BACKFILL, now, plan.job)
         )
 
+    async def cancel_backfill(self, job_id: str, backfill_id: str, actor: Actor | None = None) -> Backfill:
+        """Stop the job's running backfill: the backfiller records no run for it after this
+        (one transaction with its audit entry); the runs it recorded stay, real runs of real
+        slots. One of another job is not found; one that has ended is refused (409)."""
+        job = await self.store.get_job(job_id)
+        backfill = await self.store.get_backfill(backfill_id)
+        if backfill.job_id != job.id:
+            raise NotFoundError(f"job {job_id} has no backfill {backfill_id}")
+        now = self.clock.now()
+        entry = _entry(actor, AuditAction.JOB_BACKFILL_CANCEL, now, job)
+        return await self.store.cancel_backfill(backfill_id, now, audit=entry)
+
     async def delete(self, job_id: str, actor: Actor | None = None, team: str | None = None) -> Job:
         """No further runs; unfinished ones are asked to stop; the history stays readable.
         ``team`` (the job's, as the caller read it) names the team of the audit entry."""
@@ -569,6 +585,15 @@ def no_slot_reason(job: Job, now: datetime) -> tuple[str, str] | None:
         f"no fire time of {shown} falls between {_utc_text(start)} and end_at {_utc_text(job.end_at)}"
         f" (the next is {_utc_text(following)}): the job would never fire"
     )
+
+
+def delete_after_success_refusal(schedule: str, delete_after_success: bool) -> str | None:
+    """Why a job may not have ``delete_after_success`` (None: it may). Only a one-time job's
+    (``@at``) success is its last run: a job that fires again is never done, and deleting it on
+    one success would silently drop its later slots."""
+    if not delete_after_success or is_once(schedule):
+        return None
+    return "delete_after_success is for one-time jobs only (schedule '@at INSTANT'): this job fires again"
 
 
 def _utc_text(moment: datetime) -> str:

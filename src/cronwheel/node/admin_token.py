@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from cronwheel.audit import Actor, AuditAction
+from cronwheel.audit import SERVER, AuditAction
 from cronwheel.auth import tokens
 from cronwheel.auth.identity import Scope
 from cronwheel.auth.localtoken import pointer_file, read_token, token_file, write_private
@@ -21,8 +21,7 @@ async def issue_admin(store: TokenStore, now: datetime, name: str) -> str:
     return it: the first token of a server (``cronwheel tokens create --bootstrap``, the embedded
     server's file)."""
     record, text = tokens.issue(name, None, [Scope.ADMIN], now)
-    made_here = Actor("server", None, "the server itself")  # no caller: the operator, on the server
-    entry = made_here.entry(AuditAction.TOKEN_CREATE, now, None, ("token", record.id, record.name))
+    entry = SERVER.entry(AuditAction.TOKEN_CREATE, now, None, ("token", record.id, record.name))
     await store.create_token(record, audit=entry)
     return text
 

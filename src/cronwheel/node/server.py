@@ -66,6 +66,7 @@ from cronwheel.queue import Queue
 from cronwheel.redaction import redact_url
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.scheduler import ARM_AHEAD_S
+from cronwheel.scheduler.backfill import BACKFILL_RUNS_PER_S
 from cronwheel.scheduler.backfiller import Backfiller
 from cronwheel.scheduler.loop import Scheduler
 from cronwheel.scheduler.purger import BATCH, EMBEDDED_BATCH, Purger
@@ -259,6 +260,16 @@ class ServerSettings:
             roles=ONLY_SCHEDULER,
             low=0.0,
             high=60.0,
+        ),
+    )
+    backfill_rate: float = field(  # the leader's backfiller: one bound for the whole cluster
+        default=BACKFILL_RUNS_PER_S,
+        metadata=option(
+            "--backfill-rate",
+            "Runs the backfiller records per second, all backfills together (the leader's scheduler).",
+            roles=ONLY_SCHEDULER,
+            low=1.0,
+            high=10_000.0,
         ),
     )
     node: str = field(
@@ -735,7 +746,8 @@ class _Roles:
         )
         self._task(purger.run(self.stop, leader), "retention")
         # the leader's too: one backfiller keeps the backfill rate bound for the whole cluster
-        self._task(Backfiller(store, queue, clock).run(self.stop, leader), "backfill")
+        backfiller = Backfiller(store, queue, clock, runs_per_s=settings.backfill_rate)
+        self._task(backfiller.run(self.stop, leader), "backfill")
 
     async def _is_leader(self) -> bool:
         return await self.backends.coordinator.leader() == self.settings.node

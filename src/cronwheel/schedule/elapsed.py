@@ -151,6 +151,12 @@ def is_elapsed(expression: str) -> bool:
     return expression.split(maxsplit=1)[0].lower() in (EVERY, AT)
 
 
+def is_once(expression: str) -> bool:
+    """Whether the text is an ``@at`` schedule (by its first word): a one-time job's."""
+    words = expression.split(maxsplit=1)
+    return bool(words) and words[0].lower() == AT
+
+
 def parse_elapsed(expression: str, timezone: str, zone: tzinfo) -> IntervalSchedule | OnceSchedule:
     """``@every DURATION [from INSTANT]`` or ``@at INSTANT``; a :class:`ScheduleError` says what
     is wrong, and where."""

@@ -155,6 +155,7 @@ def job_definition_to_row(job: Job) -> dict[str, Any]:
         "queue": job.queue,
         "labels": pairs_to_json(job.labels),
         "retention": retention_to_json(job.retention),
+        "delete_after_success": job.delete_after_success,
         "updated_at": job.updated_at,
     }
 
@@ -189,6 +190,7 @@ def job_from_row(row: Row) -> Job:
         queue=row["queue"],
         labels=pairs_from_json(row["labels"]),
         retention=retention_from_json(row["retention"]),
+        delete_after_success=bool(row["delete_after_success"]),
         version=int(row["version"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],

@@ -284,6 +284,15 @@ class BackfillStore(JobReads, Queueing, ActiveRuns, Protocol):
 
     async def get_backfill(self, backfill_id: str) -> Backfill: ...
 
+    async def cancel_backfill(
+        self, backfill_id: str, now: datetime, *, audit: AuditEntry | None = None
+    ) -> Backfill:
+        """End a running backfill ``cancelled`` (its cursor None), with ``audit``, in one
+        transaction that a concurrent :meth:`advance_backfill` waits for or precedes: no run is
+        recorded for it afterwards; the runs recorded before stay. One that is no longer running
+        is refused with :class:`~cronwheel.errors.NotRunningError` (nothing written)."""
+        ...
+
     async def job_backfills(self, job_id: str, limit: int = 20) -> list[Backfill]:
         """The job's backfills, newest first."""
         ...
@@ -348,12 +357,16 @@ class LeaseStore(JobReads, Protocol):
         next_attempt_at: datetime | None,
     ) -> Run | None:
         """Record the attempt's outcome and move the run to SUCCESS, RETRYING (when
-        ``next_attempt_at`` is given) or FAILED; None if the lease was lost."""
+        ``next_attempt_at`` is given) or FAILED; None if the lease was lost. The SUCCESS of a
+        slot run (scheduled or backfill) of a job with ``delete_after_success`` deletes the job,
+        as ``delete_job(cancel_active=True)`` does, in the same transaction."""
         ...
 
     async def finish_attempts(self, finishes: Sequence[Finish], worker: str, now: datetime) -> dict[str, Run]:
-        """:meth:`finish_attempt` for many attempts of ``worker`` in one transaction: the runs
-        recorded, by id; a run whose lease this worker lost (or named twice) is absent."""
+        """:meth:`finish_attempt` for many attempts of ``worker`` in one transaction (the
+        successes that delete their job may take a second one: a run's outcome and its job's
+        deletion are always in the same): the runs recorded, by id; a run whose lease this
+        worker lost (or named twice) is absent."""
         ...
 
     async def cancel_requested(self, run_ids: Sequence[str]) -> set[str]:

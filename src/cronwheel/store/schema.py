@@ -117,6 +117,7 @@ jobs = Table(
     Column("queue", NAME, nullable=False),
     Column("labels", JSON, nullable=False),  # [[key, value], ...] in the job's order
     Column("retention", JSON(none_as_null=True), nullable=True),  # migration 0009; NULL: server default
+    Column("delete_after_success", Boolean, nullable=False, server_default=false()),  # migration 0019
     Column("version", Integer, nullable=False),
     Column("created_at", Instant, nullable=False),
     Column("updated_at", Instant, nullable=False),

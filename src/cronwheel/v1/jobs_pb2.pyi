@@ -188,6 +188,7 @@ class JobSpec(_message.Message):
     LABELS_FIELD_NUMBER: _builtins.int
     RETENTION_FIELD_NUMBER: _builtins.int
     JITTER_S_FIELD_NUMBER: _builtins.int
+    DELETE_AFTER_SUCCESS_FIELD_NUMBER: _builtins.int
     team: _builtins.str
     name: _builtins.str
     schedule: _builtins.str
@@ -201,6 +202,8 @@ class JobSpec(_message.Message):
     end_at: _builtins.str
     queue: _builtins.str
     jitter_s: _builtins.float
+    delete_after_success: _builtins.bool
+    """@at jobs only: the run's success deletes the job"""
     @_builtins.property
     def target(self) -> _targets_pb2.Target: ...
     @_builtins.property
@@ -235,11 +238,14 @@ class JobSpec(_message.Message):
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         retention: Global___RetentionSpec | None = ...,
         jitter_s: _builtins.float | None = ...,
+        delete_after_success: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_jitter_s", b"_jitter_s", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "jitter_s", b"jitter_s", "misfire", b"misfire", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_delete_after_success", b"_delete_after_success", "_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_jitter_s", b"_jitter_s", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "jitter_s", b"jitter_s", "misfire", b"misfire", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_jitter_s", b"_jitter_s", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "jitter_s", b"jitter_s", "labels", b"labels", "misfire", b"misfire", "name", b"name", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delete_after_success", b"_delete_after_success", "_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_jitter_s", b"_jitter_s", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "jitter_s", b"jitter_s", "labels", b"labels", "misfire", b"misfire", "name", b"name", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__delete_after_success: _TypeAlias = _typing.Literal["delete_after_success"]  # noqa: Y015
+    _WhichOneofArgType__delete_after_success: _TypeAlias = _typing.Literal["_delete_after_success", b"_delete_after_success"]  # noqa: Y015
     _WhichOneofReturnType__description: _TypeAlias = _typing.Literal["description"]  # noqa: Y015
     _WhichOneofArgType__description: _TypeAlias = _typing.Literal["_description", b"_description"]  # noqa: Y015
     _WhichOneofReturnType__dst_fold: _TypeAlias = _typing.Literal["dst_fold"]  # noqa: Y015
@@ -260,6 +266,8 @@ class JobSpec(_message.Message):
     _WhichOneofArgType__timeout_s: _TypeAlias = _typing.Literal["_timeout_s", b"_timeout_s"]  # noqa: Y015
     _WhichOneofReturnType__timezone: _TypeAlias = _typing.Literal["timezone"]  # noqa: Y015
     _WhichOneofArgType__timezone: _TypeAlias = _typing.Literal["_timezone", b"_timezone"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__delete_after_success) -> _WhichOneofReturnType__delete_after_success | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__description) -> _WhichOneofReturnType__description | None: ...
     @_typing.overload
@@ -407,6 +415,7 @@ class Job(_message.Message):
     RECENT_FIELD_NUMBER: _builtins.int
     JITTER_S_FIELD_NUMBER: _builtins.int
     NEXT_FIRE_AT_FIELD_NUMBER: _builtins.int
+    DELETE_AFTER_SUCCESS_FIELD_NUMBER: _builtins.int
     team: _builtins.str
     name: _builtins.str
     schedule: _builtins.str
@@ -433,6 +442,7 @@ class Job(_message.Message):
     jitter_s: _builtins.float
     next_fire_at: _builtins.str
     """next_run_at plus its jitter offset"""
+    delete_after_success: _builtins.bool
     @_builtins.property
     def target(self) -> _targets_pb2.Target: ...
     @_builtins.property
@@ -489,10 +499,11 @@ class Job(_message.Message):
         recent: _abc.Iterable[Global___RecentRun] | None = ...,
         jitter_s: _builtins.float = ...,
         next_fire_at: _builtins.str | None = ...,
+        delete_after_success: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_next_fire_at", b"_next_fire_at", "_next_run_at", b"_next_run_at", "_pause_note", b"_pause_note", "_paused_at", b"_paused_at", "_start_at", b"_start_at", "_updated_at", b"_updated_at", "created_at", b"created_at", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "last_run", b"last_run", "misfire", b"misfire", "next_fire_at", b"next_fire_at", "next_run_at", b"next_run_at", "pause_note", b"pause_note", "paused_at", b"paused_at", "payload", b"payload", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_next_fire_at", b"_next_fire_at", "_next_run_at", b"_next_run_at", "_pause_note", b"_pause_note", "_paused_at", b"_paused_at", "_start_at", b"_start_at", "_updated_at", b"_updated_at", "created_at", b"created_at", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "id", b"id", "jitter_s", b"jitter_s", "labels", b"labels", "last_run", b"last_run", "late", b"late", "misfire", b"misfire", "name", b"name", "next_fire_at", b"next_fire_at", "next_run_at", b"next_run_at", "overlap", b"overlap", "pause_note", b"pause_note", "paused", b"paused", "paused_at", b"paused_at", "payload", b"payload", "plain_values", b"plain_values", "queue", b"queue", "recent", b"recent", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_next_fire_at", b"_next_fire_at", "_next_run_at", b"_next_run_at", "_pause_note", b"_pause_note", "_paused_at", b"_paused_at", "_start_at", b"_start_at", "_updated_at", b"_updated_at", "created_at", b"created_at", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "id", b"id", "jitter_s", b"jitter_s", "labels", b"labels", "last_run", b"last_run", "late", b"late", "misfire", b"misfire", "name", b"name", "next_fire_at", b"next_fire_at", "next_run_at", b"next_run_at", "overlap", b"overlap", "pause_note", b"pause_note", "paused", b"paused", "paused_at", b"paused_at", "payload", b"payload", "plain_values", b"plain_values", "queue", b"queue", "recent", b"recent", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__created_at: _TypeAlias = _typing.Literal["created_at"]  # noqa: Y015
     _WhichOneofArgType__created_at: _TypeAlias = _typing.Literal["_created_at", b"_created_at"]  # noqa: Y015
@@ -613,6 +624,7 @@ class JobValidation(_message.Message):
     FIRES_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
     JITTER_S_FIELD_NUMBER: _builtins.int
+    DELETE_AFTER_SUCCESS_FIELD_NUMBER: _builtins.int
     team: _builtins.str
     name: _builtins.str
     schedule: _builtins.str
@@ -629,6 +641,7 @@ class JobValidation(_message.Message):
     next_run_at: _builtins.str
     schedule_description: _builtins.str
     jitter_s: _builtins.float
+    delete_after_success: _builtins.bool
     @_builtins.property
     def target(self) -> _targets_pb2.Target: ...
     @_builtins.property
@@ -672,10 +685,11 @@ class JobValidation(_message.Message):
         fires: _abc.Iterable[_schedules_pb2.Fire] | None = ...,
         warnings: _abc.Iterable[_builtins.str] | None = ...,
         jitter_s: _builtins.float = ...,
+        delete_after_success: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_id", b"_id", "_next_run_at", b"_next_run_at", "_start_at", b"_start_at", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "id", b"id", "misfire", b"misfire", "next_run_at", b"next_run_at", "payload", b"payload", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_id", b"_id", "_next_run_at", b"_next_run_at", "_start_at", b"_start_at", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "fires", b"fires", "id", b"id", "jitter_s", b"jitter_s", "labels", b"labels", "misfire", b"misfire", "name", b"name", "next_run_at", b"next_run_at", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_id", b"_id", "_next_run_at", b"_next_run_at", "_start_at", b"_start_at", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "fires", b"fires", "id", b"id", "jitter_s", b"jitter_s", "labels", b"labels", "misfire", b"misfire", "name", b"name", "next_run_at", b"next_run_at", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dst_fold: _TypeAlias = _typing.Literal["dst_fold"]  # noqa: Y015
     _WhichOneofArgType__dst_fold: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold"]  # noqa: Y015
@@ -1301,6 +1315,28 @@ class GetBackfillRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetBackfillRequest: _TypeAlias = GetBackfillRequest  # noqa: Y015
+
+@_typing.final
+class CancelBackfillRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    BACKFILL_ID_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    backfill_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        backfill_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill_id", b"backfill_id", "job_id", b"job_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelBackfillRequest: _TypeAlias = CancelBackfillRequest  # noqa: Y015
 
 @_typing.final
 class BackfillList(_message.Message):

@@ -100,6 +100,11 @@ class JobServiceStub:
                 request_serializer=cronwheel_dot_v1_dot_jobs__pb2.GetBackfillRequest.SerializeToString,
                 response_deserializer=cronwheel_dot_v1_dot_jobs__pb2.Backfill.FromString,
                 _registered_method=True)
+        self.CancelBackfill = channel.unary_unary(
+                '/cronwheel.v1.JobService/CancelBackfill',
+                request_serializer=cronwheel_dot_v1_dot_jobs__pb2.CancelBackfillRequest.SerializeToString,
+                response_deserializer=cronwheel_dot_v1_dot_jobs__pb2.Backfill.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -194,6 +199,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelBackfill(self, request, context):
+        """Stop a running backfill: no run is created after it; those created stay (POST
+        /v1/jobs/{job}/backfills/{backfill_id}/cancel). One no longer running: FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -260,6 +273,11 @@ def add_JobServiceServicer_to_server(servicer, server):
             'GetBackfill': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBackfill,
                     request_deserializer=cronwheel_dot_v1_dot_jobs__pb2.GetBackfillRequest.FromString,
+                    response_serializer=cronwheel_dot_v1_dot_jobs__pb2.Backfill.SerializeToString,
+            ),
+            'CancelBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelBackfill,
+                    request_deserializer=cronwheel_dot_v1_dot_jobs__pb2.CancelBackfillRequest.FromString,
                     response_serializer=cronwheel_dot_v1_dot_jobs__pb2.Backfill.SerializeToString,
             ),
     }
@@ -613,6 +631,33 @@ class JobService:
             target,
             '/cronwheel.v1.JobService/GetBackfill',
             cronwheel_dot_v1_dot_jobs__pb2.GetBackfillRequest.SerializeToString,
+            cronwheel_dot_v1_dot_jobs__pb2.Backfill.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronwheel.v1.JobService/CancelBackfill',
+            cronwheel_dot_v1_dot_jobs__pb2.CancelBackfillRequest.SerializeToString,
             cronwheel_dot_v1_dot_jobs__pb2.Backfill.FromString,
             options,
             channel_credentials,

@@ -61,6 +61,10 @@ class JobServiceStub:
     """The job's backfills with their progress, newest first (GET /v1/jobs/{job}/backfills)."""
     GetBackfill: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.GetBackfillRequest, _jobs_pb2.Backfill]
     """One backfill of the job and its progress (GET /v1/jobs/{job}/backfills/{backfill_id})."""
+    CancelBackfill: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.CancelBackfillRequest, _jobs_pb2.Backfill]
+    """Stop a running backfill: no run is created after it; those created stay (POST
+    /v1/jobs/{job}/backfills/{backfill_id}/cancel). One no longer running: FAILED_PRECONDITION.
+    """
 
 @_typing.type_check_only
 class JobServiceAsyncStub(JobServiceStub):
@@ -90,6 +94,10 @@ class JobServiceAsyncStub(JobServiceStub):
     """The job's backfills with their progress, newest first (GET /v1/jobs/{job}/backfills)."""
     GetBackfill: _aio.UnaryUnaryMultiCallable[_jobs_pb2.GetBackfillRequest, _jobs_pb2.Backfill]  # type: ignore[assignment]
     """One backfill of the job and its progress (GET /v1/jobs/{job}/backfills/{backfill_id})."""
+    CancelBackfill: _aio.UnaryUnaryMultiCallable[_jobs_pb2.CancelBackfillRequest, _jobs_pb2.Backfill]  # type: ignore[assignment]
+    """Stop a running backfill: no run is created after it; those created stay (POST
+    /v1/jobs/{job}/backfills/{backfill_id}/cancel). One no longer running: FAILED_PRECONDITION.
+    """
 
 class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -194,5 +202,15 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_jobs_pb2.Backfill, _abc.Awaitable[_jobs_pb2.Backfill]]:
         """One backfill of the job and its progress (GET /v1/jobs/{job}/backfills/{backfill_id})."""
+
+    @_abc_1.abstractmethod
+    def CancelBackfill(
+        self,
+        request: _jobs_pb2.CancelBackfillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_jobs_pb2.Backfill, _abc.Awaitable[_jobs_pb2.Backfill]]:
+        """Stop a running backfill: no run is created after it; those created stay (POST
+        /v1/jobs/{job}/backfills/{backfill_id}/cancel). One no longer running: FAILED_PRECONDITION.
+        """
 
 def add_JobServiceServicer_to_server(servicer: JobServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -30,7 +30,7 @@ from cronwheel.errors import InvalidInputError
 router = APIRouter(tags=["audit"])
 Services = Annotated[ApiServices, Depends(get_services)]
 
-ACTION_PATTERN = r"^[a-z]{1,20}(\.[a-z]{1,20})?$"
+ACTION_PATTERN = r"^[a-z]{1,20}(\.[a-z_]{1,20})?$"  # job.backfill_cancel
 
 
 class AuditEntryOut(BaseModel):
@@ -40,7 +40,10 @@ class AuditEntryOut(BaseModel):
     action: str = Field(
         description="job.create, job.update, ..., token.revoke, secret.set, auth.forbidden ..."
     )
-    actor_kind: str = Field(description="token, oidc, or anonymous (a request without a valid token).")
+    actor_kind: str = Field(
+        description="token, oidc, trusted, server (a change no caller made: a one-time job deleted by "
+        "its run's success), or anonymous (a request without a valid token)."
+    )
     actor_id: str | None = Field(description="The token id, or the OIDC subject.")
     actor_name: str | None
     client: str | None = Field(description="The client's address.")

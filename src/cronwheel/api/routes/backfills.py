@@ -1,4 +1,5 @@
-"""``/v1/jobs/{job_id}/backfills``: backfill a job's past slots, and read its backfills' progress.
+"""``/v1/jobs/{job_id}/backfills``: backfill a job's past slots, read its backfills' progress, and
+cancel one.
 Thin, as every router: the body validated here, the decisions in :mod:`cronwheel.api.operations`.
 """
 
@@ -13,6 +14,7 @@ from cronwheel.api import operations
 from cronwheel.api.addressing import job_route
 from cronwheel.api.callers.auditing import ActorDep
 from cronwheel.api.callers.auth import CallerDep
+from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.routes.common import Services, problems_doc
 from cronwheel.api.schemas.backfills import BackfillIn, BackfillOut, BackfillPage, BackfillPlanOut
 
@@ -80,4 +82,26 @@ async def job_backfills(
 async def get_backfill(job_id: str, backfill_id: str, services: Services, caller: CallerDep) -> JSONResponse:
     """One backfill of the job and its progress."""
     backfill = await operations.get_backfill(services, caller, job_id, backfill_id)
+    return JSONResponse(backfill.model_dump(mode="json", by_alias=True))
+
+
+@job_route(
+    router,
+    "POST",
+    "/backfills/{backfill_id}/cancel",
+    response_model=BackfillOut,
+    tags=["jobs"],
+    responses={
+        **problems_doc(401, 403, 404),
+        409: {"description": "The backfill is no longer running (done or cancelled)", **PROBLEM_DOC},
+    },
+)
+async def cancel_backfill(
+    job_id: str, backfill_id: str, services: Services, caller: CallerDep, actor: ActorDep
+) -> JSONResponse:
+    """Stop a running backfill: the backfiller records no run for it after this answer (at its
+    next step); the runs it recorded stay, as real runs of real slots. The backfill ends
+    ``cancelled``. One already ``done`` or ``cancelled``: 409 ``not-running``, with its
+    ``state``; nothing written."""
+    backfill = await operations.cancel_backfill(services, caller, actor, job_id, backfill_id)
     return JSONResponse(backfill.model_dump(mode="json", by_alias=True))

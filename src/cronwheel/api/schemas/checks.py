@@ -27,7 +27,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cronwheel.api.schemas.policies import MisfireSpec
 from cronwheel.errors import InvalidInputError
-from cronwheel.jobs.service import TargetPolicy, no_slot_reason
+from cronwheel.jobs.service import TargetPolicy, delete_after_success_refusal, no_slot_reason
 from cronwheel.model import (
     Job,
     PythonTarget,
@@ -92,9 +92,20 @@ def definition_problems(
     problems = schedule_problems(values, complete=complete) + invalid_target
     if bound.policy is not None:  # a target nothing could run is not judged by the policy too
         problems += policy_problems(values, bound.policy, target=not invalid_target)
+    problems += once_problems(values)
     if new_job and bound.now is not None and not problems:
         problems += slot_problems(values, bound.now)
     return problems
+
+
+def once_problems(values: Mapping[str, Any]) -> list[FieldProblem]:
+    """``delete_after_success`` on a job that is not one-time (a patch that gives one of the
+    two is judged on the merged definition)."""
+    schedule, flag = values.get("schedule"), values.get("delete_after_success")
+    if not isinstance(schedule, str) or not isinstance(flag, bool):
+        return []
+    refused = delete_after_success_refusal(schedule, flag)
+    return [] if refused is None else [_sentence("delete_after_success", refused, "not_one_time")]
 
 
 def schedule_problems(values: Mapping[str, Any], *, complete: bool) -> list[FieldProblem]:

@@ -121,6 +121,11 @@ class JobFields(StrictModel):
     retention: RetentionSpec | None = Field(
         default=None, description="How much run history to keep; null: the server's default."
     )
+    delete_after_success: bool = Field(
+        default=False,
+        description="One-time (`@at`) jobs only: the success of its run deletes the job, in the "
+        "transaction that records it (a failed or skipped run leaves it). Else 422 not-one-time.",
+    )
 
     @field_validator("end_at")
     @classmethod

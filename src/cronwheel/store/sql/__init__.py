@@ -273,6 +273,11 @@ class SqlStore:
     async def create_backfill(self, backfill: Backfill, *, audit: AuditEntry | None = None) -> Backfill:
         return await backfills.create(self._tx, backfill, self._clock.now(), audit)
 
+    async def cancel_backfill(
+        self, backfill_id: str, now: datetime, *, audit: AuditEntry | None = None
+    ) -> Backfill:
+        return await backfills.cancel(self._tx, backfill_id, now, audit)
+
     async def get_backfill(self, backfill_id: str) -> Backfill:
         return await backfills.get(self._tx, backfill_id)
 
@@ -369,17 +374,29 @@ class SqlStore:
         return (await self.finish_attempts([finish], worker, now)).get(run_id)
 
     async def finish_attempts(self, finishes: Sequence[Finish], worker: str, now: datetime) -> dict[str, Run]:
+        """The outcomes in one write (see :func:`leases.finish`); where that write commits alone,
+        the successes it spared (that delete their job) follow in a transaction of their own."""
         if not finishes:
             return {}
         unique = leases.unique_finishes(finishes)  # id order: one lock order
         if self._tx.flavor.in_process:  # the whole transaction on the driver's thread
-            return await lite.finish(self._tx, unique, worker, now)
-        if self._tx.statements_commit_alone and len(unique) <= CHUNK:  # one statement, one round trip
-            return await self._tx.write_alone(
+            recorded = await lite.finish(self._tx, unique, worker, now)
+        elif self._tx.statements_commit_alone and len(unique) <= CHUNK:  # one statement, one round trip
+            recorded = await self._tx.write_alone(
                 lambda connection: leases.finish(connection, unique, worker, now, noted=True)
             )
+        else:
+            return await self._finish_in_transaction(unique, worker, now)
+        spared = leases.spared(unique, recorded)
+        if spared:
+            recorded.update(await self._finish_in_transaction(spared, worker, now))
+        return recorded
+
+    async def _finish_in_transaction(
+        self, finishes: Sequence[Finish], worker: str, now: datetime
+    ) -> dict[str, Run]:
         return await self._tx.write_batches(
-            unique,
+            finishes,
             lambda connection, chunk: leases.finish(connection, chunk, worker, now),
             then=last_runs.record_found,
         )

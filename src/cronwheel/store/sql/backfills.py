@@ -6,7 +6,9 @@ backfill is accepted and will be carried through, by whichever backfiller runs n
 on PostgreSQL; SQLite's write transaction holds the database), the step's runs are inserted
 (``ON CONFLICT DO NOTHING`` on (job, slot): a slot that has a run keeps it and counts as existing),
 and the cursor and counts move. A step whose backfill moved on writes nothing, so two backfillers,
-or one that crashed and started again, record each slot once.
+or one that crashed and started again, record each slot once. :func:`cancel` ends a running
+backfill under the same lock: a step after it finds the backfill no longer running and writes
+nothing, so no run is created after a cancellation commits (those created before stay).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
 from cronwheel.audit import AuditEntry
-from cronwheel.errors import InvalidInputError, NotFoundError
+from cronwheel.errors import InvalidInputError, NotFoundError, NotRunningError
 from cronwheel.model import Backfill, BackfillState, BackfillStep, Run, RunKind
 from cronwheel.store import codec
 from cronwheel.store.schema import BACKFILL_RUNNING, backfills, jobs, runs
@@ -40,6 +42,22 @@ async def create(tx: Transactions, backfill: Backfill, now: datetime, entry: Aud
         after = {"backfill_id": stored.id, "from": _text(stored.start), "to": _text(stored.end)}
         await audit.write(connection, [None if entry is None else entry.changed(None, after)])
     return stored
+
+
+async def cancel(tx: Transactions, backfill_id: str, now: datetime, entry: AuditEntry | None) -> Backfill:
+    """End the running backfill ``cancelled`` (its cursor None: it goes on nowhere), with
+    ``entry``; one that has ended already is refused (:class:`NotRunningError`, nothing written)."""
+    async with tx.write() as connection:
+        current = await _read(connection, backfill_id, lock=True)
+        if current.state is not BackfillState.RUNNING:
+            raise NotRunningError(
+                f"backfill {backfill_id} is {current.state.value}, not running", current.state
+            )
+        cancelled = await _moved(connection, current, None, BackfillState.CANCELLED, now)
+        before = {"backfill_id": current.id, "state": current.state.value, "next_slot": _text(current.cursor)}
+        after = {"backfill_id": current.id, "state": cancelled.state.value, "created": cancelled.created}
+        await audit.write(connection, [None if entry is None else entry.changed(before, after)])
+    return cancelled
 
 
 async def get(tx: Transactions, backfill_id: str) -> Backfill:
@@ -148,5 +166,5 @@ async def _job_live(connection: AsyncConnection, job_id: str) -> bool:
     return row is not None and row.deleted_at is None
 
 
-def _text(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+def _text(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

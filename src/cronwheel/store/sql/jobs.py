@@ -5,11 +5,13 @@ Every write of a job is one transaction that also notifies the other processes
 that same transaction: a resume records the slots missed while paused (guarantee 2: no silent
 miss), a delete flags the job's unfinished runs to stop. A crash between those writes would
 otherwise leave a resumed job without its SKIPPED records, or a deleted job's runs running on.
+The same deletion (:func:`delete_live`) also runs inside the transaction that records the success
+of a one-time job's run (:func:`delete_succeeded`, ``delete_after_success``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -24,15 +26,16 @@ from sqlalchemy import (
     insert,
     select,
     text,
+    true,
     type_coerce,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from cronwheel import failpoints
-from cronwheel.audit import AuditEntry
+from cronwheel.audit import SERVER, AuditAction, AuditEntry
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError, QuotaExceededError
-from cronwheel.model import Job, Run
+from cronwheel.model import Job, Run, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import JobQuery, Page
@@ -214,30 +217,70 @@ async def record_skipped(tx: Transactions, skipped: Sequence[Run], now: datetime
 async def mark_deleted(
     tx: Transactions, job_id: str, now: datetime, cancel: bool, entry: AuditEntry | None = None
 ) -> Job:
-    """Mark the job deleted (and bump its version, so in-flight firings of it turn stale) and
-    erase the secrets of its target (:func:`erased_target`: the row stays, for its runs' history);
-    with ``cancel``, flag its unfinished runs to stop in the same transaction."""
+    """Delete the job (:func:`delete_live`) in a transaction of its own."""
     async with tx.write() as connection:
-        live = select(jobs).where(jobs.c.id == job_id, JOB_LIVE).with_for_update()  # the audit's before
-        found = (await connection.execute(live)).mappings().first()
-        target = None if found is None else found["target"]
-        erased = erased_target(target) if isinstance(target, Mapping) else jobs.c.target
-        result = await connection.execute(
-            update(jobs)
-            .where(jobs.c.id == job_id, JOB_LIVE)
-            .values(deleted_at=now, updated_at=now, version=jobs.c.version + 1, target=erased)
-            .returning(*jobs.c)
-        )
-        row = result.mappings().first()
-        if row is not None:
-            await armed.disarm(connection, job_id, now)
-            if cancel:
-                await cancel_active(connection, job_id)
-            await notify_changed(connection, [job_id])
-            await _audit(connection, entry, None if found is None else codec.job_from_row(found), None)
-    if row is None:
+        deleted = await delete_live(connection, job_id, now, cancel, entry)
+    if deleted is None:
         raise NotFoundError(f"job {job_id} not found")
+    return deleted
+
+
+async def delete_live(
+    connection: AsyncConnection, job_id: str, now: datetime, cancel: bool, entry: AuditEntry | None
+) -> Job | None:
+    """Mark the live job deleted (and bump its version, so in-flight firings of it turn stale),
+    erase the secrets of its target (:func:`erased_target`: the row stays, for its runs' history),
+    remove its armed runs and notify, in the caller's transaction; with ``cancel``, flag its
+    unfinished runs to stop. Returns the deleted job (None: no live job ``job_id``)."""
+    live = select(jobs).where(jobs.c.id == job_id, JOB_LIVE).with_for_update()  # the audit's before
+    found = (await connection.execute(live)).mappings().first()
+    target = None if found is None else found["target"]
+    erased = erased_target(target) if isinstance(target, Mapping) else jobs.c.target
+    result = await connection.execute(
+        update(jobs)
+        .where(jobs.c.id == job_id, JOB_LIVE)
+        .values(deleted_at=now, updated_at=now, version=jobs.c.version + 1, target=erased)
+        .returning(*jobs.c)
+    )
+    row = result.mappings().first()
+    if row is None:
+        return None
+    await armed.disarm(connection, job_id, now)
+    if cancel:
+        await cancel_active(connection, job_id)
+    await notify_changed(connection, [job_id])
+    await _audit(connection, entry, None if found is None else codec.job_from_row(found), None)
     return codec.job_from_row(row)
+
+
+SUCCESS_DELETES = "its one run succeeded (delete_after_success)"
+"""The audit detail of a job deleted by its run's success (its actor: :data:`cronwheel.audit.SERVER`)."""
+
+
+async def delete_succeeded(connection: AsyncConnection, recorded: Iterable[Run], now: datetime) -> list[str]:
+    """Delete, in the caller's transaction (the one that recorded ``recorded``), the live jobs
+    with ``delete_after_success`` whose slot run (scheduled or backfill, not manual) is among the
+    SUCCESS runs of ``recorded``, as the API's delete does, audited as the server's. Returns
+    their ids."""
+    job_ids = sorted({run.job_id for run in recorded if _deleting(run)})
+    if not job_ids:
+        return []
+    found = await connection.execute(
+        select(jobs.c.id, jobs.c.team, jobs.c.name)
+        .where(jobs.c.id.in_(job_ids), JOB_LIVE, jobs.c.delete_after_success == true())
+        .order_by(jobs.c.id)
+    )
+    deleted = []
+    for job_id, team, name in found.all():
+        failpoints.hit("store.before_success_delete")
+        entry = SERVER.entry(AuditAction.JOB_DELETE, now, team, ("job", job_id, name))
+        if await delete_live(connection, job_id, now, True, replace(entry, detail=SUCCESS_DELETES)):
+            deleted.append(job_id)
+    return deleted
+
+
+def _deleting(run: Run) -> bool:
+    return run.state is RunState.SUCCESS and run.kind.keyed_by_slot
 
 
 ERASED = "(erased)"

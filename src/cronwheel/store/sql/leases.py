@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from cronwheel.model import AttemptResult, Finish, Job, Outcome, Run, RunState
+from cronwheel.model import AttemptResult, Finish, Job, Outcome, Run, RunKind, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.schema import Instant, attempts, jobs, runs, to_micros
@@ -261,15 +261,27 @@ async def finish(
 ) -> dict[str, Run]:
     """Record the outcomes whose lease ``worker`` still holds: each run leaves RUNNING for its
     final state (SUCCESS, RETRYING at its own time, FAILED), its attempt gets the outcome, its
-    history an event, and a run that reached SUCCESS or FAILED the notifier's inbox. ``noted``:
-    as for :func:`claim`."""
+    history an event, and a run that reached SUCCESS or FAILED the notifier's inbox; a job that
+    its slot run's success deletes (``delete_after_success``) is deleted in the same transaction
+    (:func:`~cronwheel.store.sql.jobs.delete_succeeded`). ``noted``: as for :func:`claim`; on
+    PostgreSQL the one statement then commits alone and leaves out (:func:`spared`) the
+    successes that delete their job, for the caller to record in a transaction of their own."""
     if flavor_of(connection.dialect).writes_in_with:
-        statement = _FINISH_NOTED if noted else _FINISH_IN_ONE
-        return await _finish_in_one_statement(connection, statement, finishes, worker, now)
-    recorded = await _finish_statement_by_statement(connection, finishes, worker, now)
+        if noted:
+            return await _finish_in_one_statement(connection, _FINISH_NOTED, finishes, worker, now)
+        recorded = await _finish_in_one_statement(connection, _FINISH_IN_ONE, finishes, worker, now)
+    else:
+        recorded = await _finish_statement_by_statement(connection, finishes, worker, now)
+    await jobs_of.delete_succeeded(connection, recorded.values(), now)
     if noted:
         await last_runs.record_found(connection, recorded)
     return recorded
+
+
+def spared(finishes: Sequence[Finish], recorded: Mapping[str, Run]) -> list[Finish]:
+    """The successes of ``finishes`` that a write committing alone did not record: those that may
+    delete their job (and those whose lease was lost, which a second write refuses again)."""
+    return [one for one in finishes if one.result.outcome is Outcome.SUCCESS and one.run_id not in recorded]
 
 
 # PostgreSQL: the outcomes as one array per column, joined by primary key (and attempt number)
@@ -290,7 +302,7 @@ WITH outcome AS (
     finished_at = CASE WHEN o.state = 'RETRYING' THEN NULL ELSE CAST(:now AS bigint) END
   FROM outcome AS o
   WHERE runs.id = o.run_id AND runs.attempts = o.attempt
-    AND CASE WHEN runs.state = 'RUNNING' AND runs.lease_owner = :worker THEN true ELSE false END
+    AND CASE WHEN runs.state = 'RUNNING' AND runs.lease_owner = :worker{spare} THEN true ELSE false END
   RETURNING runs.*
 ), attempted AS (
   UPDATE attempts SET finished_at = CAST(:now AS bigint), outcome = o.outcome,
@@ -309,11 +321,18 @@ WITH outcome AS (
 ){noted}
 SELECT * FROM finished
 """
-_FINISH_IN_ONE = text(_FINISH_IN_ONE_SQL.replace("{noted}", "")).columns(*runs.c)
+_FINISH_IN_ONE = text(_FINISH_IN_ONE_SQL.replace("{noted}", "").replace("{spare}", "")).columns(*runs.c)
+# A success that deletes its job (a slot run of a live job with delete_after_success) is left
+# out of a statement that commits alone: the deletion (jobs.delete_succeeded: the job, its armed
+# runs, its audit entry) takes statements of its own, in the transaction that records the success.
+SPARED_SQL = f"""
+      AND NOT (o.state = 'SUCCESS' AND runs.kind <> '{RunKind.MANUAL.value}' AND EXISTS (
+        SELECT 1 FROM jobs WHERE jobs.id = runs.job_id AND jobs.delete_after_success
+          AND jobs.deleted_at IS NULL))"""  # noqa: S608 (constants only)
 # outcomes that are a whole transaction: job_last_run noted in the same statement (autocommit)
-_FINISH_NOTED = text(
-    _FINISH_IN_ONE_SQL.replace("{noted}", f", last_noted AS ({last_runs.noted_from('finished')}\n)")
-).columns(*runs.c)
+_NOTED = f", last_noted AS ({last_runs.noted_from('finished')}\n)"
+_FINISH_NOTED_SQL = _FINISH_IN_ONE_SQL.replace("{noted}", _NOTED).replace("{spare}", SPARED_SQL)
+_FINISH_NOTED = text(_FINISH_NOTED_SQL).columns(*runs.c)
 
 
 async def _finish_in_one_statement(

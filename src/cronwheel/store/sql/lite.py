@@ -33,7 +33,7 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Dialect
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import Finish, Job, Run, RunState
+from cronwheel.model import Finish, Job, Run, RunKind, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import REFUSED_VALUE
 from cronwheel.store.schema import Instant, jobs, runs, to_micros
@@ -93,11 +93,16 @@ _CLAIMED_JOBS_SQL = _as_json(jobs, f"id IN (SELECT job_id FROM runs WHERE {_LIST
 _OUTCOME = ("run_id", "attempt", "state", "next_attempt_at", "outcome", "status_code", "exit_code",
             "error", "output", "retry_after_s", "output_tail", "request_headers", "detail")  # fmt: skip
 _O = {name: _at(index) for index, name in enumerate(_OUTCOME)}
-# The runs whose lease :worker holds, at the attempt of the outcome, as [id, ...]; then, with :ids
-# those runs, the runs, their attempts, events, inbox rows and job_last_run notes, and what to return.
+# The runs whose lease :worker holds, at the attempt of the outcome, as [id, ...], but for the
+# successes that delete their job (leases.SPARED_SQL says why; SqlStore records them apart); then,
+# with :ids those runs, the runs, their attempts, events, inbox rows and job_last_run notes, and
+# what to return.
 _HELD_SQL = f"""
 SELECT json_group_array(runs.id) FROM json_each(:outcomes) AS o JOIN runs ON runs.id = {_O["run_id"]}
 WHERE +runs.attempts = {_O["attempt"]} AND +runs.state = 'RUNNING' AND +runs.lease_owner = :worker
+  AND NOT ({_O["state"]} = 'SUCCESS' AND +runs.kind <> '{RunKind.MANUAL.value}' AND EXISTS (
+    SELECT 1 FROM jobs WHERE jobs.id = runs.job_id AND +jobs.delete_after_success
+      AND +jobs.deleted_at IS NULL))
 """  # noqa: S608 (constants only)
 _HELD = f"{_O['run_id']} IN (SELECT value FROM json_each(:ids))"  # noqa: S608 (constants only)
 _FINISH_SQL = f"""

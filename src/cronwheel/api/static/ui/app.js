@@ -309,6 +309,9 @@ function definition(job) {
       ["Time zone", job.timezone],
       ["Next run", [nextRun(paused, next_run_at), !paused && next_fire_at && next_fire_at !== next_run_at ? ` (fires ${when(next_fire_at)})` : ""]],
       ["Jitter", job.jitter_s ? h("span", { id: "job-jitter" }, `up to ${job.jitter_s} s after each slot (offset fixed by job id and slot)`) : h("span", { class: "muted" }, "none")],
+      ...(/^\s*@at\s/i.test(job.schedule) ? [["After success", job.delete_after_success  // one-time jobs only
+        ? h("span", { id: "delete-after-success" }, "deleted (its one run's success deletes the job)")
+        : h("span", { class: "muted" }, "kept")]] : []),
       ["Target", targetSummary(job.target)],
       ["Version", version],
       ["Description", job.description || h("span", { class: "muted" }, "—")],
@@ -381,8 +384,9 @@ function actions(job, message, redraw) {
   );
 }
 
-// A job's backfills: each with a bar of the slots decided (created, or found with a run) of its total.
-function backfillRow(backfill) {
+// A job's backfills: each with a bar of the slots decided (created, or found with a run) of its
+// total, and a running one with a Cancel button (the runs it created stay).
+function backfillRow(backfill, cancel) {
   const decided = backfill.created + backfill.existing;
   return h(
     "tr",
@@ -393,8 +397,26 @@ function backfillRow(backfill) {
     h("td", {}, h("progress", { max: Math.max(1, backfill.total), value: decided }), ` ${decided}/${backfill.total} slots`),
     h("td", {}, String(backfill.created)),
     h("td", {}, String(backfill.existing)),
-    h("td", {}, when(backfill.next_slot))
+    h("td", {}, when(backfill.next_slot)),
+    h("td", {}, backfill.state === "running"
+      ? h("button", { type: "button", class: "danger", "data-cancel-backfill": backfill.id, onclick: () => cancel(backfill) }, "Cancel")
+      : "")
   );
+}
+
+// Cancel a running backfill: the backfiller creates no more runs for it.
+function backfillCanceller(job, message, redraw) {
+  return async (backfill) => {
+    if (!(await confirmDialog(`Cancel this backfill? The ${backfill.created} runs it created stay; the ${backfill.remaining} slots left get none.`))) return;
+    try {
+      const path = `/jobs/${encodeURIComponent(job.id)}/backfills/${encodeURIComponent(backfill.id)}/cancel`;
+      const answer = (await api("POST", path, {})).body;
+      message.replaceChildren(h("div", { class: "notice", role: "status" }, `Backfill cancelled: ${answer.created} runs created, ${answer.remaining} slots left without one.`));
+      await redraw();
+    } catch (error) {
+      showError(message, error);
+    }
+  };
 }
 
 // Backfill a range of past slots, or see first what it would do (a dry run writes nothing).
@@ -447,9 +469,10 @@ function jobPage(jobId) {
     }
     top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), chart(page.items))));
     runs.replaceChildren(...(page.items.length ? page.items.map(runRow) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs yet."))]));
-    backfills.replaceChildren(...(filled.items.length ? filled.items.map(backfillRow) : [h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No backfills."))]));
+    const cancel = backfillCanceller(job, message, draw);
+    backfills.replaceChildren(...(filled.items.length ? filled.items.map((b) => backfillRow(b, cancel)) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No backfills."))]));
   };
-  const backfillTable = h("table", { id: "backfills" }, h("thead", {}, h("tr", {}, ["From", "To", "State", "Progress", "Created", "Had runs", "Next slot"].map((t) => h("th", {}, t)))), backfills);
+  const backfillTable = h("table", { id: "backfills" }, h("thead", {}, h("tr", {}, ["From", "To", "State", "Progress", "Created", "Had runs", "Next slot", ""].map((t) => h("th", {}, t)))), backfills);
   view.replaceChildren(title, message, buttons, top, h("h2", {}, "Backfills"), backfillTable, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
   return live(draw, status).catch((e) => showError(message, e));
 }
@@ -467,6 +490,7 @@ const FIELDS = [
   ["queue", "Queue", "text"], ["start_at", "Start at (RFC 3339)", "text"], ["end_at", "End at (RFC 3339)", "text"],
   ["target", "Target", "json"], ["retry", "Retry", "json"], ["misfire", "Misfire", "json"],
   ["labels", "Labels", "json"], ["payload", "Payload", "json"], ["retention", "Retention", "json"],
+  ["delete_after_success", "Delete after success (@at only)", "checkbox"],
 ];
 const EDITABLE = FIELDS.map(([key]) => key);
 const NULLABLE = new Set(["dst_gap", "dst_fold", "start_at", "end_at"]);
@@ -477,6 +501,7 @@ function fieldInput(key, kind, value) {
   if (Array.isArray(kind)) {
     return h("select", { id, name: key }, kind.map((choice) => h("option", { value: choice, selected: (value ?? "") === choice }, choice || "default")));
   }
+  if (kind === "checkbox") return h("input", { id, name: key, type: "checkbox", checked: Boolean(value) });
   if (kind === "json") return h("textarea", { id, name: key, spellcheck: "false", rows: key === "target" ? 6 : 3 }, JSON.stringify(value ?? null, null, 2));
   return h("input", { id, name: key, type: kind, step: kind === "number" ? "any" : undefined, value: value ?? "", spellcheck: "false" });
 }
@@ -493,7 +518,8 @@ function formSpec(form) {
       } catch (error) {
         unreadable[key] = `not JSON: ${error.message}`;
       }
-    } else if (kind === "number") spec[key] = raw === "" ? null : Number(raw);
+    } else if (kind === "checkbox") spec[key] = form.elements[key].checked;
+    else if (kind === "number") spec[key] = raw === "" ? null : Number(raw);
     else if (raw === "" && NULLABLE.has(key)) spec[key] = null;
     else spec[key] = raw;
   }
@@ -580,7 +606,7 @@ function editor(title, initial, validatePath, save) {
 function newJobPage() {
   const team = session.caller.teams && session.caller.teams.length ? session.caller.teams[0] : "default";
   const initial = { team, name: "", schedule: "*/5 * * * *", timezone: "UTC", overlap: "allow", jitter_s: 0, queue: "default", timeout_s: 60,
-    target: { type: "http", url: "https://example.com/hook", method: "POST" }, retry: { max_attempts: 1 }, misfire: { policy: "skip" }, labels: {}, payload: null, retention: null };
+    target: { type: "http", url: "https://example.com/hook", method: "POST" }, retry: { max_attempts: 1 }, misfire: { policy: "skip" }, labels: {}, payload: null, retention: null, delete_after_success: false };
   editor("New job", initial, "/jobs:validate", async (spec) => (await api("POST", "/jobs", spec)).body);
 }
 
