@@ -16,6 +16,7 @@ from typing import Any
 
 # The DST options are the schedule engine's own vocabulary (``Literal`` aliases defined there once);
 # jobs, the store and the API use these aliases rather than spelling the choices again.
+from cronwheel.schedule.calendar import CalendarShift, CalendarSpec
 from cronwheel.schedule.schedule import DstFold, DstGap
 from cronwheel.targets.kinds import (
     CommandTarget,
@@ -42,6 +43,9 @@ __all__ = [
     "Backfill",
     "BackfillState",
     "BackfillStep",
+    "Calendar",
+    "CalendarShift",
+    "CalendarSpec",
     "CommandTarget",
     "DueJob",
     "Finish",
@@ -178,6 +182,10 @@ class Job:
     queue: str = "default"
     labels: tuple[tuple[str, str], ...] = ()
     retention: RetentionPolicy | None = None  # None: the server's default (--retention-days/-runs)
+    calendars: tuple[str, ...] = ()  # names of calendars of the job's team whose days it skips
+    calendar_shift: CalendarShift = CalendarShift.NONE
+    # the union of ``calendars``' specs, resolved by the store when the job or a calendar is written
+    calendar_spec: CalendarSpec | None = None
     version: int = 1
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -212,6 +220,8 @@ class DueJob:
     end_at: datetime | None
     paused: bool = False
     deleted_at: datetime | None = None
+    calendar_spec: CalendarSpec | None = None
+    calendar_shift: CalendarShift = CalendarShift.NONE
 
     @classmethod
     def of(cls, job: Job | DueJob) -> DueJob:
@@ -226,7 +236,7 @@ class DueJob:
         return DueJob(
             self.id, self.team, self.version, next_run_at, self.schedule, self.timezone, self.dst_gap,
             self.dst_fold, self.misfire, self.overlap, self.queue, self.start_at, self.end_at,
-            self.paused, self.deleted_at,
+            self.paused, self.deleted_at, self.calendar_spec, self.calendar_shift,
         )  # fmt: skip
 
     @property
@@ -235,6 +245,20 @@ class DueJob:
 
 
 _DUE_FIELDS = tuple(each.name for each in fields(DueJob))
+
+
+@dataclass(frozen=True, slots=True)
+class Calendar:
+    """A team's named calendar of closed days (unique per team and name); jobs of the team list
+    calendars by name. ``version`` grows with every edit."""
+
+    team: str
+    name: str
+    spec: CalendarSpec
+    description: str = ""
+    version: int = 1
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 # -- runs ----------------------------------------------------------------------------------------
@@ -282,6 +306,7 @@ class SkipReason(enum.StrEnum):
     MISFIRE = "misfire"  # missed beyond the grace period (skip), or superseded (run_once/catch_up cap)
     OVERLAP = "overlap"  # overlap=forbid and an earlier run was still active
     PAUSED = "paused"  # the slot passed while the job was paused
+    CALENDAR = "calendar"  # the slot's local date is closed by one of the job's calendars
 
 
 @dataclass(frozen=True, slots=True)

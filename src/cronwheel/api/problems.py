@@ -29,6 +29,7 @@ from cronwheel.api.schemas.checks import schedule_problem, schedule_sentence
 from cronwheel.errors import (
     BackendUnavailableError,
     ConflictError,
+    FieldRefusedError,
     ForbiddenError,
     HiddenError,
     InvalidInputError,
@@ -41,6 +42,7 @@ from cronwheel.jobs.backfill import BackfillRefusedError
 from cronwheel.jobs.service import NoSlotError, PlainCredentialError, UnknownSecretError
 from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
+from cronwheel.store.port import CalendarInUseError
 
 log = logging.getLogger("cronwheel.api")
 
@@ -224,12 +226,13 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, NoSlotError):  # a timing edit judged against the stored job
         errors = [field_error(exc.field, str(exc), code="no_slot")]
         return problem_response(request, 422, "no-slot", "Job would never fire", str(exc), errors=errors)
-    if isinstance(exc, UnknownSecretError):  # a reference to a secret the job's team does not have
-        errors = [field_error(field, message, code="secret_not_found") for field, message in exc.problems]
-        return problem_response(request, 422, "secret-not-found", "Unknown secret", str(exc), errors=errors)
-    if isinstance(exc, PlainCredentialError):
-        errors = [field_error(field, message, code="plain_credential") for field, message in exc.problems]
-        return problem_response(request, 422, "plain-credential", "Plain credential", str(exc), errors=errors)
+    if isinstance(exc, UnknownSecretError | PlainCredentialError):  # one entry per field
+        code, slug, title = _LISTED[type(exc)]
+        errors = [field_error(field, message, code=code) for field, message in exc.problems]
+        return problem_response(request, 422, slug, title, str(exc), errors=errors)
+    if isinstance(exc, FieldRefusedError):  # a calendar's part, or a job's calendars
+        errors = [field_error(exc.field, exc.reason, code=exc.code)]
+        return problem_response(request, 422, exc.slug, exc.title, str(exc), errors=errors)
     if isinstance(exc, TooFrequentError):
         facts: dict[str, Any] = {"minimum_interval_s": exc.minimum_s, "shortest_interval_s": exc.shortest_s}
         errors = [field_error(exc.field, str(exc), code="schedule_too_frequent", **facts)]
@@ -244,6 +247,12 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
         )
     return problem_response(request, 422, "invalid-input", "Invalid input", str(exc), errors=[])
 
+
+# Refusals that list their fields: each field's code, and the problem's type and title.
+_LISTED: dict[type[Exception], tuple[str, str, str]] = {
+    UnknownSecretError: ("secret_not_found", "secret-not-found", "Unknown secret"),
+    PlainCredentialError: ("plain_credential", "plain-credential", "Plain credential"),
+}
 
 # The backfill refusals that have a problem type of their own: a client acts on them differently.
 _BACKFILL_PROBLEMS = {
@@ -277,6 +286,8 @@ async def _conflict(request: Request, exc: Exception) -> JSONResponse:
         return problem_response(
             request, 412, "version-mismatch", "Precondition failed", str(exc) or "the version has changed"
         )
+    if isinstance(exc, CalendarInUseError):
+        return problem_response(request, 409, "calendar-in-use", "Calendar in use", str(exc), jobs=exc.jobs)
     return problem_response(request, 409, "conflict", "Conflict", str(exc) or "conflict")
 
 

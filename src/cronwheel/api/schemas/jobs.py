@@ -37,6 +37,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from cronwheel.api.schemas import checks
 from cronwheel.api.schemas.base import (
     NO_OTHER_KEYS,
+    CalendarShiftChoice,
     Instant,
     LabelKey,
     LabelValue,
@@ -53,9 +54,10 @@ from cronwheel.api.schemas.policies import MisfireSpec, RetentionSpec, RetrySpec
 from cronwheel.api.schemas.preview import FireOut
 from cronwheel.api.schemas.targets import TargetSpec, target_from_record
 from cronwheel.errors import InvalidInputError
-from cronwheel.jobs.service import MAX_TIMEOUT_S, check_payload
+from cronwheel.jobs.service import MAX_JOB_CALENDARS, MAX_TIMEOUT_S, check_payload
 from cronwheel.lateness import is_late
 from cronwheel.model import (
+    CalendarShift,
     Job,
     Overlap,
     Run,
@@ -112,6 +114,17 @@ class JobFields(StrictModel):
     retention: RetentionSpec | None = Field(
         default=None, description="How much run history to keep; null: the server's default."
     )
+    calendars: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_JOB_CALENDARS,
+        description="Calendars of the job's team (by name) whose closed days it skips: a slot whose local "
+        "date is closed is recorded SKIPPED, reason `calendar`.",
+    )
+    calendar_shift: CalendarShiftChoice = Field(
+        default=CalendarShift.NONE,
+        description="Where a skipped slot's run goes: `none`; `next` or `previous`: the same local time "
+        "on the nearest open day (31 days at most). Only for schedules firing at most once a day.",
+    )
 
     @field_validator("end_at")
     @classmethod
@@ -149,6 +162,7 @@ class JobSpec(JobFields):
             misfire=self.misfire.to_record(),
             labels=tuple(self.labels.items()),
             retention=None if self.retention is None else self.retention.to_record(),
+            calendars=tuple(self.calendars),
         )
 
 
@@ -214,7 +228,7 @@ def _line_errors(error: ValidationError) -> list[InitErrorDetails]:
 
 
 # Fields whose record attribute has the same name and value as the request's (the rest convert).
-_CONVERTED = ("target", "retry", "misfire", "labels", "retention")
+_CONVERTED = ("target", "retry", "misfire", "labels", "retention", "calendars")
 _PLAIN_FIELDS = tuple(name for name in JobFields.model_fields if name not in _CONVERTED)
 
 
@@ -238,6 +252,7 @@ def _definition(job: Job) -> dict[str, Any]:
         "retention": None
         if job.retention is None
         else {"keep_days": job.retention.keep_days, "keep_runs": job.retention.keep_runs},
+        "calendars": list(job.calendars),
     }
     return {
         name: converted[name] if name in converted else getattr(job, name) for name in JobFields.model_fields
