@@ -27,7 +27,7 @@ from cronwheel.store.sql import SqlStore, last_runs, leases, lite, open_store
 from cronwheel.store.sql.where import latest_run_of_job
 
 from .support import LEASE, START, at, firing_of, make_job, make_run
-from .test_migrations import _to
+from .test_migrations import _row_before_0018, _to
 
 NOW = at(10_000)  # the workers' clock: after every slot, so that every retry is due
 WORKER = "w1"
@@ -240,7 +240,7 @@ async def _at_0011(store_url: str, rows: Callable[[Job], list[Run]]) -> list[Job
     try:
         async with engine.begin() as connection:
             for job in made:
-                await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+                await connection.execute(insert(jobs).values(_row_before_0018(job)))
             for run in rows(made[0]):
                 await connection.execute(
                     insert(runs).values(codec.run_to_row(replace(run, created_at=START)))

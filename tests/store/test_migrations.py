@@ -24,7 +24,7 @@ from cronwheel.errors import (
     NotFoundError,
     TransientError,
 )
-from cronwheel.model import Job, RunKind
+from cronwheel.model import Calendar, CalendarShift, CalendarSpec, Job, RunKind
 from cronwheel.store import codec
 from cronwheel.store.driver import async_url, create_engine, translated_errors
 from cronwheel.store.migrate import (
@@ -41,9 +41,17 @@ from cronwheel.store.sql import SchemaOutdatedError, open_store
 from .support import START, make_job, make_run
 
 
+_CALENDAR_COLUMNS = ("calendars", "calendar_shift", "calendar_spec")
+
+
 def _row_before_0009(job: Job) -> dict[str, Any]:
     """A job's row as schemas before 0009 hold it (no ``retention`` column)."""
-    return {key: value for key, value in codec.job_to_row(job).items() if key != "retention"}
+    return {key: value for key, value in _row_before_0018(job).items() if key != "retention"}
+
+
+def _row_before_0018(job: Job) -> dict[str, Any]:
+    """A job's row as schemas before 0018 hold it (no calendar columns)."""
+    return {key: value for key, value in codec.job_to_row(job).items() if key not in _CALENDAR_COLUMNS}
 
 
 def _columns(connection: Connection, table: str) -> set[str]:
@@ -85,7 +93,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0016"
+        assert await current_revision(engine) == head_revision() == "0018"
     finally:
         await engine.dispose()
 
@@ -162,7 +170,7 @@ async def test_0016_adds_backfills_and_the_backfill_kind_to_a_0014_database(empt
     job = make_job()
     try:
         async with engine.begin() as connection:
-            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            await connection.execute(insert(jobs).values(_row_before_0018(job)))
             older = make_run(job, START, created_at=START)
             await connection.execute(insert(runs).values(codec.run_to_row(older)))
     finally:
@@ -191,6 +199,39 @@ async def test_0016_adds_backfills_and_the_backfill_kind_to_a_0014_database(empt
             tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
             assert "backfills" not in tables
             assert set(await connection.scalars(select(runs.c.id))) == {older.id}
+    finally:
+        await engine.dispose()
+
+
+async def test_0018_adds_calendars_to_a_0016_database_and_downgrades_without_them(
+    empty_store_url: str,
+) -> None:
+    await run_sync_at(empty_store_url, _to("0016"))
+    engine = create_engine(empty_store_url)
+    job = make_job()
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(_row_before_0018(job)))
+    finally:
+        await engine.dispose()
+
+    store = await open_store(empty_store_url)  # migrated to head
+    try:
+        stored = await store.get_job(job.id)  # an existing job lists no calendar
+        assert (stored.calendars, stored.calendar_shift, stored.calendar_spec) == ((), CalendarShift.NONE, None)
+        await store.create_calendar(Calendar(job.team, "closed", CalendarSpec(weekdays=(6, 7))))
+        assert (await store.get_calendar(job.team, "closed")).spec.weekdays == (6, 7)
+    finally:
+        await store.close()
+    assert await _diff_at(empty_store_url, metadata) == []
+
+    await run_sync_at(empty_store_url, _to("0016", down=True))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            assert "calendars" not in await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert "calendar_spec" not in await connection.run_sync(lambda sync: _columns(sync, "jobs"))
+            assert set(await connection.scalars(select(jobs.c.id))) == {job.id}
     finally:
         await engine.dispose()
 
@@ -413,7 +454,7 @@ async def test_0011_adds_run_traceparents_and_downgrades_without_them(empty_stor
         job = make_job()
         old = make_run(job, START, created_at=START)
         async with engine.begin() as connection:
-            await connection.execute(insert(jobs).values(codec.job_to_row(job)))
+            await connection.execute(insert(jobs).values(_row_before_0018(job)))
             row = {key: value for key, value in codec.run_to_row(old).items() if key != "traceparent"}
             await connection.execute(insert(runs).values(row))
         await run_sync_at(empty_store_url, _to("0011"))

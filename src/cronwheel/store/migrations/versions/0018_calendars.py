@@ -42,8 +42,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.drop_column("calendar_spec")
-        batch.drop_column("calendar_shift")
-        batch.drop_column("calendars")
+    # ALTER TABLE ... DROP COLUMN on both databases (SQLite 3.35+): a batch would copy ``jobs``,
+    # which the foreign keys of ``runs`` forbid once jobs have runs
+    for column in ("calendar_spec", "calendar_shift", "calendars"):
+        op.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
     op.drop_table("calendars")
