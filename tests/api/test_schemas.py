@@ -21,6 +21,7 @@ from cronwheel.auth.identity import Scope
 from cronwheel.auth.tokens import TokenState
 from cronwheel.model import (
     BackfillState,
+    CalendarShift,
     KafkaSasl,
     MisfireMode,
     MqttQos,
@@ -66,6 +67,8 @@ EVERY_FIELD: dict[str, Any] = {
     "queue": "batch",
     "labels": {"tier": "gold"},
     "retention": {"keep_days": 30, "keep_runs": None},
+    "calendars": ["holidays", "closures"],
+    "calendar_shift": "none",
 }
 
 
@@ -94,6 +97,7 @@ MODEL_CHOICES = [
     _values(c)
     for c in (
         Overlap,
+        CalendarShift,
         MisfireMode,
         RunState,
         RunKind,

@@ -218,7 +218,11 @@ async def test_0018_adds_calendars_to_a_0016_database_and_downgrades_without_the
     store = await open_store(empty_store_url)  # migrated to head
     try:
         stored = await store.get_job(job.id)  # an existing job lists no calendar
-        assert (stored.calendars, stored.calendar_shift, stored.calendar_spec) == ((), CalendarShift.NONE, None)
+        assert (stored.calendars, stored.calendar_shift, stored.calendar_spec) == (
+            (),
+            CalendarShift.NONE,
+            None,
+        )
         await store.create_calendar(Calendar(job.team, "closed", CalendarSpec(weekdays=(6, 7))))
         assert (await store.get_calendar(job.team, "closed")).spec.weekdays == (6, 7)
     finally:

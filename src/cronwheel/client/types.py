@@ -54,6 +54,8 @@ class JobDefinition(TypedDict):
     queue: str
     labels: dict[str, str]
     retention: dict[str, Any] | None
+    calendars: list[str]
+    calendar_shift: str
 
 
 class Job(JobDefinition):
@@ -183,6 +185,21 @@ class Secret(TypedDict):
     team: str
     name: str
     key_id: str
+    created_at: str | None
+    updated_at: str | None
+
+
+class Calendar(TypedDict):
+    """``CalendarOut``: a team's calendar of closed days."""
+
+    team: str
+    name: str
+    description: str
+    dates: list[str]
+    ranges: list[dict[str, str]]
+    weekdays: list[str]
+    holidays: dict[str, str | None] | None
+    version: int
     created_at: str | None
     updated_at: str | None
 

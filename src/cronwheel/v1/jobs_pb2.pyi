@@ -187,6 +187,8 @@ class JobSpec(_message.Message):
     QUEUE_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     RETENTION_FIELD_NUMBER: _builtins.int
+    CALENDARS_FIELD_NUMBER: _builtins.int
+    CALENDAR_SHIFT_FIELD_NUMBER: _builtins.int
     team: _builtins.str
     name: _builtins.str
     schedule: _builtins.str
@@ -199,6 +201,8 @@ class JobSpec(_message.Message):
     start_at: _builtins.str
     end_at: _builtins.str
     queue: _builtins.str
+    calendar_shift: _builtins.str
+    """none, next, previous"""
     @_builtins.property
     def target(self) -> _targets_pb2.Target: ...
     @_builtins.property
@@ -211,6 +215,10 @@ class JobSpec(_message.Message):
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def retention(self) -> Global___RetentionSpec: ...
+    @_builtins.property
+    def calendars(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the team's calendars whose closed days the job skips"""
+
     def __init__(
         self,
         *,
@@ -232,11 +240,15 @@ class JobSpec(_message.Message):
         queue: _builtins.str | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         retention: Global___RetentionSpec | None = ...,
+        calendars: _abc.Iterable[_builtins.str] | None = ...,
+        calendar_shift: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "misfire", b"misfire", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_calendar_shift", b"_calendar_shift", "_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "calendar_shift", b"calendar_shift", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "misfire", b"misfire", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "labels", b"labels", "misfire", b"misfire", "name", b"name", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_calendar_shift", b"_calendar_shift", "_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "calendar_shift", b"calendar_shift", "calendars", b"calendars", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "labels", b"labels", "misfire", b"misfire", "name", b"name", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__calendar_shift: _TypeAlias = _typing.Literal["calendar_shift"]  # noqa: Y015
+    _WhichOneofArgType__calendar_shift: _TypeAlias = _typing.Literal["_calendar_shift", b"_calendar_shift"]  # noqa: Y015
     _WhichOneofReturnType__description: _TypeAlias = _typing.Literal["description"]  # noqa: Y015
     _WhichOneofArgType__description: _TypeAlias = _typing.Literal["_description", b"_description"]  # noqa: Y015
     _WhichOneofReturnType__dst_fold: _TypeAlias = _typing.Literal["dst_fold"]  # noqa: Y015
@@ -255,6 +267,8 @@ class JobSpec(_message.Message):
     _WhichOneofArgType__timeout_s: _TypeAlias = _typing.Literal["_timeout_s", b"_timeout_s"]  # noqa: Y015
     _WhichOneofReturnType__timezone: _TypeAlias = _typing.Literal["timezone"]  # noqa: Y015
     _WhichOneofArgType__timezone: _TypeAlias = _typing.Literal["_timezone", b"_timezone"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__calendar_shift) -> _WhichOneofReturnType__calendar_shift | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__description) -> _WhichOneofReturnType__description | None: ...
     @_typing.overload
@@ -398,6 +412,8 @@ class Job(_message.Message):
     SCHEDULE_DESCRIPTION_FIELD_NUMBER: _builtins.int
     LATE_FIELD_NUMBER: _builtins.int
     RECENT_FIELD_NUMBER: _builtins.int
+    CALENDARS_FIELD_NUMBER: _builtins.int
+    CALENDAR_SHIFT_FIELD_NUMBER: _builtins.int
     team: _builtins.str
     name: _builtins.str
     schedule: _builtins.str
@@ -421,6 +437,7 @@ class Job(_message.Message):
     next_run_at: _builtins.str
     schedule_description: _builtins.str
     late: _builtins.bool
+    calendar_shift: _builtins.str
     @_builtins.property
     def target(self) -> _targets_pb2.Target: ...
     @_builtins.property
@@ -441,6 +458,8 @@ class Job(_message.Message):
     def recent(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecentRun]:
         """with include = "recent" on ListJobs"""
 
+    @_builtins.property
+    def calendars(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -475,10 +494,12 @@ class Job(_message.Message):
         schedule_description: _builtins.str = ...,
         late: _builtins.bool = ...,
         recent: _abc.Iterable[Global___RecentRun] | None = ...,
+        calendars: _abc.Iterable[_builtins.str] | None = ...,
+        calendar_shift: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_next_run_at", b"_next_run_at", "_pause_note", b"_pause_note", "_paused_at", b"_paused_at", "_start_at", b"_start_at", "_updated_at", b"_updated_at", "created_at", b"created_at", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "last_run", b"last_run", "misfire", b"misfire", "next_run_at", b"next_run_at", "pause_note", b"pause_note", "paused_at", b"paused_at", "payload", b"payload", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_next_run_at", b"_next_run_at", "_pause_note", b"_pause_note", "_paused_at", b"_paused_at", "_start_at", b"_start_at", "_updated_at", b"_updated_at", "created_at", b"created_at", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "id", b"id", "labels", b"labels", "last_run", b"last_run", "late", b"late", "misfire", b"misfire", "name", b"name", "next_run_at", b"next_run_at", "overlap", b"overlap", "pause_note", b"pause_note", "paused", b"paused", "paused_at", b"paused_at", "payload", b"payload", "plain_values", b"plain_values", "queue", b"queue", "recent", b"recent", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_next_run_at", b"_next_run_at", "_pause_note", b"_pause_note", "_paused_at", b"_paused_at", "_start_at", b"_start_at", "_updated_at", b"_updated_at", "calendar_shift", b"calendar_shift", "calendars", b"calendars", "created_at", b"created_at", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "id", b"id", "labels", b"labels", "last_run", b"last_run", "late", b"late", "misfire", b"misfire", "name", b"name", "next_run_at", b"next_run_at", "overlap", b"overlap", "pause_note", b"pause_note", "paused", b"paused", "paused_at", b"paused_at", "payload", b"payload", "plain_values", b"plain_values", "queue", b"queue", "recent", b"recent", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__created_at: _TypeAlias = _typing.Literal["created_at"]  # noqa: Y015
     _WhichOneofArgType__created_at: _TypeAlias = _typing.Literal["_created_at", b"_created_at"]  # noqa: Y015
@@ -594,6 +615,8 @@ class JobValidation(_message.Message):
     SCHEDULE_DESCRIPTION_FIELD_NUMBER: _builtins.int
     FIRES_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
+    CALENDARS_FIELD_NUMBER: _builtins.int
+    CALENDAR_SHIFT_FIELD_NUMBER: _builtins.int
     team: _builtins.str
     name: _builtins.str
     schedule: _builtins.str
@@ -609,6 +632,7 @@ class JobValidation(_message.Message):
     id: _builtins.str
     next_run_at: _builtins.str
     schedule_description: _builtins.str
+    calendar_shift: _builtins.str
     @_builtins.property
     def target(self) -> _targets_pb2.Target: ...
     @_builtins.property
@@ -625,6 +649,8 @@ class JobValidation(_message.Message):
     def fires(self) -> _containers.RepeatedCompositeFieldContainer[_schedules_pb2.Fire]: ...
     @_builtins.property
     def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def calendars(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -651,10 +677,12 @@ class JobValidation(_message.Message):
         schedule_description: _builtins.str = ...,
         fires: _abc.Iterable[_schedules_pb2.Fire] | None = ...,
         warnings: _abc.Iterable[_builtins.str] | None = ...,
+        calendars: _abc.Iterable[_builtins.str] | None = ...,
+        calendar_shift: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_id", b"_id", "_next_run_at", b"_next_run_at", "_start_at", b"_start_at", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "id", b"id", "misfire", b"misfire", "next_run_at", b"next_run_at", "payload", b"payload", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_id", b"_id", "_next_run_at", b"_next_run_at", "_start_at", b"_start_at", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "fires", b"fires", "id", b"id", "labels", b"labels", "misfire", b"misfire", "name", b"name", "next_run_at", b"next_run_at", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_id", b"_id", "_next_run_at", b"_next_run_at", "_start_at", b"_start_at", "calendar_shift", b"calendar_shift", "calendars", b"calendars", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "fires", b"fires", "id", b"id", "labels", b"labels", "misfire", b"misfire", "name", b"name", "next_run_at", b"next_run_at", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dst_fold: _TypeAlias = _typing.Literal["dst_fold"]  # noqa: Y015
     _WhichOneofArgType__dst_fold: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold"]  # noqa: Y015
