@@ -98,7 +98,8 @@ async def test_a_malformed_body_is_refused_by_the_schema(
     client: httpx.AsyncClient, body: dict[str, Any]
 ) -> None:
     refused = await create(client, **body)
-    assert refused.status_code == 422 and refused.headers["content-type"] == PROBLEM
+    assert refused.status_code == 422
+    assert refused.headers["content-type"] == PROBLEM
     assert (await client.get("/v1/teams/data/calendars")).json()["items"] == []
 
 
@@ -165,8 +166,10 @@ async def test_a_calendar_edit_reaches_its_jobs_and_a_listed_one_is_not_deleted(
     assert env.changes.get_nowait() == job["id"]  # this process's schedulers reload the job
     assert (await client.get(f"/v1/jobs/{job['id']}")).json()["version"] == job["version"] + 1
     stored = await env.store.get_job(job["id"])
-    assert stored.calendar_spec is not None and stored.calendar_spec.weekdays == (7,)
+    assert stored.calendar_spec is not None
+    assert stored.calendar_spec.weekdays == (7,)
     refused = await client.delete("/v1/teams/data/calendars/weekends")
-    assert refused.status_code == 409 and refused.headers["content-type"] == PROBLEM
+    assert refused.status_code == 409
+    assert refused.headers["content-type"] == PROBLEM
     assert refused.json()["jobs"] == ["nightly"]
     assert (await client.get("/v1/teams/data/calendars/weekends")).status_code == 200

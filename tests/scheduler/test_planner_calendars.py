@@ -80,7 +80,8 @@ def test_an_excluded_slot_is_not_armed_ahead() -> None:
     saturday = MONDAY + timedelta(days=5)
     assert arm(job(next_run_at=saturday), saturday - timedelta(minutes=5), lambda: "r") is None
     armed = arm(job(), MONDAY - timedelta(minutes=5), lambda: "r")
-    assert armed is not None and [r.state for r in armed.runs] == [RunState.PENDING]
+    assert armed is not None
+    assert [r.state for r in armed.runs] == [RunState.PENDING]
 
 
 def test_a_shift_to_the_next_open_day_fires_there_after_recording_the_slot() -> None:

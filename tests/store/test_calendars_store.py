@@ -36,9 +36,11 @@ async def test_create_get_list_and_the_name_is_unique_per_team(store: SqlStore) 
     with pytest.raises(ConflictError):
         await store.create_calendar(calendar())
     page = await store.list_calendars("ops", limit=1)
-    assert [c.name for c in page.items] == ["bavaria"] and page.next_cursor is not None
+    assert [c.name for c in page.items] == ["bavaria"]
+    assert page.next_cursor is not None
     rest = await store.list_calendars("ops", cursor=page.next_cursor)
-    assert [c.name for c in rest.items] == ["weekends"] and rest.next_cursor is None
+    assert [c.name for c in rest.items] == ["weekends"]
+    assert rest.next_cursor is None
     assert (await store.get_calendar("ops", "bavaria")).spec == BAVARIA
     with pytest.raises(NotFoundError):
         await store.get_calendar("nobody", "weekends")

@@ -40,7 +40,6 @@ from cronwheel.store.sql import SchemaOutdatedError, open_store
 
 from .support import START, make_job, make_run
 
-
 _CALENDAR_COLUMNS = ("calendars", "calendar_shift", "calendar_spec")
 
 
