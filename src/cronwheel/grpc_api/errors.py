@@ -43,6 +43,7 @@ from cronwheel.api.problems import (
 )
 from cronwheel.errors import (
     ConflictError,
+    FieldRefusedError,
     ForbiddenError,
     InvalidInputError,
     NotFoundError,
@@ -114,10 +115,11 @@ def _input_entries(error: InvalidInputError) -> list[dict[str, Any]]:
     """The fields an :class:`InvalidInputError` names (as REST's problem entries do)."""
     if isinstance(error, NoSlotError):
         return [field_error(error.field, str(error), code="no_slot")]
-    if isinstance(error, UnknownSecretError):
-        return [field_error(field, why, code="secret_not_found") for field, why in error.problems]
-    if isinstance(error, PlainCredentialError):
-        return [field_error(field, why, code="plain_credential") for field, why in error.problems]
+    if isinstance(error, FieldRefusedError):  # a calendar's part, or a job's calendars
+        return [field_error(error.field, error.reason, code=error.code)]
+    if isinstance(error, UnknownSecretError | PlainCredentialError):  # one entry per field
+        code = "secret_not_found" if isinstance(error, UnknownSecretError) else "plain_credential"
+        return [field_error(field, why, code=code) for field, why in error.problems]
     if isinstance(error, TooFrequentError):
         return [field_error(error.field, str(error), code="schedule_too_frequent")]
     if isinstance(error, BackfillRefusedError):  # REST's field names: from (start), to (end), confirm
