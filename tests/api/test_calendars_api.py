@@ -173,3 +173,39 @@ async def test_a_calendar_edit_reaches_its_jobs_and_a_listed_one_is_not_deleted(
     assert refused.headers["content-type"] == PROBLEM
     assert refused.json()["jobs"] == ["nightly"]
     assert (await client.get("/v1/teams/data/calendars/weekends")).status_code == 200
+
+
+async def test_the_preview_and_a_validation_mark_skipped_and_shifted_fires(client: httpx.AsyncClient) -> None:
+    await create(client)
+    preview = await client.post(
+        "/v1/schedules/preview",
+        json={
+            "expression": "0 9 * * *", "count": 4, "after": "2027-01-07T12:00:00Z",
+            "team": "data", "calendars": ["weekends"], "calendar_shift": "next",
+        },
+    )  # fmt: skip
+    assert preview.status_code == 200, preview.text
+    marks = [(f["utc"], f["calendar"], f["shifted_from"]) for f in preview.json()["fires"]]
+    assert marks == [
+        ("2027-01-08T09:00:00Z", None, None),  # Friday
+        ("2027-01-09T09:00:00Z", "skipped", None),
+        ("2027-01-10T09:00:00Z", "skipped", None),
+        ("2027-01-11T09:00:00Z", "shifted", "2027-01-09T09:00:00Z"),  # Monday's own, and both shifts'
+    ]
+    plain = await client.post("/v1/schedules/preview", json={"expression": "0 9 * * *", "count": 1})
+    assert plain.json()["fires"][0]["calendar"] is None
+    no_team = await client.post(
+        "/v1/schedules/preview", json={"expression": "0 9 * * *", "calendars": ["weekends"]}
+    )
+    assert no_team.status_code == 422
+    assert [e["field"] for e in no_team.json()["errors"]] == ["team"]
+    unknown = await client.post(
+        "/v1/schedules/preview", json={"expression": "0 9 * * *", "team": "data", "calendars": ["nothing"]}
+    )
+    assert unknown.status_code == 422
+    checked = await client.post(
+        "/v1/jobs:validate", json=job_body(schedule="0 9 * * *", calendars=["weekends"])
+    )
+    assert checked.status_code == 200, checked.text
+    fires = checked.json()["fires"]  # Tuesday to Saturday
+    assert [f["calendar"] for f in fires] == [None, None, None, None, "skipped"]

@@ -328,7 +328,7 @@ class ScheduleServicer(_Servicer, schedules_pb2_grpc.ScheduleServiceServicer):
     ) -> schedules_pb2.SchedulePreview:
         async with self.call(context) as call:
             body = validated(PreviewIn, to_dict(request))
-            preview = operations.preview_schedule(self.services, call.caller, body)
+            preview = await operations.preview_schedule(self.services, call.caller, body)
             return message(preview, schedules_pb2.SchedulePreview())
 
 

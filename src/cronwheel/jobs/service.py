@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -26,6 +26,7 @@ from cronwheel.limits import Limits
 from cronwheel.model import (
     Backfill,
     CalendarShift,
+    CalendarSpec,
     CommandTarget,
     Job,
     PythonTarget,
@@ -229,15 +230,9 @@ class JobService:
     async def with_calendars(self, job: Job) -> Job:
         """``job`` with the union of its calendars' specs (the store resolves them again in the
         writing transaction); refuse names its team has no calendar of."""
-        specs, missing = [], []
-        for name in job.calendars:
-            try:
-                specs.append((await self.store.get_calendar(job.team, name)).spec)
-            except NotFoundError:
-                missing.append(name)
-        if missing:
-            raise UnknownCalendarError(job.team, missing)
-        return dataclasses.replace(job, calendar_spec=union(specs))
+        return dataclasses.replace(
+            job, calendar_spec=await resolve_calendars(self.store, job.team, job.calendars)
+        )
 
     async def check_secrets(self, job: Job) -> None:
         """Refuse a job that refers to a secret its team does not have (one store read). The
@@ -511,6 +506,20 @@ def _timing(job: Job) -> tuple[object, ...]:
         job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.start_at, job.end_at,
         job.calendar_spec, job.calendar_shift,
     )  # fmt: skip
+
+
+async def resolve_calendars(store: Store, team: str, names: Sequence[str]) -> CalendarSpec | None:
+    """The union of the specs of ``team``'s calendars ``names`` (None for none), or
+    :class:`UnknownCalendarError` naming those the team does not have."""
+    specs, missing = [], []
+    for name in names:
+        try:
+            specs.append((await store.get_calendar(team, name)).spec)
+        except NotFoundError:
+            missing.append(name)
+    if missing:
+        raise UnknownCalendarError(team, missing)
+    return union(specs)
 
 
 def check_calendars(job: Job, now: datetime) -> None:

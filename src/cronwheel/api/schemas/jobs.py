@@ -16,7 +16,6 @@ misfire policy, run state ...) is the model's own enum or ``Literal`` alias, nev
 from __future__ import annotations
 
 import enum
-import itertools
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -51,7 +50,7 @@ from cronwheel.api.schemas.base import (
 )
 from cronwheel.api.schemas.partial import partial_model
 from cronwheel.api.schemas.policies import MisfireSpec, RetentionSpec, RetrySpec
-from cronwheel.api.schemas.preview import FireOut
+from cronwheel.api.schemas.preview import FireOut, fires_of
 from cronwheel.api.schemas.targets import TargetSpec, target_from_record
 from cronwheel.errors import InvalidInputError
 from cronwheel.jobs.service import MAX_JOB_CALENDARS, MAX_TIMEOUT_S, check_payload
@@ -425,7 +424,8 @@ class JobValidation(JobFields):
     next_run_at: datetime | None = Field(description="The first slot it would fire at.")
     schedule_description: str = Field(description="The schedule in words.")
     fires: list[FireOut] = Field(
-        description=f"The next {VALIDATION_FIRES} fire times within start_at and end_at, with DST facts."
+        description=f"The next {VALIDATION_FIRES} fire times within start_at and end_at, with DST facts "
+        "and the calendars' marks."
     )
     warnings: list[str] = Field(description="What the schedule preview warns about.")
 
@@ -438,8 +438,8 @@ class JobValidation(JobFields):
         after = now if job.start_at is None or job.start_at <= now else job.start_at - _JUST_BEFORE
         fires = [
             fire
-            for fire in itertools.islice(schedule.fires_after(after), VALIDATION_FIRES)
-            if job.end_at is None or fire.at <= job.end_at
+            for fire in fires_of(schedule, after, VALIDATION_FIRES, job.calendar_spec, job.calendar_shift)
+            if job.end_at is None or fire.utc <= job.end_at
         ]
         return cls.model_validate(
             {
@@ -447,7 +447,7 @@ class JobValidation(JobFields):
                 "id": job.id or None,
                 "next_run_at": job.next_run_at,
                 "schedule_description": describe(schedule),
-                "fires": [FireOut.from_record(fire) for fire in fires],
+                "fires": fires,
                 "warnings": schedule_warnings(schedule, after),
             },
             context={"stored": True},

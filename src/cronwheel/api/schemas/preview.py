@@ -13,16 +13,21 @@ from pydantic import (
 )
 
 from cronwheel.api.schemas.base import (
+    CalendarShiftChoice,
     FireKindName,
     Instant,
     Integer,
+    Name,
     OutModel,
     ScheduleText,
     StrictModel,
     ZoneName,
 )
-from cronwheel.schedule import DstFold, DstGap, Fire, describe, parse_schedule
+from cronwheel.schedule import DstFold, DstGap, Fire, FireKind, Schedule, describe, parse_schedule
+from cronwheel.schedule.calendar import CalendarSchedule, CalendarShift, CalendarSpec
 from cronwheel.schedule.lint import schedule_warnings
+
+MAX_PREVIEW_CALENDARS = 16  # as a job's (cronwheel.jobs.service.MAX_JOB_CALENDARS)
 
 # -- schedule preview --------------------------------------------------------------------------
 
@@ -37,6 +42,15 @@ class PreviewIn(StrictModel):
     seed: Annotated[str, StringConstraints(max_length=200)] | None = Field(
         None, description="What H hashes (a job's id, for that job's own schedule)."
     )
+    team: Name | None = Field(None, description="The team whose `calendars` apply (with `calendars`).")
+    calendars: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_PREVIEW_CALENDARS,
+        description="Calendars of `team` whose closed days mark fires skipped, as a job listing them would.",
+    )
+    calendar_shift: CalendarShiftChoice = Field(
+        default=CalendarShift.NONE, description="As a job's: where a skipped fire's run goes."
+    )
 
 
 class FireOut(OutModel):
@@ -45,9 +59,19 @@ class FireOut(OutModel):
     offset_s: int = Field(description="UTC offset of the zone at that time, in seconds.")
     kind: FireKindName
     wall: str = Field(description="The nominal local wall time (differs from `at` when shifted).")
+    calendar: str | None = Field(
+        default=None,
+        description="`skipped`: its local date is closed by the calendars (recorded SKIPPED, reason "
+        "`calendar`); `shifted`: a run a calendar shift moved here (from `shifted_from`); null: neither.",
+    )
+    shifted_from: datetime | None = Field(
+        default=None, description="The skipped slot a shifted run stands for."
+    )
 
     @classmethod
-    def from_record(cls, fire: Fire) -> FireOut:
+    def from_record(
+        cls, fire: Fire, calendar: str | None = None, shifted_from: datetime | None = None
+    ) -> FireOut:
         offset = fire.at.utcoffset()
         return cls(
             at=fire.at,
@@ -55,7 +79,37 @@ class FireOut(OutModel):
             offset_s=0 if offset is None else int(offset.total_seconds()),
             kind=fire.kind,
             wall=fire.wall.isoformat(),
+            calendar=calendar,
+            shifted_from=shifted_from,
         )
+
+
+def fires_of(
+    schedule: Schedule, after: datetime, count: int, calendar: CalendarSpec | None, shift: CalendarShift
+) -> list[FireOut]:
+    """The first ``count`` fires after ``after``; with ``calendar``, each slot on a closed day
+    marked ``skipped`` and the shifted runs among them, marked ``shifted``."""
+    if calendar is None:
+        return [FireOut.from_record(fire) for fire in itertools.islice(schedule.fires_after(after), count)]
+    timeline = CalendarSchedule(schedule, calendar, shift)
+    nominal = schedule.fires_after(after)
+    pending = next(nominal, None)
+    found: list[FireOut] = []
+    at = timeline.next_after(after)
+    while at is not None and len(found) < count:
+        while pending is not None and pending.at < at:
+            pending = next(nominal, None)
+        local = at.astimezone(schedule.zone)
+        fire = (
+            pending
+            if pending is not None and pending.at == at
+            else Fire(local, FireKind.NORMAL, local.replace(tzinfo=None))
+        )
+        origin = None if timeline.excluded(at) else timeline.shifted_from(at)
+        mark = "skipped" if timeline.excluded(at) else ("shifted" if origin is not None else None)
+        found.append(FireOut.from_record(fire, mark, origin))
+        at = timeline.next_after(at)
+    return found
 
 
 class PreviewOut(OutModel):
@@ -70,13 +124,14 @@ class PreviewOut(OutModel):
     warnings: list[str]
 
     @classmethod
-    def build(cls, request: PreviewIn, now: datetime) -> PreviewOut:
+    def build(cls, request: PreviewIn, now: datetime, calendar: CalendarSpec | None = None) -> PreviewOut:
         """The preview ``request`` asks for (after ``request.after``, else after ``now``).
 
         The one builder of a preview: ``POST /v1/schedules/preview`` and ``cronwheel schedule
         preview`` (which runs locally, without a server) both answer with it, so their JSON is
         the same. Raises :class:`~cronwheel.schedule.ScheduleError` for an invalid expression,
-        zone or option."""
+        zone or option. ``calendar``: the union of the request's calendars, which the caller
+        resolved (None: none)."""
         schedule = parse_schedule(
             request.expression,
             request.timezone,
@@ -85,7 +140,7 @@ class PreviewOut(OutModel):
             seed=request.seed,
         )
         after = (request.after if request.after is not None else now).astimezone(UTC)
-        fires = itertools.islice(schedule.fires_after(after), request.count)
+        fires = fires_of(schedule, after, request.count, calendar, request.calendar_shift)
         return cls(
             expression=schedule.expression,
             timezone=schedule.timezone,
@@ -94,6 +149,6 @@ class PreviewOut(OutModel):
             wildcard=schedule.wildcard,
             description=describe(schedule),
             after=after,
-            fires=[FireOut.from_record(fire) for fire in fires],
+            fires=fires,
             warnings=schedule_warnings(schedule, after),
         )
