@@ -50,3 +50,16 @@ async def test_a_calendar_edit_reaches_the_scheduler(roles: Roles) -> None:
         (at(3), RunState.SKIPPED, "calendar"),
     ]
     assert await roles.receive() == []
+
+
+async def test_a_scheduler_that_arms_ahead_records_closed_slots_at_their_time(roles: Roles) -> None:
+    """An excluded slot is never armed, and the job stays in the wheel for its slot's decision."""
+    await calendar(roles, TODAY)
+    arming = roles.new_scheduler("armer", arm_ahead_s=30.0, release_ahead_s=0.0)
+    roles.scheduler = arming  # notifications go to it
+    job = await roles.create(calendars=("closures",))
+    for minute in range(1, 4):
+        await roles.tick(at(minute - 1, 59), arming)  # within the arming lead of the slot
+        await roles.tick(at(minute), arming)
+    assert await roles.table(job.id) == [(slot, RunState.SKIPPED, "calendar") for slot in minutes(1, 2, 3)]
+    assert await roles.receive() == []

@@ -129,8 +129,15 @@ def plan(
 def armable(job: Plannable) -> bool:
     """Whether ``job``'s next slot may be recorded before it comes (armed): only a job whose
     decision does not depend on what is running at the slot (overlap ``allow``; forbid and replace
-    decide on the runs active at the slot, so they fire at the slot)."""
-    return job.overlap is Overlap.ALLOW and not job.paused and job.deleted_at is None
+    decide on the runs active at the slot, so they fire at the slot), and not a slot its calendars
+    close (recorded SKIPPED at its time, as a missed slot would be)."""
+    if job.overlap is not Overlap.ALLOW or job.paused or job.deleted_at is not None:
+        return False
+    return (
+        job.calendar_spec is None
+        or job.next_run_at is None
+        or not excluded(timeline_of(job), job.next_run_at)
+    )
 
 
 def arm(job: Plannable, now: datetime, new_id: Callable[[], str]) -> Firing | None:
@@ -140,10 +147,7 @@ def arm(job: Plannable, now: datetime, new_id: Callable[[], str]) -> Firing | No
     cursor = job.next_run_at
     if cursor is None or cursor <= now or not armable(job):
         return None
-    schedule = timeline_of(job)
-    if excluded(schedule, cursor):  # recorded SKIPPED at its time, as a slot missed would be
-        return None
-    slot = _within_end(job, _next_slot(schedule, cursor))
+    slot = _within_end(job, _next_slot(timeline_of(job), cursor))
     run = _run(job, now, cursor, RunState.PENDING, new_id(), None)
     return Firing(job.id, job.version, cursor, slot, (run,))
 
