@@ -7,12 +7,14 @@ not deleted (409 naming the jobs)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
 
+from cronwheel.api.routes.calendars import Weekday
 from cronwheel.auth.identity import Scope
+from cronwheel.schedule.calendar import WEEKDAYS
 
 from .conftest import Env, issue_token, job_body
 
@@ -67,7 +69,6 @@ async def test_create_get_list_replace_delete(client: httpx.AsyncClient) -> None
         ({"dates": ["2027-02-30"]}, "dates[0]", "invalid_calendar"),
         ({"dates": ["2027-01-01", "2027-01-01"]}, "dates[1]", "duplicate"),
         ({"ranges": [{"from": "2027-02-03", "to": "2027-02-01"}]}, "ranges[0]", "range_reversed"),
-        ({"weekdays": ["fri", "xyz"]}, "weekdays[1]", "invalid_calendar"),
         ({"holidays": {"country": "XX"}}, "holidays.country", "unknown_country"),
         ({"holidays": {"country": "DE", "subdivision": "XX"}}, "holidays.subdivision", "unknown_subdivision"),
     ],
@@ -89,6 +90,8 @@ async def test_a_bad_calendar_is_a_problem_naming_its_field_and_nothing_is_writt
     [
         {"dates": ["2027-01-01"] * 1001},
         {"weekdays": 3},
+        {"weekdays": ["fri", "xyz"]},
+        {"dates": ["2027-1-1"]},
         {"ranges": [{"from": "2027-01-01"}]},
         {"holidays": {"country": "DE", "state": "BY"}},
         {"name": "a b"},
@@ -209,3 +212,7 @@ async def test_the_preview_and_a_validation_mark_skipped_and_shifted_fires(clien
     assert checked.status_code == 200, checked.text
     fires = checked.json()["fires"]  # Tuesday to Saturday
     assert [f["calendar"] for f in fires] == [None, None, None, None, "skipped"]
+
+
+def test_the_weekday_names_are_the_calendars() -> None:
+    assert get_args(Weekday) == WEEKDAYS

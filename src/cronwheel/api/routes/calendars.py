@@ -11,7 +11,7 @@ routes here and the gRPC API (:mod:`cronwheel.grpc_api`) both call.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
@@ -35,8 +35,10 @@ router = APIRouter(tags=["calendars"])
 
 Team = Annotated[str, Path(pattern=NAME_PATTERN, description="The team that owns the calendars.")]
 Name = Annotated[str, Path(pattern=NAME_PATTERN, description="The calendar's name in its team.")]
-IsoDate = Annotated[str, StringConstraints(min_length=1, max_length=10)]
-Weekday = Annotated[str, StringConstraints(min_length=1, max_length=3)]
+IsoDate = Annotated[str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
+Weekday = Literal[
+    "mon", "tue", "wed", "thu", "fri", "sat", "sun"
+]  # calendar.WEEKDAYS (a test holds them equal)
 Code = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,16}$")]
 
 
