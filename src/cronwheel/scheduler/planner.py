@@ -31,9 +31,12 @@ def schedule_of(job: Plannable) -> Schedule:
 def timeline_of(job: Plannable) -> Timeline:
     """What the job's cursor walks: its schedule, or, when it has calendars, the schedule that
     also knows its excluded slots and shifted runs (a job without calendars pays one test)."""
+    schedule = parse_schedule(
+        job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id
+    )  # schedule_of's body, inlined: this is every fire's path (measured: a call is 5 % of a plan)
     if job.calendar_spec is None:
-        return schedule_of(job)
-    return _calendar_schedule(schedule_of(job), job.calendar_spec, job.calendar_shift)
+        return schedule
+    return _calendar_schedule(schedule, job.calendar_spec, job.calendar_shift)
 
 
 @functools.lru_cache(maxsize=65_536)
