@@ -108,3 +108,19 @@ def test_a_job_without_calendars_walks_its_schedule_alone() -> None:
     plain = job(calendars=(), calendar_spec=None, next_run_at=MONDAY + timedelta(days=5))
     assert decide(plain, MONDAY + timedelta(days=5)) == [("Sat 09 09:00", "PENDING", None)]
     assert WEEKENDS.excludes(date(2027, 1, 9))
+
+
+def test_a_shifted_run_a_calendar_edit_took_away_is_passed_over_without_a_record() -> None:
+    monday = datetime(2027, 1, 11, 9, tzinfo=UTC)  # where Saturday Jan 9's slot was shifted to
+    opened = job(
+        schedule="0 9 9 1 *",
+        calendar_shift=CalendarShift.NEXT,
+        calendar_spec=CalendarSpec(),
+        next_run_at=monday,
+    )
+    firing = plan(opened, monday, [], lambda: "r1")
+    assert firing is not None
+    assert firing.runs == ()
+    assert (firing.expected_next_run_at, firing.next_run_at) == (monday, datetime(2028, 1, 9, 9, tzinfo=UTC))
+    still = dataclasses.replace(opened, calendar_spec=WEEKENDS)  # Saturday still closed: a real run
+    assert decide(still, monday) == [("Mon 11 09:00", "PENDING", None)]

@@ -103,6 +103,8 @@ def plan(
     if cursor is None or cursor > now or job.paused or job.deleted_at is not None:
         return None
     schedule = timeline_of(job)
+    if job.calendar_spec is not None and _stale_shift(job, schedule, cursor):
+        return _moved_on(job, cursor, _within_end(job, _next_slot(schedule, cursor - _EPSILON)))
     due: list[datetime] = [cursor]
     slot = _within_end(job, _next_slot(schedule, cursor))
     if not active and (slot is None or slot > now):  # the common case: one slot, nothing running
@@ -127,6 +129,19 @@ def plan(
         runs=tuple(runs),
         cancel_run_ids=tuple(cancel),
     )
+
+
+def _stale_shift(job: Plannable, schedule: Timeline, cursor: datetime) -> bool:
+    """Whether ``cursor`` is a shifted run's instant that the job's calendars no longer give (a
+    calendar edit opened its slot's day, or closed the day it moved to): not a slot of the job."""
+    if not isinstance(schedule, CalendarSchedule) or schedule.shift is CalendarShift.NONE:
+        return False
+    return _next_slot(schedule, cursor - _EPSILON) != cursor
+
+
+def _moved_on(job: Plannable, cursor: datetime, following: datetime | None) -> Firing:
+    """A firing that records nothing and moves the cursor from ``cursor`` to ``following``."""
+    return Firing(job.id, job.version, cursor, following, ())
 
 
 def armable(job: Plannable) -> bool:
