@@ -81,3 +81,48 @@ def test_jobs_list_calendars_and_keep_them_through_export_and_apply(server: Serv
     refused = server.run("calendars", "delete", "data/closed")
     assert refused.exit_code != 0
     assert "payroll" in refused.stderr
+
+
+def test_export_writes_a_teams_calendars_and_apply_restores_and_creates_them(
+    server: Server, tmp_path: Path
+) -> None:
+    assert (
+        server.run("calendars", "create", "data/closed", "--weekday", "sun", "--description", "d").exit_code
+        == 0
+    )
+    made = server.run(
+        "jobs", "create", "--team", "data", "--name", "n", "--schedule", "0 9 * * *", "--http", HOOK,
+        "--calendar", "closed",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    exported = server.run("export", "--team", "data")
+    (section,) = yaml.safe_load_all(exported.stdout)
+    assert section["calendars"] == [
+        {
+            "name": "closed",
+            "description": "d",
+            "dates": [],
+            "ranges": [],
+            "weekdays": ["sun"],
+            "holidays": None,
+        }
+    ]
+    path = tmp_path / "data.yaml"
+    path.write_text(exported.stdout)
+    assert server.run("apply", "-f", str(path)).stdout.startswith("No changes")
+    server.run("calendars", "update", "data/closed", "--weekday", "sat")
+    section["calendars"].append({"name": "new", "dates": ["2027-01-01"]})
+    section["jobs"].append({**section["jobs"][0], "name": "m", "calendars": ["new"]})
+    path.write_text(yaml.safe_dump(section))
+    dry = server.run("apply", "-f", str(path), "--dry-run")
+    assert dry.stdout.splitlines()[:3] == [
+        "+ create calendar data/new",
+        "~ update calendar data/closed",
+        "+ create data/m",
+    ]
+    assert server.json("calendars", "get", "data/closed")["weekdays"] == ["sat"]  # a dry run changes nothing
+    applied = server.run("apply", "-f", str(path))
+    assert applied.exit_code == 0, applied.stderr
+    assert server.json("calendars", "get", "data/closed")["weekdays"] == ["sun"]
+    assert server.json("calendars", "get", "data/new")["dates"] == ["2027-01-01"]
+    assert server.json("jobs", "get", "data/m")["calendars"] == ["new"]

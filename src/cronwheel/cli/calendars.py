@@ -8,6 +8,7 @@ list calendars by name (``cronwheel jobs create --calendar NAME``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,68 @@ import click
 import yaml
 
 from cronwheel.cli.output import Ctx, api_command, table, when
-from cronwheel.client import collect
+from cronwheel.client import NotFound, collect
 from cronwheel.schedule.calendar import WEEKDAYS
+
+FIELDS = ("name", "description", "dates", "ranges", "weekdays", "holidays")  # a calendar's definition
+
+
+def calendar_definition(calendar: dict[str, Any]) -> dict[str, Any]:
+    """What a client defines of a calendar the API returned (what export writes, apply compares)."""
+    return {key: calendar[key] for key in FIELDS}
+
+
+@dataclass
+class CalendarPlan:
+    """The calendars of an apply file to create, and those to replace (team, name, body)."""
+
+    create: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    update: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+
+    def text(self) -> list[str]:
+        return [f"+ create calendar {team}/{name}" for team, name, _ in self.create] + [
+            f"~ update calendar {team}/{name}" for team, name, _ in self.update
+        ]
+
+    def data(self) -> dict[str, Any]:
+        """The plan's JSON keys (none when the file holds no calendar to change)."""
+        if not (self.create or self.update):
+            return {}
+        return {
+            "create_calendars": [f"{team}/{name}" for team, name, _ in self.create],
+            "update_calendars": [f"{team}/{name}" for team, name, _ in self.update],
+        }
+
+
+def plan_calendars(ctx: Ctx, entries: list[tuple[str, Any]], path: str) -> CalendarPlan:
+    """Which of a file's calendars the server lacks or holds otherwise (compared as the server
+    would store them: its own answer to the current one, the file's as given, defaults filled)."""
+    plan = CalendarPlan()
+    for team, raw in entries:
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise click.ClickException(f"{path}: each calendar of team {team} needs a name")
+        unknown = set(raw) - set(FIELDS)
+        if unknown:
+            raise click.ClickException(
+                f"{path}: calendar {raw['name']!r}: unknown key(s) {', '.join(sorted(unknown))}"
+            )
+        body = {key: raw[key] for key in FIELDS[1:] if raw.get(key) is not None}
+        try:
+            current = calendar_definition(dict(ctx.client.get_calendar(team, raw["name"])))
+        except NotFound:
+            plan.create.append((team, raw["name"], body))
+            continue
+        wanted = {"description": "", "dates": [], "ranges": [], "weekdays": [], "holidays": None, **body}
+        if any(current[key] != wanted[key] for key in FIELDS[1:]):
+            plan.update.append((team, raw["name"], body))
+    return plan
+
+
+def write_calendars(ctx: Ctx, plan: CalendarPlan) -> None:
+    for team, name, body in plan.create:
+        ctx.client.create_calendar(team, {**body, "name": name})
+    for team, name, body in plan.update:
+        ctx.client.replace_calendar(team, name, body)
 
 
 def _split(ref: str) -> tuple[str, str]:
