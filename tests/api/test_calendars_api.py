@@ -133,8 +133,14 @@ async def test_a_jobs_calendar_fields_round_trip(client: httpx.AsyncClient) -> N
     assert (job["calendars"], job["calendar_shift"]) == (["weekends"], "previous")
     read = (await client.get(f"/v1/jobs/{job['id']}")).json()
     assert (read["calendars"], read["calendar_shift"]) == (["weekends"], "previous")
+    assert read["schedule_description"] == (
+        "at 09:00 on the last day of the month; "
+        "on the days calendar weekends closes, on the previous open day instead"
+    )
     patched = await client.patch(f"/v1/jobs/{job['id']}", json={"calendar_shift": "next"})
     assert patched.json()["calendar_shift"] == "next"
+    cleared = await client.patch(f"/v1/jobs/{job['id']}", json={"calendars": [], "calendar_shift": "none"})
+    assert cleared.json()["schedule_description"] == "at 09:00 on the last day of the month"
 
 
 @pytest.mark.parametrize(

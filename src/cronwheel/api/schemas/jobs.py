@@ -408,7 +408,17 @@ def schedule_description(job: Job) -> str:
         )
     except ScheduleError as error:  # stored before a zone went away: say why, do not fail the read
         return f"invalid schedule: {error.reason}"
-    return describe(schedule)
+    return describe(schedule) + calendars_description(job)
+
+
+def calendars_description(job: Job) -> str:
+    """What the job's calendars add to its schedule in words ("" without calendars)."""
+    if not job.calendars:
+        return ""
+    names = ", ".join(job.calendars)
+    if job.calendar_shift is CalendarShift.NONE:
+        return f"; skipped on the days calendar {names} closes"
+    return f"; on the days calendar {names} closes, on the {job.calendar_shift.value} open day instead"
 
 
 VALIDATION_FIRES = 5  # fire times a validation answers
@@ -446,7 +456,7 @@ class JobValidation(JobFields):
                 **_definition(job),
                 "id": job.id or None,
                 "next_run_at": job.next_run_at,
-                "schedule_description": describe(schedule),
+                "schedule_description": describe(schedule) + calendars_description(job),
                 "fires": fires,
                 "warnings": schedule_warnings(schedule, after),
             },
