@@ -270,7 +270,7 @@ class RunState(enum.StrEnum):
     RETRYING = "RETRYING"  # an attempt failed; the next one is due at next_attempt_at
     SUCCESS = "SUCCESS"
     FAILED = "FAILED"
-    SKIPPED = "SKIPPED"  # recorded miss (misfire, overlap, paused): never ran
+    SKIPPED = "SKIPPED"  # recorded miss (misfire, overlap, paused, calendar): never ran
 
     @property
     def terminal(self) -> bool:
