@@ -34,6 +34,7 @@ from cronwheel.model import (
 )
 from cronwheel.notifications.rules import Condition
 from cronwheel.schedule import DstFold, DstGap, FireKind
+from cronwheel.schedule.calendar import WEEKDAYS
 
 EVERY_FIELD: dict[str, Any] = {
     "team": "data",
@@ -118,6 +119,7 @@ API_CHOICES = [
     ["skip", "misfire"],
     ["job", "team", "none"],
     _values(OutputKept),
+    list(WEEKDAYS),  # a calendar's closed weekdays (cronwheel.schedule.calendar)
 ]
 
 
