@@ -5,6 +5,7 @@ edit rewrites those jobs and bumps their version, and a listed calendar cannot b
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from datetime import date
 
 import pytest
@@ -88,6 +89,9 @@ async def test_an_edit_rewrites_the_jobs_listing_it_and_bumps_their_version(
     assert rewritten.version == listing.version + 1
     assert await store.get_job(other.id) == other  # lists only the other calendar: untouched
     assert await store.get_job(plain.id) == plain
+    described, none = await store.update_calendar(replace(edited, description="only words"), 2)
+    assert (described.version, none) == (3, [])  # a description alone rewrites no job
+    assert (await store.get_job(listing.id)).version == rewritten.version
     with pytest.raises(ConflictError):
         await store.update_calendar(calendar(), 1)  # stale version
     with pytest.raises(NotFoundError):

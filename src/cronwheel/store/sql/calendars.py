@@ -102,7 +102,9 @@ async def edit(
                 updated_at=now,
             )
         )
-        job_ids = await _rewrite_jobs(connection, calendar.team, calendar.name, now)
+        job_ids = []  # a description alone changes no job
+        if updated.spec != stored.spec:
+            job_ids = await _rewrite_jobs(connection, calendar.team, calendar.name, now)
         if job_ids:
             await notify_changed(connection, job_ids)
         if entry is not None:
