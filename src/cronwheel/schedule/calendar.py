@@ -16,7 +16,7 @@ import bisect
 import enum
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -65,6 +65,16 @@ class CalendarSpec:
     ranges: tuple[tuple[date, date], ...] = ()  # inclusive
     weekdays: tuple[int, ...] = ()  # ISO weekday numbers, 1 = Monday
     holidays: tuple[Holidays, ...] = ()
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        """Computed once: a spec is a key of the planner's caches at every fire of its jobs, and
+        hashing a thousand dates each time was most of a plan (measured: 93 us of it)."""
+        if not self._hash:
+            object.__setattr__(
+                self, "_hash", hash((self.dates, self.ranges, self.weekdays, self.holidays)) or 1
+            )
+        return self._hash
 
     def union(self, other: CalendarSpec) -> CalendarSpec:
         """The days either spec closes."""
