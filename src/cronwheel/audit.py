@@ -39,6 +39,9 @@ class AuditAction(enum.StrEnum):
     SECRET_SET = "secret.set"  # noqa: S105
     SECRET_DELETE = "secret.delete"  # noqa: S105
     SECRETS_REENCRYPT = "secrets.reencrypt"
+    CALENDAR_CREATE = "calendar.create"
+    CALENDAR_UPDATE = "calendar.update"
+    CALENDAR_DELETE = "calendar.delete"
     NOTIFICATIONS_SET = "notifications.set"  # a team's default or a job's own rules replaced
     NOTIFICATIONS_DELETE = "notifications.delete"  # a job's own rules dropped (or a team's default)
     AUTH_UNAUTHENTICATED = "auth.unauthenticated"  # 401: no caller

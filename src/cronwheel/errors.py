@@ -33,6 +33,20 @@ class InvalidInputError(PermanentError, ValueError):
     """Input that cronwheel refuses whole; nothing was written."""
 
 
+class FieldRefusedError(InvalidInputError):
+    """Input refused for one field, with a machine-readable ``code`` (the API's problem entry)
+    and the problem type ``slug`` and ``title`` the API answers with."""
+
+    slug = "invalid-input"
+    title = "Invalid input"
+
+    def __init__(self, field: str, reason: str, code: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+        self.code = code
+
+
 class NotFoundError(PermanentError):
     """The job or run does not exist (or was deleted)."""
 

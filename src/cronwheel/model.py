@@ -16,6 +16,7 @@ from typing import Any
 
 # The DST options are the schedule engine's own vocabulary (``Literal`` aliases defined there once);
 # jobs, the store and the API use these aliases rather than spelling the choices again.
+from cronwheel.schedule.calendar import CalendarShift, CalendarSpec
 from cronwheel.schedule.schedule import DstFold, DstGap
 from cronwheel.targets.kinds import (
     CommandTarget,
@@ -42,6 +43,9 @@ __all__ = [
     "Backfill",
     "BackfillState",
     "BackfillStep",
+    "Calendar",
+    "CalendarShift",
+    "CalendarSpec",
     "CommandTarget",
     "DueJob",
     "Finish",
@@ -183,6 +187,10 @@ class Job:
     retention: RetentionPolicy | None = None  # None: the server's default (--retention-days/-runs)
     # ``@at`` jobs only: the success of its slot's run deletes the job in the same transaction
     delete_after_success: bool = False
+    calendars: tuple[str, ...] = ()  # names of calendars of the job's team whose days it skips
+    calendar_shift: CalendarShift = CalendarShift.NONE
+    # the union of ``calendars``' specs, resolved by the store when the job or a calendar is written
+    calendar_spec: CalendarSpec | None = None
     version: int = 1
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -218,6 +226,8 @@ class DueJob:
     paused: bool = False
     deleted_at: datetime | None = None
     jitter_s: float = 0.0
+    calendar_spec: CalendarSpec | None = None
+    calendar_shift: CalendarShift = CalendarShift.NONE
 
     @classmethod
     def of(cls, job: Job | DueJob) -> DueJob:
@@ -232,7 +242,7 @@ class DueJob:
         return DueJob(
             self.id, self.team, self.version, next_run_at, self.schedule, self.timezone, self.dst_gap,
             self.dst_fold, self.misfire, self.overlap, self.queue, self.start_at, self.end_at,
-            self.paused, self.deleted_at, self.jitter_s,
+            self.paused, self.deleted_at, self.jitter_s, self.calendar_spec, self.calendar_shift,
         )  # fmt: skip
 
     @property
@@ -241,6 +251,20 @@ class DueJob:
 
 
 _DUE_FIELDS = tuple(each.name for each in fields(DueJob))
+
+
+@dataclass(frozen=True, slots=True)
+class Calendar:
+    """A team's named calendar of closed days (unique per team and name); jobs of the team list
+    calendars by name. ``version`` grows with every edit."""
+
+    team: str
+    name: str
+    spec: CalendarSpec
+    description: str = ""
+    version: int = 1
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 # -- runs ----------------------------------------------------------------------------------------
@@ -252,7 +276,7 @@ class RunState(enum.StrEnum):
     RETRYING = "RETRYING"  # an attempt failed; the next one is due at next_attempt_at
     SUCCESS = "SUCCESS"
     FAILED = "FAILED"
-    SKIPPED = "SKIPPED"  # recorded miss (misfire, overlap, paused): never ran
+    SKIPPED = "SKIPPED"  # recorded miss (misfire, overlap, paused, calendar): never ran
 
     @property
     def terminal(self) -> bool:
@@ -288,6 +312,7 @@ class SkipReason(enum.StrEnum):
     MISFIRE = "misfire"  # missed beyond the grace period (skip), or superseded (run_once/catch_up cap)
     OVERLAP = "overlap"  # overlap=forbid and an earlier run was still active
     PAUSED = "paused"  # the slot passed while the job was paused
+    CALENDAR = "calendar"  # the slot's local date is closed by one of the job's calendars
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from cronwheel.auth.tokens import issue
 from cronwheel.clock import SystemClock
 from cronwheel.cluster.status import ClusterStatus
 from cronwheel.coordinator.local import LocalCoordinator
+from cronwheel.model import Calendar, CalendarSpec
 from cronwheel.secrets.crypto import Keyring, new_key
 from cronwheel.secrets.service import SecretService
 from oidc_auth.provider import AUDIENCE, ISSUER, Provider, claims, rsa_key, sign
@@ -147,6 +148,16 @@ ROWS: dict[tuple[str, str], Row] = {
     ("PUT", "/v1/teams/{team}/secrets/{name}"): Row(team_object(WRITE, 200), lambda w: {"value": "v2"}),
     ("DELETE", "/v1/teams/{team}/secrets/{name}"): Row(team_object(WRITE, 204)),
     ("POST", "/v1/secrets/reencrypt"): Row(every_team_admin(200)),
+    # and the name of a calendar of team data
+    ("GET", "/v1/teams/{team}/calendars"): Row(team_object(READ, 200)),
+    ("GET", "/v1/teams/{team}/calendars/{name}"): Row(team_object(READ, 200)),
+    ("POST", "/v1/teams/{team}/calendars"): Row(
+        team_object(WRITE, 201), lambda w: {"name": f"{w.name}-new", "weekdays": ["sun"]}
+    ),
+    ("PUT", "/v1/teams/{team}/calendars/{name}"): Row(
+        team_object(WRITE, 200), lambda w: {"weekdays": ["sat"]}
+    ),
+    ("DELETE", "/v1/teams/{team}/calendars/{name}"): Row(team_object(WRITE, 204)),
     ("GET", "/v1/teams/{team}/notifications"): Row(team_object(READ, 200)),
     ("PUT", "/v1/teams/{team}/notifications"): Row(team_object(WRITE, 200), lambda w: {"rules": []}),
     ("POST", "/v1/teams/{team}/notifications/test"): Row(team_object(WRITE, 202), lambda w: {}),
@@ -299,6 +310,7 @@ async def _world(env: Env) -> World:
     record, _ = issue(f"tok-{name}", "data", [READ], env.clock.now())
     await env.store.create_token(record)
     await SecretService(env.store, KEYRING, env.clock).set("data", name, "s3cr3t-value")
+    await env.store.create_calendar(Calendar("data", name, CalendarSpec(weekdays=(7,))))
     start, end = (datetime.fromisoformat(PAST_RANGE[key]) for key in ("from", "to"))
     backfill = await env.service.backfill(job.id, start, end)
     return World(job.id, name, run.id, record.id, backfill.id)

@@ -21,6 +21,7 @@ from cronwheel.auth.identity import Scope
 from cronwheel.auth.tokens import TokenState
 from cronwheel.model import (
     BackfillState,
+    CalendarShift,
     KafkaSasl,
     MisfireMode,
     MqttQos,
@@ -33,6 +34,7 @@ from cronwheel.model import (
 )
 from cronwheel.notifications.rules import Condition
 from cronwheel.schedule import DstFold, DstGap, FireKind
+from cronwheel.schedule.calendar import WEEKDAYS
 
 EVERY_FIELD: dict[str, Any] = {
     "team": "data",
@@ -68,6 +70,8 @@ EVERY_FIELD: dict[str, Any] = {
     "labels": {"tier": "gold"},
     "retention": {"keep_days": 30, "keep_runs": None},
     "delete_after_success": False,  # true: @at jobs only (tests/api/test_elapsed_jobs.py)
+    "calendars": ["holidays", "closures"],
+    "calendar_shift": "none",
 }
 
 
@@ -96,6 +100,7 @@ MODEL_CHOICES = [
     _values(c)
     for c in (
         Overlap,
+        CalendarShift,
         MisfireMode,
         RunState,
         RunKind,
@@ -116,6 +121,7 @@ API_CHOICES = [
     ["skip", "misfire"],
     ["job", "team", "none"],
     _values(OutputKept),
+    list(WEEKDAYS),  # a calendar's closed weekdays (cronwheel.schedule.calendar)
 ]
 
 

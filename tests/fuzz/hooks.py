@@ -52,6 +52,19 @@ BEYOND_THE_SCHEMA = frozenset(
         # store can hold (cronwheel.api.schemas.storable), stated once in the document's description
         # rather than as a pattern on every string of every schema
         "unstorable_text",
+        # calendars (cronwheel.schedule.calendar, cronwheel.jobs.service): only the installed holidays
+        # data knows its countries and subdivisions, only the calendar knows which dates exist
+        # (2027-02-30 matches the pattern), one entry against another (a range's from after its to,
+        # one listed twice), only the store knows a team's calendars, only the schedule engine how
+        # often a schedule fires, and a shift against the job's calendars
+        "unknown_country",
+        "unknown_subdivision",
+        "invalid_calendar",
+        "range_reversed",
+        "duplicate",
+        "calendar_not_found",
+        "shift_needs_daily_schedule",
+        "shift_without_calendars",
     }
 )
 

@@ -14,13 +14,21 @@ import pytest
 from google.protobuf.descriptor import Descriptor
 from pydantic import BaseModel
 
-from cronwheel.api.routes import secrets, tokens
+from cronwheel.api.routes import calendars, secrets, tokens
 from cronwheel.api.schemas import jobs as jobs_schemas
 from cronwheel.api.schemas import policies as policies_schemas
 from cronwheel.api.schemas import preview as preview_schemas
 from cronwheel.api.schemas import runs as runs_schemas
 from cronwheel.api.schemas import targets as targets_schemas
-from cronwheel.v1 import jobs_pb2, runs_pb2, schedules_pb2, secrets_pb2, targets_pb2, tokens_pb2
+from cronwheel.v1 import (
+    calendars_pb2,
+    jobs_pb2,
+    runs_pb2,
+    schedules_pb2,
+    secrets_pb2,
+    targets_pb2,
+    tokens_pb2,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,6 +71,10 @@ MIRRORS: list[tuple[Descriptor, type[BaseModel]]] = [
     (secrets_pb2.SecretPage.DESCRIPTOR, secrets.SecretPage),
     (secrets_pb2.ReencryptResult.DESCRIPTOR, secrets.ReencryptOut),
     (secrets_pb2.ReencryptFailure.DESCRIPTOR, secrets.ReencryptFailure),
+    (calendars_pb2.Calendar.DESCRIPTOR, calendars.CalendarOut),
+    (calendars_pb2.CalendarPage.DESCRIPTOR, calendars.CalendarPage),
+    (calendars_pb2.CalendarSpec.DESCRIPTOR, calendars.CalendarBody),
+    (calendars_pb2.HolidaysSpec.DESCRIPTOR, calendars.HolidaysSpec),
 ]
 
 

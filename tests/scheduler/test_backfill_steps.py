@@ -9,7 +9,18 @@ from itertools import count
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cronwheel.model import Backfill, BackfillState, HttpTarget, Job, Overlap, Run, RunKind, RunState
+from cronwheel.model import (
+    Backfill,
+    BackfillState,
+    CalendarShift,
+    CalendarSpec,
+    HttpTarget,
+    Job,
+    Overlap,
+    Run,
+    RunKind,
+    RunState,
+)
 from cronwheel.scheduler.backfill import slots_in, step
 
 START = datetime(2026, 3, 29, 0, 0, tzinfo=UTC)
@@ -43,6 +54,16 @@ def test_slots_follow_the_job_s_zone_across_a_dst_change() -> None:
     assert slots_in(berlin, saturday, sunday, 10) == [
         datetime(2026, 3, 28, 8, tzinfo=UTC), datetime(2026, 3, 29, 7, tzinfo=UTC)
     ]  # fmt: skip
+
+
+def test_a_backfill_makes_no_run_for_a_closed_day_and_one_for_a_shifted_run() -> None:
+    closed = CalendarSpec(dates=(day(1).date(),))
+    skipping = replace(JOB, calendars=("c",), calendar_spec=closed)
+    assert slots_in(skipping, day(0, 0), day(3, 0), 10) == [day(0), day(2)]
+    shifted = replace(skipping, calendar_shift=CalendarShift.NEXT)
+    assert slots_in(shifted, day(0, 0), day(3, 0), 10) == [day(0), day(2)]  # shifted onto day 2's slot
+    earlier = replace(shifted, calendar_shift=CalendarShift.PREVIOUS)
+    assert slots_in(earlier, day(0, 0), day(3, 0), 10) == [day(0), day(2)]  # onto day 0's
 
 
 def test_intervals_and_one_time_jobs_have_their_slots_in_a_range_too() -> None:

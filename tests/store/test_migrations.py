@@ -24,7 +24,7 @@ from cronwheel.errors import (
     NotFoundError,
     TransientError,
 )
-from cronwheel.model import Job, Run, RunKind
+from cronwheel.model import Calendar, CalendarShift, CalendarSpec, Job, Run, RunKind
 from cronwheel.store import codec
 from cronwheel.store.driver import async_url, create_engine, translated_errors
 from cronwheel.store.migrate import (
@@ -40,6 +40,8 @@ from cronwheel.store.sql import SchemaOutdatedError, open_store
 
 from .support import START, make_job, make_run
 
+_CALENDAR_COLUMNS = ("calendars", "calendar_shift", "calendar_spec")
+
 
 def _row_before_0009(job: Job) -> dict[str, Any]:
     """A job's row as schemas before 0009 hold it (no ``retention`` column)."""
@@ -48,12 +50,17 @@ def _row_before_0009(job: Job) -> dict[str, Any]:
 
 def _job_row_before_0017(job: Job) -> dict[str, Any]:
     """A job's row as schemas before 0017 hold it (none of the columns 0017 and later add)."""
-    return {key: value for key, value in _row_before_0019(job).items() if key != "jitter_s"}
+    return {key: value for key, value in _row_before_0018(job).items() if key != "jitter_s"}
 
 
 def _run_row_before_0017(run: Run) -> dict[str, Any]:
     """A run's row as schemas before 0017 hold it (no ``due_at`` column)."""
     return {key: value for key, value in codec.run_to_row(run).items() if key != "due_at"}
+
+
+def _row_before_0018(job: Job) -> dict[str, Any]:
+    """A job's row as schemas before 0018 hold it (no calendar columns, nor 0019's)."""
+    return {key: value for key, value in _row_before_0019(job).items() if key not in _CALENDAR_COLUMNS}
 
 
 def _row_before_0019(job: Job) -> dict[str, Any]:
@@ -210,8 +217,45 @@ async def test_0016_adds_backfills_and_the_backfill_kind_to_a_0014_database(empt
         await engine.dispose()
 
 
-async def test_0019_adds_delete_after_success_false_to_a_0017_database(empty_store_url: str) -> None:
+async def test_0018_adds_calendars_to_a_0017_database_and_downgrades_without_them(
+    empty_store_url: str,
+) -> None:
     await run_sync_at(empty_store_url, _to("0017"))
+    engine = create_engine(empty_store_url)
+    job = make_job()
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(insert(jobs).values(_row_before_0018(job)))
+    finally:
+        await engine.dispose()
+
+    store = await open_store(empty_store_url)  # migrated to head
+    try:
+        stored = await store.get_job(job.id)  # an existing job lists no calendar
+        assert (stored.calendars, stored.calendar_shift, stored.calendar_spec) == (
+            (),
+            CalendarShift.NONE,
+            None,
+        )
+        await store.create_calendar(Calendar(job.team, "closed", CalendarSpec(weekdays=(6, 7))))
+        assert (await store.get_calendar(job.team, "closed")).spec.weekdays == (6, 7)
+    finally:
+        await store.close()
+    assert await _diff_at(empty_store_url, metadata) == []
+
+    await run_sync_at(empty_store_url, _to("0017", down=True))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            assert "calendars" not in await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert "calendar_spec" not in await connection.run_sync(lambda sync: _columns(sync, "jobs"))
+            assert set(await connection.scalars(select(jobs.c.id))) == {job.id}
+    finally:
+        await engine.dispose()
+
+
+async def test_0019_adds_delete_after_success_false_to_a_0018_database(empty_store_url: str) -> None:
+    await run_sync_at(empty_store_url, _to("0018"))
     job = make_job()
     engine = create_engine(empty_store_url)
     try:
@@ -231,7 +275,7 @@ async def test_0019_adds_delete_after_success_false_to_a_0017_database(empty_sto
         await store.close()
     assert await _diff_at(empty_store_url, metadata) == []
 
-    await run_sync_at(empty_store_url, _to("0017", down=True))
+    await run_sync_at(empty_store_url, _to("0018", down=True))
     engine = create_engine(empty_store_url)
     try:
         async with engine.connect() as connection:

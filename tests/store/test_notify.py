@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from cronwheel.errors import BackendUnavailableError, ConflictError, InvalidInputError
-from cronwheel.model import RunState
+from cronwheel.model import Calendar, CalendarSpec, RunState
 from cronwheel.store.change_listener import CHANNEL, RELOAD_ALL, PostgresChangeListener, listener_dsn
 from cronwheel.store.driver import StoreRefusedError, async_url
 from cronwheel.store.sql import SqlStore, open_store
@@ -63,6 +63,23 @@ async def test_job_writes_reach_a_listener_on_another_connection(
             assert changes.empty()
     finally:
         await writer.close()
+
+
+async def test_a_calendar_edit_announces_the_jobs_listing_it(
+    postgres_store: SqlStore, postgres_url: str
+) -> None:
+    """Every node's scheduler reloads the jobs a calendar edit rewrote: the edit notifies them in
+    its transaction, as a job edit does."""
+    closed = Calendar("ops", "closures", CalendarSpec(weekdays=(7,)))
+    await postgres_store.create_calendar(closed)
+    listing = await postgres_store.create_job(make_job("a", calendars=("closures",)))
+    other = await postgres_store.create_job(make_job("b"))
+    async with PostgresChangeListener(postgres_url) as listener:
+        changes = listener.subscribe()
+        await postgres_store.update_calendar(replace(closed, spec=CalendarSpec(weekdays=(6, 7))))
+        assert await _next(changes) == listing.id
+        await postgres_store.update_job(replace(other, description="edited"), other.version)
+        assert await _next(changes) == other.id  # the job that does not list it was not announced
 
 
 async def test_a_change_that_rolls_back_is_not_announced(postgres_store: SqlStore, postgres_url: str) -> None:

@@ -402,3 +402,32 @@ async def test_a_running_backfill_is_cancelled_from_the_job_page(
     )
     assert errors == []
     await context.close()
+
+
+async def test_the_job_page_lists_its_calendars_and_marks_the_skipped_fires(
+    server_factory: Callable[..., ServerProcess], sink: Sink, browser: Browser
+) -> None:
+    """A job whose calendar closes every day: its page names the calendar, and each upcoming fire
+    says it will be skipped, and by what."""
+    server = server_factory()
+    every_day = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+    async with server.client() as api:
+        made = await api.post("/v1/teams/data/calendars", json={"name": "closed", "weekdays": every_day})
+        assert made.status_code == 201, made.text
+        created = await api.post(
+            "/v1/jobs", json=_job(sink, "daily") | {"schedule": "0 9 * * *", "calendars": ["closed"]}
+        )
+        job = created.json()
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    await _login(page, server.url, server.token_file.read_text().strip())
+    await expect(page.locator("#whoami")).to_contain_text("every team")
+    await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
+    await expect(page.locator("#job-calendars")).to_have_text("closed")
+    await expect(page.locator("#upcoming li.skipped")).to_have_count(8)
+    await expect(page.locator("#upcoming")).to_contain_text("skipped: calendar closed")
+    assert errors == []
+    await context.close()

@@ -25,6 +25,7 @@ from cronwheel.api.guards.observe import RequestMetrics
 from cronwheel.api.routes import (
     audit,
     backfills,
+    calendars,
     docs,
     jobs,
     notifications,
@@ -84,6 +85,7 @@ def create_app(services: ApiServices) -> FastAPI:
         system.router,
         tokens.router,
         secrets.router,
+        calendars.router,
         audit.router,
         notifications.router,
         output.router,

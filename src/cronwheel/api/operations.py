@@ -45,6 +45,7 @@ from cronwheel.api.services import ApiServices
 from cronwheel.audit import Actor
 from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
+from cronwheel.jobs.service import resolve_calendars
 from cronwheel.lateness import late_before
 from cronwheel.model import Job, Run, RunState
 from cronwheel.schedule import ScheduleError
@@ -370,10 +371,24 @@ async def get_run(services: ApiServices, caller: Caller, run_id: str) -> RunDeta
 # -- schedules and the cluster ----------------------------------------------------------------------
 
 
-def preview_schedule(services: ApiServices, caller: Caller, body: PreviewIn) -> PreviewOut:
+async def preview_schedule(services: ApiServices, caller: Caller, body: PreviewIn) -> PreviewOut:
+    """The preview; with calendars, those of ``team`` (which the caller must see) mark its fires."""
     caller.require(Scope.READ)
+    calendar = None
+    if body.calendars:
+        if body.team is None:
+            message = "calendars are a team's: give team"
+            raise ProblemError(
+                422,
+                "validation",
+                "Invalid request",
+                f"team: {message}",
+                errors=[field_error("team", message)],
+            )
+        caller.require(Scope.READ, body.team, what=f"team {body.team!r}")
+        calendar = await resolve_calendars(services.store, body.team, body.calendars)
     try:
-        return PreviewOut.build(body, services.clock.now())
+        return PreviewOut.build(body, services.clock.now(), calendar)
     except ScheduleError as error:
         raise ProblemError(
             422, "invalid-schedule", "Invalid schedule", schedule_sentence(error),

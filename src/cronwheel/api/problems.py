@@ -29,6 +29,7 @@ from cronwheel.api.schemas.checks import schedule_problem, schedule_sentence
 from cronwheel.errors import (
     BackendUnavailableError,
     ConflictError,
+    FieldRefusedError,
     ForbiddenError,
     HiddenError,
     InvalidInputError,
@@ -42,6 +43,7 @@ from cronwheel.jobs.backfill import BackfillRefusedError
 from cronwheel.jobs.service import JitterTooWideError, NoSlotError, PlainCredentialError, UnknownSecretError
 from cronwheel.limits import TooFrequentError
 from cronwheel.schedule import ScheduleError
+from cronwheel.store.port import CalendarInUseError
 
 log = logging.getLogger("cronwheel.api")
 
@@ -226,15 +228,23 @@ async def _invalid_input(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, NoSlotError):  # a timing edit judged against the stored job
         errors = [field_error(exc.field, str(exc), code="no_slot")]
         return problem_response(request, 422, "no-slot", "Job would never fire", str(exc), errors=errors)
-    if isinstance(exc, UnknownSecretError):  # a reference to a secret the job's team does not have
-        errors = [field_error(field, message, code="secret_not_found") for field, message in exc.problems]
-        return problem_response(request, 422, "secret-not-found", "Unknown secret", str(exc), errors=errors)
-    if isinstance(exc, PlainCredentialError):
-        errors = [field_error(field, message, code="plain_credential") for field, message in exc.problems]
-        return problem_response(request, 422, "plain-credential", "Plain credential", str(exc), errors=errors)
+    if isinstance(exc, UnknownSecretError | PlainCredentialError):  # one entry per field
+        code, slug, title = _LISTED[type(exc)]
+        errors = [field_error(field, message, code=code) for field, message in exc.problems]
+        return problem_response(request, 422, slug, title, str(exc), errors=errors)
+    if isinstance(exc, FieldRefusedError):  # a calendar's part, or a job's calendars
+        errors = [field_error(exc.field, exc.reason, code=exc.code)]
+        return problem_response(request, 422, exc.slug, exc.title, str(exc), errors=errors)
     if isinstance(exc, TooFrequentError | JitterTooWideError):
         return _too_close(request, exc)
     return problem_response(request, 422, "invalid-input", "Invalid input", str(exc), errors=[])
+
+
+# Refusals that list their fields: each field's code, and the problem's type and title.
+_LISTED: dict[type[Exception], tuple[str, str, str]] = {
+    UnknownSecretError: ("secret_not_found", "secret-not-found", "Unknown secret"),
+    PlainCredentialError: ("plain_credential", "plain-credential", "Plain credential"),
+}
 
 
 def _too_close(request: Request, exc: TooFrequentError | JitterTooWideError) -> JSONResponse:
@@ -284,6 +294,8 @@ async def _conflict(request: Request, exc: Exception) -> JSONResponse:
         return problem_response(
             request, 412, "version-mismatch", "Precondition failed", str(exc) or "the version has changed"
         )
+    if isinstance(exc, CalendarInUseError):
+        return problem_response(request, 409, "calendar-in-use", "Calendar in use", str(exc), jobs=exc.jobs)
     return problem_response(request, 409, "conflict", "Conflict", str(exc) or "conflict")
 
 

@@ -13,6 +13,7 @@ from cronwheel.api.callers.sampling import RefusalSampler
 from cronwheel.api.guards.rate import RateLimiter
 from cronwheel.clock import Clock, monotonic_of
 from cronwheel.cluster.status import ClusterStatus
+from cronwheel.jobs.calendars import CalendarService
 from cronwheel.jobs.service import JobService
 from cronwheel.limits import Limits
 from cronwheel.secrets.service import SecretService
@@ -50,6 +51,12 @@ class ApiServices:
         object.__setattr__(self, "rate_limiter", RateLimiter(ticks))  # frozen: set once, here
         object.__setattr__(self, "failures", FailedAuthentications(self.rate_limiter))
         object.__setattr__(self, "refusals", RefusalSampler(ticks))
+
+    @property
+    def calendars(self) -> CalendarService:
+        """The calendar service: the store's, telling this process's schedulers of the jobs a
+        calendar edit rewrote as the job service does."""
+        return CalendarService(self.store, self.job_service.changes, self.clock)
 
     @property
     def limits(self) -> Limits:

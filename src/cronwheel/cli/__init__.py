@@ -8,6 +8,7 @@ from cronwheel import __version__
 from cronwheel.cli.apply import apply
 from cronwheel.cli.audit import audit
 from cronwheel.cli.backfilling import backfill, backfills, cancel_backfill
+from cronwheel.cli.calendars import calendars
 from cronwheel.cli.cluster import cluster
 from cronwheel.cli.config import config
 from cronwheel.cli.export import export
@@ -45,6 +46,7 @@ cli.add_command(import_)
 cli.add_command(tokens)
 cli.add_command(config)
 cli.add_command(secrets)
+cli.add_command(calendars)
 cli.add_command(audit)
 cli.add_command(notifications)
 

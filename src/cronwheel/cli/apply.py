@@ -13,9 +13,11 @@ the team. ``--team`` (repeatable) says which teams the apply is about: the file 
 only their jobs, and ``--prune`` deletes what it does not list of theirs, all of them if need be.
 
 The file holds jobs as a list, as ``{team: ..., jobs: [...]}`` (the team is the default for
-jobs that name none), or one job per YAML document. Definitions are checked and normalized with
-the API's own schema (:mod:`cronwheel.api.schemas.jobs`) before anything is sent, so a typo in the
-fifth job stops the whole apply before the first one is written.
+jobs that name none), or one job per YAML document. A section may also hold the team's
+``calendars: [...]`` (as ``cronwheel export`` writes them): each is created or replaced before the
+jobs, which may list it, and never deleted (``--prune`` is about jobs). Definitions are checked and
+normalized with the API's own schema (:mod:`cronwheel.api.schemas.jobs`) before anything is sent,
+so a typo in the fifth job stops the whole apply before the first one is written.
 
 A job as the API returns it (``cronwheel jobs get -o yaml`` or ``-o json``) applies as it is: the
 fields the server owns (:func:`cronwheel.cli.definition.server_fields`: id, version, paused,
@@ -33,6 +35,7 @@ from typing import Any
 
 import click
 
+from cronwheel.cli.calendars import plan_calendars, write_calendars
 from cronwheel.cli.definition import MASKED_TEXT, definition, masked_fields, server_fields
 from cronwheel.cli.output import Ctx, api_command, load_documents
 from cronwheel.targets.kinds import KINDS
@@ -85,23 +88,27 @@ class JobsFile:
     path: str
     jobs: list[Any]  # raw job mappings, a section's team filled in
     sections: frozenset[str]  # teams of ``{team: ..., jobs: [...]}`` sections, with jobs or not
+    calendars: list[tuple[str, Any]] = field(default_factory=list)  # (section's team, raw calendar)
 
 
 def file_jobs(path: str) -> JobsFile:
     """The raw job mappings of the file, with a section's default team filled in."""
     found: list[dict[str, Any]] = []
     sections: set[str] = set()
+    calendars: list[tuple[str, Any]] = []
     for document in load_documents(path):
         if isinstance(document, list):
             found += document
         elif isinstance(document, dict) and "jobs" in document:
-            extra = set(document) - {"team", "jobs"}
+            extra = set(document) - {"team", "jobs", "calendars"}
             if extra:
+                unknown = ", ".join(sorted(extra))
                 raise InvalidFile(
-                    f"{path}: unknown top-level key(s) {', '.join(sorted(extra))} (expected team, jobs)"
+                    f"{path}: unknown top-level key(s) {unknown} (expected team, calendars, jobs)"
                 )
             if not isinstance(document["jobs"], list):
                 raise InvalidFile(f"{path}: 'jobs' must be a list")
+            calendars += section_calendars(document, path)
             if isinstance(document.get("team"), str):
                 sections.add(document["team"])
             for item in document["jobs"]:
@@ -111,7 +118,17 @@ def file_jobs(path: str) -> JobsFile:
                     found.append(item)
         else:
             found.append(document)
-    return JobsFile(path, found, frozenset(sections))
+    return JobsFile(path, found, frozenset(sections), calendars)
+
+
+def section_calendars(section: dict[str, Any], path: str) -> list[tuple[str, Any]]:
+    """The calendars of a ``{team: ..., calendars: [...], jobs: [...]}`` section."""
+    listed = section.get("calendars", [])
+    if not isinstance(listed, list):
+        raise InvalidFile(f"{path}: 'calendars' must be a list")
+    if listed and not isinstance(section.get("team"), str):
+        raise InvalidFile(f"{path}: a section's calendars need its team")
+    return [(section["team"], item) for item in listed]
 
 
 def scope(file: JobsFile, specs: dict[str, dict[str, Any]], teams: tuple[str, ...], prune: bool) -> list[str]:
@@ -372,14 +389,17 @@ def apply(ctx: Ctx, path: str, prune: bool, teams: tuple[str, ...], dry_run: boo
     file = file_jobs(path)
     specs = normalize(file.jobs, path)
     plan = make_plan(ctx, specs, scope(file, specs, teams, prune), prune, paused_claims(file.jobs))
+    calendars = plan_calendars(ctx, file.calendars, path)
+    if not dry_run:
+        write_calendars(ctx, calendars)  # first: the jobs may list them
     if not dry_run and not plan.empty:
         execute(ctx, plan)
     for note in plan.notes:
         click.echo(note, err=True)
     if ctx.output != "table":
-        ctx.emit(plan_data(plan, dry_run), lambda data: "")
+        ctx.emit({**plan_data(plan, dry_run), **calendars.data()}, lambda data: "")
         return
-    for line in plan_text(plan):
+    for line in [*calendars.text(), *plan_text(plan)]:
         click.echo(line)
     counts = f"{len(plan.create)} to create, {len(plan.update)} to update, {len(plan.delete)} to delete"
     if plan.empty:

@@ -21,8 +21,10 @@ from typing import Any
 import click
 import yaml
 
+from cronwheel.cli.calendars import calendar_definition
 from cronwheel.cli.definition import MASKED_TEXT, definition, masked_in
 from cronwheel.cli.output import Ctx, api_command
+from cronwheel.client import NotFound
 
 PAGE = 500  # jobs per request; export follows the API's cursors to the last page
 
@@ -36,15 +38,34 @@ def read_jobs(ctx: Ctx, teams: Iterable[str]) -> list[dict[str, Any]]:
     return sorted(found, key=lambda job: (job["team"], job["name"]))
 
 
-def sections(jobs: list[dict[str, Any]], teams: Iterable[str]) -> list[dict[str, Any]]:
-    """``{team: T, jobs: [...]}`` per team, each job without its team; a team named in ``teams``
-    that has no job gets an empty section (so that ``apply --prune --team T`` empties it)."""
+def sections(
+    jobs: list[dict[str, Any]], teams: Iterable[str], calendars: dict[str, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
+    """``{team: T, calendars: [...], jobs: [...]}`` per team, each job without its team (the
+    calendars only when the team has some); a team named in ``teams`` that has no job gets an
+    empty section (so that ``apply --prune --team T`` empties it)."""
     found = {
         team: [_without_team(job) for job in group] for team, group in groupby(jobs, key=lambda j: j["team"])
     }
     for team in teams:
         found.setdefault(team, [])
-    return [{"team": team, "jobs": found[team]} for team in sorted(found)]
+    own = calendars or {}
+    return [
+        {"team": team, **({"calendars": own[team]} if own.get(team) else {}), "jobs": found[team]}
+        for team in sorted(found)
+    ]
+
+
+def read_calendars(ctx: Ctx, teams: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """The calendars of each of ``teams``, by name, as apply takes them back (none of a team the
+    token does not see, as it sees none of its jobs)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for team in teams:
+        try:
+            found[team] = [calendar_definition(dict(c)) for c in ctx.client.iter_calendars(team, limit=PAGE)]
+        except NotFound:
+            found[team] = []
+    return found
 
 
 def _without_team(job: dict[str, Any]) -> dict[str, Any]:
@@ -82,4 +103,5 @@ def export(ctx: Ctx, teams: tuple[str, ...]) -> None:
     if ctx.output == "json":
         click.echo(json.dumps([definition(job) for job in jobs], indent=2))
     else:
-        click.echo(as_yaml(sections(jobs, teams)))
+        calendars = read_calendars(ctx, sorted({*teams, *(job["team"] for job in jobs)}))
+        click.echo(as_yaml(sections(jobs, teams, calendars)))

@@ -22,6 +22,7 @@ from cronwheel.cli.output import (
     when,
 )
 from cronwheel.client import collect
+from cronwheel.schedule.calendar import CalendarShift
 from cronwheel.schedule.elapsed import is_elapsed
 from cronwheel.targets.kinds import KINDS, summary
 from cronwheel.targets.kinds import flags as target_flags
@@ -114,6 +115,15 @@ def _retention(policy: dict[str, Any] | None) -> str:
     return ", ".join(limits) if limits else "whole history"
 
 
+def _calendars(job: dict[str, Any]) -> str | None:
+    """The calendars the job skips the closed days of, and its shift (None: no calendars)."""
+    names = job.get("calendars") or []
+    if not names:
+        return None
+    shift = job.get("calendar_shift") or "none"
+    return ", ".join(names) + ("" if shift == "none" else f" (shift to the {shift} open day)")
+
+
 def _dst(job: dict[str, Any]) -> str:
     if is_elapsed(job["schedule"]):
         return "none: elapsed time"
@@ -147,6 +157,7 @@ def job_view(job: dict[str, Any]) -> str:
             ("labels", job["labels"]),
             ("retention", _retention(job.get("retention"))),
             ("on success", "delete the job" if job.get("delete_after_success") else None),
+            ("calendars", _calendars(job)),
             ("paused", job["paused"] if not job["paused"] else f"yes ({job['pause_note'] or 'no note'})"),
             ("next run", next_run(job)),
             ("last run", _last(job)),
@@ -233,6 +244,18 @@ def _spec_options(func: Any) -> Any:
             default=None,
             help="One-time (@at) jobs: delete the job when its run succeeds.",
         ),
+        click.option(
+            "--calendar",
+            "calendars",
+            multiple=True,
+            metavar="NAME",
+            help="A calendar of the team whose closed days the job skips (repeat).",
+        ),
+        click.option(
+            "--calendar-shift",
+            type=click.Choice([shift.value for shift in CalendarShift]),
+            help="Where a skipped slot's run goes: none, or the next/previous open day.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -243,7 +266,7 @@ def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
     """The job fields the flags give (only those given)."""
     spec: dict[str, Any] = {}
     for key in ("team", "name", "schedule", "timezone", "queue", "timeout_s", "overlap", "jitter_s",
-                "description", "start_at", "end_at", "dst_gap", "dst_fold",
+                "description", "start_at", "end_at", "dst_gap", "dst_fold", "calendar_shift",
                 "delete_after_success"):  # fmt: skip
         if flags.get(key) is not None:
             spec[key] = flags[key]
@@ -254,6 +277,8 @@ def spec_from_flags(flags: dict[str, Any]) -> dict[str, Any]:
         spec["payload"] = parse_json(flags["payload"], "--payload")
     if flags.get("labels"):
         spec["labels"] = parse_pairs(flags["labels"], "--label")
+    if flags.get("calendars"):
+        spec["calendars"] = list(flags["calendars"])
     if flags.get("max_attempts") is not None:
         spec["retry"] = {"max_attempts": flags["max_attempts"]}
     if flags.get("misfire"):

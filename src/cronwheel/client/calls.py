@@ -21,6 +21,7 @@ from cronwheel.client.types import (
     AuditEntry,
     Backfill,
     BackfillPlan,
+    Calendar,
     Health,
     Job,
     JobValidation,
@@ -90,6 +91,11 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "set_secret": Route("PUT", "/v1/teams/{team}/secrets/{name}"),
         "delete_secret": Route("DELETE", "/v1/teams/{team}/secrets/{name}"),
         "reencrypt_secrets": Route("POST", "/v1/secrets/reencrypt"),
+        "list_calendars": Route("GET", "/v1/teams/{team}/calendars"),
+        "get_calendar": Route("GET", "/v1/teams/{team}/calendars/{name}"),
+        "create_calendar": Route("POST", "/v1/teams/{team}/calendars"),
+        "replace_calendar": Route("PUT", "/v1/teams/{team}/calendars/{name}"),
+        "delete_calendar": Route("DELETE", "/v1/teams/{team}/calendars/{name}"),
         "list_audit": Route("GET", "/v1/audit"),
         "get_team_notifications": Route("GET", "/v1/teams/{team}/notifications"),
         "set_team_notifications": Route("PUT", "/v1/teams/{team}/notifications"),
@@ -465,6 +471,33 @@ def set_secret(team: str, name: str, value: str) -> Call[SecretSet]:
 
 def delete_secret(team: str, name: str) -> Call[None]:
     return _call("delete_secret", _none, team=team, name=name)
+
+
+# -- calendars -------------------------------------------------------------------------------------
+
+
+def list_calendars(team: str, *, limit: int | None = None, cursor: str | None = None) -> Call[Page[Calendar]]:
+    """One page of the team's calendars, by name."""
+    return _call("list_calendars", _page, team=team, params=_params(limit=limit, cursor=cursor))
+
+
+def get_calendar(team: str, name: str) -> Call[Calendar]:
+    return _call("get_calendar", _data, team=team, name=name)
+
+
+def create_calendar(team: str, calendar: Mapping[str, Any]) -> Call[Calendar]:
+    """Create a calendar (``name``, ``dates``, ``ranges``, ``weekdays``, ``holidays``, ``description``)."""
+    return _call("create_calendar", _data, team=team, body=dict(calendar))
+
+
+def replace_calendar(team: str, name: str, calendar: Mapping[str, Any]) -> Call[Calendar]:
+    """Replace a calendar's days and description; the jobs that list it follow."""
+    return _call("replace_calendar", _data, team=team, name=name, body=dict(calendar))
+
+
+def delete_calendar(team: str, name: str) -> Call[None]:
+    """Delete a calendar no job lists (409 naming the jobs that do)."""
+    return _call("delete_calendar", _none, team=team, name=name)
 
 
 # -- notifications -------------------------------------------------------------------------------

@@ -56,6 +56,8 @@ class JobDefinition(TypedDict):
     labels: dict[str, str]
     retention: dict[str, Any] | None
     delete_after_success: bool
+    calendars: list[str]
+    calendar_shift: str
 
 
 class Job(JobDefinition):
@@ -187,6 +189,21 @@ class Secret(TypedDict):
     team: str
     name: str
     key_id: str
+    created_at: str | None
+    updated_at: str | None
+
+
+class Calendar(TypedDict):
+    """``CalendarOut``: a team's calendar of closed days."""
+
+    team: str
+    name: str
+    description: str
+    dates: list[str]
+    ranges: list[dict[str, str]]
+    weekdays: list[str]
+    holidays: dict[str, str | None] | None
+    version: int
     created_at: str | None
     updated_at: str | None
 

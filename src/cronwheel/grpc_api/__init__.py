@@ -27,6 +27,8 @@ from cronwheel.grpc_api import servicers
 from cronwheel.grpc_api.calls import MethodNames
 from cronwheel.tls import ServerTls
 from cronwheel.v1 import (
+    calendars_pb2,
+    calendars_pb2_grpc,
     cluster_pb2,
     cluster_pb2_grpc,
     jobs_pb2,
@@ -52,6 +54,7 @@ SERVICES = tuple(
         (cluster_pb2, "ClusterService"),
         (tokens_pb2, "TokenService"),
         (secrets_pb2, "SecretService"),
+        (calendars_pb2, "CalendarService"),
     )
 )
 GRACE_S = 5.0  # calls in flight when the server stops get this long to finish
@@ -91,6 +94,7 @@ async def grpc_server(
     cluster_pb2_grpc.add_ClusterServiceServicer_to_server(servicers.ClusterServicer(services), server)
     tokens_pb2_grpc.add_TokenServiceServicer_to_server(servicers.TokenServicer(services), server)
     secrets_pb2_grpc.add_SecretServiceServicer_to_server(servicers.SecretServicer(services), server)
+    calendars_pb2_grpc.add_CalendarServiceServicer_to_server(servicers.CalendarServicer(services), server)
     checker = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     reflection.enable_server_reflection((*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

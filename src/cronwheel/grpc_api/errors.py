@@ -44,6 +44,7 @@ from cronwheel.api.problems import (
 )
 from cronwheel.errors import (
     ConflictError,
+    FieldRefusedError,
     ForbiddenError,
     InvalidInputError,
     NotFoundError,
@@ -129,6 +130,8 @@ def _input_entries(error: InvalidInputError) -> list[dict[str, Any]]:
         return [field_error(field, why, code="secret_not_found") for field, why in error.problems]
     if isinstance(error, PlainCredentialError):
         return [field_error(field, why, code="plain_credential") for field, why in error.problems]
+    if isinstance(error, FieldRefusedError):  # a calendar's part, or a job's calendars
+        return [field_error(error.field, error.reason, code=error.code)]
     if isinstance(error, BackfillRefusedError):  # REST's field names: from (start), to (end), confirm
         return [field_error(error.field, str(error), code=error.code)]
     return []

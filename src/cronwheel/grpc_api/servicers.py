@@ -20,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from cronwheel.api import operations
 from cronwheel.api.addressing import job_id_by_name
 from cronwheel.api.problems import ProblemError, field_error
+from cronwheel.api.routes import calendars as calendar_ops
 from cronwheel.api.routes import secrets as secret_ops
 from cronwheel.api.routes import tokens as token_ops
 from cronwheel.api.routes.backfills import BACKFILLS_LISTED
+from cronwheel.api.routes.calendars import CalendarBody, CalendarIn
 from cronwheel.api.routes.secrets import SecretIn
 from cronwheel.api.routes.tokens import TokenCreate
 from cronwheel.api.schemas.backfills import BackfillIn, BackfillPlanOut
@@ -44,6 +46,8 @@ from cronwheel.grpc_api.convert import message, spec_json, to_dict, validated
 from cronwheel.grpc_api.masks import patch_body
 from cronwheel.model import RunState
 from cronwheel.v1 import (
+    calendars_pb2,
+    calendars_pb2_grpc,
     cluster_pb2,
     cluster_pb2_grpc,
     jobs_pb2,
@@ -334,7 +338,7 @@ class ScheduleServicer(_Servicer, schedules_pb2_grpc.ScheduleServiceServicer):
     ) -> schedules_pb2.SchedulePreview:
         async with self.call(context) as call:
             body = validated(PreviewIn, to_dict(request))
-            preview = operations.preview_schedule(self.services, call.caller, body)
+            preview = await operations.preview_schedule(self.services, call.caller, body)
             return message(preview, schedules_pb2.SchedulePreview())
 
 
@@ -422,3 +426,56 @@ class SecretServicer(_Servicer, secrets_pb2_grpc.SecretServiceServicer):
             store = secret_ops.secrets_of(self.services)
             done = await secret_ops.reencrypt(store, call.caller, call.actor)
             return message(done, secrets_pb2.ReencryptResult())
+
+
+class CalendarServicer(_Servicer, calendars_pb2_grpc.CalendarServiceServicer):
+    async def ListCalendars(
+        self, request: calendars_pb2.ListCalendarsRequest, context: Any
+    ) -> calendars_pb2.CalendarPage:
+        async with self.call(context) as call:
+            given = to_dict(request)
+            validated(_Owner, {"team": given.pop("team", "")})
+            query = validated(_Listing, given)
+            service = self.services.calendars
+            page = await calendar_ops.list_page(service, call.caller, request.team, query.limit, query.cursor)
+            return message(page, calendars_pb2.CalendarPage())
+
+    async def GetCalendar(
+        self, request: calendars_pb2.GetCalendarRequest, context: Any
+    ) -> calendars_pb2.Calendar:
+        async with self.call(context) as call:
+            _owner(request)
+            found = await calendar_ops.get(self.services.calendars, call.caller, request.team, request.name)
+            return message(found, calendars_pb2.Calendar())
+
+    async def CreateCalendar(
+        self, request: calendars_pb2.CreateCalendarRequest, context: Any
+    ) -> calendars_pb2.Calendar:
+        async with self.call(context) as call:
+            _owner(request)
+            body = validated(CalendarIn, {**to_dict(request.calendar), "name": request.name})
+            created = await calendar_ops.create(
+                self.services.calendars, call.caller, call.actor, request.team, body
+            )
+            return message(created, calendars_pb2.Calendar())
+
+    async def ReplaceCalendar(
+        self, request: calendars_pb2.ReplaceCalendarRequest, context: Any
+    ) -> calendars_pb2.Calendar:
+        async with self.call(context) as call:
+            _owner(request)
+            body = validated(CalendarBody, to_dict(request.calendar))
+            replaced = await calendar_ops.replace(
+                self.services.calendars, call.caller, call.actor, request.team, request.name, body
+            )
+            return message(replaced, calendars_pb2.Calendar())
+
+    async def DeleteCalendar(
+        self, request: calendars_pb2.DeleteCalendarRequest, context: Any
+    ) -> empty_pb2.Empty:
+        async with self.call(context) as call:
+            _owner(request)
+            await calendar_ops.delete(
+                self.services.calendars, call.caller, call.actor, request.team, request.name
+            )
+            return empty_pb2.Empty()

@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -20,11 +20,13 @@ from yarl import URL
 
 from cronwheel.audit import Actor, AuditAction, AuditEntry
 from cronwheel.clock import Clock
-from cronwheel.errors import InvalidInputError, NotFoundError
+from cronwheel.errors import FieldRefusedError, InvalidInputError, NotFoundError
 from cronwheel.jobs.backfill import BackfillPlan, check_confirmed, check_range, check_slots
 from cronwheel.limits import Limits
 from cronwheel.model import (
     Backfill,
+    CalendarShift,
+    CalendarSpec,
     CommandTarget,
     Job,
     PythonTarget,
@@ -37,12 +39,14 @@ from cronwheel.model import (
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.schedule import OnceSchedule
+from cronwheel.schedule.calendar import union
 from cronwheel.schedule.elapsed import is_once
-from cronwheel.schedule.gaps import Gap
+from cronwheel.schedule.gaps import Gap, shortest_gap
 from cronwheel.schedule.jitter import MAX_JITTER_S, too_wide
 from cronwheel.scheduler.backfill import BACKFILL_MAX_SLOTS, slots_in
 from cronwheel.scheduler.planner import first_slot, last_slots, late_once, schedule_of
 from cronwheel.store import Store
+from cronwheel.store.port import UnknownCalendarError
 from cronwheel.targets import python as python_targets
 from cronwheel.targets.kinds import check_target, kind_of, plain_credentials, secret_references
 from cronwheel.targets.ssrf import parse_networks, url_refusal
@@ -56,6 +60,8 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_PAYLOAD_DEPTH = 64  # nested arrays and objects; pydantic's serializer gave up (a 500) past about 500
 MAX_TIMEOUT_S = 24 * 3600.0
 MAX_PAUSED_SKIPS = 1000  # SKIPPED(paused) runs recorded on resume; older ones are counted and logged
+MAX_JOB_CALENDARS = 16  # calendars one job lists
+SHIFT_MIN_GAP_S = 23 * 3600  # a shifted job fires at most once a local day (23 h: a DST day's length)
 
 
 class ChangeListener(Protocol):
@@ -226,6 +232,14 @@ class JobService:
         refused = delete_after_success_refusal(job.schedule, job.delete_after_success)
         if refused is not None:
             raise InvalidInputError(refused)
+        check_calendars(job, self.clock.now())
+
+    async def with_calendars(self, job: Job) -> Job:
+        """``job`` with the union of its calendars' specs (the store resolves them again in the
+        writing transaction); refuse names its team has no calendar of."""
+        return dataclasses.replace(
+            job, calendar_spec=await resolve_calendars(self.store, job.team, job.calendars)
+        )
 
     async def check_secrets(self, job: Job) -> None:
         """Refuse a job that refers to a secret its team does not have (one store read). The
@@ -256,6 +270,7 @@ class JobService:
         self.validate(job)
         self.policy.check_credentials(job.target)
         await self.check_secrets(job)
+        job = await self.with_calendars(job)
         now = self.clock.now()
         stored = dataclasses.replace(
             job,
@@ -307,6 +322,7 @@ class JobService:
         from now), after the checks that need the stored job."""
         self.policy.check_credentials(job.target, current.target)
         await self.check_secrets(job)
+        job = await self.with_calendars(job)
         now = self.clock.now()
         updated = dataclasses.replace(
             job,
@@ -507,7 +523,52 @@ def _entry(actor: Actor | None, action: AuditAction, now: datetime, job: Job) ->
 
 
 def _timing(job: Job) -> tuple[object, ...]:
-    return (job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.start_at, job.end_at)
+    return (
+        job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.start_at, job.end_at,
+        job.calendar_spec, job.calendar_shift,
+    )  # fmt: skip
+
+
+async def resolve_calendars(store: Store, team: str, names: Sequence[str]) -> CalendarSpec | None:
+    """The union of the specs of ``team``'s calendars ``names`` (None for none), or
+    :class:`UnknownCalendarError` naming those the team does not have."""
+    specs, missing = [], []
+    for name in names:
+        try:
+            specs.append((await store.get_calendar(team, name)).spec)
+        except NotFoundError:
+            missing.append(name)
+    if missing:
+        raise UnknownCalendarError(team, missing)
+    return union(specs)
+
+
+def check_calendars(job: Job, now: datetime) -> None:
+    """Refuse a job's calendar fields: too many or repeated names, or a shift on a schedule that
+    fires more than once a local day (a shifted run lands at the same wall time on another day:
+    on a schedule with closer fires it would crowd or duplicate that day's own runs)."""
+    names = job.calendars
+    if len(names) > MAX_JOB_CALENDARS:
+        raise FieldRefusedError("calendars", f"{len(names)} given; at most {MAX_JOB_CALENDARS}", "too_many")
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise FieldRefusedError(f"calendars[{index}]", f"{name!r} is listed twice", "duplicate")
+    if job.calendar_shift is CalendarShift.NONE:
+        return
+    if not names:
+        raise FieldRefusedError(
+            "calendar_shift", "a shift needs calendars to shift away from", "shift_without_calendars"
+        )
+    gap = shortest_gap(schedule_of(job), now, below=SHIFT_MIN_GAP_S)
+    if gap is not None:
+        raise FieldRefusedError(
+            "calendar_shift",
+            f"{job.schedule!r} fires {gap.seconds} s apart ({gap.first.isoformat()}, then "
+            f"{gap.second.isoformat()}); a shift moves a run to the same time on another day, so it "
+            "needs a schedule that fires at most once a local day (23 h apart or more), such as payroll "
+            "on the last day of the month",
+            "shift_needs_daily_schedule",
+        )
 
 
 def definition(job: Job) -> Job:
@@ -515,7 +576,7 @@ def definition(job: Job) -> Job:
     definitions differ only by what the server keeps (version, times, cursor, pause state)."""
     return dataclasses.replace(
         job, version=0, created_at=None, updated_at=None, next_run_at=None,
-        paused=False, pause_note=None, paused_at=None, deleted_at=None,
+        paused=False, pause_note=None, paused_at=None, deleted_at=None, calendar_spec=None,
     )  # fmt: skip
 
 

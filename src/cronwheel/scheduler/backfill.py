@@ -8,7 +8,9 @@ second one). Overlap ``allow``: up to the step's budget at once. ``forbid`` and 
 run, and only while no run of the job is active (read just before the step, as the scheduler reads
 them before a fire), so backfill runs do not overlap each other or a scheduled run, and a backfill
 never cancels one; the slot waits rather than being skipped, since a backfill asks for the slot to
-run. A paused job's backfill waits for the job to be resumed.
+run. A paused job's backfill waits for the job to be resumed. A job's calendars hold for a
+backfill as for the scheduler, but a backfill asks for slots to run: a slot on a closed day is
+not one (no run is made for it), and a shifted run is (its instant is backfilled as a slot).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from cronwheel.model import Backfill, BackfillState, BackfillStep, Job, Overlap, Run, RunKind, RunState
-from cronwheel.scheduler.planner import schedule_of
+from cronwheel.scheduler.planner import excluded, timeline_of
 
 BACKFILL_CONFIRM_SLOTS = 1000  # a range of more slots is refused unless the caller confirms it
 BACKFILL_MAX_SLOTS = 100_000  # a range of more slots is refused even confirmed (counting is bounded)
@@ -27,16 +29,18 @@ _EPSILON = timedelta(microseconds=1)
 
 def slots_in(job: Job, start: datetime, end: datetime, limit: int) -> list[datetime]:
     """The job's slots in [``start``, ``end``] that lie within its [start_at, end_at], oldest
-    first, at most ``limit`` of them (UTC)."""
+    first, at most ``limit`` of them (UTC): with calendars, its shifted runs' instants too, and
+    not its slots on closed days."""
     if job.start_at is not None and job.start_at > start:
         start = job.start_at
     if job.end_at is not None and job.end_at < end:
         end = job.end_at
-    schedule = schedule_of(job)
+    schedule = timeline_of(job)
     slots: list[datetime] = []
     slot = schedule.next_after(start - _EPSILON)
     while slot is not None and slot <= end and len(slots) < limit:
-        slots.append(slot.astimezone(UTC))
+        if not excluded(schedule, slot):
+            slots.append(slot.astimezone(UTC))
         slot = schedule.next_after(slot)
     return slots
 

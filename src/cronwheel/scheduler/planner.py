@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronwheel.model import DueJob, Firing, Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
 from cronwheel.schedule import OnceSchedule, Schedule, parse_schedule
+from cronwheel.schedule.calendar import CalendarSchedule, CalendarShift, CalendarSpec
 from cronwheel.schedule.jitter import jitter_offset
 
 MAX_SLOTS_PER_PLAN = 1000  # slots looked at per job per pass; a job further behind continues next pass
@@ -24,20 +25,44 @@ _EPSILON = timedelta(microseconds=1)
 Plannable = Job | DueJob  # the planner reads only the attributes the two share
 
 
+Timeline = Schedule | CalendarSchedule  # what the cursor walks: a job's slots, and shifted runs
+
+
 def schedule_of(job: Plannable) -> Schedule:
     """The job's parsed schedule (cached by the engine: free after the first call)."""
     return parse_schedule(job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id)
+
+
+def timeline_of(job: Plannable) -> Timeline:
+    """What the job's cursor walks: its schedule, or, when it has calendars, the schedule that
+    also knows its excluded slots and shifted runs (a job without calendars pays one test)."""
+    schedule = parse_schedule(
+        job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id
+    )  # schedule_of's body, inlined: this is every fire's path (measured: a call is 5 % of a plan)
+    if job.calendar_spec is None:
+        return schedule
+    return _calendar_schedule(schedule, job.calendar_spec, job.calendar_shift)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _calendar_schedule(schedule: Schedule, spec: CalendarSpec, shift: CalendarShift) -> CalendarSchedule:
+    return CalendarSchedule(schedule, spec, shift)
+
+
+def excluded(timeline: Timeline, slot: datetime) -> bool:
+    """Whether ``slot`` is a nominal slot its job's calendars close (recorded SKIPPED)."""
+    return isinstance(timeline, CalendarSchedule) and timeline.excluded(slot)
 
 
 def first_slot(job: Plannable, after: datetime) -> datetime | None:
     """The job's first slot strictly after ``after`` that lies within [start_at, end_at]."""
     if job.start_at is not None and job.start_at > after:
         after = job.start_at - _EPSILON  # start_at itself may be a slot
-    return _within_end(job, _as_utc(schedule_of(job).next_after(after)))
+    return _within_end(job, _as_utc(timeline_of(job).next_after(after)))
 
 
 @functools.lru_cache(maxsize=65_536)
-def _next_slot(schedule: Schedule, slot: datetime) -> datetime | None:
+def _next_slot(schedule: Timeline, slot: datetime) -> datetime | None:
     """The slot after ``slot`` (UTC), computed once per (schedule, slot): the many jobs that share
     an expression and fire together share the computation (schedules are cached per expression,
     zone and options; a job with ``H`` has its own)."""
@@ -106,7 +131,9 @@ def plan(
         return None
     if job.jitter_s and due_at(job, cursor) > now:
         return None
-    schedule = schedule_of(job)
+    schedule = timeline_of(job)
+    if job.calendar_spec is not None and _stale_shift(job, schedule, cursor):
+        return _moved_on(job, cursor, _within_end(job, _next_slot(schedule, cursor - _EPSILON)))
     due: list[datetime] = [cursor]
     slot = _within_end(job, _next_slot(schedule, cursor))
     if not active and (slot is None or slot > now or _not_due(job, slot, now)):  # the common case
@@ -114,9 +141,15 @@ def plan(
     while slot is not None and not _not_due(job, slot, now) and len(due) < MAX_SLOTS_PER_PLAN:
         due.append(slot)
         slot = _within_end(job, _next_slot(schedule, slot))
+    closed = [each for each in due if excluded(schedule, each)]
+    if closed:  # recorded SKIPPED (calendar); the policies decide the open slots alone
+        due = [each for each in due if not excluded(schedule, each)]
     later = _count_due(job, slot, now, _tail_size(job))  # due slots beyond this pass (bounded)
     fire = _misfire(job, now, due, later)
     runs, cancel = _overlap(job, now, due, fire, active, new_id)
+    if closed:
+        runs.extend(_run(job, now, each, RunState.SKIPPED, new_id(), SkipReason.CALENDAR) for each in closed)
+        runs.sort(key=lambda run: run.slot)
     return Firing(
         job_id=job.id,
         expected_version=job.version,
@@ -127,11 +160,31 @@ def plan(
     )
 
 
+def _stale_shift(job: Plannable, schedule: Timeline, cursor: datetime) -> bool:
+    """Whether ``cursor`` is a shifted run's instant that the job's calendars no longer give (a
+    calendar edit opened its slot's day, or closed the day it moved to): not a slot of the job."""
+    if not isinstance(schedule, CalendarSchedule) or schedule.shift is CalendarShift.NONE:
+        return False
+    return _next_slot(schedule, cursor - _EPSILON) != cursor
+
+
+def _moved_on(job: Plannable, cursor: datetime, following: datetime | None) -> Firing:
+    """A firing that records nothing and moves the cursor from ``cursor`` to ``following``."""
+    return Firing(job.id, job.version, cursor, following, ())
+
+
 def armable(job: Plannable) -> bool:
     """Whether ``job``'s next slot may be recorded before it comes (armed): only a job whose
     decision does not depend on what is running at the slot (overlap ``allow``; forbid and replace
-    decide on the runs active at the slot, so they fire at the slot)."""
-    return job.overlap is Overlap.ALLOW and not job.paused and job.deleted_at is None
+    decide on the runs active at the slot, so they fire at the slot), and not a slot its calendars
+    close (recorded SKIPPED at its time, as a missed slot would be)."""
+    if job.overlap is not Overlap.ALLOW or job.paused or job.deleted_at is not None:
+        return False
+    return (
+        job.calendar_spec is None
+        or job.next_run_at is None
+        or not excluded(timeline_of(job), job.next_run_at)
+    )
 
 
 def arm(job: Plannable, now: datetime, new_id: Callable[[], str]) -> Firing | None:
@@ -142,7 +195,7 @@ def arm(job: Plannable, now: datetime, new_id: Callable[[], str]) -> Firing | No
     cursor = job.next_run_at
     if cursor is None or (cursor if not job.jitter_s else due_at(job, cursor)) <= now or not armable(job):
         return None
-    slot = _within_end(job, _next_slot(schedule_of(job), cursor))
+    slot = _within_end(job, _next_slot(timeline_of(job), cursor))
     run = _run(job, now, cursor, RunState.PENDING, new_id(), None)
     return Firing(job.id, job.version, cursor, slot, (run,))
 
@@ -153,7 +206,9 @@ def _one_slot(
     """:func:`plan` when only ``cursor`` is due and no run of the job is active (what a herd is
     made of): the same decision as the general path, without its sets and lists (measured: a
     third of a fire's planning; ``test_the_one_slot_path_decides_as_the_general_one``)."""
-    if misfire_fires(job, now, cursor):
+    if job.calendar_spec is not None and excluded(timeline_of(job), cursor):
+        run = _run(job, now, cursor, RunState.SKIPPED, new_id(), SkipReason.CALENDAR)
+    elif misfire_fires(job, now, cursor):
         run = _run(job, now, cursor, RunState.PENDING, new_id(), None)
     else:
         run = _run(job, now, cursor, RunState.SKIPPED, new_id(), SkipReason.MISFIRE)
@@ -172,9 +227,9 @@ def _tail_size(job: Plannable) -> int:
 def _count_due(job: Plannable, slot: datetime | None, now: datetime, limit: int) -> int:
     """Due slots from ``slot`` on (those a pass capped at MAX_SLOTS_PER_PLAN left), up to ``limit``."""
     count = 0
-    schedule = schedule_of(job)
+    schedule = timeline_of(job)
     while slot is not None and not _not_due(job, slot, now) and count < limit:
-        count += 1
+        count += 0 if excluded(schedule, slot) else 1
         slot = _within_end(job, _next_slot(schedule, slot))
     return count
 
@@ -246,8 +301,8 @@ def last_slots(job: Plannable, start: datetime, end: datetime, count: int) -> tu
 
     Slots are only computed forwards, so windows that end at ``end`` are widened (x4) until they
     hold ``count`` slots or reach ``start``: the cost is proportional to ``count``, not to the
-    length of [start, end]."""
-    schedule = schedule_of(job)
+    length of [start, end]. With calendars, shifted runs are among them."""
+    schedule = timeline_of(job)
     width = timedelta(minutes=1)
     while True:
         lo = max(start, end - width)

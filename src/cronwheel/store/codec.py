@@ -28,6 +28,9 @@ from cronwheel.model import (
     Attempt,
     Backfill,
     BackfillState,
+    Calendar,
+    CalendarShift,
+    CalendarSpec,
     DueJob,
     Job,
     MisfireMode,
@@ -42,6 +45,7 @@ from cronwheel.model import (
     RunState,
     shard_of,
 )
+from cronwheel.schedule.calendar import spec_from_json, spec_to_json
 from cronwheel.store.port import StoredSecret
 from cronwheel.targets.kinds import target_from_json, target_to_json
 
@@ -156,6 +160,9 @@ def job_definition_to_row(job: Job) -> dict[str, Any]:
         "labels": pairs_to_json(job.labels),
         "retention": retention_to_json(job.retention),
         "delete_after_success": job.delete_after_success,
+        "calendars": list(job.calendars),
+        "calendar_shift": job.calendar_shift.value,
+        "calendar_spec": None if job.calendar_spec is None else spec_to_json(job.calendar_spec),
         "updated_at": job.updated_at,
     }
 
@@ -191,6 +198,9 @@ def job_from_row(row: Row) -> Job:
         labels=pairs_from_json(row["labels"]),
         retention=retention_from_json(row["retention"]),
         delete_after_success=bool(row["delete_after_success"]),
+        calendars=tuple(row["calendars"]),
+        calendar_shift=CalendarShift(row["calendar_shift"]),
+        calendar_spec=None if row["calendar_spec"] is None else spec_from_json(row["calendar_spec"]),
         version=int(row["version"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
@@ -208,7 +218,11 @@ def due_job_from_row(row: Row) -> DueJob:
         sys.intern(row["schedule"]), sys.intern(row["timezone"]), row["dst_gap"], row["dst_fold"],
         _misfire_of_text(row["misfire"]), Overlap(row["overlap"]), sys.intern(row["queue"]),
         row["start_at"], row["end_at"], bool(row["paused"]), row["deleted_at"], float(row["jitter_s"]),
+        _spec_of_text(row["calendar_spec"]), _SHIFTS[row["calendar_shift"]],
     )  # fmt: skip
+
+
+_SHIFTS = {shift.value: shift for shift in CalendarShift}  # a dict lookup: cheaper than the enum's call
 
 
 _INSTANTS: dict[datetime, datetime] = {}
@@ -234,6 +248,42 @@ def _shared(moment: datetime | None) -> datetime | None:
 def _misfire_of_text(text: str) -> MisfirePolicy:
     """A misfire policy from its stored JSON text, decoded once per distinct text."""
     return misfire_from_json(json.loads(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _spec_of_text(text: str | None) -> CalendarSpec | None:
+    """A job's resolved calendar spec from its stored JSON text (NULL: no calendars), decoded once
+    per distinct text: the jobs of a team that list the same calendars share one spec."""
+    if text is None or text == "null":
+        return None
+    return spec_from_json(json.loads(text))
+
+
+# -- calendars -----------------------------------------------------------------------------------
+
+
+def calendar_to_row(calendar: Calendar) -> dict[str, Any]:
+    return {
+        "team": calendar.team,
+        "name": calendar.name,
+        "description": calendar.description,
+        "spec": spec_to_json(calendar.spec),
+        "version": calendar.version,
+        "created_at": calendar.created_at,
+        "updated_at": calendar.updated_at,
+    }
+
+
+def calendar_from_row(row: Row) -> Calendar:
+    return Calendar(
+        team=row["team"],
+        name=row["name"],
+        spec=spec_from_json(row["spec"]),
+        description=row["description"],
+        version=int(row["version"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
 
 
 # -- runs, attempts, events ----------------------------------------------------------------------

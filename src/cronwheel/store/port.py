@@ -19,11 +19,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from cronwheel.audit import AuditEntry, AuditQuery
 from cronwheel.auth.tokens import ApiToken
+from cronwheel.errors import ConflictError, FieldRefusedError
 from cronwheel.model import (
     Attempt,
     AttemptResult,
     Backfill,
     BackfillStep,
+    Calendar,
     DueJob,
     Finish,
     FireResult,
@@ -39,6 +41,35 @@ from cronwheel.notifications.rules import Channel, Condition, Rule
 from cronwheel.retention import HistoryBounds, RunStub
 
 T = TypeVar("T")
+
+
+class UnknownCalendarError(FieldRefusedError):
+    """A job lists calendars its team does not have (422)."""
+
+    slug = "calendar-not-found"
+    title = "Unknown calendar"
+
+    def __init__(self, team: str, missing: Sequence[str]) -> None:
+        names = ", ".join(repr(name) for name in missing)
+        super().__init__(
+            "calendars",
+            f"team {team!r} has no calendar named {names}; create it first: "
+            f"cronwheel calendars create {team}/{missing[0]}",
+            "calendar_not_found",
+        )
+
+
+class CalendarInUseError(ConflictError):
+    """A calendar that live jobs still list (409, naming them in ``jobs``)."""
+
+    def __init__(self, team: str, name: str, job_names: Sequence[str]) -> None:
+        self.jobs = list(job_names)
+        shown = ", ".join(job_names[:20]) + (" ..." if len(job_names) > 20 else "")
+        super().__init__(
+            f"calendar {name!r} of team {team!r} is listed by {len(job_names)} job(s): {shown}; "
+            "remove it from their calendars first"
+        )
+
 
 MAX_LOST_ATTEMPTS = 5  # a run whose workers died this often is FAILED, not retried forever
 
@@ -528,6 +559,38 @@ class SecretStore(SecretReader, AuditWriter, Protocol):
         ...
 
 
+class CalendarStore(Protocol):
+    """A team's named calendars (unique per team and name). Jobs carry the union of the
+    calendars they list (``Job.calendar_spec``), which ``create_job`` and ``update_job`` resolve in
+    their transaction (refusing a name the team has none of: ``InvalidInputError``) and
+    ``update_calendar`` rewrites, in its own, for every live job that lists the calendar."""
+
+    async def create_calendar(self, calendar: Calendar, *, audit: AuditEntry | None = None) -> Calendar:
+        """Store a new calendar at version 1 (``ConflictError`` when the name is taken)."""
+        ...
+
+    async def get_calendar(self, team: str, name: str) -> Calendar:
+        """The calendar (``NotFoundError`` when the team has none of that name)."""
+        ...
+
+    async def list_calendars(self, team: str, limit: int = 100, cursor: str | None = None) -> Page[Calendar]:
+        """The team's calendars by name."""
+        ...
+
+    async def update_calendar(
+        self, calendar: Calendar, expected_version: int | None = None, *, audit: AuditEntry | None = None
+    ) -> tuple[Calendar, list[str]]:
+        """Replace a calendar's description and spec (version + 1; ``ConflictError`` for a stale
+        ``expected_version``) and, in the same transaction, rewrite the resolved spec of the live
+        jobs listing it, bumping their version (they are notified as changed, and their armed runs
+        disarmed as an edit does). Returns the calendar and those jobs' ids."""
+        ...
+
+    async def delete_calendar(self, team: str, name: str, *, audit: AuditEntry | None = None) -> Calendar:
+        """Delete a calendar no live job lists (``ConflictError`` naming the jobs that do)."""
+        ...
+
+
 class TokenStore(Protocol):
     """API tokens: their public records and digests, never a token."""
 
@@ -660,6 +723,7 @@ class Store(
     RunReads,
     ClusterReads,
     SecretStore,
+    CalendarStore,
     TokenStore,
     AuditLog,
     NoticeStore,

@@ -117,6 +117,11 @@ jobs = Table(
     Column("queue", NAME, nullable=False),
     Column("labels", JSON, nullable=False),  # [[key, value], ...] in the job's order
     Column("retention", JSON(none_as_null=True), nullable=True),  # migration 0009; NULL: server default
+    # migration 0018: the names of the team's calendars the job lists, the shift of its excluded
+    # slots, and the union of those calendars' specs (NULL: none), rewritten with every calendar edit
+    Column("calendars", JSON, nullable=False, server_default="[]"),
+    Column("calendar_shift", String(8), nullable=False, server_default="none"),
+    Column("calendar_spec", JSON(none_as_null=True), nullable=True),
     Column("delete_after_success", Boolean, nullable=False, server_default=false()),  # migration 0019
     Column("version", Integer, nullable=False),
     Column("created_at", Instant, nullable=False),
@@ -319,6 +324,21 @@ secrets = Table(
     Column("name", NAME, nullable=False),
     Column("key_id", String(64), nullable=False),
     Column("value", LargeBinary, nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("updated_at", Instant, nullable=False),
+    PrimaryKeyConstraint("team", "name"),
+)
+
+# A team's named calendars of closed days (migration 0018): ``spec`` is the JSON of
+# ``cronwheel.schedule.calendar.spec_to_json``; jobs hold a resolved copy (``jobs.calendar_spec``).
+calendars = Table(
+    "calendars",
+    metadata,
+    Column("team", NAME, nullable=False),
+    Column("name", NAME, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("spec", JSON, nullable=False),
+    Column("version", Integer, nullable=False),
     Column("created_at", Instant, nullable=False),
     Column("updated_at", Instant, nullable=False),
     PrimaryKeyConstraint("team", "name"),

@@ -189,6 +189,8 @@ class JobSpec(_message.Message):
     RETENTION_FIELD_NUMBER: _builtins.int
     JITTER_S_FIELD_NUMBER: _builtins.int
     DELETE_AFTER_SUCCESS_FIELD_NUMBER: _builtins.int
+    CALENDARS_FIELD_NUMBER: _builtins.int
+    CALENDAR_SHIFT_FIELD_NUMBER: _builtins.int
     team: _builtins.str
     name: _builtins.str
     schedule: _builtins.str
@@ -204,6 +206,8 @@ class JobSpec(_message.Message):
     jitter_s: _builtins.float
     delete_after_success: _builtins.bool
     """@at jobs only: the run's success deletes the job"""
+    calendar_shift: _builtins.str
+    """none, next, previous"""
     @_builtins.property
     def target(self) -> _targets_pb2.Target: ...
     @_builtins.property
@@ -216,6 +220,10 @@ class JobSpec(_message.Message):
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def retention(self) -> Global___RetentionSpec: ...
+    @_builtins.property
+    def calendars(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the team's calendars whose closed days the job skips"""
+
     def __init__(
         self,
         *,
@@ -239,11 +247,15 @@ class JobSpec(_message.Message):
         retention: Global___RetentionSpec | None = ...,
         jitter_s: _builtins.float | None = ...,
         delete_after_success: _builtins.bool | None = ...,
+        calendars: _abc.Iterable[_builtins.str] | None = ...,
+        calendar_shift: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_delete_after_success", b"_delete_after_success", "_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_jitter_s", b"_jitter_s", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "jitter_s", b"jitter_s", "misfire", b"misfire", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_calendar_shift", b"_calendar_shift", "_delete_after_success", b"_delete_after_success", "_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_jitter_s", b"_jitter_s", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "calendar_shift", b"calendar_shift", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "jitter_s", b"jitter_s", "misfire", b"misfire", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delete_after_success", b"_delete_after_success", "_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_jitter_s", b"_jitter_s", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "jitter_s", b"jitter_s", "labels", b"labels", "misfire", b"misfire", "name", b"name", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_calendar_shift", b"_calendar_shift", "_delete_after_success", b"_delete_after_success", "_description", b"_description", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_jitter_s", b"_jitter_s", "_overlap", b"_overlap", "_queue", b"_queue", "_start_at", b"_start_at", "_timeout_s", b"_timeout_s", "_timezone", b"_timezone", "calendar_shift", b"calendar_shift", "calendars", b"calendars", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "jitter_s", b"jitter_s", "labels", b"labels", "misfire", b"misfire", "name", b"name", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__calendar_shift: _TypeAlias = _typing.Literal["calendar_shift"]  # noqa: Y015
+    _WhichOneofArgType__calendar_shift: _TypeAlias = _typing.Literal["_calendar_shift", b"_calendar_shift"]  # noqa: Y015
     _WhichOneofReturnType__delete_after_success: _TypeAlias = _typing.Literal["delete_after_success"]  # noqa: Y015
     _WhichOneofArgType__delete_after_success: _TypeAlias = _typing.Literal["_delete_after_success", b"_delete_after_success"]  # noqa: Y015
     _WhichOneofReturnType__description: _TypeAlias = _typing.Literal["description"]  # noqa: Y015
@@ -266,6 +278,8 @@ class JobSpec(_message.Message):
     _WhichOneofArgType__timeout_s: _TypeAlias = _typing.Literal["_timeout_s", b"_timeout_s"]  # noqa: Y015
     _WhichOneofReturnType__timezone: _TypeAlias = _typing.Literal["timezone"]  # noqa: Y015
     _WhichOneofArgType__timezone: _TypeAlias = _typing.Literal["_timezone", b"_timezone"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__calendar_shift) -> _WhichOneofReturnType__calendar_shift | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__delete_after_success) -> _WhichOneofReturnType__delete_after_success | None: ...
     @_typing.overload
@@ -416,6 +430,8 @@ class Job(_message.Message):
     JITTER_S_FIELD_NUMBER: _builtins.int
     NEXT_FIRE_AT_FIELD_NUMBER: _builtins.int
     DELETE_AFTER_SUCCESS_FIELD_NUMBER: _builtins.int
+    CALENDARS_FIELD_NUMBER: _builtins.int
+    CALENDAR_SHIFT_FIELD_NUMBER: _builtins.int
     team: _builtins.str
     name: _builtins.str
     schedule: _builtins.str
@@ -443,6 +459,7 @@ class Job(_message.Message):
     next_fire_at: _builtins.str
     """next_run_at plus its jitter offset"""
     delete_after_success: _builtins.bool
+    calendar_shift: _builtins.str
     @_builtins.property
     def target(self) -> _targets_pb2.Target: ...
     @_builtins.property
@@ -463,6 +480,8 @@ class Job(_message.Message):
     def recent(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecentRun]:
         """with include = "recent" on ListJobs"""
 
+    @_builtins.property
+    def calendars(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -500,10 +519,12 @@ class Job(_message.Message):
         jitter_s: _builtins.float = ...,
         next_fire_at: _builtins.str | None = ...,
         delete_after_success: _builtins.bool = ...,
+        calendars: _abc.Iterable[_builtins.str] | None = ...,
+        calendar_shift: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_next_fire_at", b"_next_fire_at", "_next_run_at", b"_next_run_at", "_pause_note", b"_pause_note", "_paused_at", b"_paused_at", "_start_at", b"_start_at", "_updated_at", b"_updated_at", "created_at", b"created_at", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "last_run", b"last_run", "misfire", b"misfire", "next_fire_at", b"next_fire_at", "next_run_at", b"next_run_at", "pause_note", b"pause_note", "paused_at", b"paused_at", "payload", b"payload", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_next_fire_at", b"_next_fire_at", "_next_run_at", b"_next_run_at", "_pause_note", b"_pause_note", "_paused_at", b"_paused_at", "_start_at", b"_start_at", "_updated_at", b"_updated_at", "created_at", b"created_at", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "id", b"id", "jitter_s", b"jitter_s", "labels", b"labels", "last_run", b"last_run", "late", b"late", "misfire", b"misfire", "name", b"name", "next_fire_at", b"next_fire_at", "next_run_at", b"next_run_at", "overlap", b"overlap", "pause_note", b"pause_note", "paused", b"paused", "paused_at", b"paused_at", "payload", b"payload", "plain_values", b"plain_values", "queue", b"queue", "recent", b"recent", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_created_at", b"_created_at", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_next_fire_at", b"_next_fire_at", "_next_run_at", b"_next_run_at", "_pause_note", b"_pause_note", "_paused_at", b"_paused_at", "_start_at", b"_start_at", "_updated_at", b"_updated_at", "calendar_shift", b"calendar_shift", "calendars", b"calendars", "created_at", b"created_at", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "id", b"id", "jitter_s", b"jitter_s", "labels", b"labels", "last_run", b"last_run", "late", b"late", "misfire", b"misfire", "name", b"name", "next_fire_at", b"next_fire_at", "next_run_at", b"next_run_at", "overlap", b"overlap", "pause_note", b"pause_note", "paused", b"paused", "paused_at", b"paused_at", "payload", b"payload", "plain_values", b"plain_values", "queue", b"queue", "recent", b"recent", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__created_at: _TypeAlias = _typing.Literal["created_at"]  # noqa: Y015
     _WhichOneofArgType__created_at: _TypeAlias = _typing.Literal["_created_at", b"_created_at"]  # noqa: Y015
@@ -625,6 +646,8 @@ class JobValidation(_message.Message):
     WARNINGS_FIELD_NUMBER: _builtins.int
     JITTER_S_FIELD_NUMBER: _builtins.int
     DELETE_AFTER_SUCCESS_FIELD_NUMBER: _builtins.int
+    CALENDARS_FIELD_NUMBER: _builtins.int
+    CALENDAR_SHIFT_FIELD_NUMBER: _builtins.int
     team: _builtins.str
     name: _builtins.str
     schedule: _builtins.str
@@ -642,6 +665,7 @@ class JobValidation(_message.Message):
     schedule_description: _builtins.str
     jitter_s: _builtins.float
     delete_after_success: _builtins.bool
+    calendar_shift: _builtins.str
     @_builtins.property
     def target(self) -> _targets_pb2.Target: ...
     @_builtins.property
@@ -658,6 +682,8 @@ class JobValidation(_message.Message):
     def fires(self) -> _containers.RepeatedCompositeFieldContainer[_schedules_pb2.Fire]: ...
     @_builtins.property
     def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def calendars(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -686,10 +712,12 @@ class JobValidation(_message.Message):
         warnings: _abc.Iterable[_builtins.str] | None = ...,
         jitter_s: _builtins.float = ...,
         delete_after_success: _builtins.bool = ...,
+        calendars: _abc.Iterable[_builtins.str] | None = ...,
+        calendar_shift: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_id", b"_id", "_next_run_at", b"_next_run_at", "_start_at", b"_start_at", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "id", b"id", "misfire", b"misfire", "next_run_at", b"next_run_at", "payload", b"payload", "retention", b"retention", "retry", b"retry", "start_at", b"start_at", "target", b"target"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_id", b"_id", "_next_run_at", b"_next_run_at", "_start_at", b"_start_at", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "fires", b"fires", "id", b"id", "jitter_s", b"jitter_s", "labels", b"labels", "misfire", b"misfire", "name", b"name", "next_run_at", b"next_run_at", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_end_at", b"_end_at", "_id", b"_id", "_next_run_at", b"_next_run_at", "_start_at", b"_start_at", "calendar_shift", b"calendar_shift", "calendars", b"calendars", "delete_after_success", b"delete_after_success", "description", b"description", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "end_at", b"end_at", "fires", b"fires", "id", b"id", "jitter_s", b"jitter_s", "labels", b"labels", "misfire", b"misfire", "name", b"name", "next_run_at", b"next_run_at", "overlap", b"overlap", "payload", b"payload", "queue", b"queue", "retention", b"retention", "retry", b"retry", "schedule", b"schedule", "schedule_description", b"schedule_description", "start_at", b"start_at", "target", b"target", "team", b"team", "timeout_s", b"timeout_s", "timezone", b"timezone", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dst_fold: _TypeAlias = _typing.Literal["dst_fold"]  # noqa: Y015
     _WhichOneofArgType__dst_fold: _TypeAlias = _typing.Literal["_dst_fold", b"_dst_fold"]  # noqa: Y015

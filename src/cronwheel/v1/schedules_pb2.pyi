@@ -32,6 +32,9 @@ class PreviewScheduleRequest(_message.Message):
     DST_FOLD_FIELD_NUMBER: _builtins.int
     SEED_FIELD_NUMBER: _builtins.int
     JITTER_S_FIELD_NUMBER: _builtins.int
+    TEAM_FIELD_NUMBER: _builtins.int
+    CALENDARS_FIELD_NUMBER: _builtins.int
+    CALENDAR_SHIFT_FIELD_NUMBER: _builtins.int
     expression: _builtins.str
     timezone: _builtins.str
     count: _builtins.int
@@ -40,6 +43,14 @@ class PreviewScheduleRequest(_message.Message):
     dst_fold: _builtins.str
     seed: _builtins.str
     jitter_s: _builtins.float
+    team: _builtins.str
+    """the team whose calendars apply"""
+    calendar_shift: _builtins.str
+    """none, next, previous"""
+    @_builtins.property
+    def calendars(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """calendars of team whose closed days mark fires skipped"""
+
     def __init__(
         self,
         *,
@@ -51,13 +62,18 @@ class PreviewScheduleRequest(_message.Message):
         dst_fold: _builtins.str | None = ...,
         seed: _builtins.str | None = ...,
         jitter_s: _builtins.float | None = ...,
+        team: _builtins.str | None = ...,
+        calendars: _abc.Iterable[_builtins.str] | None = ...,
+        calendar_shift: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_count", b"_count", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_jitter_s", b"_jitter_s", "_seed", b"_seed", "_timezone", b"_timezone", "after", b"after", "count", b"count", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "jitter_s", b"jitter_s", "seed", b"seed", "timezone", b"timezone"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_calendar_shift", b"_calendar_shift", "_count", b"_count", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_jitter_s", b"_jitter_s", "_seed", b"_seed", "_team", b"_team", "_timezone", b"_timezone", "after", b"after", "calendar_shift", b"calendar_shift", "count", b"count", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "jitter_s", b"jitter_s", "seed", b"seed", "team", b"team", "timezone", b"timezone"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_count", b"_count", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_jitter_s", b"_jitter_s", "_seed", b"_seed", "_timezone", b"_timezone", "after", b"after", "count", b"count", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "expression", b"expression", "jitter_s", b"jitter_s", "seed", b"seed", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_calendar_shift", b"_calendar_shift", "_count", b"_count", "_dst_fold", b"_dst_fold", "_dst_gap", b"_dst_gap", "_jitter_s", b"_jitter_s", "_seed", b"_seed", "_team", b"_team", "_timezone", b"_timezone", "after", b"after", "calendar_shift", b"calendar_shift", "calendars", b"calendars", "count", b"count", "dst_fold", b"dst_fold", "dst_gap", b"dst_gap", "expression", b"expression", "jitter_s", b"jitter_s", "seed", b"seed", "team", b"team", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__after: _TypeAlias = _typing.Literal["after"]  # noqa: Y015
     _WhichOneofArgType__after: _TypeAlias = _typing.Literal["_after", b"_after"]  # noqa: Y015
+    _WhichOneofReturnType__calendar_shift: _TypeAlias = _typing.Literal["calendar_shift"]  # noqa: Y015
+    _WhichOneofArgType__calendar_shift: _TypeAlias = _typing.Literal["_calendar_shift", b"_calendar_shift"]  # noqa: Y015
     _WhichOneofReturnType__count: _TypeAlias = _typing.Literal["count"]  # noqa: Y015
     _WhichOneofArgType__count: _TypeAlias = _typing.Literal["_count", b"_count"]  # noqa: Y015
     _WhichOneofReturnType__dst_fold: _TypeAlias = _typing.Literal["dst_fold"]  # noqa: Y015
@@ -68,10 +84,14 @@ class PreviewScheduleRequest(_message.Message):
     _WhichOneofArgType__jitter_s: _TypeAlias = _typing.Literal["_jitter_s", b"_jitter_s"]  # noqa: Y015
     _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
     _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015
+    _WhichOneofReturnType__team: _TypeAlias = _typing.Literal["team"]  # noqa: Y015
+    _WhichOneofArgType__team: _TypeAlias = _typing.Literal["_team", b"_team"]  # noqa: Y015
     _WhichOneofReturnType__timezone: _TypeAlias = _typing.Literal["timezone"]  # noqa: Y015
     _WhichOneofArgType__timezone: _TypeAlias = _typing.Literal["_timezone", b"_timezone"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__after) -> _WhichOneofReturnType__after | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__calendar_shift) -> _WhichOneofReturnType__calendar_shift | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__count) -> _WhichOneofReturnType__count | None: ...
     @_typing.overload
@@ -82,6 +102,8 @@ class PreviewScheduleRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__jitter_s) -> _WhichOneofReturnType__jitter_s | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__seed) -> _WhichOneofReturnType__seed | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__team) -> _WhichOneofReturnType__team | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__timezone) -> _WhichOneofReturnType__timezone | None: ...
 
@@ -97,6 +119,8 @@ class Fire(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     WALL_FIELD_NUMBER: _builtins.int
     FIRES_AT_FIELD_NUMBER: _builtins.int
+    CALENDAR_FIELD_NUMBER: _builtins.int
+    SHIFTED_FROM_FIELD_NUMBER: _builtins.int
     at: _builtins.str
     utc: _builtins.str
     offset_s: _builtins.int
@@ -104,6 +128,10 @@ class Fire(_message.Message):
     wall: _builtins.str
     fires_at: _builtins.str
     """with jitter and a seed: the slot plus its offset"""
+    calendar: _builtins.str
+    """skipped, shifted; unset: neither"""
+    shifted_from: _builtins.str
+    """the skipped slot a shifted run stands for"""
     def __init__(
         self,
         *,
@@ -113,14 +141,25 @@ class Fire(_message.Message):
         kind: _builtins.str = ...,
         wall: _builtins.str = ...,
         fires_at: _builtins.str | None = ...,
+        calendar: _builtins.str | None = ...,
+        shifted_from: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_fires_at", b"_fires_at", "fires_at", b"fires_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_calendar", b"_calendar", "_fires_at", b"_fires_at", "_shifted_from", b"_shifted_from", "calendar", b"calendar", "fires_at", b"fires_at", "shifted_from", b"shifted_from"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fires_at", b"_fires_at", "at", b"at", "fires_at", b"fires_at", "kind", b"kind", "offset_s", b"offset_s", "utc", b"utc", "wall", b"wall"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_calendar", b"_calendar", "_fires_at", b"_fires_at", "_shifted_from", b"_shifted_from", "at", b"at", "calendar", b"calendar", "fires_at", b"fires_at", "kind", b"kind", "offset_s", b"offset_s", "shifted_from", b"shifted_from", "utc", b"utc", "wall", b"wall"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__calendar: _TypeAlias = _typing.Literal["calendar"]  # noqa: Y015
+    _WhichOneofArgType__calendar: _TypeAlias = _typing.Literal["_calendar", b"_calendar"]  # noqa: Y015
     _WhichOneofReturnType__fires_at: _TypeAlias = _typing.Literal["fires_at"]  # noqa: Y015
     _WhichOneofArgType__fires_at: _TypeAlias = _typing.Literal["_fires_at", b"_fires_at"]  # noqa: Y015
+    _WhichOneofReturnType__shifted_from: _TypeAlias = _typing.Literal["shifted_from"]  # noqa: Y015
+    _WhichOneofArgType__shifted_from: _TypeAlias = _typing.Literal["_shifted_from", b"_shifted_from"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__calendar) -> _WhichOneofReturnType__calendar | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__fires_at) -> _WhichOneofReturnType__fires_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__shifted_from) -> _WhichOneofReturnType__shifted_from | None: ...
 
 Global___Fire: _TypeAlias = Fire  # noqa: Y015
 

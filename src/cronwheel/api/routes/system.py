@@ -34,7 +34,7 @@ system_router = APIRouter(tags=["system"])
 async def preview_schedule(body: PreviewIn, services: Services, caller: CallerDep) -> PreviewOut:
     """The next fire times of an expression in a zone, with DST effects and warnings (the same
     JSON as ``cronwheel schedule preview -o json``)."""
-    return operations.preview_schedule(services, caller, body)
+    return await operations.preview_schedule(services, caller, body)
 
 
 # -- system --------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from cronwheel.model import (
+    CalendarShift,
     MisfireMode,
     Outcome,
     Overlap,
@@ -95,6 +96,7 @@ CString = Annotated[str, StringConstraints(max_length=4096), Documented(pattern=
 # The model's enums, taken by value (``"forbid"``) from JSON and from Python dicts alike (a strict
 # model would otherwise want the enum member itself from Python, as ``cronwheel apply`` passes).
 OverlapChoice = Annotated[Overlap, Strict(False)]
+CalendarShiftChoice = Annotated[CalendarShift, Strict(False)]
 MisfireChoice = Annotated[MisfireMode, Strict(False)]
 RunStateName = Annotated[RunState, Strict(False)]
 RunKindName = Annotated[RunKind, Strict(False)]

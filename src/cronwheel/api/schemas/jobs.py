@@ -16,7 +16,6 @@ misfire policy, run state ...) is the model's own enum or ``Literal`` alias, nev
 from __future__ import annotations
 
 import enum
-import itertools
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -37,6 +36,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from cronwheel.api.schemas import checks
 from cronwheel.api.schemas.base import (
     NO_OTHER_KEYS,
+    CalendarShiftChoice,
     Instant,
     LabelKey,
     LabelValue,
@@ -50,12 +50,13 @@ from cronwheel.api.schemas.base import (
 )
 from cronwheel.api.schemas.partial import partial_model
 from cronwheel.api.schemas.policies import MisfireSpec, RetentionSpec, RetrySpec
-from cronwheel.api.schemas.preview import FireOut, jitter_warnings
+from cronwheel.api.schemas.preview import FireOut, fires_of, jitter_warnings
 from cronwheel.api.schemas.targets import TargetSpec, target_from_record
 from cronwheel.errors import InvalidInputError
-from cronwheel.jobs.service import MAX_TIMEOUT_S, check_payload
+from cronwheel.jobs.service import MAX_JOB_CALENDARS, MAX_TIMEOUT_S, check_payload
 from cronwheel.lateness import is_late
 from cronwheel.model import (
+    CalendarShift,
     Job,
     Overlap,
     Run,
@@ -126,6 +127,17 @@ class JobFields(StrictModel):
         description="One-time (`@at`) jobs only: the success of its run deletes the job, in the "
         "transaction that records it (a failed or skipped run leaves it). Else 422 not-one-time.",
     )
+    calendars: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_JOB_CALENDARS,
+        description="Calendars of the job's team (by name) whose closed days it skips: a slot whose local "
+        "date is closed is recorded SKIPPED, reason `calendar`.",
+    )
+    calendar_shift: CalendarShiftChoice = Field(
+        default=CalendarShift.NONE,
+        description="Where a skipped slot's run goes: `none`; `next` or `previous`: the same local time "
+        "on the nearest open day (31 days at most). Only for schedules firing at most once a day.",
+    )
 
     @field_validator("end_at")
     @classmethod
@@ -163,6 +175,7 @@ class JobSpec(JobFields):
             misfire=self.misfire.to_record(),
             labels=tuple(self.labels.items()),
             retention=None if self.retention is None else self.retention.to_record(),
+            calendars=tuple(self.calendars),
         )
 
 
@@ -228,7 +241,7 @@ def _line_errors(error: ValidationError) -> list[InitErrorDetails]:
 
 
 # Fields whose record attribute has the same name and value as the request's (the rest convert).
-_CONVERTED = ("target", "retry", "misfire", "labels", "retention")
+_CONVERTED = ("target", "retry", "misfire", "labels", "retention", "calendars")
 _PLAIN_FIELDS = tuple(name for name in JobFields.model_fields if name not in _CONVERTED)
 
 
@@ -252,6 +265,7 @@ def _definition(job: Job) -> dict[str, Any]:
         "retention": None
         if job.retention is None
         else {"keep_days": job.retention.keep_days, "keep_runs": job.retention.keep_runs},
+        "calendars": list(job.calendars),
     }
     return {
         name: converted[name] if name in converted else getattr(job, name) for name in JobFields.model_fields
@@ -415,7 +429,17 @@ def schedule_description(job: Job) -> str:
         )
     except ScheduleError as error:  # stored before a zone went away: say why, do not fail the read
         return f"invalid schedule: {error.reason}"
-    return describe(schedule)
+    return describe(schedule) + calendars_description(job)
+
+
+def calendars_description(job: Job) -> str:
+    """What the job's calendars add to its schedule in words ("" without calendars)."""
+    if not job.calendars:
+        return ""
+    names = ", ".join(job.calendars)
+    if job.calendar_shift is CalendarShift.NONE:
+        return f"; skipped on the days calendar {names} closes"
+    return f"; on the days calendar {names} closes, on the {job.calendar_shift.value} open day instead"
 
 
 VALIDATION_FIRES = 5  # fire times a validation answers
@@ -431,7 +455,8 @@ class JobValidation(JobFields):
     next_run_at: datetime | None = Field(description="The first slot it would fire at.")
     schedule_description: str = Field(description="The schedule in words.")
     fires: list[FireOut] = Field(
-        description=f"The next {VALIDATION_FIRES} fire times within start_at and end_at, with DST facts."
+        description=f"The next {VALIDATION_FIRES} fire times within start_at and end_at, with DST facts "
+        "and the calendars' marks."
     )
     warnings: list[str] = Field(description="What the schedule preview warns about.")
 
@@ -444,16 +469,23 @@ class JobValidation(JobFields):
         after = now if job.start_at is None or job.start_at <= now else job.start_at - _JUST_BEFORE
         fires = [
             fire
-            for fire in itertools.islice(schedule.fires_after(after), VALIDATION_FIRES)
-            if job.end_at is None or fire.at <= job.end_at
+            for fire in fires_of(
+                schedule,
+                after,
+                VALIDATION_FIRES,
+                job.calendar_spec,
+                job.calendar_shift,
+                (job.id or None, job.jitter_s),
+            )
+            if job.end_at is None or fire.utc <= job.end_at
         ]
         return cls.model_validate(
             {
                 **_definition(job),
                 "id": job.id or None,
                 "next_run_at": job.next_run_at,
-                "schedule_description": describe(schedule),
-                "fires": [FireOut.from_record(fire, job.id or None, job.jitter_s) for fire in fires],
+                "schedule_description": describe(schedule) + calendars_description(job),
+                "fires": fires,
                 "warnings": schedule_warnings(schedule, after)
                 + jitter_warnings(job.id or None, job.jitter_s),
             },

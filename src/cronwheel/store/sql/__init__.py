@@ -53,6 +53,7 @@ from cronwheel.model import (
     AttemptResult,
     Backfill,
     BackfillStep,
+    Calendar,
     DueJob,
     Finish,
     FireResult,
@@ -73,6 +74,7 @@ from cronwheel.store.sql import (
     armed,
     audit,
     backfills,
+    calendars,
     cancels,
     firing,
     jobs,
@@ -429,6 +431,25 @@ class SqlStore:
 
     async def purge_runs(self, run_ids: Sequence[str]) -> int:
         return await retention.purge(self._tx, run_ids)
+
+    # -- calendars -------------------------------------------------------------------------------
+
+    async def create_calendar(self, calendar: Calendar, *, audit: AuditEntry | None = None) -> Calendar:
+        return await calendars.create(self._tx, calendar, self._clock.now(), audit)
+
+    async def get_calendar(self, team: str, name: str) -> Calendar:
+        return await calendars.get(self._tx, team, name)
+
+    async def list_calendars(self, team: str, limit: int = 100, cursor: str | None = None) -> Page[Calendar]:
+        return await calendars.list_page(self._tx, team, limit, cursor)
+
+    async def update_calendar(
+        self, calendar: Calendar, expected_version: int | None = None, *, audit: AuditEntry | None = None
+    ) -> tuple[Calendar, list[str]]:
+        return await calendars.edit(self._tx, calendar, expected_version, self._clock.now(), audit)
+
+    async def delete_calendar(self, team: str, name: str, *, audit: AuditEntry | None = None) -> Calendar:
+        return await calendars.remove(self._tx, team, name, audit)
 
     # -- secrets ---------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ DUE_COLUMNS = (
     jobs.c.id, jobs.c.team, jobs.c.version, jobs.c.next_run_at, jobs.c.schedule, jobs.c.timezone,
     jobs.c.dst_gap, jobs.c.dst_fold, cast(jobs.c.misfire, Text).label("misfire"), jobs.c.overlap,
     jobs.c.queue, jobs.c.start_at, jobs.c.end_at, jobs.c.paused, jobs.c.deleted_at, jobs.c.jitter_s,
+    cast(jobs.c.calendar_spec, Text).label("calendar_spec"), jobs.c.calendar_shift,
 )  # fmt: skip
 
 

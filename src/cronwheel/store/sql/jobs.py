@@ -41,7 +41,7 @@ from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import JobQuery, Page
 from cronwheel.store.schema import JOB_LIVE, job_labels, jobs, to_micros
 from cronwheel.store.snapshots import job_snapshot
-from cronwheel.store.sql import armed, audit, bulk, last_runs
+from cronwheel.store.sql import armed, audit, bulk, calendars, last_runs
 from cronwheel.store.sql.cancels import cancel_active
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks, notify_changed
 from cronwheel.store.sql.where import check_limit, check_new_run, check_skipped
@@ -150,6 +150,7 @@ async def create(
     async with tx.write() as connection:
         await _check_quota(connection, job.team, team_quota)
         await _check_name_free(connection, job.team, job.name, job.id)
+        job = await calendars.resolve(connection, job)
         await connection.execute(insert(jobs).values(codec.job_to_row(job)))
         await _write_labels(connection, job.id, job.labels)
         await notify_changed(connection, [job.id])
@@ -356,6 +357,7 @@ async def _write_definition(
     stored = await live_job(connection, job.id, lock=True)
     if expected_version is not None and stored.version != expected_version:
         raise ConflictError(f"job {job.id} is at version {stored.version}, not {expected_version}")
+    job = await calendars.resolve(connection, job)  # the specs as they are now, in this transaction
     first_armed = await armed.disarm(connection, job.id, now)
     cursor: dict[str, Any] = {}
     if move_cursor:

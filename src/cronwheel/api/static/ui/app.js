@@ -307,6 +307,7 @@ function definition(job) {
       ["Status", paused ? [badge("paused", "paused"), " ", pause_note || "", " ", paused_at ? when(paused_at) : ""] : status(job)],
       ["Schedule", [h("div", { class: "words", id: "job-words" }, schedule_description), h("code", {}, job.schedule)]],
       ["Time zone", job.timezone],
+      ["Calendars", h("span", { id: "job-calendars" }, calendarsText(job))],
       ["Next run", [nextRun(paused, next_run_at), !paused && next_fire_at && next_fire_at !== next_run_at ? ` (fires ${when(next_fire_at)})` : ""]],
       ["Jitter", job.jitter_s ? h("span", { id: "job-jitter" }, `up to ${job.jitter_s} s after each slot (offset fixed by job id and slot)`) : h("span", { class: "muted" }, "none")],
       ...(/^\s*@at\s/i.test(job.schedule) ? [["After success", job.delete_after_success  // one-time jobs only
@@ -340,13 +341,30 @@ async function upcoming(job) {
   const preview = (await api("POST", "/schedules/preview", {
     expression: job.schedule, timezone: job.timezone, count: 8, seed: job.id,
     ...(job.dst_gap ? { dst_gap: job.dst_gap } : {}), ...(job.dst_fold ? { dst_fold: job.dst_fold } : {}),
+    ...((job.calendars || []).length ? { team: job.team, calendars: job.calendars, calendar_shift: job.calendar_shift } : {}),
   })).body;
   return h(
     "div",
     { class: "card", id: "upcoming" },
-    h("ul", {}, preview.fires.map((fire) => h("li", {}, when(fire.utc), " · ", fire.at, fire.kind !== "normal" ? h("span", { class: "dst" }, ` (DST: ${fire.kind})`) : ""))),
+    h("ul", {}, preview.fires.map((fire) => h("li", { class: fire.calendar === "skipped" ? "skipped" : "" }, when(fire.utc), " · ", fire.at,
+      fire.kind !== "normal" ? h("span", { class: "dst" }, ` (DST: ${fire.kind})`) : "", calendarMark(job, fire)))),
     preview.warnings.map((w) => h("p", { class: "muted" }, w))
   );
+}
+
+// What a job's calendars do to one fire of the preview: skipped (recorded SKIPPED, reason calendar)
+// or shifted here from a skipped slot.
+function calendarMark(job, fire) {
+  if (fire.calendar === "skipped") return h("span", { class: "calendar" }, ` (skipped: calendar ${(job.calendars || []).join(", ")})`);
+  if (fire.calendar === "shifted") return h("span", { class: "calendar" }, ` (shifted from ${when(fire.shifted_from)})`);
+  return "";
+}
+
+function calendarsText(job) {
+  const names = job.calendars || [];
+  if (!names.length) return h("span", { class: "muted" }, "—");
+  const shift = job.calendar_shift && job.calendar_shift !== "none" ? ` (shift to the ${job.calendar_shift} open day)` : "";
+  return names.join(", ") + shift;
 }
 
 function actions(job, message, redraw) {
@@ -491,6 +509,7 @@ const FIELDS = [
   ["target", "Target", "json"], ["retry", "Retry", "json"], ["misfire", "Misfire", "json"],
   ["labels", "Labels", "json"], ["payload", "Payload", "json"], ["retention", "Retention", "json"],
   ["delete_after_success", "Delete after success (@at only)", "checkbox"],
+  ["calendars", "Calendars (names)", "json"], ["calendar_shift", "Calendar shift", ["none", "next", "previous"]],
 ];
 const EDITABLE = FIELDS.map(([key]) => key);
 const NULLABLE = new Set(["dst_gap", "dst_fold", "start_at", "end_at"]);
@@ -606,7 +625,8 @@ function editor(title, initial, validatePath, save) {
 function newJobPage() {
   const team = session.caller.teams && session.caller.teams.length ? session.caller.teams[0] : "default";
   const initial = { team, name: "", schedule: "*/5 * * * *", timezone: "UTC", overlap: "allow", jitter_s: 0, queue: "default", timeout_s: 60,
-    target: { type: "http", url: "https://example.com/hook", method: "POST" }, retry: { max_attempts: 1 }, misfire: { policy: "skip" }, labels: {}, payload: null, retention: null, delete_after_success: false };
+    target: { type: "http", url: "https://example.com/hook", method: "POST" }, retry: { max_attempts: 1 }, misfire: { policy: "skip" }, labels: {}, payload: null, retention: null, delete_after_success: false,
+    calendars: [], calendar_shift: "none" };
   editor("New job", initial, "/jobs:validate", async (spec) => (await api("POST", "/jobs", spec)).body);
 }
 

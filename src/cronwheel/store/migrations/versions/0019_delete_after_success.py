@@ -1,7 +1,7 @@
 """One-time jobs deleted after success: ``jobs.delete_after_success``.
 
 Revision ID: 0019
-Revises: 0017
+Revises: 0018
 Create Date: 2026-12-07
 
 A boolean, false for every existing job (``server_default``): when true (allowed only on ``@at``
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0019"
-down_revision: str | None = "0017"
+down_revision: str | None = "0018"
 branch_labels: str | None = None
 depends_on: str | None = None
 
