@@ -69,7 +69,7 @@ def test_apscheduler_report() -> None:
         ("line 20: add_job", "weekend-index", "misfire"),
         ("line 27: add_job", None, "skipped"),
         ("line 30: @scheduled_job weekend_sync", "weekend_sync", "target"),
-        ("line 30: @scheduled_job weekend_sync", "weekend_sync", "dropped"),
+        ("line 30: @scheduled_job weekend_sync", "weekend_sync", "schedule"),
         ("line 30: @scheduled_job weekend_sync", "weekend_sync", "overlap"),
         ("line 35: @scheduled_job month_close", "month_close", "target"),
     ]
@@ -79,7 +79,30 @@ def test_apscheduler_report() -> None:
     assert "written 'SUN'" in note(result, "weekend-index", "schedule")
     assert "cron has no week field" in result.notes[7].message
     assert "lambda" in result.notes[11].message
-    assert note(result, "weekend_sync", "dropped") == "jitter 20: cronwheel fires at the slot"
+    assert note(result, "weekend_sync", "schedule") == (
+        "jitter 20: jitter_s 20, an offset fixed per slot by the job id, where APScheduler draws a "
+        "random one at each fire"
+    )
+    assert job(result, "weekend_sync")["jitter_s"] == 20.0
+
+
+@pytest.mark.parametrize(
+    ("jitter", "kept", "message"),
+    [
+        ("30", 30.0, "jitter_s 30"),
+        ("300", None, "jitter 300: not shorter than the gap between two fires"),  # every 5 minutes
+        ("-1", None, "jitter -1 is not a window of 0 to 86400 s"),
+    ],
+)
+def test_apscheduler_jitter_becomes_a_window_that_fits_the_gaps(
+    jitter: str, kept: float | None, message: str
+) -> None:
+    result = convert(
+        f"s = BackgroundScheduler(timezone='UTC')\ns.add_job(f, 'cron', minute='*/5', jitter={jitter})\n"
+    )
+    [made] = result.jobs
+    assert made.get("jitter_s") == kept
+    assert any(message in each.message for each in result.notes), result.notes
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from cronwheel.importers.timing import (
     known_zone,
     schedule_problem,
 )
+from cronwheel.schedule.jitter import MAX_JITTER_S
 
 KNOWN = frozenset({"CronTrigger", "IntervalTrigger", "DateTrigger", "from_crontab", "datetime", "timedelta"})
 _JOB_KEYS = {
@@ -227,6 +228,7 @@ def _job(spec: dict[str, Any], where: str, zone: str, context: _Module, now: dat
         "payload {args, kwargs}: the function must take those",
     )
     _window(trigger, job_zone, draft)
+    _jitter(trigger.fields.get("jitter"), draft, now)
     _policies({**context.defaults, **spec}, draft, now)
     draft.job["labels"] = {LABEL: "apscheduler"}
     return draft
@@ -246,8 +248,25 @@ def _window(trigger: Trigger, zone: str, draft: Draft) -> None:
             draft.job[field_name] = instant(moment)
         elif given is not None:
             draft.note(NoteKind.DROPPED, f"{key} {given!r} is not a date this importer reads")
-    if trigger.fields.get("jitter"):
-        draft.note(NoteKind.DROPPED, f"jitter {trigger.fields['jitter']}: cronwheel fires at the slot")
+
+
+def _jitter(jitter: Any, draft: Draft, now: datetime) -> None:
+    """APScheduler delays each fire by a random 0 to ``jitter`` seconds; cronwheel's window
+    (``jitter_s``) delays each slot by an offset fixed by the job id and the slot, and must be
+    shorter than every gap between two slots."""
+    if not jitter:
+        return
+    if not isinstance(jitter, int | float) or jitter < 0 or jitter > MAX_JITTER_S:
+        draft.note(NoteKind.DROPPED, f"jitter {jitter!r} is not a window of 0 to {MAX_JITTER_S:g} s")
+    elif fires_within(draft.job["schedule"], draft.job["timezone"], jitter, now):
+        draft.note(NoteKind.DROPPED, f"jitter {jitter:g}: not shorter than the gap between two fires")
+    else:
+        draft.job["jitter_s"] = float(jitter)
+        draft.note(
+            NoteKind.SCHEDULE,
+            f"jitter {jitter:g}: jitter_s {jitter:g}, an offset fixed per slot by the job id, "
+            "where APScheduler draws a random one at each fire",
+        )
 
 
 def _policies(spec: dict[str, Any], draft: Draft, now: datetime) -> None:
