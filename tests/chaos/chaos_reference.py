@@ -248,7 +248,7 @@ def jitter_offset(job_id: str, slot: datetime, jitter_s: float) -> timedelta:
     """How long after ``slot`` a job with ``jitter_s`` fires it (zero without jitter)."""
     if jitter_s <= 0:
         return timedelta(0)
-    micros = int((slot.astimezone(UTC) - _EPOCH).total_seconds()) * 1_000_000
+    micros = (slot.astimezone(UTC) - _EPOCH) // timedelta(microseconds=1)
     digest = hashlib.blake2b(f"{job_id}|{micros}".encode(), digest_size=8).digest()
     return timedelta(milliseconds=int.from_bytes(digest, "big") % int(jitter_s * 1000))
 
