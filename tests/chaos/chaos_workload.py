@@ -177,8 +177,7 @@ class Workload:
         closed = (today.isoformat(), (today + timedelta(days=1)).isoformat())
         far = ((today + timedelta(days=1000)).isoformat(),)
         for name, dates in (("chaos-closed", closed), ("chaos-open", far)):
-            body = {"team": "chaos", "name": name, "dates": list(dates)}
-            response = self.api.post("/v1/calendars", json=body)
+            response = self.api.post("/v1/teams/chaos/calendars", json={"name": name, "dates": list(dates)})
             assert response.status_code == 201, response.text
         for index in range(mix.calendar):
             name, dates = ("chaos-closed", closed) if index % 2 == 0 else ("chaos-open", far)
