@@ -325,6 +325,8 @@ class Counts:
     manual: int  # manual run rows
     runs: int
     deliveries: int
+    calendar_skipped: int = 0  # SKIPPED (calendar) run rows: slots of closed days
+    jittered_slots: int = 0  # delivered slots of the window of jobs with a jitter window
 
 
 @dataclass(frozen=True)
@@ -1191,6 +1193,10 @@ def _counts(index: _Index, expected: int, optional: int) -> Counts:
         manual=sum(run.kind == "manual" for run in history.runs),
         runs=len(history.runs),
         deliveries=len(history.deliveries),
+        calendar_skipped=sum(run.state == "SKIPPED" and run.reason == "calendar" for run in history.runs),
+        jittered_slots=sum(
+            index.jobs[job_id].jitter_s > 0 for job_id, _ in in_window if job_id in index.jobs
+        ),
     )
 
 

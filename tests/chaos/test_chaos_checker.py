@@ -746,6 +746,7 @@ def test_a_jittered_slot_is_judged_from_its_fire_time() -> None:
     report = check(recorder.history([job]))
     assert report.ok, report.summary()
     assert report.lateness_calm.max == pytest.approx(0.02)  # not the offset: measured from the fire time
+    assert report.counts.jittered_slots == 12
     # the same deliveries judged as if unjittered are late
     assert only(check(recorder.history([replace(job, jitter_s=0.0)])), "late")
     # a delivery at the slot itself, before the jittered fire time, is early
@@ -766,6 +767,7 @@ def test_a_closed_day_is_recorded_skipped_for_the_calendar_and_nothing_runs() ->
     report = check(recorder.history([job]))
     assert report.ok, report.summary()
     assert report.counts.expected_slots == 12
+    assert report.counts.calendar_skipped == 18  # the window's 12 and those around it
     # an open day's SKIPPED (calendar) record explains nothing: the slot is missed
     assert only(check(recorder.history([replace(job, closed_dates=("2030-01-01",))])), "missed")
     # a closed day's slot that ran is a phantom; one with no record at all is missed
