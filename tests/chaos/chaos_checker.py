@@ -82,7 +82,13 @@ Explained records (how a required slot without a delivery can still be fine):
   ``overlap="replace"`` job; a run finished after its job's deletion was requested; a run with at
   least one attempt whose life [created_at, finished_at] overlaps a fault (attempts exhausted or
   lost under the fault). A calm FAILED run of a healthy job is a miss.
+* SKIPPED "calendar": only, and always, for a slot whose local day the job's calendars close
+  (``closed_dates``); such a slot must have that record and no delivery.
 * SUCCESS without any delivery is *not* an explanation: the sink records every arrival.
+
+Jitter. A job with ``jitter_s`` fires each slot at the slot plus its offset, which the reference
+computes on its own (:func:`chaos_reference.jitter_offset`). That instant, not the slot, is what
+lateness, early starts, phases and deadlines are measured from; the (job, slot) key is unchanged.
 """
 
 from __future__ import annotations
@@ -94,7 +100,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from chaos_reference import fires_at, slots
+from chaos_reference import closed, fires_at, jitter_offset, slots
 
 CHECKS = (
     "missed",
@@ -177,6 +183,8 @@ class JobPlan:
     paused: Sequence[Window] = ()
     deleted: Window | None = None
     expect_failure: bool = False
+    jitter_s: float = 0.0  # each slot fires at its reference jitter offset after it
+    closed_dates: Sequence[str] = ()  # local dates (ISO, in the job's zone) its calendars close
 
     def __post_init__(self) -> None:
         if not self.versions:
@@ -317,6 +325,8 @@ class Counts:
     manual: int  # manual run rows
     runs: int
     deliveries: int
+    calendar_skipped: int = 0  # SKIPPED (calendar) run rows: slots of closed days
+    jittered_slots: int = 0  # delivered slots of the window of jobs with a jitter window
 
 
 @dataclass(frozen=True)
@@ -599,6 +609,16 @@ def _required(index: _Index, job: JobPlan, span: _Span, moment: float, changes: 
     return not any(moment <= change <= deadline for change in changes)
 
 
+def _due(job: JobPlan, slot: datetime) -> float:
+    """When ``job`` fires ``slot``: the slot plus its jitter offset (the reference's own)."""
+    return (slot + jitter_offset(job.job_id, slot, job.jitter_s)).timestamp()
+
+
+def _closed(job: JobPlan, slot: datetime) -> bool:
+    """Whether ``job``'s calendars close ``slot``'s local day (it is recorded SKIPPED, not run)."""
+    return bool(job.closed_dates) and closed(frozenset(job.closed_dates), job.versions[-1].zone, slot)
+
+
 def _window_slots(index: _Index, job: JobPlan) -> tuple[list[datetime], list[datetime]]:
     """(required, optional) slots of ``job`` in the history's window."""
     history = index.history
@@ -611,7 +631,7 @@ def _window_slots(index: _Index, job: JobPlan) -> tuple[list[datetime], list[dat
         if end <= start:
             continue
         for slot in slots(span.expression, span.zone, _at(start), _at(end)):
-            (required if _required(index, job, span, slot.timestamp(), changes) else optional).add(slot)
+            (required if _required(index, job, span, _due(job, slot), changes) else optional).add(slot)
     index.owned[job.job_id] = required | optional
     return sorted(required), sorted(optional - required)
 
@@ -628,8 +648,10 @@ def _explained(index: _Index, job: JobPlan, run: RunRow) -> str | None:
     return None
 
 
-def _skip_explained(index: _Index, job: JobPlan, run: RunRow) -> str | None:
-    moment = _utc(run.slot).timestamp()
+def _skip_explained(index: _Index, job: JobPlan, run: RunRow) -> str | None:  # noqa: PLR0911
+    if run.reason == "calendar":
+        return "calendar" if _closed(job, _utc(run.slot)) else None
+    moment = _due(job, _utc(run.slot))
     phase = index.phase(moment)
     if run.reason == "paused":
         return "paused" if _paused_any(job, moment, index.history.edit_margin_s) else None
@@ -666,9 +688,15 @@ def _check_missed(index: _Index, job: JobPlan, required: Sequence[datetime]) -> 
     """Every required slot has a delivery, or a SKIPPED/FAILED record its policy explains."""
     found = []
     for slot in required:
+        rows = index.scheduled.get((job.job_id, slot), ())
+        if _closed(job, slot):
+            if not any(run.state == "SKIPPED" and run.reason == "calendar" for run in rows):
+                what = "a slot of a closed day without its SKIPPED (calendar) record"
+                states = [run.state for run in rows]
+                found.append(Violation("missed", what, job.job_id, slot, _ids(rows), {"states": states}))
+            continue
         if index.delivered.get((job.job_id, slot)):
             continue
-        rows = index.scheduled.get((job.job_id, slot), ())
         if any(_explained(index, job, run) for run in rows):
             continue
         phase = index.phase(slot.timestamp())
@@ -727,13 +755,17 @@ def _ids(rows: Iterable[RunRow]) -> tuple[str, ...]:
 # -- c. phantom ----------------------------------------------------------------------------------
 
 
-def _phantom_reason(index: _Index, job_id: str, slot: datetime, skipped_paused: bool) -> str | None:
+def _phantom_reason(
+    index: _Index, job_id: str, slot: datetime, skipped_paused: bool, skipped_calendar: bool = False
+) -> str | None:
     job = index.jobs.get(job_id)
     if job is None:
         return "unknown job"
     moment = slot.timestamp()
     if not _has_owner(index, job, slot):
         return "not a slot of any definition live at that time"
+    if _closed(job, slot) and not skipped_calendar:
+        return "on a day its calendars close"
     if job.deleted is not None and moment > job.deleted.acknowledged:
         return "after the deletion was acknowledged"
     if _paused_proper(job, moment) is not None and not skipped_paused:
@@ -748,7 +780,8 @@ def _check_phantom(index: _Index) -> list[Violation]:
     found = []
     for (job_id, slot), rows in index.scheduled.items():
         only_paused_skips = all(run.state == "SKIPPED" and run.reason == "paused" for run in rows)
-        reason = _phantom_reason(index, job_id, slot, only_paused_skips)
+        only_calendar_skips = all(run.state == "SKIPPED" and run.reason == "calendar" for run in rows)
+        reason = _phantom_reason(index, job_id, slot, only_paused_skips, only_calendar_skips)
         if reason:
             states = [f"{run.state}({run.reason})" for run in rows]
             found.append(Violation("phantom", f"run {reason}", job_id, slot, _ids(rows), {"states": states}))
@@ -777,7 +810,9 @@ class _Sample:
 def _samples(index: _Index, job: JobPlan, required: Sequence[datetime]) -> list[_Sample]:
     found = []
     for slot in required:
-        moment = slot.timestamp()
+        if _closed(job, slot):
+            continue  # recorded SKIPPED, never delivered: _check_missed and _check_phantom judge it
+        moment = _due(job, slot)
         deliveries = index.delivered.get((job.job_id, slot), ())
         delivered = min((d.arrived for d in deliveries), default=None)
         rows = index.scheduled.get((job.job_id, slot), ())
@@ -1033,20 +1068,23 @@ def _check_early(index: _Index) -> list[Violation]:
         if run.kind != "scheduled":
             continue
         slot = _utc(run.slot)
+        job = index.jobs.get(run.job_id)
+        due = slot.timestamp() if job is None else _due(job, slot)
         stamps = [(f"attempt {n} started", at) for n, at in enumerate(_starts(index, run), start=1)]
         for what, moment in stamps:
-            if moment < slot.timestamp() - history.clock_tolerance_s:
-                found.append(_early(run, slot, what, moment))
+            if moment < due - history.clock_tolerance_s:
+                found.append(_early(run, slot, due, what, moment))
         for delivery in index.by_run.get(run.id, ()):
-            if delivery.arrived < slot.timestamp() - history.clock_tolerance_s:
-                found.append(_early(run, slot, f"attempt {delivery.attempt} delivered", delivery.arrived))
+            if delivery.arrived < due - history.clock_tolerance_s:
+                what = f"attempt {delivery.attempt} delivered"
+                found.append(_early(run, slot, due, what, delivery.arrived))
     return found
 
 
-def _early(run: RunRow, slot: datetime, what: str, moment: float) -> Violation:
-    early = slot.timestamp() - moment
-    return Violation("early_start", f"{what} {early:.3f}s before its slot", run.job_id, slot, (run.id,),
-                     {"at": moment})  # fmt: skip
+def _early(run: RunRow, slot: datetime, due: float, what: str, moment: float) -> Violation:
+    when = "its slot" if due == slot.timestamp() else "its slot's jittered fire time"
+    return Violation("early_start", f"{what} {due - moment:.3f}s before {when}", run.job_id, slot, (run.id,),
+                     {"at": moment, "due": due})  # fmt: skip
 
 
 # -- k. after a stop -------------------------------------------------------------------------------
@@ -1155,6 +1193,10 @@ def _counts(index: _Index, expected: int, optional: int) -> Counts:
         manual=sum(run.kind == "manual" for run in history.runs),
         runs=len(history.runs),
         deliveries=len(history.deliveries),
+        calendar_skipped=sum(run.state == "SKIPPED" and run.reason == "calendar" for run in history.runs),
+        jittered_slots=sum(
+            index.jobs[job_id].jitter_s > 0 for job_id, _ in in_window if job_id in index.jobs
+        ),
     )
 
 

@@ -17,11 +17,16 @@ instead of guessing gap and fold rules (the chaos workload keeps clear of transi
 Elapsed time too, as plainly: ``@every Ns`` (or ``Nm``), optionally ``from`` an RFC 3339 instant,
 fires at each whole second ``t`` with ``(t - anchor) % N == 0`` (the anchor: the epoch, else the
 given instant, before which nothing fires), checked second by second; ``@at T`` fires at ``T``.
+
+Jitter and calendars from their documented definitions (docs/schedules.md), written out again
+here: :func:`jitter_offset` is the offset a jittered slot fires at, :func:`closed` whether a
+calendar's listed dates close a slot's local day.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -237,3 +242,17 @@ def _elapsed_fires(elapsed: _Elapsed, instant: datetime) -> bool:
     if elapsed.every == 0:
         return instant == elapsed.anchor
     return int((instant - elapsed.anchor).total_seconds()) % elapsed.every == 0
+
+
+def jitter_offset(job_id: str, slot: datetime, jitter_s: float) -> timedelta:
+    """How long after ``slot`` a job with ``jitter_s`` fires it (zero without jitter)."""
+    if jitter_s <= 0:
+        return timedelta(0)
+    micros = (slot.astimezone(UTC) - _EPOCH) // timedelta(microseconds=1)
+    digest = hashlib.blake2b(f"{job_id}|{micros}".encode(), digest_size=8).digest()
+    return timedelta(milliseconds=int.from_bytes(digest, "big") % int(jitter_s * 1000))
+
+
+def closed(dates: frozenset[str], zone: str, slot: datetime) -> bool:
+    """Whether ``slot``'s local date in ``zone`` is one of ``dates`` (ISO dates)."""
+    return slot.astimezone(ZoneInfo(zone)).date().isoformat() in dates

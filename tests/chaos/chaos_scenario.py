@@ -284,6 +284,8 @@ def _plan(job: JobRecord) -> JobPlan:
         ],
         deleted=None if job.deleted is None else Window(job.deleted[0], job.deleted[1]),
         expect_failure=job.expect_failure,
+        jitter_s=job.jitter_s,
+        closed_dates=job.closed_dates,
     )
 
 

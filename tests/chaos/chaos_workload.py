@@ -53,12 +53,15 @@ class ManualRecord:
 class JobRecord:
     job_id: str
     name: str
-    group: str  # steady, slow, command, long-command, failing, flaky, herd, editable, grpc
+    group: str  # steady, slow, command, long-command, failing, flaky, herd, editable, grpc,
+    # interval, once, jittered, calendar
     misfire: str
     grace_s: float
     overlap: str
     expect_failure: bool
     versions: list[VersionRecord]
+    jitter_s: float = 0.0
+    closed_dates: tuple[str, ...] = ()  # the local dates its calendars close
     pauses: list[PauseRecord] = field(default_factory=list)
     deleted: tuple[float, float] | None = None
 
@@ -83,6 +86,8 @@ class Mix:
     grpc: int = 8  # steady jobs whose target is the gRPC witness (when the workload has one)
     interval: int = 6  # @every jobs: half on the epoch's multiples, half from an anchor of their own
     once: int = 6  # @at jobs, due one after another while the faults run
+    jittered: int = 6  # cron jobs with a jitter window, 2 to 3.5 s of their 4 s gap
+    calendar: int = 6  # half closed today and tomorrow by a calendar (all SKIPPED), half open
 
 
 class Workload:
@@ -134,6 +139,8 @@ class Workload:
         for index in range(mix.editable):
             self._job("editable", index, f"{index % 2}/2 * * * * *", self._http("/edit"))
         self._elapsed(mix)
+        self._jittered(mix)
+        self._calendar(mix)
         for index in range(mix.grpc if self.grpc_address else 0):
             policy = ("catch_up", "run_once", "skip")[index % 3]
             target = {"type": "grpc", "address": self.grpc_address, "method": GRPC_METHOD}
@@ -157,6 +164,25 @@ class Workload:
         for index in range(mix.once):
             due = now + timedelta(seconds=20 + 25 * index)
             self._job("once", index, f"@at {due.isoformat()}", self._http("/once"), misfire="run_once")
+
+    def _jittered(self, mix: Mix) -> None:
+        for index in range(mix.jittered):
+            jitter = 2.0 + 0.3 * index
+            self._job("jittered", index, f"{index % 4}/4 * * * * *", self._http("/jittered"), jitter_s=jitter)
+
+    def _calendar(self, mix: Mix) -> None:
+        """Jobs with a calendar closing today and tomorrow (UTC: a run may cross midnight), whose
+        every slot is recorded SKIPPED (calendar); and jobs whose calendar closes other days."""
+        today = datetime.now(UTC).date()
+        closed = (today.isoformat(), (today + timedelta(days=1)).isoformat())
+        far = ((today + timedelta(days=1000)).isoformat(),)
+        for name, dates in (("chaos-closed", closed), ("chaos-open", far)):
+            response = self.api.post("/v1/teams/chaos/calendars", json={"name": name, "dates": list(dates)})
+            assert response.status_code == 201, response.text
+        for index in range(mix.calendar):
+            name, dates = ("chaos-closed", closed) if index % 2 == 0 else ("chaos-open", far)
+            expression = f"{index % 3}/3 * * * * *"
+            self._job("calendar", index, expression, self._http("/calendar"), calendars=(name,), closed=dates)
 
     def _http(self, path: str) -> dict[str, Any]:
         return {"type": "http", "url": f"{self.witness_url}{path}"}
@@ -185,6 +211,9 @@ class Workload:
         failing: bool = False,
         client: httpx.Client | None = None,
         payload: Any = None,
+        jitter_s: float = 0.0,
+        calendars: tuple[str, ...] = (),
+        closed: tuple[str, ...] = (),
     ) -> JobRecord:
         grace = 300.0
         body: dict[str, Any] = {
@@ -201,13 +230,19 @@ class Workload:
             body["retry"] = retry
         if payload is not None:
             body["payload"] = payload
+        if jitter_s:
+            body["jitter_s"] = jitter_s
+        if calendars:
+            body["calendars"] = list(calendars)
         requested = time.time()
         response = (client or self.api).post("/v1/jobs", json=body)
         acknowledged = time.time()
         assert response.status_code == 201, response.text
         job_id = response.json()["id"]
         version = VersionRecord(expression, "UTC", requested, acknowledged)
-        record = JobRecord(job_id, body["name"], group, misfire, grace, overlap, failing, [version])
+        record = JobRecord(
+            job_id, body["name"], group, misfire, grace, overlap, failing, [version], jitter_s, closed
+        )
         if client is None:  # other threads' records are added by the caller
             self.jobs[job_id] = record
         return record

@@ -36,6 +36,8 @@ def test_short_profile_loses_nothing_doubles_nothing_and_stays_on_time(tmp_path:
     assert outcome.findings == [], context
     counts = outcome.report.to_dict()["counts"]
     assert counts["expected_slots"] > 5_000, counts  # the history is big enough to mean something
+    assert counts["calendar_skipped"] > 50, counts  # the closed days' slots were recorded ...
+    assert counts["jittered_slots"] > 100, counts  # ... and the jittered slots judged
     assert outcome.report.lateness_calm.count > 300, context  # the calm phase was judged too
     logs = outcome.figures["scheduler_logs"]
     assert logs["step_downs"] > 0, logs  # the PostgreSQL black hole made a scheduler step down

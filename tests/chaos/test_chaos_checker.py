@@ -26,7 +26,7 @@ from chaos_checker import (
     Window,
     check,
 )
-from chaos_reference import fires_at, slots
+from chaos_reference import fires_at, jitter_offset, slots
 from croniter import croniter
 
 # -- the reference -------------------------------------------------------------------------------
@@ -234,9 +234,13 @@ class Recorder:
         key: str | None = None,
         epoch: int | None = None,
         path: Sequence[str] | None = None,
+        offset: float = 0.0,
     ) -> RunRow:
+        """One run of the slot ``slot_s`` (seconds from T0), fired ``offset`` after it (jitter)
+        and delivered ``lateness`` after that."""
         self.count += 1
         slot = at(slot_s)
+        fired = slot_s + offset
         row = RunRow(
             id=run_id or f"run-{self.count}",
             job_id=job_id,
@@ -246,15 +250,15 @@ class Recorder:
             reason=reason,
             attempts=0 if state == "SKIPPED" else 1,
             idempotency_key=key,
-            created_at=at(slot_s + lateness / 2),
-            queued_at=None if state == "SKIPPED" else at(slot_s + lateness / 2),
-            finished_at=at(slot_s + lateness + 0.1),
+            created_at=at(fired + lateness / 2),
+            queued_at=None if state == "SKIPPED" else at(fired + lateness / 2),
+            finished_at=at(fired + lateness + 0.1),
             epoch=epoch,
         )
         self.runs.append(row)
-        self.history_of(row, path or PATHS[state], started=at(slot_s + lateness * 0.75))
+        self.history_of(row, path or PATHS[state], started=at(fired + lateness * 0.75))
         if deliver and state != "SKIPPED":
-            self.deliveries.append(Delivery(row.id, job_id, slot, 1, T0 + slot_s + lateness, 200))
+            self.deliveries.append(Delivery(row.id, job_id, slot, 1, T0 + fired + lateness, 200))
         return row
 
     def drop(self, *slots_s: float) -> list[RunRow]:
@@ -711,3 +715,69 @@ def test_report_serializes() -> None:
     assert json.loads(text)["violations"]["unfinished"][0]["run_ids"] == ["run-19"]
     assert "unfinished: 1" in report.summary()
     assert "chaos check FAILED" in report.summary()
+
+
+# -- jitter and calendars ------------------------------------------------------------------------
+
+
+def test_reference_jitter_offset_is_deterministic_bounded_and_spread() -> None:
+    slot = at(10)
+    offsets = {jitter_offset(f"job-{n}", slot, 4.0) for n in range(200)}
+    assert all(timedelta(0) <= offset < timedelta(seconds=4) for offset in offsets)
+    assert len(offsets) > 150  # milliseconds of a 4 s window: 200 jobs rarely share one
+    assert jitter_offset("job-7", slot, 4.0) == jitter_offset("job-7", slot, 4.0)
+    assert jitter_offset("job-7", slot, 4.0) != jitter_offset("job-7", at(15), 4.0)
+    assert jitter_offset("job-7", slot, 0.0) == timedelta(0)
+
+
+def jittered() -> tuple[Recorder, JobPlan]:
+    """A job with 3 s of jitter whose slots are each delivered 0.02 s after their fire time."""
+    job = plan(jitter_s=3.0)
+    recorder = Recorder()
+    for slot in slots(EVERY_5S, "UTC", at(-20), at(70)):
+        offset = jitter_offset(job.job_id, slot, 3.0).total_seconds()
+        run = recorder.run(job.job_id, slot.timestamp() - T0, offset=offset)
+        assert run.slot == slot  # the key stays the slot
+    return recorder, job
+
+
+def test_a_jittered_slot_is_judged_from_its_fire_time() -> None:
+    recorder, job = jittered()
+    report = check(recorder.history([job]))
+    assert report.ok, report.summary()
+    assert report.lateness_calm.max == pytest.approx(0.02)  # not the offset: measured from the fire time
+    assert report.counts.jittered_slots == 12
+    # the same deliveries judged as if unjittered are late
+    assert only(check(recorder.history([replace(job, jitter_s=0.0)])), "late")
+    # a delivery at the slot itself, before the jittered fire time, is early
+    first = at(10)
+    offset = jitter_offset(job.job_id, first, 3.0).total_seconds()
+    assert offset > 0.1  # (true for this job id and slot; the assertion below needs it)
+    recorder.deliveries = [replace(d, arrived=T0 + 10) if d.slot == first else d for d in recorder.deliveries]
+    assert only(check(recorder.history([job])), "early_start", "late") == [
+        f"attempt 1 delivered {offset:.3f}s before its slot's jittered fire time"
+    ]
+
+
+def test_a_closed_day_is_recorded_skipped_for_the_calendar_and_nothing_runs() -> None:
+    closed_day = at(0).date().isoformat()
+    job = plan(closed_dates=(closed_day,))
+    recorder = Recorder()
+    recorder.all_slots(job, start=-20, end=70, state="SKIPPED", reason="calendar")
+    report = check(recorder.history([job]))
+    assert report.ok, report.summary()
+    assert report.counts.expected_slots == 12
+    assert report.counts.calendar_skipped == 18  # the window's 12 and those around it
+    # an open day's SKIPPED (calendar) record explains nothing: the slot is missed
+    assert only(check(recorder.history([replace(job, closed_dates=("2030-01-01",))])), "missed")
+    # a closed day's slot that ran is a phantom; one with no record at all is missed
+    recorder.drop(10)
+    recorder.run(job.job_id, 10)
+    assert only(check(recorder.history([job])), "phantom", "missed") == [
+        "run on a day its calendars close",
+        "delivery on a day its calendars close",
+    ]
+    recorder.drop(10)
+    assert only(check(recorder.history([job])), "missed") == [
+        "a slot of a closed day without its SKIPPED (calendar) record"
+    ]
