@@ -140,7 +140,7 @@ def rows(jobs: int, horizon: int, spread: str, seed: int = 7) -> Iterator[dict[s
             "timezone": "Europe/Berlin", "dst_gap": None, "dst_fold": None,
             "misfire": '{"mode": "skip", "grace_s": 60.0, "max_catch_up": 10}', "overlap": "allow",
             "queue": "default", "start_at": None, "end_at": None, "paused": False, "deleted_at": None,
-            "jitter_s": 0.0,
+            "jitter_s": 0.0, "calendar_spec": None, "calendar_shift": "none",
         }  # fmt: skip
 
 

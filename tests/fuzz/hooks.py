@@ -65,6 +65,7 @@ BEYOND_THE_SCHEMA = frozenset(
         "calendar_not_found",
         "shift_needs_daily_schedule",
         "shift_without_calendars",
+        "team_required",  # a preview's calendars without the team they belong to: one field against another
     }
 )
 

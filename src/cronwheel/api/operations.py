@@ -383,7 +383,7 @@ async def preview_schedule(services: ApiServices, caller: Caller, body: PreviewI
                 "validation",
                 "Invalid request",
                 f"team: {message}",
-                errors=[field_error("team", message)],
+                errors=[field_error("team", message, code="team_required")],
             )
         caller.require(Scope.READ, body.team, what=f"team {body.team!r}")
         calendar = await resolve_calendars(services.store, body.team, body.calendars)
