@@ -28,7 +28,8 @@ LAYERS: list[set[str]] = [
     {"model", "limits", "auth"},  # records and pure rules
     {"lateness", "retention", "telemetry", "audit", "client"},
     {"notifications"},  # rules the store applies inside its transactions
-    {"store", "coordinator", "queue"},  # the ports and their backends
+    {"store", "coordinator"},  # the ports and their backends
+    {"queue"},  # the trigger queue's port and backends: one of them on the store's database
     {"secrets"},
     {"scheduler", "worker"},  # the roles
     {"notifier", "jobs", "cluster"},

@@ -1,9 +1,14 @@
-"""Backends for the queue contract suite, and the live Redis the Redis tests use.
+"""Backends for the queue contract suite, and the live Redis and PostgreSQL the tests use.
 
 Redis is the suite's (``suite_backends``: ``CRONWHEEL_TEST_REDIS_URL``, by default database 15 of
 ``127.0.0.1:6379``). Every test gets its own key prefix and its keys are deleted afterwards; nothing
 here flushes the server. Without a reachable server the Redis tests are skipped locally and fail in
 CI (``CI`` set): a backend that is not exercised in CI is not tested.
+
+PostgreSQL is the suite's too (``suite_backends``: ``CRONWHEEL_TEST_POSTGRES_URL``): every test gets
+a fresh migrated database of its own (``suite_stores``), dropped afterwards. An unreachable server
+fails the test; opted out (the URL set empty), the PostgreSQL tests are skipped locally and fail in
+CI, as the Redis tests.
 
 The test modules declare their fixtures on top of these helpers. (A module with a unique name,
 and no ``conftest.py``: a ``tests/queue`` package would shadow the standard library's ``queue``,
@@ -28,13 +33,22 @@ import redis.asyncio as aioredis
 from cronwheel.clock import ManualClock
 from cronwheel.queue import Queue
 from cronwheel.queue.memory import MemoryQueue
+from cronwheel.queue.postgres import PostgresQueue
 from cronwheel.queue.streams import RedisStreamQueue
-from suite_backends import REDIS_ENV, REDIS_URL
+from suite_backends import POSTGRES_ENV, POSTGRES_URL, REDIS_ENV, REDIS_URL
+from suite_stores import fresh_postgres_database
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 REDIS_VISIBILITY_S = 0.3  # real seconds: Redis measures idle time itself
+POSTGRES_VISIBILITY_S = 0.5  # real seconds: claims expire by the database's clock
 
 _reachable: bool | None = None
+
+
+def _required(message: str) -> None:
+    if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
+        pytest.fail(message)  # scripts/test (what CI runs) requires every backend: never a skip
+    pytest.skip(message)
 
 
 def require_redis() -> str:
@@ -49,11 +63,18 @@ def require_redis() -> str:
         finally:
             client.close()
     if not _reachable:
-        message = f"no Redis at {REDIS_URL} (set {REDIS_ENV})"
-        if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
-            pytest.fail(message)  # scripts/test (what CI runs) requires every backend: never a skip
-        pytest.skip(message)
+        _required(f"no Redis at {REDIS_URL} (set {REDIS_ENV})")
     return REDIS_URL
+
+
+@asynccontextmanager
+async def postgres_queue_database() -> AsyncIterator[str]:
+    """The URL of a fresh migrated database for PostgreSQL queues, dropped afterwards; opted out
+    (``CRONWHEEL_TEST_POSTGRES_URL`` empty): skipped locally, a failure in CI."""
+    if POSTGRES_URL is None:
+        _required(f"no PostgreSQL for the queue tests ({POSTGRES_ENV} is empty)")
+    async with fresh_postgres_database(migrated=True) as url:
+        yield url
 
 
 def new_prefix() -> str:
@@ -86,7 +107,7 @@ class Backend:
 
     @property
     def real_time(self) -> bool:
-        return self.name == "redis"
+        return self.name in ("redis", "postgres")
 
     @property
     def redelivery_timeout_s(self) -> float:
@@ -110,13 +131,22 @@ class Backend:
 
 @asynccontextmanager
 async def open_backend(name: str, clock: ManualClock) -> AsyncIterator[Backend]:
-    """``memory`` or ``redis`` (on a key prefix of its own, deleted afterwards)."""
+    """``memory``, ``redis`` (on a key prefix of its own, deleted afterwards) or ``postgres`` (on a
+    database of its own, dropped afterwards)."""
     if name == "memory":
         memory = MemoryQueue(clock, visibility_timeout_s=10)
         try:
             yield Backend("memory", memory, clock, 10)
         finally:
             await memory.close()
+        return
+    if name == "postgres":
+        async with postgres_queue_database() as database:
+            queue = PostgresQueue(database, clock, visibility_timeout_s=POSTGRES_VISIBILITY_S)
+            try:
+                yield Backend("postgres", queue, clock, POSTGRES_VISIBILITY_S)
+            finally:
+                await queue.close()
         return
     url = require_redis()
     prefix = new_prefix()

@@ -1,5 +1,6 @@
-"""The ``Queue`` contract, on every backend: the in-process ``MemoryQueue`` and the Redis Streams
-``RedisStreamQueue`` (on the live Redis; see ``queue_backends.py``)."""
+"""The ``Queue`` contract, on every backend: the in-process ``MemoryQueue``, the Redis Streams
+``RedisStreamQueue`` (on the live Redis) and the ``PostgresQueue`` (on the live PostgreSQL; see
+``queue_backends.py``)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def clock() -> ManualClock:
     return ManualClock(T0)
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "postgres"])
 async def backend(request: pytest.FixtureRequest, clock: ManualClock) -> AsyncIterator[Backend]:
     async with open_backend(request.param, clock) as opened:
         yield opened

@@ -28,7 +28,7 @@ def clock() -> ManualClock:
     return ManualClock(T0)
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "postgres"])
 async def backend(request: pytest.FixtureRequest, clock: ManualClock) -> AsyncIterator[Backend]:
     async with open_backend(request.param, clock) as opened:
         yield opened

@@ -35,7 +35,7 @@ from cronwheel.store.migrate import (
     upgrade_database,
 )
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.schema import jobs, metadata, runs
+from cronwheel.store.schema import jobs, metadata, runs, triggers
 from cronwheel.store.sql import SchemaOutdatedError, open_store
 
 from .support import START, make_job, make_run
@@ -107,7 +107,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0019"
+        assert await current_revision(engine) == head_revision() == "0020"
     finally:
         await engine.dispose()
 
@@ -283,6 +283,35 @@ async def test_0019_adds_delete_after_success_false_to_a_0018_database(empty_sto
                 lambda sync: _columns(sync, "jobs")
             )
             assert set(await connection.scalars(select(jobs.c.id))) == {job.id, once.id}
+    finally:
+        await engine.dispose()
+
+
+async def test_0020_adds_triggers_to_a_0019_database_and_downgrades_without_it(empty_store_url: str) -> None:
+    """The queue's table on both databases; on PostgreSQL with room on its pages and an eager
+    autovacuum."""
+    await run_sync_at(empty_store_url, _to("0019"))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            assert "triggers" not in await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+        await run_sync_at(empty_store_url, _to("0020"))
+        assert await _diff_at(empty_store_url, metadata) == []
+        async with engine.begin() as connection:
+            await connection.execute(
+                insert(triggers).values(
+                    id=1, queue="q", run_id="r", job_id="j", available_at=START, deliveries=0
+                )
+            )
+            assert list(await connection.scalars(select(triggers.c.run_id))) == ["r"]
+        if engine.dialect.name == "postgresql":
+            assert await _options(engine, "triggers") == [
+                "fillfactor=80",
+                "autovacuum_vacuum_scale_factor=0.01",
+            ]
+        await run_sync_at(empty_store_url, _to("0019", down=True))
+        async with engine.connect() as connection:
+            assert "triggers" not in await connection.run_sync(lambda sync: inspect(sync).get_table_names())
     finally:
         await engine.dispose()
 
@@ -544,10 +573,17 @@ async def test_0013_leaves_room_on_the_pages_of_runs_and_downgrades_without_it(e
 
 
 async def _runs_options(engine: AsyncEngine) -> list[str]:
+    return await _options(engine, "runs")
+
+
+async def _options(engine: AsyncEngine, table: str) -> list[str]:
+    """A table's storage parameters on PostgreSQL (none on SQLite)."""
     if engine.dialect.name != "postgresql":
         return []
     async with engine.connect() as connection:
-        found = await connection.execute(text("SELECT reloptions FROM pg_class WHERE relname = 'runs'"))
+        found = await connection.execute(
+            text("SELECT reloptions FROM pg_class WHERE oid = to_regclass(:table)"), {"table": table}
+        )
         return list(found.scalar_one() or [])
 
 

@@ -424,3 +424,25 @@ notification_outbox = Table(
     Column("last_error", Text, nullable=True),
     Index("ix_notification_outbox_state_next_attempt_at", "state", "next_attempt_at"),
 )
+
+# The trigger queue on PostgreSQL (cronwheel.queue.postgres; migration 0020): one row per trigger
+# not yet acknowledged. ``available_at`` is when it is due (the scheduler's clock);
+# ``claimed_until`` and ``deliveries`` are the current hand-out (the database's clock). Present on
+# SQLite too, unused there: the schema is one on both databases.
+triggers = Table(
+    "triggers",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("queue", NAME, nullable=False),
+    Column("run_id", ID, nullable=False),
+    Column("job_id", ID, nullable=False),
+    Column("slot", Instant, nullable=True),
+    Column("available_at", Instant, nullable=False),
+    Column("deliveries", Integer, nullable=False),
+    Column("claimed_until", Instant, nullable=True),
+    Column("consumer", NAME, nullable=True),
+    Index("ix_triggers_queue_available_at", "queue", "available_at"),
+    # every hand-out rewrites the row (no indexed column changes): room for it on its page, and
+    # autovacuum after a small share of dead rows, as rows are deleted on every ack
+    postgresql_with={"fillfactor": 80, "autovacuum_vacuum_scale_factor": 0.01},
+)
