@@ -11,7 +11,7 @@ import enum
 import os
 import time
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 # The DST options are the schedule engine's own vocabulary (``Literal`` aliases defined there once);
@@ -78,7 +78,15 @@ __all__ = [
     "dedup_key",
     "new_id",
     "shard_of",
+    "utc_text",
 ]
+
+
+def utc_text(moment: datetime) -> str:
+    """An aware ``moment`` as RFC 3339 in UTC with a ``Z`` (``2026-03-02T13:00:00Z``; sub-seconds
+    only when it has them): how instants read in messages, files and payloads."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
 
 # -- identifiers ---------------------------------------------------------------------------------
 

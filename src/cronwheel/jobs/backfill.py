@@ -10,11 +10,11 @@ it as a problem with that field and the CLI says which option.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from cronwheel.errors import InvalidInputError
-from cronwheel.model import Job
+from cronwheel.model import Job, utc_text
 from cronwheel.scheduler.backfill import BACKFILL_CONFIRM_SLOTS, BACKFILL_MAX_SLOTS
 
 
@@ -96,4 +96,4 @@ def check_confirmed(total: int, confirm: bool) -> None:
 def _text(moment: datetime) -> str:
     if moment.tzinfo is None:
         return moment.isoformat()
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return utc_text(moment)

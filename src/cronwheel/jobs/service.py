@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from yarl import URL
@@ -36,6 +36,7 @@ from cronwheel.model import (
     SkipReason,
     Target,
     new_id,
+    utc_text,
 )
 from cronwheel.queue import Queue, Trigger
 from cronwheel.schedule import OnceSchedule
@@ -630,21 +631,21 @@ def no_slot_reason(job: Job, now: datetime) -> tuple[str, str] | None:
     schedule = schedule_of(job)
     if isinstance(schedule, OnceSchedule) and schedule.at <= now:
         return "schedule", (
-            f"{job.schedule!r} has passed (now {_utc_text(now)}) and misfire {job.misfire.mode.value} with "
+            f"{job.schedule!r} has passed (now {utc_text(now)}) and misfire {job.misfire.mode.value} with "
             f"grace_s {job.misfire.grace_s:g} would record it SKIPPED, not run it: give a later instant, "
             "or misfire run_once to run it late"
         )
     if job.end_at is not None and job.end_at <= now:
-        passed = f"end_at {_utc_text(job.end_at)} has passed (now {_utc_text(now)})"
+        passed = f"end_at {utc_text(job.end_at)} has passed (now {utc_text(now)})"
         return "end_at", f"{passed}: the job would never fire"
     start = now if job.start_at is None or job.start_at <= now else job.start_at
     following = schedule_of(job).next_after(start)
     shown = f"{job.schedule!r} ({job.timezone})"
     if following is None or job.end_at is None:
-        return "schedule", f"{shown} has no fire time after {_utc_text(start)}: the job would never fire"
+        return "schedule", f"{shown} has no fire time after {utc_text(start)}: the job would never fire"
     return "end_at", (
-        f"no fire time of {shown} falls between {_utc_text(start)} and end_at {_utc_text(job.end_at)}"
-        f" (the next is {_utc_text(following)}): the job would never fire"
+        f"no fire time of {shown} falls between {utc_text(start)} and end_at {utc_text(job.end_at)}"
+        f" (the next is {utc_text(following)}): the job would never fire"
     )
 
 
@@ -655,10 +656,6 @@ def delete_after_success_refusal(schedule: str, delete_after_success: bool) -> s
     if not delete_after_success or is_once(schedule):
         return None
     return "delete_after_success is for one-time jobs only (schedule '@at INSTANT'): this job fires again"
-
-
-def _utc_text(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def payload_depth(payload: Any, stop_at: int) -> int:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from cronwheel.model import DueJob, Firing, Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
 from cronwheel.schedule import OnceSchedule, Schedule, parse_schedule
 from cronwheel.schedule.calendar import CalendarSchedule, CalendarShift, CalendarSpec
-from cronwheel.schedule.jitter import jitter_offset
+from cronwheel.schedule.jitter import fire_at
 
 MAX_SLOTS_PER_PLAN = 1000  # slots looked at per job per pass; a job further behind continues next pass
 _EPSILON = timedelta(microseconds=1)
@@ -72,14 +72,7 @@ def _next_slot(schedule: Timeline, slot: datetime) -> datetime | None:
 def due_at(job: Plannable, slot: datetime) -> datetime:
     """When ``slot`` of ``job`` fires: the slot, later by its jitter offset if the job has a
     window (:mod:`cronwheel.schedule.jitter`)."""
-    if not job.jitter_s:
-        return slot
-    return slot + jitter_offset(job.id, slot, job.jitter_s)
-
-
-def _jittered(job: Plannable, slot: datetime) -> datetime | None:
-    """What a run of ``slot`` records as its fire time (None: the slot itself)."""
-    return None if not job.jitter_s else slot + jitter_offset(job.id, slot, job.jitter_s)
+    return fire_at(job.id, slot, job.jitter_s)
 
 
 def _not_due(job: Plannable, slot: datetime, now: datetime) -> bool:
@@ -288,7 +281,7 @@ def _run(
         job_version=job.version,
         reason=None if reason is None else reason.value,
         created_at=now,
-        due_at=None if not job.jitter_s else _jittered(job, slot),
+        due_at=None if not job.jitter_s else due_at(job, slot),
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -60,6 +60,7 @@ from cronwheel.model import (
     Job,
     Overlap,
     Run,
+    utc_text,
 )
 from cronwheel.schedule import DstFold, DstGap, ScheduleError, describe, parse_schedule
 from cronwheel.schedule.jitter import MAX_JITTER_S, fire_at
@@ -274,7 +275,7 @@ def _definition(job: Job) -> dict[str, Any]:
 
 def _json_value(value: Any) -> Any:
     if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return utc_text(value)
     if isinstance(value, enum.Enum):
         return value.value
     return value

@@ -14,7 +14,7 @@ nothing, so no run is created after a cancellation commits (those created before
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from cronwheel import failpoints
 from cronwheel.audit import AuditEntry
 from cronwheel.errors import InvalidInputError, NotFoundError, NotRunningError
-from cronwheel.model import Backfill, BackfillState, BackfillStep, Run, RunKind
+from cronwheel.model import Backfill, BackfillState, BackfillStep, Run, RunKind, utc_text
 from cronwheel.store import codec
 from cronwheel.store.schema import BACKFILL_RUNNING, backfills, jobs, runs
 from cronwheel.store.sql import audit, bulk, last_runs
@@ -167,4 +167,4 @@ async def _job_live(connection: AsyncConnection, job_id: str) -> bool:
 
 
 def _text(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return None if moment is None else utc_text(moment)

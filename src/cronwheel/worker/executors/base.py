@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from cronwheel import __version__
 from cronwheel.errors import TransientError
-from cronwheel.model import AttemptResult, Job, Outcome, Run, Target
+from cronwheel.model import AttemptResult, Job, Outcome, Run, Target, utc_text
 from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, SecretUnavailableError
 from cronwheel.targets import python as python_targets
 from cronwheel.targets.kinds import secret_references
@@ -132,9 +132,7 @@ def rfc3339(instant: datetime) -> str:
     """``2025-03-30T01:00:00Z``: RFC 3339 in UTC with a ``Z``, sub-seconds only when present."""
     if instant.tzinfo is None:
         raise ValueError("rfc3339 needs an aware datetime")
-    utc = instant.astimezone(UTC)
-    text = utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds")
-    return text.replace("+00:00", "Z")
+    return utc_text(instant)
 
 
 def storable(result: AttemptResult) -> AttemptResult:
