@@ -213,11 +213,13 @@ async def list_tokens(
 
 @router.get("/tokens/{token_id}", response_model=TokenOut, responses=_ONE)
 async def get_token(token_id: str, services: Services, caller: CallerDep) -> TokenOut:
+    """The token; a revoked one stays readable, with ``state`` revoked, for the audit trail."""
     return await get(services, caller, token_id)
 
 
 @router.delete("/tokens/{token_id}", status_code=204, responses=_ONE)
 async def revoke_token(token_id: str, services: Services, caller: CallerDep, actor: ActorDep) -> Response:
-    """Revoke the token: every request made with it is refused from now on (401)."""
+    """Revoke the token: every request made with it is refused from now on (401). The token's
+    record stays, with ``state`` revoked (GET answers 200), so the audit log can name it."""
     await revoke(services, caller, actor, token_id)
     return Response(status_code=204)
