@@ -180,6 +180,7 @@ def test_every_container_runs_as_non_root_on_a_read_only_root(mode: str) -> None
         assert pod["securityContext"]["runAsUser"] == UID, role
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, role
         assert pod["automountServiceAccountToken"] is False, role
+        assert pod["enableServiceLinks"] is False, f"{role}: CRONWHEEL_API_* variables from the Service"
         assert pod["serviceAccountName"] == "cronwheel", role
         for each in pod["containers"] + pod.get("initContainers", []):
             context = each["securityContext"]
