@@ -203,6 +203,7 @@ class PostgresQueue:
         self._listeners: dict[str, PostgresChangeListener] = {}
         self._pumps: dict[str, asyncio.Task[None]] = {}
         self._listen_after: dict[str, float] = {}  # queue -> loop time of the next try to listen
+        self._listening = asyncio.Lock()  # one start at a time: concurrent receives share it
 
     def _wakeup(self, queue: str) -> asyncio.Event:
         return self._wakeups.setdefault(queue, asyncio.Event())
@@ -307,6 +308,13 @@ class PostgresQueue:
         listener = self._listeners.get(queue)
         if not self._listen or (listener is not None and listener.running):
             return
+        async with self._listening:
+            await self._restart_listening(queue)
+
+    async def _restart_listening(self, queue: str) -> None:
+        listener = self._listeners.get(queue)
+        if listener is not None and listener.running:
+            return  # another receive started it meanwhile
         loop = asyncio.get_running_loop()
         if loop.time() < self._listen_after.get(queue, 0.0):
             return
