@@ -144,6 +144,19 @@ async def test_dead_letters_are_capped_per_queue_keeping_the_newest(database: st
     assert _dead_lettered() == buried + 5  # every one counted, kept or not
 
 
+async def test_concurrent_receivers_burying_at_once_hold_the_cap_exactly(
+    database: str, queues: MakeQueue
+) -> None:
+    holder = queues(max_deliveries=1)
+    await holder.publish([Trigger(f"r{i}", "j") for i in range(8)])
+    assert len(await holder.receive("default", "w", 10, 0.1)) == 8  # never acked
+    await asyncio.sleep(1.2 * POSTGRES_VISIBILITY_S)
+    receivers = [queues(max_deliveries=1, dead_letter_max=2) for _ in range(4)]
+    await asyncio.gather(*(queue.receive("default", f"w{i}", 2, 0.1) for i, queue in enumerate(receivers)))
+    assert len(await _dead_rows(database)) == 2
+    assert await holder.depth("default") == 0
+
+
 async def test_a_publish_in_one_process_wakes_a_receiver_blocked_in_another(
     queues: MakeQueue, clock: ManualClock
 ) -> None:
