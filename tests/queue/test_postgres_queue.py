@@ -157,6 +157,52 @@ async def test_concurrent_receivers_burying_at_once_hold_the_cap_exactly(
     assert await holder.depth("default") == 0
 
 
+async def test_a_restarted_consumer_takes_back_its_unacknowledged_triggers_at_once(
+    queues: MakeQueue,
+) -> None:
+    before = queues(visibility_timeout_s=30.0)  # the process that dies
+    await before.publish([Trigger(f"r{i}", "j") for i in range(5)])
+    mine = await before.receive("default", "node-a", 3, 0.1)
+    (theirs,) = await before.receive("default", "node-b", 1, 0.1)
+    await before.ack("default", mine[:1])
+    await before.publish([Trigger("new", "j")])
+
+    after = queues(visibility_timeout_s=30.0)  # node-a again, restarted
+    started = time.monotonic()
+    back = await after.receive("default", "node-a", 10, 1.0)
+    assert time.monotonic() - started < 5.0  # not after the 30 s visibility timeout
+    assert [(d.trigger, d.deliveries) for d in back] == [(d.trigger, 2) for d in mine[1:]]
+    fresh = await after.receive("default", "node-a", 10, 1.0)  # then on to new triggers
+    assert [d.trigger.run_id for d in fresh] == ["r4", "new"]
+    assert await after.receive("default", "node-b-other", 10, 0.1) == []  # theirs: still held
+    await after.ack("default", [*back, *fresh, theirs])
+    assert await after.depth("default") == 0
+
+
+async def test_a_long_history_comes_back_in_batches(queues: MakeQueue) -> None:
+    before = queues(visibility_timeout_s=30.0)
+    await before.publish([Trigger(f"r{i}", "j") for i in range(7)])
+    taken = await before.receive("default", "node-a", 7, 0.1)
+    after = queues(visibility_timeout_s=30.0)
+    batches = [await after.receive("default", "node-a", 3, 0.1) for _ in range(4)]
+    assert [len(batch) for batch in batches] == [3, 3, 1, 0]
+    assert [d.trigger for batch in batches for d in batch] == [d.trigger for d in taken]
+    assert all(d.deliveries == 2 for batch in batches for d in batch)
+
+
+async def test_a_restarted_consumer_dead_letters_what_it_was_handed_too_often(
+    database: str, queues: MakeQueue
+) -> None:
+    buried = _dead_lettered()
+    before = queues(visibility_timeout_s=30.0, max_deliveries=1)
+    await before.publish([Trigger("poison", "j")])
+    (taken,) = await before.receive("default", "node-a", 10, 0.1)  # node-a dies holding it
+    after = queues(visibility_timeout_s=30.0, max_deliveries=1)  # node-a again
+    assert await after.receive("default", "node-a", 10, 0.3) == []  # its second time: buried
+    assert [row[1:3] for row in await _dead_rows(database)] == [(taken.token.split(":")[0], "poison")]
+    assert _dead_lettered() == buried + 1
+
+
 async def test_a_publish_in_one_process_wakes_a_receiver_blocked_in_another(
     queues: MakeQueue, clock: ManualClock
 ) -> None:

@@ -7,7 +7,10 @@ statement that picks them ``FOR UPDATE SKIP LOCKED``, so concurrent receivers ne
 row and never wait for each other; a claim lasts the visibility timeout, after which the row is
 handed out again with ``deliveries`` raised (at-least-once). ``ack`` deletes a row only if it is
 still the claim the delivery's token names (``{id}:{deliveries}``): an ack that comes after the
-trigger was handed out again leaves the new hand-out alone.
+trigger was handed out again leaves the new hand-out alone. As on Redis, a consumer name's first
+receives in an instance take back that name's own live claims first (by row id, in batches of
+``limit``): a worker restarted under its node name gets at once what its previous life was handed
+and never acknowledged, rather than after the visibility timeout.
 
 Dead letters, as the Redis queue's: a trigger is handed out at most ``max_deliveries`` times
 (default 10). The receive that would hand it out once more moves it instead, in the same
@@ -58,7 +61,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, text
+from sqlalchemy import TextClause, insert, text
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -77,17 +80,14 @@ CHANNEL_PREFIX = "cronwheel_queue_"
 _CHANNEL_BYTES = 63  # PostgreSQL's longest identifier (NAMEDATALEN - 1): LISTEN truncates beyond it
 
 # One receive step, by the database's clock (epoch microseconds; exact: extract yields numeric):
-# pick up to ``limit`` due rows not held by a live claim, skipping rows other transactions hold;
-# move those already handed out ``max_deliveries`` times to ``dead_triggers``; claim the rest for
-# the visibility timeout. Returns both, told apart by ``dead``.
-_TAKE = text(
-    """
+# pick up to ``limit`` rows (``{pick}``: which, in what order), skipping rows other transactions
+# hold; move those already handed out ``max_deliveries`` times to ``dead_triggers``; claim the
+# rest for the visibility timeout. Returns both, told apart by ``dead``.
+_TAKE_TEMPLATE = """
     WITH clock AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now_us),
     picked AS MATERIALIZED (
         SELECT id, deliveries FROM triggers
-        WHERE queue = :queue AND available_at <= :due
-          AND (claimed_until IS NULL OR claimed_until < (SELECT now_us FROM clock))
-        ORDER BY available_at, id
+        WHERE queue = :queue AND {pick}
         LIMIT :limit
         FOR UPDATE SKIP LOCKED
     ),
@@ -110,7 +110,25 @@ _TAKE = text(
     SELECT false AS dead, id, run_id, job_id, slot, deliveries, available_at FROM claimed
     UNION ALL
     SELECT true AS dead, id, run_id, job_id, slot, deliveries, available_at FROM buried
-    """
+"""
+
+# Due rows not held by a live claim, in the queue's order: due time, then publication.
+_TAKE = text(
+    _TAKE_TEMPLATE.format(
+        pick="""available_at <= :due
+          AND (claimed_until IS NULL OR claimed_until < (SELECT now_us FROM clock))
+        ORDER BY available_at, id"""
+    )
+)
+
+# The consumer's own live claims past a cursor, by id: what a restarted process was handed under
+# its consumer name (node name) and never acknowledged, taken back at once.
+_TAKE_BACK = text(
+    _TAKE_TEMPLATE.format(
+        pick="""consumer = :consumer AND id > :after
+          AND claimed_until >= (SELECT now_us FROM clock)
+        ORDER BY id"""
+    )
 )
 
 # When the next trigger not yet due is due (the injected clock's epoch microseconds), if any.
@@ -204,6 +222,8 @@ class PostgresQueue:
         self._pumps: dict[str, asyncio.Task[None]] = {}
         self._listen_after: dict[str, float] = {}  # queue -> loop time of the next try to listen
         self._listening = asyncio.Lock()  # one start at a time: concurrent receives share it
+        # (queue, consumer) -> how far its own earlier claims were taken back; None: all of them
+        self._history: dict[tuple[str, str], int | None] = {}
 
     def _wakeup(self, queue: str) -> asyncio.Event:
         return self._wakeups.setdefault(queue, asyncio.Event())
@@ -245,6 +265,10 @@ class PostgresQueue:
         give_up = loop.time() + timeout_s
         wakeup = self._wakeup(queue)
         await self._ensure_listening(queue)  # before the first claim: no publish falls between
+        if self._history.get((queue, consumer), 0) is not None:
+            recovered = await self._take_back(queue, consumer, limit)
+            if recovered:
+                return recovered
         while True:
             wakeup.clear()  # before the claim: a publish during it still wakes the wait below
             got, buried, next_due_s = await self._take(queue, consumer, limit)
@@ -262,26 +286,61 @@ class PostgresQueue:
         """One claim: the deliveries, how many triggers were dead-lettered, and (when nothing
         was claimed) how long until the next delayed trigger is due, by the injected clock."""
         due = self._due()
-        values = {
+        values = self._values(queue, consumer, limit, due=due)
+        rows, next_due_s = await self._claim(queue, _TAKE, values, next_due_after=due)
+        got = _deliveries(queue, rows)
+        return got, len(rows) - len(got), next_due_s
+
+    async def _take_back(self, queue: str, consumer: str, limit: int) -> list[Delivery]:
+        """The first receives of a consumer name in this instance: what that name was handed
+        before (by a previous process, which died or stopped without acknowledging) comes back
+        at once rather than after the visibility timeout, with its delivery count raised (or is
+        dead-lettered). Consumer names must be unique among live processes (node names are)."""
+        key = (queue, consumer)
+        values = self._values(queue, consumer, limit, after=self._history.get(key) or 0)
+        rows, _ = await self._claim(queue, _TAKE_BACK, values)
+        self._history[key] = max(row.id for row in rows) if len(rows) >= limit else None
+        got = _deliveries(queue, rows)
+        if rows:
+            log.info(
+                "took back unacknowledged triggers",
+                extra={
+                    "action": "recover",
+                    "queue": queue,
+                    "node": consumer,
+                    "count": len(got),
+                    "dead_lettered": len(rows) - len(got),
+                },
+            )
+        return got
+
+    def _values(self, queue: str, consumer: str, limit: int, **more: int) -> dict[str, Any]:
+        return {
             "queue": queue,
             "consumer": consumer,
             "limit": limit,
-            "due": due,
             "visibility": self._visibility_us,
             "max_deliveries": self._max_deliveries,
+            **more,
         }
+
+    async def _claim(
+        self, queue: str, statement: TextClause, values: dict[str, Any], *, next_due_after: int | None = None
+    ) -> tuple[list[Row[Any]], float]:
+        """Run a take statement; trim the dead letters and count what it dead-lettered. With
+        ``next_due_after``, when nothing was claimed: how long until the next delayed trigger."""
         next_due_s = math.inf
         with translated_errors():
             async with self._engine.begin() as connection:
-                rows = (await connection.execute(_TAKE, values)).all()
-                buried = [row for row in rows if row.dead]
+                rows = list((await connection.execute(statement, values)).all())
+                buried = sum(1 for row in rows if row.dead)
                 if buried:
                     await self._trim(connection, queue)
-                if len(buried) == len(rows):
-                    next_due_s = await _next_due_s(connection, queue, due)
+                if next_due_after is not None and buried == len(rows):
+                    next_due_s = await _next_due_s(connection, queue, next_due_after)
         if buried:
-            self._count_dead(queue, len(buried))
-        return _deliveries(queue, [row for row in rows if not row.dead]), len(buried), next_due_s
+            self._count_dead(queue, buried)
+        return rows, next_due_s
 
     async def _trim(self, connection: AsyncConnection, queue: str) -> None:
         await connection.execute(_TRIM_LOCK, {"key": f"cronwheel.dead_triggers:{queue}"})
@@ -408,7 +467,8 @@ async def _next_due_s(connection: AsyncConnection, queue: str, due: int) -> floa
 
 
 def _deliveries(queue: str, rows: list[Row[Any]]) -> list[Delivery]:
-    # RETURNING keeps no order: hand out as the queue orders, by due time then publication
+    """The claimed rows (not the dead-lettered) as deliveries. RETURNING keeps no order: hand
+    out as the queue orders, by due time then publication."""
     return [
         Delivery(
             Trigger(row.run_id, row.job_id, queue, None if row.slot is None else from_micros(row.slot)),
@@ -416,6 +476,7 @@ def _deliveries(queue: str, rows: list[Row[Any]]) -> list[Delivery]:
             row.deliveries,
         )
         for row in sorted(rows, key=lambda row: (row.available_at, row.id))
+        if not row.dead
     ]
 
 
