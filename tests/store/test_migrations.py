@@ -35,7 +35,7 @@ from cronwheel.store.migrate import (
     upgrade_database,
 )
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.schema import jobs, metadata, runs, triggers
+from cronwheel.store.schema import dead_triggers, jobs, metadata, runs, triggers
 from cronwheel.store.sql import SchemaOutdatedError, open_store
 
 from .support import START, make_job, make_run
@@ -107,7 +107,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0020"
+        assert await current_revision(engine) == head_revision() == "0022"
     finally:
         await engine.dispose()
 
@@ -296,7 +296,7 @@ async def test_0020_adds_triggers_to_a_0019_database_and_downgrades_without_it(e
         async with engine.connect() as connection:
             assert "triggers" not in await connection.run_sync(lambda sync: inspect(sync).get_table_names())
         await run_sync_at(empty_store_url, _to("0020"))
-        assert await _diff_at(empty_store_url, metadata) == []
+        assert await _diff_at(empty_store_url, _metadata_without("dead_triggers")) == []
         async with engine.begin() as connection:
             await connection.execute(
                 insert(triggers).values(
@@ -314,6 +314,43 @@ async def test_0020_adds_triggers_to_a_0019_database_and_downgrades_without_it(e
             assert "triggers" not in await connection.run_sync(lambda sync: inspect(sync).get_table_names())
     finally:
         await engine.dispose()
+
+
+async def test_0022_adds_dead_triggers_to_a_0020_database_and_downgrades_without_it(
+    empty_store_url: str,
+) -> None:
+    """The PostgreSQL queue's dead letters, on both databases; the triggers table is kept."""
+    await run_sync_at(empty_store_url, _to("0020"))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert "dead_triggers" not in tables
+        await run_sync_at(empty_store_url, _to("0022"))
+        assert await _diff_at(empty_store_url, metadata) == []
+        async with engine.begin() as connection:
+            await connection.execute(
+                insert(dead_triggers).values(
+                    id=1, queue="q", trigger_id=7, run_id="r", job_id="j", deliveries=10, dead_at=START
+                )
+            )
+            assert list(await connection.scalars(select(dead_triggers.c.trigger_id))) == [7]
+        await run_sync_at(empty_store_url, _to("0020", down=True))
+        async with engine.connect() as connection:
+            tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert "dead_triggers" not in tables
+            assert "triggers" in tables
+    finally:
+        await engine.dispose()
+
+
+def _metadata_without(*names: str) -> MetaData:
+    """The schema's metadata without the named tables (a revision before they were added)."""
+    before = MetaData(naming_convention=metadata.naming_convention)
+    for table in metadata.tables.values():
+        if table.name not in names:
+            table.to_metadata(before)
+    return before
 
 
 async def test_the_alembic_command_line_path_makes_its_own_engine(empty_store_url: str) -> None:

@@ -61,6 +61,10 @@ class PostgresChangeListener:
     answering counts as lost), and after a loss it reconnects with exponential backoff
     (``min_backoff_s`` doubling up to ``max_backoff_s``, jittered by half; the first retry is
     immediate) for as long as it runs, then signals :data:`RELOAD_ALL`.
+
+    ``name`` (default ``job-change-listener``) names it in logs and retries, ``subject`` (default
+    ``job changes``) in errors, ``application_name`` its connection in ``pg_stat_activity``: other
+    channels (the trigger queue's wake-ups, ``cronwheel.queue.postgres``) use the same machinery.
     """
 
     def __init__(
@@ -72,8 +76,12 @@ class PostgresChangeListener:
         max_backoff_s: float = 5.0,
         health_check_s: float = 10.0,
         timeout_s: float = 5.0,
+        name: str = "job-change-listener",
+        subject: str = "job changes",
+        application_name: str = "cronwheel-listener",
     ) -> None:
         self._dsn = listener_dsn(url)
+        self.name, self._subject, self._application_name = name, subject, application_name
         self._tls = connect_arguments(make_url(url).query)  # async_url took sslmode and its files out
         self.channel = channel
         self._backoff = Backoff(first_s=min_backoff_s, multiplier=2.0, cap_s=max_backoff_s, jitter=0.5)
@@ -98,6 +106,11 @@ class PostgresChangeListener:
         return self._connection is not None and not self._lost.is_set()
 
     @property
+    def running(self) -> bool:
+        """Started and not ended (stopped, or by a reconnect the server refused)."""
+        return self._task is not None and not self._task.done()
+
+    @property
     def server_pid(self) -> int | None:
         """The PostgreSQL backend process of the listening connection (diagnostics, tests)."""
         if self._connection is None:
@@ -110,7 +123,7 @@ class PostgresChangeListener:
     async def start(self) -> None:
         if self._task is not None:
             return
-        await self._connect_translated("cannot listen for job changes")
+        await self._connect_translated(f"cannot listen for {self._subject}")
         self._task = asyncio.create_task(self._keep(), name=f"listen {self.channel}")
 
     async def supervise(self, stop: asyncio.Event) -> None:
@@ -163,7 +176,7 @@ class PostgresChangeListener:
         connection = await asyncpg.connect(
             self._dsn,
             timeout=self._timeout_s,
-            server_settings={"application_name": "cronwheel-listener"},
+            server_settings={"application_name": self._application_name},
             **self._tls,
         )
         lost = asyncio.Event()
@@ -192,7 +205,9 @@ class PostgresChangeListener:
             await self._reconnect()
             self.reconnects += 1
             log.info(
-                "job-change listener reconnected", extra={"action": "listen", "reconnects": self.reconnects}
+                "%s reconnected",
+                self.name.replace("-", " "),
+                extra={"action": "listen", "channel": self.channel, "reconnects": self.reconnects},
             )
             self._publish(RELOAD_ALL)
 
@@ -206,15 +221,19 @@ class PostgresChangeListener:
             try:
                 await asyncio.wait_for(self._connection.fetchval("SELECT 1"), self._timeout_s)
             except Exception as error:  # any failure: treat the connection as gone
-                log.warning("job-change listener health check failed", extra={"error": str(error)})
+                log.warning(
+                    "%s health check failed",
+                    self.name.replace("-", " "),
+                    extra={"channel": self.channel, "error": str(error)},
+                )
                 return
 
     async def _reconnect(self) -> None:
         """At once, then with backoff while the server is unavailable (each wait logged
-        ``action=wait backend=job-change-listener``); a refusal is raised."""
+        ``action=wait backend=<name>``); a refusal is raised."""
         await retry(
-            "job-change-listener",
-            lambda: self._connect_translated("cannot reconnect to listen for job changes"),
+            self.name,
+            lambda: self._connect_translated(f"cannot reconnect to listen for {self._subject}"),
             self._backoff,
         )
 

@@ -446,3 +446,21 @@ triggers = Table(
     # autovacuum after a small share of dead rows, as rows are deleted on every ack
     postgresql_with={"fillfactor": 80, "autovacuum_vacuum_scale_factor": 0.01},
 )
+
+# Dead letters of the trigger queue on PostgreSQL (migration 0022): triggers handed out
+# ``max_deliveries`` times without an acknowledgement, moved here from ``triggers`` instead of
+# being handed out again; the newest ``dead_letter_max`` per queue are kept. ``trigger_id`` is the
+# ``triggers`` row it was; ``dead_at`` is by the database's clock.
+dead_triggers = Table(
+    "dead_triggers",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("queue", NAME, nullable=False),
+    Column("trigger_id", BigInteger, nullable=False),
+    Column("run_id", ID, nullable=False),
+    Column("job_id", ID, nullable=False),
+    Column("slot", Instant, nullable=True),
+    Column("deliveries", Integer, nullable=False),
+    Column("dead_at", Instant, nullable=False),
+    Index("ix_dead_triggers_queue_id", "queue", "id"),
+)

@@ -83,8 +83,9 @@ QUEUE_RECLAIMS = Counter(
 )
 DEAD_LETTERED = Counter(
     "cronwheel_dead_lettered_total",
-    "Triggers moved to the dead-letter stream (handed out too many times without an acknowledgement), "
-    "by queue. Their runs are not lost: the sweep queues them again from the store.",
+    "Triggers moved to the dead letters (handed out too many times without an acknowledgement): the "
+    "Redis queue's dead-letter stream, the PostgreSQL queue's dead_triggers table; by queue. Their "
+    "runs are not lost: the sweep queues them again from the store.",
     ["queue"],
     registry=REGISTRY,
 )
