@@ -35,7 +35,7 @@ from cronwheel.store.migrate import (
     upgrade_database,
 )
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.schema import jobs, metadata, runs, triggers
+from cronwheel.store.schema import coordination_shards, jobs, metadata, runs, triggers
 from cronwheel.store.sql import SchemaOutdatedError, open_store
 
 from .support import START, make_job, make_run
@@ -78,6 +78,18 @@ def _diff(connection: Connection, target: MetaData) -> list[Any]:
     return diff
 
 
+COORDINATION = {"coordination_members", "coordination_duties", "coordination_shards"}
+
+
+def _metadata_without(names: set[str]) -> MetaData:
+    """The schema's metadata without the tables ``names`` (those of later revisions)."""
+    kept = MetaData(naming_convention=metadata.naming_convention)
+    for table in metadata.sorted_tables:
+        if table.name not in names:
+            table.to_metadata(kept)
+    return kept
+
+
 async def _diff_at(url: str, target: MetaData) -> list[Any]:
     engine = create_engine(url)
     try:
@@ -107,7 +119,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0020"
+        assert await current_revision(engine) == head_revision() == "0021"
     finally:
         await engine.dispose()
 
@@ -296,7 +308,7 @@ async def test_0020_adds_triggers_to_a_0019_database_and_downgrades_without_it(e
         async with engine.connect() as connection:
             assert "triggers" not in await connection.run_sync(lambda sync: inspect(sync).get_table_names())
         await run_sync_at(empty_store_url, _to("0020"))
-        assert await _diff_at(empty_store_url, metadata) == []
+        assert await _diff_at(empty_store_url, _metadata_without(COORDINATION)) == []
         async with engine.begin() as connection:
             await connection.execute(
                 insert(triggers).values(
@@ -312,6 +324,30 @@ async def test_0020_adds_triggers_to_a_0019_database_and_downgrades_without_it(e
         await run_sync_at(empty_store_url, _to("0019", down=True))
         async with engine.connect() as connection:
             assert "triggers" not in await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+    finally:
+        await engine.dispose()
+
+
+async def test_0021_adds_the_coordination_tables_to_a_0020_database_and_downgrades_without_them(
+    empty_store_url: str,
+) -> None:
+    """The PostgreSQL coordinator's members, duties and shards, on both databases."""
+    await run_sync_at(empty_store_url, _to("0020"))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            names = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert COORDINATION.isdisjoint(names)
+        await run_sync_at(empty_store_url, _to("0021"))
+        assert await _diff_at(empty_store_url, metadata) == []
+        async with engine.begin() as connection:
+            await connection.execute(insert(coordination_shards).values(shard=3, epoch=7))
+            assert list(await connection.scalars(select(coordination_shards.c.epoch))) == [7]
+        await run_sync_at(empty_store_url, _to("0020", down=True))
+        async with engine.connect() as connection:
+            names = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert COORDINATION.isdisjoint(names)
+            assert "triggers" in names
     finally:
         await engine.dispose()
 
