@@ -1,0 +1,297 @@
+"""``PostgresCoordinator`` as a cluster, on a live PostgreSQL: shards split by the plan, the
+leader replaced after a crash within the TTL, epochs that rise with every hand-over and fence
+the store, and a node cut off from the database (a TCP proxy that swallows its packets) that
+stops claiming before its rows expire, then rejoins. Then the pure parts, with made-up times.
+
+Failover times are printed (``pytest -s``) and recorded as test properties."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+
+import pytest
+from chaos_proxy import Mode, ModeKind, Proxy
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from cronwheel.clock import SystemClock
+from cronwheel.coordinator.plan import ShardKey, rendezvous
+from cronwheel.coordinator.postgres import PostgresCoordinator, Snapshot, poll_delay, statement_timeout
+from cronwheel.errors import BackendUnavailableError, InvalidInputError
+from cronwheel.store.driver import create_engine
+from cronwheel.store.sql import open_store
+from store.support import firing_of, make_job, make_run
+
+from .conftest import PG_TTL_S, PgNodeFactory
+from .support import OwnershipMonitor, balanced, eventually, eventually_async, ownership
+
+SHARDS = 256
+T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+
+RecordProperty = Callable[[str, object], None]
+
+
+async def cluster(start_pg_node: PgNodeFactory, count: int, **options: object) -> list[PostgresCoordinator]:
+    """``count`` scheduler nodes ``n1``..., once every shard is owned where rendezvous puts it."""
+    nodes = [await start_pg_node(f"n{i}", **options) for i in range(1, count + 1)]  # type: ignore[arg-type]
+    await eventually(lambda: balanced(nodes, SHARDS), 10, what=f"{count} nodes share every shard")
+    return nodes
+
+
+async def rows(url: str, sql: str, **values: object) -> list[tuple[object, ...]]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return [tuple(row) for row in await connection.execute(text(sql), values)]
+    finally:
+        await engine.dispose()
+
+
+# -- several nodes --------------------------------------------------------------------------------
+
+
+async def test_three_nodes_split_the_shards_by_the_plan(start_pg_node: PgNodeFactory) -> None:
+    nodes = await cluster(start_pg_node, 3)
+    owned = ownership(nodes)
+    assert {shard: node for shard, (node, _) in owned.items()} == dict(
+        enumerate(rendezvous(SHARDS, ["n1", "n2", "n3"]))
+    )
+    assert all(epoch > 0 for _, epoch in owned.values())
+    leaders = {await node.leader() for node in nodes}
+    assert len(leaders) == 1
+    assert leaders <= {"n1", "n2", "n3"}
+    assert [m.node for m in await nodes[0].members()] == ["n1", "n2", "n3"]
+
+
+async def test_a_crashed_leader_is_replaced_and_its_shards_move_within_the_ttl(
+    start_pg_node: PgNodeFactory, record_property: RecordProperty
+) -> None:
+    nodes = await cluster(start_pg_node, 3)
+    leader = await nodes[0].leader()
+    victim = next(node for node in nodes if node.node == leader)
+    survivors = [node for node in nodes if node is not victim]
+    before = ownership(nodes)
+    lost = {shard: epoch for shard, (node, epoch) in before.items() if node == victim.node}
+    async with OwnershipMonitor(list(nodes)) as monitor:
+        await victim.stop(leave=False)  # a crash: its rows stay until they expire
+
+        async def replaced() -> bool:
+            return await survivors[0].leader() in {node.node for node in survivors}
+
+        led = await eventually_async(replaced, PG_TTL_S + 1, interval_s=0.01, what="a new leader")
+        took = await eventually(lambda: balanced(survivors, SHARDS), PG_TTL_S + 1, what="survivors own all")
+    monitor.assert_never_doubled()
+    print(f"\nafter a crash of the leader (ttl {PG_TTL_S} s): leader {led:.2f} s, shards {took:.2f} s")
+    record_property("leader_failover_s", round(led, 3))
+    record_property("crash_failover_s", round(took, 3))
+    after = ownership(survivors)
+    for shard, epoch in lost.items():
+        assert after[shard][1] > epoch, "the new owner's epoch fences the old one"
+    for shard, (node, epoch) in before.items():
+        if shard not in lost:
+            assert after[shard] == (node, epoch), "a survivor's shards stay put"
+
+
+async def test_a_stopped_node_hands_over_at_once(start_pg_node: PgNodeFactory) -> None:
+    nodes = await cluster(start_pg_node, 3)
+    async with OwnershipMonitor(list(nodes)) as monitor:
+        await nodes[2].stop()  # frees its rows and notifies
+        took = await eventually(lambda: balanced(nodes[:2], SHARDS), 2, what="survivors own all")
+    monitor.assert_never_doubled()
+    assert took < 1.0
+
+
+async def test_epochs_rise_with_every_hand_over(
+    start_pg_node: PgNodeFactory, coordination_database: str
+) -> None:
+    first = await start_pg_node("n1")
+    await eventually(lambda: len(first.owned_shards()) == SHARDS, 5, what="n1 owns all")
+    seen = {shard: [lease.epoch] for shard, lease in first.owned_shards().items()}
+    for name in ("n2", "n3"):
+        pair = [first, await start_pg_node(name)]
+        await eventually(lambda: balanced(pair, SHARDS), 5, what=f"{name} takes its share")  # noqa: B023
+        joiner = pair[1]
+        moved = set(joiner.owned_shards())
+        assert moved
+        await joiner.stop()
+        await eventually(lambda: len(first.owned_shards()) == SHARDS, 5, what="back to n1")
+        for shard, lease in first.owned_shards().items():
+            if shard in moved:
+                seen[shard].append(lease.epoch)
+    assert any(len(epochs) == 3 for epochs in seen.values())
+    for shard, epochs in seen.items():
+        assert epochs == sorted(set(epochs)), f"shard {shard}: {epochs}"
+    stored = {
+        row[0]: row[1]
+        for row in await rows(coordination_database, "SELECT shard, epoch FROM coordination_shards")
+    }
+    assert stored == {shard: lease.epoch for shard, lease in first.owned_shards().items()}
+
+
+async def test_the_store_refuses_a_write_fenced_by_an_old_epoch(
+    start_pg_node: PgNodeFactory, coordination_database: str
+) -> None:
+    store = await open_store(coordination_database)
+    try:
+        job = await store.create_job(make_job(next_run_at=T0))
+        old = await start_pg_node("n1")
+        await eventually(lambda: job.shard in old.owned_shards(), 5, what="n1 owns the job's shard")
+        stale = old.owned_shards()[job.shard].epoch
+        assert await store.claim_shards({job.shard: stale}, "n1", T0) == {job.shard}
+        await old.stop(leave=False)
+        new = await start_pg_node("n2")
+        await eventually(lambda: job.shard in new.owned_shards(), PG_TTL_S + 5, what="n2 takes it")
+        fresh = new.owned_shards()[job.shard].epoch
+        assert fresh > stale
+        assert await store.claim_shards({job.shard: fresh}, "n2", T0) == {job.shard}
+        assert await store.claim_shards({job.shard: stale}, "n1", T0) == set()
+        assert job.next_run_at is not None
+        fenced = await store.fire([firing_of(job, make_run(job, job.next_run_at))], T0, {job.shard: stale})
+        assert fenced.accepted == []
+        assert fenced.fenced_job_ids == [job.id]
+    finally:
+        await store.close()
+
+
+async def test_epochs_start_above_what_the_store_recorded(
+    start_pg_node: PgNodeFactory, coordination_database: str
+) -> None:
+    """A cluster that moves from etcd keeps the store's epochs (etcd revisions) fencing."""
+    store = await open_store(coordination_database)
+    try:
+        assert await store.claim_shards({5: 90_000}, "etcd-node", T0) == {5}
+        node = await start_pg_node("n1")
+        await eventually(lambda: 5 in node.owned_shards(), 5, what="n1 owns shard 5")
+        epoch = node.owned_shards()[5].epoch
+        assert epoch == 90_001
+        assert await store.claim_shards({5: epoch}, "n1", T0) == {5}
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def proxy(coordination_database: str) -> AsyncIterator[Proxy]:
+    url = make_url(coordination_database)
+    relay = Proxy("postgres", url.host or "127.0.0.1", url.port or 5432)
+    await relay.start()
+    yield relay
+    await relay.close()
+
+
+def through(url: str, proxy: Proxy) -> str:
+    return make_url(url).set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+
+
+async def test_a_node_cut_off_from_the_database_stops_claiming_before_its_rows_expire(
+    start_pg_node: PgNodeFactory, coordination_database: str, proxy: Proxy, record_property: RecordProperty
+) -> None:
+    cut = await start_pg_node("n1", url=through(coordination_database, proxy))
+    other = await start_pg_node("n2")
+    await eventually(lambda: balanced([cut, other], SHARDS), 10, what="two share every shard")
+    theirs = set(cut.owned_shards())
+    incarnation = cut.incarnation
+    await proxy.apply(Mode(ModeKind.BLACKHOLE))  # packets vanish, no RST: a half-open connection
+    began = time.monotonic()
+    await eventually(lambda: not cut.owned_shards(), PG_TTL_S, interval_s=0.002, what="n1 stops claiming")
+    stopped = time.monotonic()
+    left = await rows(
+        coordination_database,
+        "SELECT count(*) FROM coordination_shards"
+        " WHERE incarnation = :incarnation AND expires_at > (extract(epoch FROM clock_timestamp()) * 1e6)",
+        incarnation=incarnation,
+    )
+    assert left == [(len(theirs),)], "every row of n1 was still unexpired when it stopped claiming"
+    await eventually(lambda: theirs <= set(other.owned_shards()), PG_TTL_S + 2, what="n2 takes over")
+    taken = time.monotonic()
+    assert stopped < taken
+    print(f"\ncut off: stopped claiming after {stopped - began:.2f} s, taken after {taken - began:.2f} s")
+    record_property("cut_off_stop_s", round(stopped - began, 3))
+    await proxy.apply(Mode())
+    await eventually(lambda: balanced([cut, other], SHARDS), 5 * PG_TTL_S + 5, what="n1 rejoins")
+    assert cut.incarnation != incarnation
+
+
+async def test_start_fails_retryably_when_postgres_is_unreachable() -> None:
+    coordinator = PostgresCoordinator.connect(
+        "postgresql://postgres@127.0.0.1:9/none", "n1", ("scheduler",), SystemClock(), ttl_s=PG_TTL_S
+    )
+    with pytest.raises(BackendUnavailableError):
+        await coordinator.start()
+
+
+def test_connect_refuses_what_is_not_postgresql() -> None:
+    with pytest.raises(InvalidInputError):
+        PostgresCoordinator.connect("sqlite:///x.db", "n1", ("scheduler",), SystemClock())
+
+
+# -- pure parts -----------------------------------------------------------------------------------
+
+NOW = 1_800_000_000_000_000  # the database's clock at the read, in microseconds
+S = 1_000_000
+
+
+def snapshot() -> Snapshot:
+    return Snapshot.of(
+        NOW,
+        members=[
+            ("n1", 11, "scheduler,api", NOW - 9 * S, NOW + 2 * S),
+            ("n2", 12, "scheduler", NOW - 5 * S, NOW + S),
+            ("w1", 13, "worker", NOW - 4 * S, NOW + 3 * S),
+            ("gone", 14, "scheduler", NOW - 8 * S, NOW - 1),
+        ],
+        duties=[
+            ("leader", "gone", 14, NOW - 1, '{"owners":["gone","n1"]}'),
+            ("watchdog", "w1", 13, NOW + 3 * S, None),
+        ],
+        shards=[(0, "gone", 14, 7, NOW - 1), (1, "n1", 11, 3, NOW + 2 * S), (2, None, None, 4, None)],
+    )
+
+
+def test_a_snapshot_keeps_the_rows_that_have_not_expired_by_the_databases_clock() -> None:
+    view = snapshot().view()
+    assert view.members == {"n1": ("scheduler", "api"), "n2": ("scheduler",), "w1": ("worker",)}
+    assert (view.leader, view.leader_lease) == (None, 0)  # expired: free for a campaign
+    assert (view.watchdog, view.watchdog_lease) == ("w1", 13)
+    assert view.assignment == ("gone", "n1")  # the published plan outlives its leader
+    assert view.shards == {1: ShardKey("n1", 11, 3)}
+    assert view.revision == NOW
+
+
+def test_a_snapshot_says_who_else_schedules_since_when_and_when_its_first_lease_expires() -> None:
+    assert snapshot().schedulers("n1") == {"n2": NOW - 5 * S}
+    assert snapshot().expires_in_s() == 1.0
+    assert Snapshot(NOW).expires_in_s() is None
+
+
+def test_the_poll_comes_early_when_a_lease_it_saw_expires_first() -> None:
+    read = snapshot()  # first expiry 1 s after the read
+    assert poll_delay(None, 100.0, 100.0, 1.0) == 1.0
+    assert poll_delay(read, 100.0, 100.0, 2.0) == pytest.approx(1.01)
+    assert poll_delay(read, 100.0, 100.5, 2.0) == pytest.approx(0.51)
+    assert poll_delay(read, 100.0, 103.0, 2.0) == 0.0
+    assert poll_delay(read, 100.0, 100.0, 0.5) == 0.5
+
+
+def test_facts_change_with_ownership_not_with_renewals() -> None:
+    renewed = Snapshot.of(
+        NOW + S,
+        members=[("n1", 11, "scheduler", NOW - 9 * S, NOW + 4 * S)],
+        duties=[],
+        shards=[(1, "n1", 11, 3, NOW + 4 * S)],
+    )
+    before = Snapshot.of(
+        NOW,
+        members=[("n1", 11, "scheduler", NOW - 9 * S, NOW + 2 * S)],
+        duties=[],
+        shards=[(1, "n1", 11, 3, NOW + 2 * S)],
+    )
+    assert renewed.facts() == before.facts()
+    moved = Snapshot.of(NOW, [("n1", 11, "scheduler", NOW, NOW + S)], [], [(1, "n1", 11, 4, NOW + S)])
+    assert moved.facts() != before.facts()
+
+
+def test_every_call_is_bounded_well_within_the_ttl() -> None:
+    for ttl in (1.0, 2.0, 5.0, 30.0):
+        assert statement_timeout(ttl) <= max(0.5, ttl / 3) < ttl
