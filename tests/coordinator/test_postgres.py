@@ -7,6 +7,7 @@ Failover times are printed (``pytest -s``) and recorded as test properties."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from chaos_proxy import Mode, ModeKind, Proxy
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from cronwheel.clock import SystemClock
+from cronwheel.clock import ManualClock, SystemClock
 from cronwheel.coordinator.plan import ShardKey, rendezvous
 from cronwheel.coordinator.postgres import PostgresCoordinator, Snapshot, poll_delay, statement_timeout
 from cronwheel.errors import BackendUnavailableError, InvalidInputError
@@ -171,6 +172,116 @@ async def test_epochs_start_above_what_the_store_recorded(
         await store.close()
 
 
+async def test_an_unhealthy_node_stops_claiming_before_its_rows_expire_and_rejoins(
+    start_pg_node: PgNodeFactory, record_property: RecordProperty
+) -> None:
+    nodes = await cluster(start_pg_node, 2, hold_s=0.0)  # (sitting out: test_session.py)
+    stuck, other = nodes
+    stuck_shards = set(stuck.owned_shards())
+    async with OwnershipMonitor(list(nodes)) as monitor:
+        healthy = False
+        stuck.set_health_check(lambda: healthy)  # stops heartbeating: as if its store hung
+        await eventually(lambda: not stuck.owned_shards(), PG_TTL_S, what="stuck stops claiming")
+        lapsed_at = time.monotonic()
+        last_renewal = stuck.session.renewed_at  # send time of the last heartbeat that got through
+        assert last_renewal + PG_TTL_S - stuck.safety_margin_s <= lapsed_at < last_renewal + PG_TTL_S
+        await eventually(lambda: stuck_shards <= set(other.owned_shards()), PG_TTL_S + 1.5, what="taken")
+        taken_at = time.monotonic()
+        assert taken_at - last_renewal >= PG_TTL_S, "the database kept the rows for the whole TTL"
+        record_property("lapse_before_takeover_s", round(taken_at - lapsed_at, 3))
+        healthy = True  # back: it joins again as a new incarnation and gets its share
+        await eventually(lambda: balanced(nodes, SHARDS) and bool(stuck.owned_shards()), 5, what="rejoin")
+    monitor.assert_never_doubled()
+
+
+async def test_only_scheduler_members_lead_and_own_shards(start_pg_node: PgNodeFactory) -> None:
+    api = await start_pg_node("api1", ("api",))
+    worker = await start_pg_node("worker1", ("worker",))
+    assert await api.leader() is None
+    scheduler = await start_pg_node("s1", ("scheduler", "worker"))
+    await eventually(lambda: len(scheduler.owned_shards()) == SHARDS, 5, what="s1 owns all")
+    assert api.owned_shards() == worker.owned_shards() == {}
+    assert await api.leader() == "s1"
+    members = {m.node: m.roles for m in await api.members()}
+    assert members == {"api1": ("api",), "worker1": ("worker",), "s1": ("scheduler", "worker")}
+
+
+async def _holders(nodes: list[PostgresCoordinator]) -> set[str | None]:
+    return {await node.watchdog() for node in nodes}
+
+
+async def test_the_watchdog_outlives_the_schedulers(start_pg_node: PgNodeFactory) -> None:
+    scheduler = await start_pg_node("s1", ("scheduler",))
+
+    async def s1_watches() -> bool:
+        return await scheduler.watchdog() == "s1" and await scheduler.leader() == "s1"
+
+    await eventually_async(s1_watches, 5, what="s1 leads and watches")
+    others = [await start_pg_node("api1", ("api",)), await start_pg_node("worker1", ("worker",))]
+    assert await _holders([scheduler, *others]) == {"s1"}
+    await scheduler.stop(leave=False)  # a crash
+
+    async def taken_over() -> bool:
+        holders = await _holders(others)
+        return len(holders) == 1 and holders <= {"api1", "worker1"}
+
+    await eventually_async(taken_over, PG_TTL_S + 1.5, what="api1 or worker1 holds the watchdog")
+    assert await others[0].leader() is None  # no scheduler left to lead
+
+
+async def test_a_watchdog_that_cannot_watch_gives_the_duty_to_one_that_can(
+    start_pg_node: PgNodeFactory,
+) -> None:
+    first = await start_pg_node("api1", ("api",))
+
+    async def first_watches() -> bool:
+        return await first.watchdog() == "api1"
+
+    await eventually_async(first_watches, 5, what="api1 holds the watchdog")
+    second = await start_pg_node("worker1", ("worker",))
+    able = False
+    first.set_watchdog_check(lambda: able)
+
+    async def moved() -> bool:
+        return await _holders([first, second]) == {"worker1"}
+
+    assert await eventually_async(moved, PG_TTL_S, what="worker1 takes the duty") < PG_TTL_S
+    assert first.session.lease, "api1 gave up the duty, not its membership"
+    able = True  # the duty stays where it is (no flapping back)
+    await asyncio.sleep(PG_TTL_S)
+    assert await _holders([first, second]) == {"worker1"}
+
+
+async def test_wait_for_change_wakes_on_a_join(start_pg_node: PgNodeFactory) -> None:
+    first = await start_pg_node("n1")
+    await eventually(lambda: len(first.owned_shards()) == SHARDS, 5, what="n1 owns all")
+    await first.wait_for_change(0.01)
+    await first.wait_for_change(0.01)
+    waiter = asyncio.create_task(first.wait_for_change(30))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    await start_pg_node("n2")
+    await asyncio.wait_for(waiter, 5)
+
+
+async def test_owned_shards_follow_the_injected_clock(start_pg_node: PgNodeFactory) -> None:
+    """The local deadline is measured on the coordinator's clock: a ManualClock moved past it
+    empties owned_shards() at once, and the next heartbeat brings the shards back, same epochs."""
+    clock = ManualClock(T0, 1000.0)
+    node = await start_pg_node("n1", clock=clock)
+    await eventually(lambda: len(node.owned_shards()) == SHARDS, 5, what="n1 owns all")
+    before = ownership([node])
+    deadline = node.session.valid_until
+    assert all(lease.valid_until == deadline for lease in node.owned_shards().values())
+    clock.advance(deadline - clock.monotonic() - 0.001)
+    assert len(node.owned_shards()) == SHARDS
+    clock.advance(0.001)
+    assert node.owned_shards() == {}
+    await eventually(lambda: bool(node.owned_shards()), 5, what="renewed")
+    assert node.session.renewed_at == clock.monotonic()
+    assert ownership([node]) == before
+
+
 @pytest.fixture
 async def proxy(coordination_database: str) -> AsyncIterator[Proxy]:
     url = make_url(coordination_database)
@@ -274,7 +385,7 @@ def test_the_poll_comes_early_when_a_lease_it_saw_expires_first() -> None:
     assert poll_delay(read, 100.0, 100.0, 0.5) == 0.5
 
 
-def test_facts_change_with_ownership_not_with_renewals() -> None:
+def test_facts_change_with_ownership_not_with_renewals_nor_with_ones_own_shards() -> None:
     renewed = Snapshot.of(
         NOW + S,
         members=[("n1", 11, "scheduler", NOW - 9 * S, NOW + 4 * S)],
@@ -287,9 +398,10 @@ def test_facts_change_with_ownership_not_with_renewals() -> None:
         duties=[],
         shards=[(1, "n1", 11, 3, NOW + 2 * S)],
     )
-    assert renewed.facts() == before.facts()
+    assert renewed.facts("n2") == before.facts("n2")
     moved = Snapshot.of(NOW, [("n1", 11, "scheduler", NOW, NOW + S)], [], [(1, "n1", 11, 4, NOW + S)])
-    assert moved.facts() != before.facts()
+    assert moved.facts("n2") != before.facts("n2")
+    assert moved.facts("n1") == before.facts("n1")  # n1's own shards: its session tells
 
 
 def test_every_call_is_bounded_well_within_the_ttl() -> None:

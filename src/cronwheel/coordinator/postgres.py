@@ -193,9 +193,11 @@ class Snapshot:
         """Seconds (by the database's clock) until the first live row here expires, if any."""
         return (self.expiries[0] - self.now_us) / 1e6 if self.expiries else None
 
-    def facts(self) -> tuple[object, ...]:
-        """What ``wait_for_change`` is about: members, duty holders, assignment, shard owners."""
-        return (dict(self.members), dict(self.duties), self.assignment, dict(self.shards))
+    def facts(self, node: str) -> tuple[object, ...]:
+        """What ``wait_for_change`` is about: members, duty holders, the assignment and the other
+        nodes' shards (``node``'s own ownership changes are the session's to announce)."""
+        others = {shard: key for shard, key in self.shards.items() if key.node != node}
+        return (dict(self.members), dict(self.duties), self.assignment, others)
 
 
 def poll_delay(snapshot: Snapshot | None, read_at: float, now: float, poll_s: float) -> float:
@@ -425,6 +427,10 @@ class PostgresCoordinator:
     @property
     def ttl_s(self) -> float:
         return self._session.terms.ttl_s
+
+    @property
+    def safety_margin_s(self) -> float:
+        return self._session.terms.margin_s
 
     @property
     def session(self) -> Session:
@@ -698,7 +704,7 @@ class PostgresCoordinator:
         snapshot = Snapshot.of(now_us, members, duties, shards)
         previous, self._snapshot = self._snapshot, snapshot
         self._read_at = self._monotonic.monotonic()
-        if previous is None or previous.facts() != snapshot.facts():
+        if previous is None or previous.facts(self.node) != snapshot.facts(self.node):
             self._changed.set()
         return snapshot
 
@@ -793,13 +799,15 @@ class PostgresCoordinator:
             )
 
     async def _listen_loop(self) -> None:
-        """Every notification (and every reconnect of the listener) calls for a fresh read."""
+        """Every notification (and every reconnect of the listener) calls for a fresh read; one
+        from another node (or a reconnect: some may be lost) also wakes ``wait_for_change``."""
         while True:
-            await self._notes.get()
+            senders = {await self._notes.get()}
             while not self._notes.empty():
-                self._notes.get_nowait()
+                senders.add(self._notes.get_nowait())
             self._dirty.set()
-            self._changed.set()
+            if senders - {self.node}:
+                self._changed.set()
 
     # -- helpers
 
