@@ -24,9 +24,9 @@ member. No node compares its own wall clock with the database's.
 coordinator's pure state machine: shards are claimed only until ``send time of the last
 successful heartbeat + ttl - margin``. The database set every expiry from its clock *after* that
 send, so a node that cannot renew stops claiming before any row it holds can expire. Every call
-is bounded (connect, statement, pool checkout: :func:`statement_timeout`, under a TTL/2), so a
-hung connection surfaces as an error instead of a node that believes it is alive. The
-coordinator has its own engine on the URL, apart from the store's pool.
+is bounded (connect, statement, pool checkout: :func:`statement_timeout`, TTL/3 kept within
+0.5-2 s), so a hung connection surfaces as an error instead of a node that believes it is alive.
+The coordinator has a small engine of its own on the URL: a busy store pool cannot starve it.
 
 **Epochs.** A hand-over sets ``epoch = greatest(epoch, shard_epochs.epoch) + 1``: strictly greater
 than every earlier owner's of that shard, and than any epoch the store has recorded for it (as an
@@ -107,6 +107,7 @@ from cronwheel.telemetry import metrics
 log = logging.getLogger("cronwheel.coordinator.postgres")
 
 CHANNEL = "cronwheel_coordination"
+POOL = (2, 2)  # connections kept open, and more at once: heartbeat, reconcile, a caller's read
 FORGET_S = 86_400.0  # member rows expired this long ago are deleted at the next join
 
 __all__ = ["CHANNEL", "PostgresCoordinator", "Snapshot", "statement_timeout"]
@@ -412,7 +413,7 @@ class PostgresCoordinator:
             timeout_s=bound,
         )
         return cls(
-            create_engine(bounded),
+            create_engine(bounded, pool_size=POOL[0], max_overflow=POOL[1]),
             listener,
             node,
             roles,
