@@ -407,3 +407,18 @@ def test_facts_change_with_ownership_not_with_renewals_nor_with_ones_own_shards(
 def test_every_call_is_bounded_well_within_the_ttl() -> None:
     for ttl in (1.0, 2.0, 5.0, 30.0):
         assert statement_timeout(ttl) <= max(0.5, ttl / 3) < ttl
+
+
+async def test_a_node_cut_off_from_the_database_still_stops_promptly(
+    coordination_database: str, proxy: Proxy
+) -> None:
+    node = PostgresCoordinator.connect(
+        through(coordination_database, proxy), "n1", ("scheduler",), SystemClock(), ttl_s=PG_TTL_S
+    )
+    await node.start()
+    await eventually(lambda: len(node.owned_shards()) == SHARDS, 5, what="n1 owns all")
+    await proxy.apply(Mode(ModeKind.BLACKHOLE))
+    began = time.monotonic()
+    await asyncio.wait_for(node.stop(), 5 * PG_TTL_S)
+    assert node.owned_shards() == {}
+    print(f"\nstopped in {time.monotonic() - began:.2f} s while cut off")
