@@ -22,8 +22,9 @@ from cronwheel.coordinator.plan import ShardKey, rendezvous
 from cronwheel.coordinator.postgres import PostgresCoordinator, Snapshot, poll_delay, statement_timeout
 from cronwheel.errors import BackendUnavailableError, InvalidInputError
 from cronwheel.store.driver import create_engine
-from cronwheel.store.sql import open_store
+from cronwheel.store.sql import SchemaOutdatedError, open_store
 from store.support import firing_of, make_job, make_run
+from suite_stores import fresh_postgres_database
 
 from .conftest import PG_TTL_S, PgNodeFactory
 from .support import OwnershipMonitor, balanced, eventually, eventually_async, ownership
@@ -330,6 +331,13 @@ async def test_start_fails_retryably_when_postgres_is_unreachable() -> None:
     )
     with pytest.raises(BackendUnavailableError):
         await coordinator.start()
+
+
+async def test_start_refuses_a_database_without_the_coordinator_tables() -> None:
+    async with fresh_postgres_database(migrated=False) as url:
+        coordinator = PostgresCoordinator.connect(url, "n1", ("scheduler",), SystemClock(), ttl_s=PG_TTL_S)
+        with pytest.raises(SchemaOutdatedError):
+            await coordinator.start()
 
 
 def test_connect_refuses_what_is_not_postgresql() -> None:

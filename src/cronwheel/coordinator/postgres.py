@@ -51,7 +51,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import TextClause, exc, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -102,6 +102,7 @@ from cronwheel.retrying import Backoff, Retries
 from cronwheel.store.change_listener import PostgresChangeListener
 from cronwheel.store.driver import create_engine, translated_errors
 from cronwheel.store.schema import from_micros, to_micros
+from cronwheel.store.sql import SchemaOutdatedError
 from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.coordinator.postgres")
@@ -109,6 +110,7 @@ log = logging.getLogger("cronwheel.coordinator.postgres")
 CHANNEL = "cronwheel_coordination"
 POOL = (2, 2)  # connections kept open, and more at once: heartbeat, reconcile, a caller's read
 FORGET_S = 86_400.0  # member rows expired this long ago are deleted at the next join
+_UNDEFINED_TABLE = "42P01"  # SQLSTATE: the store's migrations have not reached 0021
 
 __all__ = ["CHANNEL", "PostgresCoordinator", "Snapshot", "statement_timeout"]
 
@@ -676,11 +678,18 @@ class PostgresCoordinator:
             "since": to_micros(since),
             "forget_us": round(FORGET_S * 1e6),
         }
-        async with self._transaction() as connection:
-            await connection.execute(_SHARD_ROWS, {"last": self._shards - 1})
-            await connection.execute(_FORGET, values)
-            await connection.execute(_JOIN, values)
-            await self._notify(connection)
+        try:
+            async with self._transaction() as connection:
+                await connection.execute(_SHARD_ROWS, {"last": self._shards - 1})
+                await connection.execute(_FORGET, values)
+                await connection.execute(_JOIN, values)
+                await self._notify(connection)
+        except exc.ProgrammingError as error:
+            if getattr(error.orig, "sqlstate", None) == _UNDEFINED_TABLE:
+                raise SchemaOutdatedError(
+                    "the database has no coordinator tables: migrate the store (revision 0021 or later)"
+                ) from error
+            raise
         return Joined(incarnation, sent)
 
     async def _renew(self, incarnation: int) -> SessionEvent:
