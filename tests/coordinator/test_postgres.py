@@ -35,9 +35,11 @@ T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 RecordProperty = Callable[[str, object], None]
 
 
-async def cluster(start_pg_node: PgNodeFactory, count: int, **options: object) -> list[PostgresCoordinator]:
+async def cluster(
+    start_pg_node: PgNodeFactory, count: int, hold_s: float | None = None
+) -> list[PostgresCoordinator]:
     """``count`` scheduler nodes ``n1``..., once every shard is owned where rendezvous puts it."""
-    nodes = [await start_pg_node(f"n{i}", **options) for i in range(1, count + 1)]  # type: ignore[arg-type]
+    nodes = [await start_pg_node(f"n{i}", hold_s=hold_s) for i in range(1, count + 1)]
     await eventually(lambda: balanced(nodes, SHARDS), 10, what=f"{count} nodes share every shard")
     return nodes
 
