@@ -197,6 +197,19 @@ async def test_an_unhealthy_node_stops_claiming_before_its_rows_expire_and_rejoi
     monitor.assert_never_doubled()
 
 
+async def test_a_node_that_stepped_down_sits_out_while_another_serves(start_pg_node: PgNodeFactory) -> None:
+    stuck, other = await cluster(start_pg_node, 2)  # hold_s: 5 TTLs by default
+    healthy = False
+    stuck.set_health_check(lambda: healthy)
+    await eventually(lambda: len(other.owned_shards()) == SHARDS, PG_TTL_S + 3, what="other owns all")
+    healthy = True  # well again, but n2 serves: n1 waits out its hold before it joins again
+    await eventually(lambda: stuck.session.sitting_out, PG_TTL_S + 3, what="n1 sits out")
+    await asyncio.sleep(PG_TTL_S)
+    assert stuck.owned_shards() == {}
+    assert stuck.incarnation == 0
+    assert len(other.owned_shards()) == SHARDS
+
+
 async def test_only_scheduler_members_lead_and_own_shards(start_pg_node: PgNodeFactory) -> None:
     api = await start_pg_node("api1", ("api",))
     worker = await start_pg_node("worker1", ("worker",))
