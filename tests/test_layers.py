@@ -28,8 +28,9 @@ LAYERS: list[set[str]] = [
     {"model", "limits", "auth"},  # records and pure rules
     {"lateness", "retention", "telemetry", "audit", "client"},
     {"notifications"},  # rules the store applies inside its transactions
-    {"store", "coordinator"},  # the ports and their backends
-    {"queue"},  # the trigger queue's port and backends: one of them on the store's database
+    {"store"},  # the metadata store's port and backends
+    # the trigger queue and the coordinator: ports and backends, one of each on the store's database
+    {"queue", "coordinator"},
     {"secrets"},
     {"scheduler", "worker"},  # the roles
     {"notifier", "jobs", "cluster"},

@@ -1,6 +1,9 @@
 """Live etcd servers for the coordinator tests (never mocks).
 
-The fixtures start ``etcd`` themselves, on free loopback ports with a data directory under the
+The PostgreSQL coordinator's fixtures (``coordination_database``, ``start_pg_node``) use the suite's
+PostgreSQL server (``suite_stores``): a fresh migrated database per test.
+
+The etcd fixtures start ``etcd`` themselves, on free loopback ports with a data directory under the
 test's temporary directory: ``etcd`` (one server shared by the session; each test gets its own key
 prefix) and ``own_etcd`` (a server of the test's own, which it may stop, kill and restart on the
 same data). The binary is ``$ETCD_BIN``, else ``etcd`` on PATH, else ``/usr/bin/etcd``; without
@@ -28,6 +31,9 @@ import suite_workers
 from cronwheel.clock import Clock, SystemClock
 from cronwheel.coordinator.etcd import EtcdCoordinator
 from cronwheel.coordinator.etcd_api import EtcdConfig
+from cronwheel.coordinator.postgres import PostgresCoordinator
+from suite_backends import POSTGRES_ENV, POSTGRES_URL
+from suite_stores import fresh_postgres_database
 
 TTL_S = 2.0  # etcd's smallest lease TTL with its default heartbeat and election timeout
 
@@ -302,6 +308,66 @@ async def start_node(etcd: EtcdServer, prefix: str) -> AsyncIterator[NodeFactory
             ttl_s=TTL_S,
             shards=shards,
             prefix=prefix,
+            hold_s=hold_s,
+            metrics_url=metrics_url,
+        )
+        await coordinator.start()
+        started.append(coordinator)
+        return coordinator
+
+    yield start
+    await asyncio.gather(*(coordinator.stop() for coordinator in started), return_exceptions=True)
+
+
+PG_TTL_S = 2.0  # as etcd's, so that the contract suite's timings hold on both
+
+
+@pytest.fixture
+async def coordination_database() -> AsyncIterator[str]:
+    """The URL of a fresh migrated PostgreSQL database, dropped after the test."""
+    if POSTGRES_URL is None:
+        pytest.fail(f"the PostgreSQL coordinator tests need PostgreSQL ({POSTGRES_ENV} is empty)")
+    async with fresh_postgres_database(migrated=True) as url:
+        yield url
+
+
+class PgNodeFactory(Protocol):
+    def __call__(
+        self,
+        node: str,
+        roles: tuple[str, ...] = ("scheduler",),
+        *,
+        url: str | None = None,
+        shards: int = ...,
+        clock: Clock | None = ...,
+        hold_s: float | None = ...,
+        metrics_url: str | None = ...,
+    ) -> Awaitable[PostgresCoordinator]: ...
+
+
+@pytest.fixture
+async def start_pg_node(coordination_database: str) -> AsyncIterator[PgNodeFactory]:
+    """``await start_pg_node("n1")``: a started PostgreSQL coordinator on the test's database (or
+    on ``url=``: through a proxy), stopped at the end of the test."""
+    started: list[PostgresCoordinator] = []
+
+    async def start(
+        node: str,
+        roles: tuple[str, ...] = ("scheduler",),
+        *,
+        url: str | None = None,
+        shards: int = 256,
+        clock: Clock | None = None,
+        hold_s: float | None = None,
+        metrics_url: str | None = None,
+    ) -> PostgresCoordinator:
+        coordinator = PostgresCoordinator.connect(
+            url or coordination_database,
+            node,
+            roles,
+            clock or SystemClock(),
+            ttl_s=PG_TTL_S,
+            shards=shards,
             hold_s=hold_s,
             metrics_url=metrics_url,
         )

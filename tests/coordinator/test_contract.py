@@ -1,6 +1,7 @@
 """The ``Coordinator`` contract (``cronwheel.coordinator.port``), on every backend: the embedded
-``LocalCoordinator`` and ``EtcdCoordinator`` on a live etcd. What only a cluster can show (several
-nodes, failover, fencing across owners) is in ``test_etcd.py``."""
+``LocalCoordinator``, ``EtcdCoordinator`` on a live etcd and ``PostgresCoordinator`` on a live
+PostgreSQL. What only a cluster can show (several
+nodes, failover, fencing across owners) is in ``test_etcd.py`` and ``test_postgres.py``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from cronwheel.clock import SystemClock
 from cronwheel.coordinator import Coordinator
 from cronwheel.coordinator.local import LocalCoordinator
 
-from .conftest import NodeFactory
+from .conftest import NodeFactory, PgNodeFactory
 from .support import eventually, eventually_async
 
 SHARDS = 32
@@ -25,7 +26,7 @@ def metrics_url_of(node: str) -> str:
     return f"http://127.0.0.1:9464/metrics/{node}"
 
 
-@pytest.fixture(params=["local", "etcd"])
+@pytest.fixture(params=["local", "etcd", "postgres"])
 def start(request: pytest.FixtureRequest) -> Start:
     """Starts coordinators on one backend; they are stopped at the end of the test (the local one
     holds nothing to release)."""
@@ -36,6 +37,13 @@ def start(request: pytest.FixtureRequest) -> Start:
             return await start_node(node, roles, shards=SHARDS, metrics_url=metrics_url_of(node))
 
         return start_etcd
+    if request.param == "postgres":
+        start_pg_node: PgNodeFactory = request.getfixturevalue("start_pg_node")
+
+        async def start_postgres(node: str, roles: tuple[str, ...]) -> Coordinator:
+            return await start_pg_node(node, roles, shards=SHARDS, metrics_url=metrics_url_of(node))
+
+        return start_postgres
 
     async def start_local(node: str, roles: tuple[str, ...]) -> Coordinator:
         coordinator = LocalCoordinator(

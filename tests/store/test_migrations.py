@@ -35,7 +35,7 @@ from cronwheel.store.migrate import (
     upgrade_database,
 )
 from cronwheel.store.port import StoredSecret
-from cronwheel.store.schema import dead_triggers, jobs, metadata, runs, triggers
+from cronwheel.store.schema import coordination_shards, dead_triggers, jobs, metadata, runs, triggers
 from cronwheel.store.sql import SchemaOutdatedError, open_store
 
 from .support import START, make_job, make_run
@@ -76,6 +76,18 @@ def _diff(connection: Connection, target: MetaData) -> list[Any]:
     context = MigrationContext.configure(connection, opts={"compare_type": True})
     diff: list[Any] = compare_metadata(context, target)
     return diff
+
+
+COORDINATION = {"coordination_members", "coordination_duties", "coordination_shards"}
+
+
+def _metadata_without(names: set[str]) -> MetaData:
+    """The schema's metadata without the tables ``names`` (those of later revisions)."""
+    kept = MetaData(naming_convention=metadata.naming_convention)
+    for table in metadata.sorted_tables:
+        if table.name not in names:
+            table.to_metadata(kept)
+    return kept
 
 
 async def _diff_at(url: str, target: MetaData) -> list[Any]:
@@ -296,7 +308,7 @@ async def test_0020_adds_triggers_to_a_0019_database_and_downgrades_without_it(e
         async with engine.connect() as connection:
             assert "triggers" not in await connection.run_sync(lambda sync: inspect(sync).get_table_names())
         await run_sync_at(empty_store_url, _to("0020"))
-        assert await _diff_at(empty_store_url, _metadata_without("dead_triggers")) == []
+        assert await _diff_at(empty_store_url, _metadata_without({*COORDINATION, "dead_triggers"})) == []
         async with engine.begin() as connection:
             await connection.execute(
                 insert(triggers).values(
@@ -316,11 +328,35 @@ async def test_0020_adds_triggers_to_a_0019_database_and_downgrades_without_it(e
         await engine.dispose()
 
 
-async def test_0022_adds_dead_triggers_to_a_0020_database_and_downgrades_without_it(
+async def test_0021_adds_the_coordination_tables_to_a_0020_database_and_downgrades_without_them(
+    empty_store_url: str,
+) -> None:
+    """The PostgreSQL coordinator's members, duties and shards, on both databases."""
+    await run_sync_at(empty_store_url, _to("0020"))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            names = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert COORDINATION.isdisjoint(names)
+        await run_sync_at(empty_store_url, _to("0021"))
+        assert await _diff_at(empty_store_url, _metadata_without({"dead_triggers"})) == []
+        async with engine.begin() as connection:
+            await connection.execute(insert(coordination_shards).values(shard=3, epoch=7))
+            assert list(await connection.scalars(select(coordination_shards.c.epoch))) == [7]
+        await run_sync_at(empty_store_url, _to("0020", down=True))
+        async with engine.connect() as connection:
+            names = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
+            assert COORDINATION.isdisjoint(names)
+            assert "triggers" in names
+    finally:
+        await engine.dispose()
+
+
+async def test_0022_adds_dead_triggers_to_a_0021_database_and_downgrades_without_it(
     empty_store_url: str,
 ) -> None:
     """The PostgreSQL queue's dead letters, on both databases; the triggers table is kept."""
-    await run_sync_at(empty_store_url, _to("0020"))
+    await run_sync_at(empty_store_url, _to("0021"))
     engine = create_engine(empty_store_url)
     try:
         async with engine.connect() as connection:
@@ -335,22 +371,13 @@ async def test_0022_adds_dead_triggers_to_a_0020_database_and_downgrades_without
                 )
             )
             assert list(await connection.scalars(select(dead_triggers.c.trigger_id))) == [7]
-        await run_sync_at(empty_store_url, _to("0020", down=True))
+        await run_sync_at(empty_store_url, _to("0021", down=True))
         async with engine.connect() as connection:
             tables = await connection.run_sync(lambda sync: inspect(sync).get_table_names())
             assert "dead_triggers" not in tables
             assert "triggers" in tables
     finally:
         await engine.dispose()
-
-
-def _metadata_without(*names: str) -> MetaData:
-    """The schema's metadata without the named tables (a revision before they were added)."""
-    before = MetaData(naming_convention=metadata.naming_convention)
-    for table in metadata.tables.values():
-        if table.name not in names:
-            table.to_metadata(before)
-    return before
 
 
 async def test_the_alembic_command_line_path_makes_its_own_engine(empty_store_url: str) -> None:

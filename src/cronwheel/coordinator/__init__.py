@@ -1,7 +1,8 @@
 """The coordinator port: membership, leadership and shard ownership with fencing.
 
 Backends: :class:`cronwheel.coordinator.local.LocalCoordinator` (embedded: this process is the only
-member, the leader, and owns every shard) and the etcd coordinator (cluster).
+member, the leader, and owns every shard), the etcd coordinator and the PostgreSQL coordinator
+(cluster: :mod:`cronwheel.coordinator.etcd`, :mod:`cronwheel.coordinator.postgres`).
 """
 
 from cronwheel.coordinator.port import Coordinator, Member, ShardLease

@@ -154,14 +154,19 @@ def async_url(url: str | URL) -> URL:
     return parsed.difference_update_query([*ours, *tls])
 
 
-def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> AsyncEngine:
+def create_engine(
+    url: str | URL, *, sqlite_begin_immediate: bool = True, pool_size: int = 10, max_overflow: int = 5
+) -> AsyncEngine:
     """An async engine for ``url`` (see :func:`async_url`) with the per-connection setup above.
     ``sqlite_begin_immediate=False`` keeps SQLite's deferred BEGIN for writes too (measurement only).
+    ``pool_size`` and ``max_overflow`` bound a PostgreSQL engine's pool (the connections kept open,
+    and how many more it may open at once).
     """
     parsed = async_url(url)
     if parsed.get_backend_name() != "sqlite":
         query = make_url(url).query
-        return _postgresql_engine(parsed, PostgresTimeouts.from_query(query), connect_arguments(query))
+        timeouts = PostgresTimeouts.from_query(query)
+        return _postgresql_engine(parsed, timeouts, connect_arguments(query), (pool_size, max_overflow))
     if parsed.database:
         private_sqlite_files(parsed.database)  # 0600, before SQLite creates it with the umask's mode
     sqlite_cursor.install()  # one trip to aiosqlite's thread per statement
@@ -170,7 +175,9 @@ def create_engine(url: str | URL, *, sqlite_begin_immediate: bool = True) -> Asy
     return engine
 
 
-def _postgresql_engine(url: URL, timeouts: PostgresTimeouts, tls: dict[str, Any]) -> AsyncEngine:
+def _postgresql_engine(
+    url: URL, timeouts: PostgresTimeouts, tls: dict[str, Any], pool: tuple[int, int]
+) -> AsyncEngine:
     engine = create_async_engine(
         url,
         hide_parameters=True,  # errors (and so logs, tracebacks included) never quote a row's values
@@ -178,10 +185,10 @@ def _postgresql_engine(url: URL, timeouts: PostgresTimeouts, tls: dict[str, Any]
         # connection that died (server restart) fails its first statement instead; SQLAlchemy then
         # invalidates the whole pool and the caller's retry (next tick, next sweep) reconnects.
         pool_pre_ping=False,
-        # at most 15 connections per process, as SQLAlchemy's default, but 10 of them kept open:
-        # a worker's bursts (every job of a second at once) otherwise open and close 10 at a time
-        pool_size=10,
-        max_overflow=5,
+        # by default at most 15 connections, as SQLAlchemy's default, but 10 of them kept open: a
+        # worker's bursts (every job of a second at once) otherwise open and close 10 at a time
+        pool_size=pool[0],
+        max_overflow=pool[1],
         pool_timeout=timeouts.pool_timeout_s,
         connect_args={
             "timeout": timeouts.connect_timeout_s,

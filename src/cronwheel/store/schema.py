@@ -447,6 +447,48 @@ triggers = Table(
     postgresql_with={"fillfactor": 80, "autovacuum_vacuum_scale_factor": 0.01},
 )
 
+# The coordinator on PostgreSQL (cronwheel.coordinator.postgres; migration 0021). Every lease
+# carries ``expires_at`` by the database's clock (``clock_timestamp()`` + TTL) and names its holder
+# by ``node`` and ``incarnation`` (a random id per join). Members: one row per node name, live while
+# ``expires_at`` is ahead; ``since`` is the node's own clock (as it reported it), the other
+# instants the database's. Present on SQLite too, unused there: the schema is one on both.
+coordination_members = Table(
+    "coordination_members",
+    metadata,
+    Column("node", NAME, primary_key=True),
+    Column("incarnation", BigInteger, nullable=False),
+    Column("roles", Text, nullable=False),  # comma-separated
+    Column("metrics_url", Text, nullable=True),
+    Column("since", Instant, nullable=True),
+    Column("joined_at", Instant, nullable=False),
+    Column("renewed_at", Instant, nullable=False),
+    Column("expires_at", Instant, nullable=False),
+)
+
+# The elected duties (``leader``, ``watchdog``): one row per duty, kept for good; its holder is
+# NULL while free. The leader's row also carries the shard assignment it published (JSON: owners).
+coordination_duties = Table(
+    "coordination_duties",
+    metadata,
+    Column("duty", String(32), primary_key=True),
+    Column("node", NAME, nullable=True),
+    Column("incarnation", BigInteger, nullable=True),
+    Column("expires_at", Instant, nullable=True),
+    Column("assignment", Text, nullable=True),
+)
+
+# One row per shard, kept for good: the current holder (NULL when free) and the fencing epoch of
+# its ownership, raised by every hand-over.
+coordination_shards = Table(
+    "coordination_shards",
+    metadata,
+    Column("shard", Integer, primary_key=True, autoincrement=False),
+    Column("node", NAME, nullable=True),
+    Column("incarnation", BigInteger, nullable=True),
+    Column("epoch", BigInteger, nullable=False),
+    Column("expires_at", Instant, nullable=True),
+)
+
 # Dead letters of the trigger queue on PostgreSQL (migration 0022): triggers handed out
 # ``max_deliveries`` times without an acknowledgement, moved here from ``triggers`` instead of
 # being handed out again; the newest ``dead_letter_max`` per queue are kept. ``trigger_id`` is the

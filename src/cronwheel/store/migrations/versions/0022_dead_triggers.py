@@ -1,7 +1,7 @@
 """The ``dead_triggers`` table: dead letters of the trigger queue on PostgreSQL.
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-12-07
 
 One row per trigger that ``cronwheel.queue.postgres`` handed out ``max_deliveries`` times without
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0022"
-down_revision: str | None = "0020"
+down_revision: str | None = "0021"
 branch_labels: str | None = None
 depends_on: str | None = None
 
