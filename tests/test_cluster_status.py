@@ -10,6 +10,7 @@ from typing import Any
 
 from cronwheel.cli.cluster import _render
 from cronwheel.clock import SystemClock
+from cronwheel.cluster.mode import Mode
 from cronwheel.cluster.status import ClusterStatus, _node
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.coordinator.port import Member
@@ -38,15 +39,19 @@ async def test_the_status_names_the_watchdog_holder(tmp_path: Path) -> None:
     try:
         coordinator = LocalCoordinator("n1", ("api", "scheduler", "worker"), clock)
         await coordinator.start()
-        data = await ClusterStatus(store, MemoryQueue(clock), coordinator, ("default",)).snapshot()
+        data = await ClusterStatus(
+            store, MemoryQueue(clock), coordinator, ("default",), Mode("sqlite", "local", "memory")
+        ).snapshot()
     finally:
         await store.close()
     assert (data["leader"], data["watchdog"]) == ("n1", "n1")
     shown = _render(data)
-    header, row = shown.splitlines()[:2]
+    header, row = shown.splitlines()[2:4]
     assert header.split()[:4] == ["NODE", "ROLES", "LEADER", "WATCHDOG"]
     assert row.split()[:4] == ["n1", "api,scheduler,worker", "yes", "yes"]
     assert "watchdog: n1" in shown
+    assert data["mode"] == {"name": "embedded", "store": "sqlite", "coordinator": "local", "queue": "memory"}
+    assert shown.splitlines()[0] == "mode: embedded (store sqlite, coordinator local, queue memory)"
 
 
 def test_a_cluster_without_a_watchdog_says_so() -> None:

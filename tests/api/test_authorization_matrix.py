@@ -34,6 +34,7 @@ from cronwheel.auth.identity import Scope
 from cronwheel.auth.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.auth.tokens import issue
 from cronwheel.clock import SystemClock
+from cronwheel.cluster.mode import Mode
 from cronwheel.cluster.status import ClusterStatus
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.model import Calendar, CalendarSpec
@@ -284,7 +285,13 @@ def _oidc_tokens(now: datetime) -> dict[str, str]:
 async def matrix_env(
     env: Env, tmp_path: Path
 ) -> AsyncIterator[tuple[Env, dict[str, str], httpx.AsyncClient]]:
-    status = ClusterStatus(env.store, env.queue, LocalCoordinator("n1", ("api",), env.clock), ("default",))
+    status = ClusterStatus(
+        env.store,
+        env.queue,
+        LocalCoordinator("n1", ("api",), env.clock),
+        ("default",),
+        Mode("sqlite", "local", "memory"),
+    )
     secrets = SecretService(env.store, KEYRING, env.clock)
     jwks = Provider([OIDC_KEY]).write(tmp_path / "jwks.json")
     oidc = OidcSettings(ISSUER, AUDIENCE, jwks_file=str(jwks), team_prefix="cw:", roles=OIDC_ROLES)

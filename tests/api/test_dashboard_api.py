@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import insert
 
 from cronwheel.api.app import ApiServices, create_app
+from cronwheel.cluster.mode import Mode
 from cronwheel.cluster.status import ClusterStatus
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.model import Run, RunKind, RunState, new_id
@@ -84,7 +85,12 @@ async def test_include_recent_answers_each_jobs_newest_runs(client: httpx.AsyncC
 @pytest.fixture
 async def cluster_client(env: Env) -> AsyncIterator[httpx.AsyncClient]:
     status = ClusterStatus(
-        env.store, env.queue, LocalCoordinator("n1", ("api",), env.clock), ("default",), env.clock
+        env.store,
+        env.queue,
+        LocalCoordinator("n1", ("api",), env.clock),
+        ("default",),
+        Mode("sqlite", "local", "memory"),
+        env.clock,
     )
     app = create_app(
         ApiServices(env.store, env.service, env.clock, env.readiness, cluster=status, access=SERVED)

@@ -8,6 +8,9 @@
   scheduler reaches PostgreSQL, Redis and every etcd member through its own TCP proxies (hosted by
   the :class:`~chaos_backplane.Backplane`), so that one process's links can be delayed,
   black-holed or cut; a scheduler may run under libfaketime, its wall clock steppable at runtime.
+
+In the ``postgresql`` mode (``ChaosCluster(..., mode="postgresql")``) there is no etcd and no
+Redis: every process is given the database URL alone, and coordinates and queues through it.
 """
 
 from __future__ import annotations
@@ -250,14 +253,15 @@ class PrivateRedis:
 
 @dataclass
 class Links:
-    """A scheduler's proxies: one to PostgreSQL, one to Redis, one per etcd member."""
+    """A scheduler's proxies: one to PostgreSQL, one to Redis, one per etcd member (none of
+    either in the ``postgresql`` mode)."""
 
     postgres: Any
-    redis: Any
+    redis: Any | None
     etcd: list[Any]
 
     def all(self) -> list[Any]:
-        return [self.postgres, self.redis, *self.etcd]
+        return [self.postgres, *([self.redis] if self.redis else []), *self.etcd]
 
 
 @dataclass
@@ -305,6 +309,7 @@ class ChaosCluster:
     etcd: EtcdCluster = field(init=False)
     redis: PrivateRedis = field(init=False)
     database: str = "cronwheel"
+    mode: str = "postgresql+etcd+redis"  # or "postgresql": the database alone
     nodes: dict[str, Node] = field(default_factory=dict)
     token: str = ""  # the admin token made by `cronwheel tokens create --bootstrap`
 
@@ -322,8 +327,9 @@ class ChaosCluster:
              self.database],
             check=True, capture_output=True, timeout=60,
         )  # fmt: skip
-        self.etcd.start()
-        self.redis.start()
+        if self.mode != "postgresql":
+            self.etcd.start()
+            self.redis.start()
         migrate = subprocess.run(
             [sys.executable, "-m", "cronwheel", "db", "upgrade", "--database-url", self.database_url],
             capture_output=True, text=True, check=False, timeout=120,
@@ -344,12 +350,21 @@ class ChaosCluster:
     # -- nodes ---------------------------------------------------------------------------------
 
     def _env(self, database_url: str, coordinator_url: str, queue_url: str) -> dict[str, str]:
+        """A node's environment; in the ``postgresql`` mode, no coordinator or queue URL."""
+        inherited = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("CRONWHEEL_COORDINATOR_URL", "CRONWHEEL_QUEUE_URL")
+        }
+        elsewhere = (
+            {} if self.mode == "postgresql"
+            else {"CRONWHEEL_COORDINATOR_URL": coordinator_url, "CRONWHEEL_QUEUE_URL": queue_url}
+        )  # fmt: skip
         return {
-            **os.environ,
+            **inherited,
+            **elsewhere,
             "PYTHONUNBUFFERED": "1",
             "CRONWHEEL_DATABASE_URL": database_url,
-            "CRONWHEEL_COORDINATOR_URL": coordinator_url,
-            "CRONWHEEL_QUEUE_URL": queue_url,
             "CRONWHEEL_TTL": str(self.ttl_s),
             "CRONWHEEL_LEASE": str(self.lease_s),
             # the workload creates a herd of up to 2,000 jobs at once from one address, and the
@@ -379,7 +394,7 @@ class ChaosCluster:
         env = self._env(
             f"postgresql://postgres@127.0.0.1:{links.postgres.port}/{self.database}",
             "etcd://" + ",".join(f"127.0.0.1:{proxy.port}" for proxy in links.etcd),
-            f"redis://127.0.0.1:{links.redis.port}/0",
+            f"redis://127.0.0.1:{links.redis.port}/0" if links.redis else "",
         )
         if failpoints:
             env["CRONWHEEL_FAILPOINTS"] = failpoints
@@ -403,8 +418,11 @@ class ChaosCluster:
 
     def _links(self, name: str) -> Links:
         plane = self.backplane
+        postgres = plane.proxy(f"{name}-pg", "127.0.0.1", self.postgres.port)
+        if self.mode == "postgresql":
+            return Links(postgres=postgres, redis=None, etcd=[])
         return Links(
-            postgres=plane.proxy(f"{name}-pg", "127.0.0.1", self.postgres.port),
+            postgres=postgres,
             redis=plane.proxy(f"{name}-redis", "127.0.0.1", self.redis.port),
             etcd=[plane.proxy(f"{name}-{m.name}", "127.0.0.1", m.client_port) for m in self.etcd.members],
         )

@@ -14,7 +14,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,17 @@ ALL_FAULTS = (
     "restart_postgres",
     "lose_etcd_quorum",
 )
+# faults of the backends only the etcd+Redis mode has
+ETCD_REDIS_FAULTS = frozenset(
+    {"blackhole_scheduler_etcd", "restart_redis", "kill_etcd_member", "lose_etcd_quorum"}
+)
+# the PostgreSQL-only mode's CI profile: kill -9 and SIGSTOP of schedulers and workers, a scheduler
+# cut off from the database, and a crash of the database itself
+SHORT_POSTGRESQL_FAULTS = (
+    *(fault for fault in SHORT_FAULTS if fault not in ETCD_REDIS_FAULTS),
+    "pause_worker",
+    "restart_postgres",
+)
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,7 @@ class Profile:
     calm_s: float = 4.0  # between faults
     calm_first_s: float = 15.0  # before the first fault
     shuffle: bool = False
+    mode: str = "postgresql+etcd+redis"  # or "postgresql": no etcd, no Redis (chaos_cluster)
 
 
 SHORT = Profile("short", SHORT_FAULTS, rounds=1, mix=Mix())
@@ -86,7 +98,23 @@ CALM = Profile("calm", (), rounds=1, mix=Mix(), calm_s=60.0)  # the baseline: no
 HERD = Profile("herd", ("herd",), rounds=1, mix=Mix(), calm_s=10.0)  # load alone, for measuring
 # faults that aim a herd of their own: no round herd beside them
 HERDED = frozenset({"herd", "move_shard_in_window", "kill_worker_before_herd"})
-PROFILES = {"short": SHORT, "long": LONG, "calm": CALM, "herd": HERD}
+SHORT_POSTGRESQL = Profile(
+    "short-postgresql", SHORT_POSTGRESQL_FAULTS, rounds=1, mix=Mix(), mode="postgresql"
+)
+LONG_POSTGRESQL = replace(
+    LONG,
+    name="long-postgresql",
+    faults=tuple(fault for fault in ALL_FAULTS if fault not in ETCD_REDIS_FAULTS),
+    mode="postgresql",
+)
+PROFILES = {
+    "short": SHORT,
+    "long": LONG,
+    "calm": CALM,
+    "herd": HERD,
+    "short-postgresql": SHORT_POSTGRESQL,
+    "long-postgresql": LONG_POSTGRESQL,
+}
 
 CALM_BOUND_S = 1.5
 TTL_S = 2.0
@@ -127,7 +155,7 @@ def run(profile: Profile, seed: int, workdir: Path, log: Callable[[str], None] =
         witness = WitnessProcess(workdir / "witness.log")
         witness.behave("/slow", Slow(1.0))
         witness.behave("/fail", Error(500))
-        cluster = ChaosCluster(workdir, plane, ttl_s=TTL_S, lease_s=LEASE_S)
+        cluster = ChaosCluster(workdir, plane, ttl_s=TTL_S, lease_s=LEASE_S, mode=profile.mode)
         try:
             started = time.monotonic()
             cluster.start_backends()

@@ -2,6 +2,7 @@
 
     scripts/chaos                            the long profile, seed from the clock (printed)
     scripts/chaos --profile short --seed 7   the CI profile, replaying seed 7
+    scripts/chaos --profile long-postgresql  the long profile on PostgreSQL alone (no etcd, no Redis)
     scripts/chaos --out reports/chaos        where chaos-<profile>-<seed>.json/.md go
     scripts/chaos --profile short --faults latency,restart_postgres --rounds 3
                                              some faults only, with the profile's workload
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos_scenario import ALL_FAULTS, PROFILES, Outcome, run, write_report
+from chaos_scenario import ALL_FAULTS, ETCD_REDIS_FAULTS, PROFILES, Outcome, run, write_report
 
 COUNT_KEYS = ("expected_slots", "optional_slots", "delivered_slots", "skipped", "failed", "manual", "runs",
               "deliveries")  # fmt: skip
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         unknown = set(args.faults.split(",")) - set(ALL_FAULTS)
         if unknown:
             parser.error(f"unknown faults: {', '.join(sorted(unknown))}")
+        if profile.mode == "postgresql" and ETCD_REDIS_FAULTS & set(args.faults.split(",")):
+            parser.error(f"profile {args.profile} has no etcd and no Redis to fault")
         profile = dataclasses.replace(profile, faults=tuple(args.faults.split(",")))
     if args.rounds is not None:
         profile = dataclasses.replace(profile, rounds=args.rounds)

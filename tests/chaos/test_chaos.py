@@ -1,8 +1,8 @@
-"""The short chaos profile, run by CI on every change: a real cluster on loopback (two api nodes,
-three schedulers behind their own proxies, one of them under libfaketime, two workers, private
-PostgreSQL and Redis, three etcd members), every fault of ``SHORT_FAULTS`` injected once by a
-seeded nemesis while the API is used, a small herd due beside each, then the whole history judged
-by the independent checker.
+"""The short chaos profiles, run by CI on every change, one per cluster mode: a real cluster on
+loopback (two api nodes, three schedulers behind their own proxies, one of them under libfaketime,
+two workers, a private PostgreSQL and, in the etcd+Redis mode, a private Redis and three etcd
+members), every fault of the profile injected once by a seeded nemesis while the API is used, a
+small herd due beside each, then the whole history judged by the independent checker.
 
 Replay a failure with the seed it printed: ``CRONWHEEL_CHAOS_SEED=<seed> scripts/test tests/chaos``.
 The long profile and its report: ``scripts/chaos`` (docs/reliability.md).
@@ -15,23 +15,26 @@ import os
 from pathlib import Path
 
 import pytest
-from chaos_scenario import SHORT, SHORT_FAULTS, run, write_report
+from chaos_scenario import SHORT, SHORT_POSTGRESQL, Profile, run, write_report
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 SEED = int(os.environ.get("CRONWHEEL_CHAOS_SEED", "20261129"))
 
 
-def test_short_profile_loses_nothing_doubles_nothing_and_stays_on_time(tmp_path: Path) -> None:
-    outcome = run(SHORT, SEED, tmp_path)
+@pytest.mark.parametrize("profile", [SHORT, SHORT_POSTGRESQL], ids=lambda profile: profile.mode)
+def test_short_profile_loses_nothing_doubles_nothing_and_stays_on_time(
+    tmp_path: Path, profile: Profile
+) -> None:
+    outcome = run(profile, SEED, tmp_path)
     report_path = tmp_path / "chaos-report.json"
     write_report(outcome, report_path)
     print(json.dumps(outcome.figures, indent=1))
     context = f"seed {SEED}; report {report_path}\n{outcome.report.summary()}\nfindings: {outcome.findings}"
     steps = [fault for fault in outcome.faults if fault.kind != "round herd"]
-    assert len(steps) == len(SHORT_FAULTS), context
+    assert len(steps) == len(profile.faults), context
     herds = len(outcome.faults) - len(steps)
-    assert herds == len(SHORT_FAULTS) - 1, context  # beside every fault but the big herd
+    assert herds == len(profile.faults) - 1, context  # beside every fault but the big herd
     assert outcome.report.ok, context
     assert outcome.findings == [], context
     counts = outcome.report.to_dict()["counts"]

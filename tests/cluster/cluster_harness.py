@@ -1,7 +1,8 @@
 """A real cluster on loopback: etcd (its own process), PostgreSQL (a fresh database on the suite's
 server), Redis (a dedicated key prefix in the suite's database; both named in ``suite_backends``),
 and cronwheel api / scheduler / worker processes started as a user would, plus a webhook sink that
-records every delivery."""
+records every delivery. The ``postgres_cluster`` fixture's has no etcd and no Redis: its processes
+are given the database URL alone."""
 
 from __future__ import annotations
 
@@ -125,7 +126,7 @@ class Node:
 @dataclass
 class Cluster:
     workdir: Path
-    etcd: Etcd
+    etcd: Etcd | None  # None, and no queue URL: PostgreSQL alone
     database_url: str
     queue_url: str
     ttl_s: float = 2.0
@@ -151,12 +152,13 @@ class Cluster:
         return httpx.AsyncClient(base_url=node.url, headers=headers, timeout=30)
 
     def env(self) -> dict[str, str]:
+        elsewhere = ("CRONWHEEL_COORDINATOR_URL", "CRONWHEEL_QUEUE_URL")
+        urls = {elsewhere[0]: self.etcd.url, elsewhere[1]: self.queue_url} if self.etcd else {}
         return {
-            **os.environ,
+            **{name: value for name, value in os.environ.items() if name not in elsewhere},
+            **urls,
             "PYTHONUNBUFFERED": "1",
             "CRONWHEEL_DATABASE_URL": self.database_url,
-            "CRONWHEEL_COORDINATOR_URL": self.etcd.url,
-            "CRONWHEEL_QUEUE_URL": self.queue_url,
             "CRONWHEEL_TTL": str(self.ttl_s),
         }
 
@@ -307,6 +309,20 @@ async def cluster_fixture(tmp_path: Path) -> AsyncIterator[tuple[Cluster, Sink]]
         cluster.stop_all()
         etcd.stop()
         redis_server.stop()
+        await runner.cleanup()
+        await drop()
+
+
+@pytest.fixture(name="postgres_cluster")
+async def postgres_cluster_fixture(tmp_path: Path) -> AsyncIterator[tuple[Cluster, Sink]]:
+    """A fresh database, a webhook sink, and no etcd or Redis; no node started yet."""
+    database_url, drop = await create_database()
+    sink, runner = await start_sink()
+    cluster = Cluster(tmp_path, None, database_url, "", ttl_s=TTL)
+    try:
+        yield cluster, sink
+    finally:
+        cluster.stop_all()
         await runner.cleanup()
         await drop()
 

@@ -1,5 +1,6 @@
 """Cluster mode end to end: one api, three schedulers, two workers on loopback over real
-PostgreSQL, etcd and Redis, with faults (guarantees 1-3 of docs/guarantees.md, across processes)."""
+PostgreSQL, etcd and Redis (and over PostgreSQL alone), with faults (guarantees 1-3 of
+docs/guarantees.md, across processes)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from cluster_harness import (
     cluster_fixture,  # noqa: F401 - the `cluster` fixture
     create_database,
     create_jobs,
+    postgres_cluster_fixture,  # noqa: F401 - the `postgres_cluster` fixture
 )
 
 from suite_backends import REDIS_URL
@@ -59,10 +61,12 @@ def check_exactly_once(sink: Sink, job_ids: list[str], start: float, end: float)
     return {"expected": expected, "missing": missing, "doubled": doubled}
 
 
+@pytest.mark.parametrize("mode", ["postgresql+etcd+redis", "postgresql"])
 async def test_cluster_fires_every_slot_once_through_failover_rebalance_and_split_brain(
-    cluster: tuple[Cluster, Sink],
+    request: pytest.FixtureRequest, mode: str
 ) -> None:
-    nodes, sink = cluster
+    fixture = "postgres_cluster" if mode == "postgresql" else "cluster"
+    nodes, sink = request.getfixturevalue(fixture)
     api_node = nodes.start("api", "api-1")
     schedulers = [nodes.start("scheduler", f"sched-{i}") for i in range(1, 4)]
     workers = [nodes.start("worker", f"worker-{i}") for i in range(1, 3)]
@@ -116,6 +120,8 @@ async def test_cluster_fires_every_slot_once_through_failover_rebalance_and_spli
     assert len(status["shards"]) == 256
     assert status["leader"] in {"sched-2", "sched-3", "sched-4"}
     assert shown.returncode == 0, shown.stderr
+    assert status["mode"]["name"] == mode
+    assert shown.stdout.startswith(f"mode: {mode} ")
     assert "sched-3" in shown.stdout
     assert "sched-4" in shown.stdout
     # the paused node is listed again, or is sitting out its hold-down while the others serve

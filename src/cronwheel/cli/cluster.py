@@ -18,9 +18,9 @@ def cluster() -> None:
 @cluster.command()
 @api_command
 def status(ctx: Ctx) -> None:
-    """Nodes (with where each serves its metrics), leader, watchdog (the node whose notifier
-    watches for missed slots and delivers notifications), shard ownership with epochs, queues
-    and active runs."""
+    """The mode (which technologies keep the cluster's state), nodes (with where each serves its
+    metrics), leader, watchdog (the node whose notifier watches for missed slots and delivers
+    notifications), shard ownership with epochs, queues and active runs."""
     data = ctx.client.cluster_status()
     ctx.emit(data, _render)
 
@@ -51,4 +51,12 @@ def _render(data: dict[str, Any]) -> str:
     )
     runs = "runs: " + ", ".join(f"{state} {count}" for state, count in data["runs"].items())
     watchdog = f"watchdog: {data.get('watchdog') or 'none (nobody watches for missed slots)'}"
-    return "\n".join([nodes, "", watchdog, shards, "", queues, "", runs])
+    return "\n".join([_mode(data), "", nodes, "", watchdog, shards, "", queues, "", runs])
+
+
+def _mode(data: dict[str, Any]) -> str:
+    """Where the cluster keeps its state: ``mode: postgresql (store, coordinator and queue)``."""
+    mode = data.get("mode") or {}
+    name = mode.get("name", "unknown (an older server)")
+    parts = [f"{part} {mode[part]}" for part in ("store", "coordinator", "queue") if part in mode]
+    return f"mode: {name}" + (f" ({', '.join(parts)})" if parts else "")

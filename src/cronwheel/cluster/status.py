@@ -2,7 +2,8 @@
 dead-man's switch and notification delivery), who owns which shard, how deep the queues are, and
 where each node serves its metrics.
 
-Served at ``GET /v1/cluster`` and printed by ``cronwheel cluster status``.
+Served at ``GET /v1/cluster`` and printed by ``cronwheel cluster status``, with the mode the
+cluster runs in (:mod:`cronwheel.cluster.mode`: PostgreSQL alone, or with etcd and Redis).
 
 Where a node's metrics are is part of its coordinator member record (``Member.metrics_url``),
 which every coordinator backend keeps beside the node's roles.
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cronwheel.clock import Clock, SystemClock
+from cronwheel.cluster.mode import Mode
 from cronwheel.coordinator import Coordinator
 from cronwheel.coordinator.port import Member
 from cronwheel.lateness import LATENESS_SAMPLE, LATENESS_WINDOW, percentiles
@@ -28,6 +30,7 @@ class ClusterStatus:
     queue: Queue
     coordinator: Coordinator
     queues: tuple[str, ...]
+    mode: Mode
     clock: Clock = field(default_factory=SystemClock)
 
     async def snapshot(self) -> dict[str, Any]:
@@ -40,6 +43,7 @@ class ClusterStatus:
                 {"name": name, "depth": await self.queue.depth(name), "lag_s": await self.queue.lag(name)}
             )
         return {
+            "mode": self.mode.as_dict(),
             "leader": await self.coordinator.leader(),
             "watchdog": await self.coordinator.watchdog(),
             "nodes": [_node(member) for member in members],

@@ -3,8 +3,11 @@
 | setting | embedded (default) | cluster |
 |---|---|---|
 | ``CRONWHEEL_DATABASE_URL`` | ``DEFAULT_DATABASE_URL`` (SQLite) | ``postgresql://user@host:5432/db`` |
-| ``CRONWHEEL_COORDINATOR_URL`` | unset: this process owns every shard | ``etcd://host:2379[,host:2379...]`` |
-| ``CRONWHEEL_QUEUE_URL`` | unset: in-process queue | ``redis://host:6379/0`` |
+| ``CRONWHEEL_COORDINATOR_URL`` | unset: this process owns every shard | ``etcd://host:2379``; unset: rows |
+| ``CRONWHEEL_QUEUE_URL`` | unset: in-process queue | ``redis://host:6379/0``; unset: rows |
+
+("rows": the coordinator's and the queue's tables in the store's PostgreSQL database;
+:mod:`cronwheel.cluster.mode` names the combinations.)
 
 Over TLS and with credentials: ``postgresql://user:password@host/db?sslmode=verify-full&sslrootcert=...``
 (:mod:`cronwheel.store.pg_connect`), ``rediss://user:password@host:6380/0?ssl_ca_certs=...``
@@ -28,11 +31,13 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from alembic.util.exc import CommandError
 
 from cronwheel.clock import Clock
+from cronwheel.cluster.mode import is_postgres
 from cronwheel.coordinator import Coordinator
 from cronwheel.coordinator.etcd_api import EtcdConfig
 from cronwheel.coordinator.local import LocalCoordinator
@@ -42,6 +47,10 @@ from cronwheel.queue.memory import MemoryQueue
 from cronwheel.redaction import redact_url
 from cronwheel.retrying import CONNECT, retry
 from cronwheel.store.sql import SchemaOutdatedError, SqlStore, open_store
+
+if TYPE_CHECKING:
+    from cronwheel.queue.postgres import PostgresQueue
+    from cronwheel.queue.streams import RedisStreamQueue
 
 log = logging.getLogger("cronwheel.backends")
 
@@ -72,10 +81,6 @@ async def store_at(url: str) -> AsyncIterator[SqlStore]:
         yield store
     finally:
         await close_quietly("database", store.close)
-
-
-def is_postgres(url: str) -> bool:
-    return urlsplit(url).scheme.startswith(("postgres", "postgresql"))
 
 
 _ETCD_SCHEMES = {"etcd": "http", "etcd+http": "http", "etcd+https": "https"}
@@ -121,13 +126,22 @@ def etcd_config(url: str) -> EtcdConfig:
     )
 
 
-async def open_queue(url: str | None, clock: Clock, visibility_timeout_s: float) -> Queue:
-    """The queue at ``url`` (None: in-process), waiting for it while it is down; the caller closes it."""
-    if not url:
+async def open_queue(
+    url: str | None, clock: Clock, visibility_timeout_s: float, database_url: str | None = None
+) -> Queue:
+    """The queue at ``url``: Redis Streams; unset, the ``triggers`` table of a PostgreSQL
+    ``database_url``, else in-process. Waits for it while it is down; the caller closes it."""
+    if not url and not (database_url and is_postgres(database_url)):
         return MemoryQueue(clock, visibility_timeout_s=visibility_timeout_s)
-    from cronwheel.queue.streams import RedisStreamQueue  # noqa: PLC0415 - cluster only
+    queue: RedisStreamQueue | PostgresQueue
+    if url:
+        from cronwheel.queue.streams import RedisStreamQueue  # noqa: PLC0415 - cluster only
 
-    queue = RedisStreamQueue(url, clock, visibility_timeout_s=visibility_timeout_s)
+        queue = RedisStreamQueue(url, clock, visibility_timeout_s=visibility_timeout_s)
+    else:
+        from cronwheel.queue.postgres import PostgresQueue  # noqa: PLC0415 - cluster only
+
+        queue = PostgresQueue(str(database_url), clock, visibility_timeout_s=visibility_timeout_s)
     try:
         await retry("queue", queue.ping, CONNECT)
     except BaseException:
@@ -137,8 +151,10 @@ async def open_queue(url: str | None, clock: Clock, visibility_timeout_s: float)
 
 
 @asynccontextmanager
-async def queue_at(url: str | None, clock: Clock, visibility_timeout_s: float) -> AsyncIterator[Queue]:
-    queue = await open_queue(url, clock, visibility_timeout_s)
+async def queue_at(
+    url: str | None, clock: Clock, visibility_timeout_s: float, database_url: str | None = None
+) -> AsyncIterator[Queue]:
+    queue = await open_queue(url, clock, visibility_timeout_s, database_url)
     try:
         yield queue
     finally:
@@ -152,19 +168,27 @@ async def open_coordinator(
     clock: Clock,
     ttl_s: float,
     metrics_url: str | None = None,
+    database_url: str | None = None,
 ) -> Coordinator:
-    """Join the coordinator at ``url`` (None: this process alone) as ``node`` with ``roles``,
-    saying where its metrics are, waiting for it while it is down; the caller stops it. A start
-    that fails cleans up after itself."""
-    if not url:
-        coordinator: Coordinator = LocalCoordinator(node, roles, clock, metrics_url=metrics_url)
-    else:
+    """Join the coordinator at ``url`` (etcd; unset, the rows of a PostgreSQL ``database_url``,
+    else this process alone) as ``node`` with ``roles``, saying where its metrics are, waiting for
+    it while it is down; the caller stops it. A start that fails cleans up after itself."""
+    coordinator: Coordinator
+    if url:
         from cronwheel.coordinator.etcd import EtcdCoordinator  # noqa: PLC0415 - cluster only
 
         config = etcd_config(url)
         coordinator = EtcdCoordinator.connect(
             config, node, roles, clock, ttl_s=ttl_s, metrics_url=metrics_url
         )
+    elif database_url and is_postgres(database_url):
+        from cronwheel.coordinator.postgres import PostgresCoordinator  # noqa: PLC0415 - cluster only
+
+        coordinator = PostgresCoordinator.connect(
+            database_url, node, roles, clock, ttl_s=ttl_s, metrics_url=metrics_url
+        )
+    else:
+        coordinator = LocalCoordinator(node, roles, clock, metrics_url=metrics_url)
     await retry("coordinator", coordinator.start, CONNECT)
     return coordinator
 
@@ -177,8 +201,9 @@ async def coordinator_at(
     clock: Clock,
     ttl_s: float,
     metrics_url: str | None = None,
+    database_url: str | None = None,
 ) -> AsyncIterator[Coordinator]:
-    coordinator = await open_coordinator(url, node, roles, clock, ttl_s, metrics_url)
+    coordinator = await open_coordinator(url, node, roles, clock, ttl_s, metrics_url, database_url)
     try:
         yield coordinator
     finally:

@@ -50,6 +50,7 @@ from cronwheel.auth import localtoken
 from cronwheel.auth.oidc import OidcAuthenticator, OidcSettings
 from cronwheel.clock import AnchoredClock, Clock, SystemClock
 from cronwheel.cluster import gauges as metrics_live
+from cronwheel.cluster.mode import Mode, mode_of
 from cronwheel.cluster.status import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
@@ -58,7 +59,7 @@ from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.limits import Limits
 from cronwheel.model import RetentionPolicy
 from cronwheel.node import admin_token, metrics_http
-from cronwheel.node.backends import close_quietly, coordinator_at, is_postgres, queue_at, store_at
+from cronwheel.node.backends import close_quietly, coordinator_at, queue_at, store_at
 from cronwheel.node.timekeeping import anchor_once, keep_anchored
 from cronwheel.notifier import loop as notifications
 from cronwheel.notifier.channels import SmtpSettings
@@ -428,8 +429,13 @@ class ServerSettings:
         return f"ServerSettings({', '.join(shown)})"
 
     @property
+    def mode(self) -> Mode:
+        """What the backend URLs select (:mod:`cronwheel.cluster.mode`)."""
+        return mode_of(self.database_url, self.coordinator_url, self.queue_url)
+
+    @property
     def embedded(self) -> bool:
-        return not self.coordinator_url and not self.queue_url and not is_postgres(self.database_url)
+        return self.mode.embedded
 
     def retention(self) -> RetentionPolicy:
         """The retention policy of jobs without their own (docs/operations.md, Retention)."""
@@ -455,18 +461,17 @@ class ServerSettings:
         unknown = set(self.roles) - set(ALL_ROLES)
         if unknown or not self.roles:
             raise PermanentError(f"roles must be among {', '.join(ALL_ROLES)}, not {sorted(unknown)}")
+        if not self.mode.valid:
+            raise PermanentError(
+                "a cluster keeps its state in PostgreSQL: with --coordinator-url or --queue-url, set "
+                "CRONWHEEL_DATABASE_URL=postgresql://... too (SQLite serves one `cronwheel server`)"
+            )
         if self.embedded and set(self.roles) != set(ALL_ROLES):
             raise PermanentError(
                 "the embedded backends (SQLite, in-process queue and coordinator) need every role in one "
-                "process: run `cronwheel server`, or set CRONWHEEL_DATABASE_URL=postgresql://..., "
-                "CRONWHEEL_COORDINATOR_URL=etcd://... and CRONWHEEL_QUEUE_URL=redis://..."
-            )
-        if not self.embedded and not (
-            self.queue_url and self.coordinator_url and is_postgres(self.database_url)
-        ):
-            raise PermanentError(
-                "cluster mode needs all three: CRONWHEEL_DATABASE_URL=postgresql://..., "
-                "CRONWHEEL_COORDINATOR_URL=etcd://... and CRONWHEEL_QUEUE_URL=redis://..."
+                "process: run `cronwheel server`, or set CRONWHEEL_DATABASE_URL=postgresql://... "
+                "(a cluster on PostgreSQL alone; add CRONWHEEL_COORDINATOR_URL=etcd://... and "
+                "CRONWHEEL_QUEUE_URL=redis://... to coordinate and queue elsewhere)"
             )
 
 
@@ -544,7 +549,7 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
         store = await stack.enter_async_context(store_at(settings.database_url))  # migrated first
         clock = await _clock(settings, store)
         queue = await stack.enter_async_context(
-            queue_at(settings.queue_url, clock, visibility_timeout_s=settings.lease_s * 2)
+            queue_at(settings.queue_url, clock, settings.lease_s * 2, settings.database_url)
         )
         coordinator = await stack.enter_async_context(
             coordinator_at(
@@ -554,6 +559,7 @@ async def serve(settings: ServerSettings, announce: Callable[[str], None] = prin
                 clock,
                 settings.ttl_s,
                 metrics_url,
+                settings.database_url,
             )
         )
         tracing = tracing_started(settings.tracing, settings.node, settings.roles)
@@ -582,9 +588,10 @@ async def _local_token(settings: ServerSettings, backends: _Backends) -> tuple[s
 def _backends_line(settings: ServerSettings) -> str:
     """Where a cluster node's backends are, for its start-up lines: never a password
     (:func:`cronwheel.redaction.redact_url`)."""
-    urls = (settings.database_url, settings.queue_url or "", settings.coordinator_url or "")
-    store, queue, coordinator = (redact_url(url) for url in urls)
-    return f"backends: store {store}, queue {queue}, coordinator {coordinator}"
+    store = redact_url(settings.database_url)
+    queue = redact_url(settings.queue_url) if settings.queue_url else "the store's database"
+    coordinator = redact_url(settings.coordinator_url) if settings.coordinator_url else "the store's database"
+    return f"backends ({settings.mode.name}): store {store}, queue {queue}, coordinator {coordinator}"
 
 
 def _keys(settings: ServerSettings) -> KeySource | None:
@@ -810,7 +817,9 @@ class _Roles:
             store, self.backends.queue, feed, clock, policy,
             limits=settings.limits, tracer=self.backends.tracer,
         )  # fmt: skip
-        status = ClusterStatus(store, self.backends.queue, self.backends.coordinator, settings.queues, clock)
+        status = ClusterStatus(
+            store, self.backends.queue, self.backends.coordinator, settings.queues, settings.mode, clock
+        )
         forget = None if self.secrets is None else self.secrets.forget  # this process's worker
         secrets = SecretService(store, self.backends.keyring, clock, changed=forget)
         services = ApiServices(

@@ -696,7 +696,7 @@ function clusterPage() {
     const ms = (value) => (value === null || value === undefined ? "—" : `${value.toFixed(1)} ms`);
     body.replaceChildren(
       h("div", { class: "grid" },
-        h("div", { class: "card" }, kv([["Leader", c.leader || "none"], ["Watchdog", c.watchdog || "none"], ...Object.entries(c.runs).map(([state, n]) => [`Runs ${state}`, n])])),
+        h("div", { class: "card" }, kv([["Mode", c.mode ? `${c.mode.name} (coordinator ${c.mode.coordinator}, queue ${c.mode.queue})` : "—"], ["Leader", c.leader || "none"], ["Watchdog", c.watchdog || "none"], ...Object.entries(c.runs).map(([state, n]) => [`Runs ${state}`, n])])),
         h("div", { class: "card", id: "lateness" },
           h("h2", {}, "Fire lateness"),
           h("p", { class: "muted" }, `queued − slot of the scheduled runs of the last ${Math.round(lateness.window_s / 60)} minutes (${lateness.count} runs)`),
