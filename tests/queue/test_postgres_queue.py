@@ -19,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from cronwheel.clock import ManualClock
+from cronwheel.errors import BackendUnavailableError
 from cronwheel.queue import Delivery, Trigger
 from cronwheel.queue.postgres import PostgresQueue, channel
 from cronwheel.store.driver import create_engine
@@ -316,3 +317,16 @@ async def _allow_connections(database: str, *, allow: bool) -> None:
     await admin(
         await require_postgres(), f'ALTER DATABASE "{make_url(database).database}" ALLOW_CONNECTIONS {value}'
     )
+
+
+async def test_ping_answers_on_a_migrated_database_and_is_unavailable_without_a_server(
+    queues: MakeQueue, database: str, clock: ManualClock
+) -> None:
+    await queues().ping()  # what a process waits for at start
+    nowhere = make_url(database).set(host="127.0.0.1", port=1)
+    unreachable = PostgresQueue(nowhere.render_as_string(hide_password=False), clock)
+    try:
+        with pytest.raises(BackendUnavailableError):
+            await unreachable.ping()  # waited out (retrying.CONNECT), never a crash
+    finally:
+        await unreachable.close()

@@ -161,6 +161,7 @@ _STATS = text(
     """
 )
 
+_PING = text("SELECT 1 FROM triggers LIMIT 1")
 _DEPTH = text("SELECT count(*) FROM triggers WHERE queue = :queue")
 
 
@@ -427,6 +428,13 @@ class PostgresQueue:
         with translated_errors():
             async with self._engine.begin() as connection:
                 await connection.execute(_ACK, values)
+
+    async def ping(self) -> None:
+        """Connect and read the ``triggers`` table: what a process waits for at start (a server
+        still starting is waited out; a refused login or an unmigrated database is not)."""
+        with translated_errors():
+            async with self._engine.connect() as connection:
+                await connection.execute(_PING)
 
     async def depth(self, queue: str) -> int:
         """Every trigger not acknowledged: waiting, handed out and delayed (as the Redis queue);
