@@ -165,6 +165,7 @@ async def test_worker_crash_redis_data_loss_and_etcd_restart(cluster: tuple[Clus
         await asyncio.sleep(4)
 
         # etcd restarts: the cluster recovers with no duplicate
+        assert nodes.etcd is not None
         nodes.etcd.stop()
         await asyncio.sleep(1)
         nodes.etcd.start()
