@@ -1,12 +1,13 @@
 """A real cluster on loopback: etcd (its own process), PostgreSQL (a fresh database on the suite's
 server), Redis (a dedicated key prefix in the suite's database; both named in ``suite_backends``),
 and cronwheel api / scheduler / worker processes started as a user would, plus a webhook sink that
-records every delivery. The ``postgres_cluster`` fixture's has no etcd and no Redis: its processes
-are given the database URL alone."""
+records every delivery. The ``any_cluster`` fixture's second cluster has no etcd and no Redis: its
+processes are given the database URL alone."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -293,38 +294,45 @@ async def create_jobs(api: httpx.AsyncClient, url: str, count: int) -> list[str]
 # Fixtures (registered under their ``name`` by the test modules that import them)
 
 
+@contextlib.asynccontextmanager
+async def running_cluster(tmp_path: Path, mode: str) -> AsyncIterator[tuple[Cluster, Sink]]:
+    """A fresh database and a webhook sink, and in the ``postgresql+etcd+redis`` mode an etcd and
+    a Redis of the cluster's own (``postgresql``: the database alone); no node started yet."""
+    etcd = redis_server = None
+    if mode != "postgresql":
+        etcd = Etcd(tmp_path / "etcd-data")
+        etcd.start()
+        redis_server = Redis(tmp_path)
+        redis_server.start()
+    database_url, drop = await create_database()
+    sink, runner = await start_sink()
+    queue_url = redis_server.url if redis_server else ""
+    cluster = Cluster(tmp_path, etcd, database_url, queue_url, ttl_s=TTL, redis=redis_server)
+    try:
+        yield cluster, sink
+    finally:
+        cluster.stop_all()
+        for server in (etcd, redis_server):
+            if server is not None:
+                server.stop()
+        await runner.cleanup()
+        await drop()
+
+
 @pytest.fixture(name="cluster")
 async def cluster_fixture(tmp_path: Path) -> AsyncIterator[tuple[Cluster, Sink]]:
     """etcd and Redis of the test's own, a fresh database, a webhook sink; no node started yet."""
-    etcd = Etcd(tmp_path / "etcd-data")
-    etcd.start()
-    redis_server = Redis(tmp_path)
-    redis_server.start()
-    database_url, drop = await create_database()
-    sink, runner = await start_sink()
-    cluster = Cluster(tmp_path, etcd, database_url, redis_server.url, ttl_s=TTL, redis=redis_server)
-    try:
-        yield cluster, sink
-    finally:
-        cluster.stop_all()
-        etcd.stop()
-        redis_server.stop()
-        await runner.cleanup()
-        await drop()
+    async with running_cluster(tmp_path, "postgresql+etcd+redis") as cluster:
+        yield cluster
 
 
-@pytest.fixture(name="postgres_cluster")
-async def postgres_cluster_fixture(tmp_path: Path) -> AsyncIterator[tuple[Cluster, Sink]]:
-    """A fresh database, a webhook sink, and no etcd or Redis; no node started yet."""
-    database_url, drop = await create_database()
-    sink, runner = await start_sink()
-    cluster = Cluster(tmp_path, None, database_url, "", ttl_s=TTL)
-    try:
-        yield cluster, sink
-    finally:
-        cluster.stop_all()
-        await runner.cleanup()
-        await drop()
+@pytest.fixture(name="any_cluster", params=["postgresql+etcd+redis", "postgresql"])
+async def any_cluster_fixture(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[Cluster, Sink]]:
+    """The cluster of ``cluster``, and one on PostgreSQL alone (no etcd, no Redis)."""
+    async with running_cluster(tmp_path, request.param) as cluster:
+        yield cluster
 
 
 @pytest.fixture(name="database_url")

@@ -23,10 +23,10 @@ from cluster_harness import (
     TTL,
     Cluster,
     Sink,
+    any_cluster_fixture,  # noqa: F401 - the `any_cluster` fixture
     cluster_fixture,  # noqa: F401 - the `cluster` fixture
     create_database,
     create_jobs,
-    postgres_cluster_fixture,  # noqa: F401 - the `postgres_cluster` fixture
 )
 
 from suite_backends import REDIS_URL
@@ -61,12 +61,11 @@ def check_exactly_once(sink: Sink, job_ids: list[str], start: float, end: float)
     return {"expected": expected, "missing": missing, "doubled": doubled}
 
 
-@pytest.mark.parametrize("mode", ["postgresql+etcd+redis", "postgresql"])
 async def test_cluster_fires_every_slot_once_through_failover_rebalance_and_split_brain(
-    request: pytest.FixtureRequest, mode: str
+    any_cluster: tuple[Cluster, Sink],
 ) -> None:
-    fixture = "postgres_cluster" if mode == "postgresql" else "cluster"
-    nodes, sink = request.getfixturevalue(fixture)
+    nodes, sink = any_cluster
+    mode = "postgresql+etcd+redis" if nodes.etcd else "postgresql"
     api_node = nodes.start("api", "api-1")
     schedulers = [nodes.start("scheduler", f"sched-{i}") for i in range(1, 4)]
     workers = [nodes.start("worker", f"worker-{i}") for i in range(1, 3)]
