@@ -12,6 +12,8 @@ Systems, each in a fresh child process, one after the other in one run:
   ``cronwheel server`` runs with zero configuration);
 * ``cluster``: cronwheel's scheduler over PostgreSQL and Redis Streams (one scheduler owning every
   shard: the fire path of a cluster, without etcd, which is not on it);
+* ``cluster-postgresql``: the same over PostgreSQL alone, triggers queued in its ``triggers``
+  table (the fire path of a PostgreSQL-only cluster; its coordinator is not on it either);
 * ``apscheduler``: APScheduler 3.11, AsyncIOScheduler, in-memory job store, a no-op coroutine.
 * ``apscheduler4`` (herd only, when named in ``--systems``): APScheduler 4 on PostgreSQL, the
   durable peer that records its runs (``peer_apscheduler4.py`` says how it is set up; it runs
@@ -96,6 +98,7 @@ from cronwheel.model import Job, PythonTarget, new_id
 from cronwheel.node.server import tune_collector
 from cronwheel.queue import Queue
 from cronwheel.queue.memory import MemoryQueue
+from cronwheel.queue.postgres import PostgresQueue
 from cronwheel.queue.streams import RedisStreamQueue
 from cronwheel.scheduler import ARM_AHEAD_S
 from cronwheel.scheduler.loop import RELEASE_AHEAD_S, Scheduler
@@ -110,7 +113,8 @@ from cronwheel.worker.executors import Executors
 from cronwheel.worker.executors.base import WorkerSettings
 from cronwheel.worker.loop import CONCURRENCY, Worker
 
-SYSTEMS = ("embedded", "cluster", "apscheduler")
+SYSTEMS = ("embedded", "cluster", "cluster-postgresql", "apscheduler")
+CLUSTERS = ("cluster", "cluster-postgresql")  # worker processes; PostgreSQL's CPU measured
 PEERS = ("apscheduler4",)  # run only when named in --systems (a side venv, herd only)
 TRACING = ("off", "encode", "otlp")
 SEED_CHUNK = 2000
@@ -234,7 +238,7 @@ async def run_cronwheel(
         backend = (store, queue, url, prefix)
         async with worker_pool(system, workers, backend, clock, tracer, concurrency) as usage:
             cpu_before = cpu_now()
-            services_before = await services_cpu(url)
+            services_before = await services_cpu(url, bool(prefix))
             started = time.monotonic()
             await scheduler.load(clock.now())
             load_s = time.monotonic() - started
@@ -244,7 +248,7 @@ async def run_cronwheel(
             stop.set()
             await task
             cpu_s = cpu_now() - cpu_before
-            db_cpu_s, redis_s = services_used(services_before, await services_cpu(url))
+            db_cpu_s, redis_s = services_used(services_before, await services_cpu(url, bool(prefix)))
             lateness = await queued_lateness(store, plan)
             if workers:
                 await until_started(store, plan, len(lateness), DRAIN_S)
@@ -264,11 +268,12 @@ async def run_cronwheel(
 Services = tuple[dict[int, float], float]
 
 
-async def services_cpu(url: str) -> Services | None:
-    """The CPU used so far by the bench database's backends and by Redis (cluster; None: embedded)."""
+async def services_cpu(url: str, redis: bool) -> Services | None:
+    """The CPU used so far by the bench database's backends and by Redis (cluster, NaN without
+    Redis; None: embedded)."""
     if not url:
         return None
-    return await database_cpu_s(url.rsplit("/", 1)[1]), await redis_cpu_s()
+    return await database_cpu_s(url.rsplit("/", 1)[1]), await redis_cpu_s() if redis else float("nan")
 
 
 def services_used(before: Services | None, after: Services | None) -> tuple[float, float]:
@@ -371,8 +376,7 @@ async def worker_pool(
         __file__,
         "--child-worker",
         url,
-        "--prefix",
-        prefix,
+        f"--prefix={prefix}",
         "--concurrency",
         str(concurrency),
     ]
@@ -401,7 +405,7 @@ async def worker_main(url: str, prefix: str, node: str, concurrency: int) -> Non
     """A cluster worker process: works the bench queue until SIGTERM, then prints its usage."""
     clock = SystemClock()
     store = await open_store(url, clock=clock)
-    queue = RedisStreamQueue(REDIS_URL, clock, prefix=prefix)
+    queue = cluster_queue(url, prefix, clock)
     tune_collector()
     logs.configure("INFO")  # to stderr, which the scheduler child discards (DEVNULL)
     executors, stop = bench_executors(), asyncio.Event()
@@ -446,15 +450,22 @@ async def start_lateness(store: SqlStore, plan: Plan) -> list[float]:
     ]
 
 
+def cluster_queue(url: str, prefix: str, clock: SystemClock) -> RedisStreamQueue | PostgresQueue:
+    """A cluster's queue: Redis Streams under ``prefix``, or (no prefix) the database's table."""
+    if prefix:
+        return RedisStreamQueue(REDIS_URL, clock, prefix=prefix)
+    return PostgresQueue(url, clock, visibility_timeout_s=60.0)
+
+
 @contextlib.asynccontextmanager
 async def backends(system: str, clock: SystemClock) -> AsyncIterator[tuple[SqlStore, Queue, str, str]]:
     """The store and queue of ``system`` on fresh, private storage, removed afterwards."""
     if system == "embedded":
         with tempfile.TemporaryDirectory(prefix="cronwheel-bench-") as folder:
             store = await open_store(f"sqlite:///{folder}/bench.db", clock=clock)
-            queue = MemoryQueue(clock, visibility_timeout_s=60.0)
+            memory = MemoryQueue(clock, visibility_timeout_s=60.0)
             try:
-                yield store, queue, "", ""
+                yield store, memory, "", ""
             finally:
                 await store.close()
         return
@@ -462,11 +473,12 @@ async def backends(system: str, clock: SystemClock) -> AsyncIterator[tuple[SqlSt
     await admin(f'CREATE DATABASE "{name}"')
     url = database_url(name)
     store = await open_store(url, clock=clock)
-    streams = RedisStreamQueue(REDIS_URL, clock, prefix=f"bench-{name}")
+    prefix = f"bench-{name}" if system == "cluster" else ""  # no prefix: the database's queue
+    queue = cluster_queue(url, prefix, clock)
     try:
-        yield store, streams, url, f"bench-{name}"
+        yield store, queue, url, prefix
     finally:
-        await streams.close()
+        await queue.close()
         await store.close()
         await admin(f'DROP DATABASE "{name}" WITH (FORCE)')
         await drop_keys(f"bench-{name}")
@@ -607,7 +619,7 @@ def report(results: list[Figures]) -> str:
     by_system = {r.system: r for r in results}
     for peer_name in ("apscheduler", "apscheduler4"):
         peer = by_system.get(peer_name)
-        for name in ("embedded", "cluster"):
+        for name in ("embedded", *CLUSTERS):
             ours = by_system.get(name)
             if peer and ours and ours.p99_ms > 0:
                 lines.append(f"p99 queued lateness, {peer_name} / {name}: {peer.p99_ms / ours.p99_ms:.1f}x")
