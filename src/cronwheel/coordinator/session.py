@@ -328,7 +328,7 @@ def _renewed(state: Session, now: float, renewed: Renewed) -> Step:
     if renewed.lease != state.lease:  # lost (and maybe joined again) while the keepalive flew
         return state, (*back, _pace(state, now))
     if renewed.ttl <= 0:
-        state, actions = _lease_gone(state, now, LeaseGone(renewed.lease, "the lease expired at the coordinator"))
+        state, actions = _lease_gone(state, now, LeaseGone(renewed.lease, "the lease expired"))
         return state, (*back, *actions, _pace(state, now))
     lapsed = not state.claims(now)
     state = replace(state, renewed_at=max(state.renewed_at, renewed.sent), trouble_revision=None)
