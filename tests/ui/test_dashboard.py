@@ -196,6 +196,8 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
         await expect(page.locator("#nodes tbody tr")).to_have_count(1)
         node = page.locator("#nodes tbody tr").first
         await expect(node).to_contain_text("(leader) (watchdog)")  # one node holds both duties
+        mode = "embedded (coordinator local, queue memory)"  # which technologies keep the state
+        await expect(page.locator(".card").first).to_contain_text(mode)
         for stat in ("p50", "p90", "p99", "max"):  # the every-second job's fires of the last 5 minutes
             value = page.locator(f"#lateness [data-stat={stat}] strong")
             await expect(value).to_have_text(re.compile(r"^-?\d+\.\d ms$"))
