@@ -20,7 +20,11 @@ the way ``bench_fire.py`` seeds (the jobs written in bulk before the clock start
      ``run_events`` rows, each job's ``job_last_run`` row;
   4. the triggers inserted into ``PostgresQueue``'s table (the rows ``PostgresQueue.publish``
      writes) in the same transaction, then COMMIT: at commit the trigger is on the queue, which
-     is what cronwheel's ``queued_at`` means.
+     is what cronwheel's ``queued_at`` means. The stamp is taken before the writes, so
+     ``queued_at`` is early by the transaction's writes; each claimer also notes when each
+     batch's commit returned, and ``committed`` lateness (that instant minus the slot) is printed
+     beside it: the figure to read against the wheel's ``queued_at``, which is stamped after
+     the publish committed.
 
   A batch that came back full is followed at once by the next; otherwise the claimer sleeps
   ``--poll-ms`` (100 ms): polling is the loop's only way to see a job that became due, so it
@@ -111,6 +115,9 @@ class Figures:
     p99_ms: float
     max_ms: float
     last_queued_s: float  # the last run of the window queued, after the window's start
+    # due-claim: commit's end - slot, as the claimers saw it (queued_at is stamped before the writes)
+    committed_p99_ms: float
+    committed_max_ms: float
     scheduler_cpu_ms_per_fire: float  # every scheduler process, "go" to "stop", per run made
     db_cpu_ms_per_fire: float  # the bench database's PostgreSQL backends over the same span, per run made
     runs_made: int  # every run recorded from "go" to "stop", in the window or not (the CPU's divisor)
@@ -139,6 +146,7 @@ class Claimer:
         self.claimed = 0
         self.refused = 0
         self.batches = 0
+        self.committed: list[tuple[float, float]] = []  # (slot, commit's end), Unix seconds, a run each
 
     async def claim_once(self) -> int:
         """One transaction: returns how many jobs it claimed."""
@@ -175,6 +183,8 @@ class Claimer:
         self.claimed += len(rows)
         self.refused += len(new_runs) - len(inserted)
         self.batches += 1
+        done = time.time()
+        self.committed.extend((slot, done) for slot in (run.slot.timestamp() for run in pending))
         return len(rows)
 
     async def run(self, stop: asyncio.Event, poll_s: float) -> None:
@@ -210,8 +220,8 @@ async def child_main(kind: str, url: str, index: int, of: int, args: argparse.Na
     cpu_before = cpu_now()
     stop = asyncio.Event()
     figures: dict[str, float] = {}
+    claimer = Claimer(store, clock, args.batch)
     if kind == "due-claim":
-        claimer = Claimer(store, clock, args.batch)
         task = asyncio.create_task(claimer.run(stop, args.poll_ms / 1000), name="claimer")
     else:
         shards = None if of == 1 else range(index, SHARDS, of)
@@ -224,7 +234,8 @@ async def child_main(kind: str, url: str, index: int, of: int, args: argparse.Na
     figures["cpu_s"] = cpu_now() - cpu_before
     if kind == "due-claim":
         figures.update(claimed=claimer.claimed, refused=claimer.refused, batches=claimer.batches)
-    print(json.dumps(figures), flush=True)
+    committed = claimer.committed if kind == "due-claim" else []
+    print(json.dumps({**figures, "committed": committed}), flush=True)
     await asyncio.to_thread(sys.stdin.read)  # until the parent closes stdin
     await queue.close()
     await store.close()
@@ -326,13 +337,17 @@ async def tally(
     plan: bench_fire.Plan,
     system: str,
     schedulers: int,
-    reports: Sequence[dict[str, float]],
+    reports: Sequence[dict[str, Any]],
     db_cpu_s: float,
     overran: bool,
     killed_at: float | None,
     args: argparse.Namespace,
 ) -> Figures:
     rows = await bench_fire.window_runs(store, plan, runs.c.queued_at)
+    visible = [
+        done - slot for r in reports for slot, done in r.get("committed", ()) if plan.start <= slot < plan.end
+    ]
+    _, committed_p99, committed_max = bench_fire.percentiles_ms(visible)
     lateness = [(queued - slot).total_seconds() for slot, queued in rows]
     counts = select(runs.c.state, runs.c.job_id, runs.c.slot).where(*bench_fire.in_window(plan))
     async with store.engine.connect() as connection:
@@ -348,7 +363,8 @@ async def tally(
     figures = Figures(
         system=system, workload=plan.workload, schedulers=schedulers, jobs=plan.jobs, fires=fires,
         expected=plan.expected(), window_s=window, fires_per_s=round(fires / window, 1), p50_ms=p50,
-        p99_ms=p99, max_ms=worst, last_queued_s=round(last, 3),
+        p99_ms=p99, max_ms=worst, last_queued_s=round(last, 3), committed_p99_ms=committed_p99,
+        committed_max_ms=committed_max,
         scheduler_cpu_ms_per_fire=round(sum(r["cpu_s"] for r in reports) / max(made, 1) * 1000, 4),
         db_cpu_ms_per_fire=round(db_cpu_s / max(made, 1) * 1000, 4), runs_made=made,
         duplicates=len(keys) - len(set(keys)), missed=max(0, plan.expected() - len(pending)), skipped=skipped,
@@ -377,14 +393,15 @@ async def tally(
 
 def report(results: list[Figures]) -> str:
     head = ("workload", "system", "K", "fires", "expected", "fires/s", "queued p50 ms", "p99", "max",
-            "last queued s", "sched CPU ms/fire", "PostgreSQL CPU ms/fire", "duplicates", "missed",
-            "skipped", "refused", "batches", "overran", "after kill: slots", "p99 ms", "max ms")  # fmt: skip
+            "last queued s", "committed p99 ms", "max", "sched CPU ms/fire", "PostgreSQL CPU ms/fire",
+            "duplicates", "missed", "skipped", "refused", "batches", "overran", "after kill: slots",
+            "p99 ms", "max ms")  # fmt: skip
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in results:
         system = f"{r.system}, 1 killed" if r.killed else r.system
         row = (r.workload, system, r.schedulers, r.fires, r.expected, r.fires_per_s, r.p50_ms, r.p99_ms,
-               r.max_ms, r.last_queued_s, r.scheduler_cpu_ms_per_fire, r.db_cpu_ms_per_fire, r.duplicates,
-               r.missed, r.skipped, r.refused, r.batches, r.setup_overran,
+               r.max_ms, r.last_queued_s, r.committed_p99_ms, r.committed_max_ms, r.scheduler_cpu_ms_per_fire,
+               r.db_cpu_ms_per_fire, r.duplicates, r.missed, r.skipped, r.refused, r.batches, r.setup_overran,
                r.after_kill_slots if r.killed else "", r.after_kill_p99_ms if r.killed else "",
                r.after_kill_max_ms if r.killed else "")  # fmt: skip
         lines.append(" | ".join(str(value) for value in row))
