@@ -35,6 +35,13 @@ the way ``bench_fire.py`` seeds (the jobs written in bulk before the clock start
   ``k, k + K, ...`` as ``bench_scaleout.py`` splits them (the coordinator's split, without a
   coordinator: leases and fencing epochs are not exercised).
 
+* ``claim-ahead`` (only when named in ``--systems``): the due-claim loop, whose claim also takes
+  the jobs due within ``--claim-ahead`` (30 s, the wheel's longest arm lead) and arms them with
+  cronwheel's planner (``planner.arm``: the coming slot's PENDING run, the cursor moved on; every
+  job here is ``overlap=allow``, which arming needs), their triggers inserted due at their slots
+  (``available_at`` = the slot, as ``PostgresQueue.publish_at`` would): still no shards and no
+  leases, and the slot's record written before the slot, as the wheel does it.
+
 Workloads: ``herd`` (``--jobs`` N jobs due in the same second) and ``steady`` (N jobs each firing
 once a minute, spread over the seconds, measured over ``--seconds``). No workers: triggers stay on
 the queue. Per system and shape: runs queued in the window against those expected, fires/s,
@@ -74,7 +81,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +91,12 @@ from sqlalchemy import func, insert, select, text
 import bench_fire
 from benchlib import admin, cpu_now, database_cpu_s, database_url, machine, save_results
 from cronwheel.clock import SystemClock
-from cronwheel.model import SHARDS, RunState, new_id
+from cronwheel.model import SHARDS, Firing, Run, RunState, new_id
 from cronwheel.node.server import tune_collector
 from cronwheel.queue.postgres import PostgresQueue
 from cronwheel.scheduler import ARM_AHEAD_S
 from cronwheel.scheduler.loop import RELEASE_AHEAD_S, Scheduler
+from cronwheel.scheduler.planner import arm
 from cronwheel.scheduler.planner import plan as plan_job
 from cronwheel.store import codec
 from cronwheel.store.schema import JOB_DUE, jobs, runs, triggers
@@ -97,6 +105,7 @@ from cronwheel.store.sql.firing import DUE_COLUMNS
 from cronwheel.telemetry import logs
 
 SYSTEMS = ("due-claim", "wheel")
+CLAIM_AHEAD = "claim-ahead"  # run only when named in --systems: the due-claim loop, arming ahead
 DB_PREFIX = os.environ.get("CRONWHEEL_BENCH_DB_PREFIX", "bench") + "_dueclaim"  # of the databases made
 STOP_AFTER_S = 180.0  # after the window, the longest wait for every expected run to be queued
 
@@ -137,12 +146,15 @@ class Figures:
 
 
 class Claimer:
-    """One process of the textbook design: claim due jobs, plan, record, enqueue, commit."""
+    """One process of the textbook design: claim due jobs, plan, record, enqueue, commit.
+    With ``ahead_s`` (the ``claim-ahead`` system) it also claims the jobs due within that lead and
+    arms them as cronwheel's scheduler does (``planner.arm``), their triggers due at their slots."""
 
-    def __init__(self, store: SqlStore, clock: SystemClock, batch: int) -> None:
+    def __init__(self, store: SqlStore, clock: SystemClock, batch: int, ahead_s: float = 0.0) -> None:
         self.store = store
         self.clock = clock
         self.batch = batch
+        self.ahead = timedelta(seconds=ahead_s)
         self.claimed = 0
         self.refused = 0
         self.batches = 0
@@ -153,7 +165,7 @@ class Claimer:
         now = self.clock.now()
         statement = (
             select(*DUE_COLUMNS)
-            .where(JOB_DUE, jobs.c.next_run_at <= now)
+            .where(JOB_DUE, jobs.c.next_run_at <= now + self.ahead)
             .order_by(jobs.c.next_run_at, jobs.c.id)
             .limit(self.batch)
             .with_for_update(skip_locked=True, of=jobs)
@@ -162,11 +174,7 @@ class Claimer:
             rows = (await connection.execute(statement)).mappings().all()
             if not rows:
                 return 0
-            firings = [
-                firing
-                for firing in (plan_job(codec.due_job_from_row(row), now, (), new_id) for row in rows)
-                if firing is not None
-            ]
+            firings = [firing for firing in (self.decide(row, now) for row in rows) if firing is not None]
             stamp = self.clock.now()  # on the queue at this transaction's commit, a few ms on
             firings = [
                 dataclasses.replace(f, runs=tuple(dataclasses.replace(r, queued_at=stamp) for r in f.runs))
@@ -178,14 +186,21 @@ class Claimer:
             await last_runs.record(connection, inserted)
             pending = [run for run in inserted if run.state is RunState.PENDING]
             if pending:
-                await connection.execute(insert(triggers), [trigger_row(run.id, run.job_id, run.queue, stamp)
-                                                            for run in pending])  # fmt: skip
+                await connection.execute(insert(triggers), [trigger_row(run, stamp) for run in pending])
         self.claimed += len(rows)
         self.refused += len(new_runs) - len(inserted)
         self.batches += 1
         done = time.time()
         self.committed.extend((slot, done) for slot in (run.slot.timestamp() for run in pending))
         return len(rows)
+
+    @staticmethod
+    def decide(row: Any, now: datetime) -> Firing | None:
+        """cronwheel's planner: the due slot's run (``plan``), or a coming slot's (``arm``)."""
+        job = codec.due_job_from_row(row)
+        if job.next_run_at is not None and job.next_run_at > now:
+            return arm(job, now, new_id)
+        return plan_job(job, now, (), new_id)
 
     async def run(self, stop: asyncio.Event, poll_s: float) -> None:
         while not stop.is_set():
@@ -195,10 +210,13 @@ class Claimer:
                 await asyncio.wait_for(stop.wait(), poll_s)
 
 
-def trigger_row(run_id: str, job_id: str, queue: str, at: datetime) -> dict[str, Any]:
-    """A trigger as ``PostgresQueue.publish`` inserts it (due now, not claimed)."""
-    return {"queue": queue, "run_id": run_id, "job_id": job_id, "slot": None, "available_at": at,
-            "deliveries": 0, "claimed_until": None, "consumer": None}  # fmt: skip
+def trigger_row(run: Run, now: datetime) -> dict[str, Any]:
+    """A trigger as ``PostgresQueue.publish`` inserts it (not claimed): due ``now``, or, armed
+    ahead, due at its slot and carrying it (as ``publish_at`` would insert it)."""
+    ahead = run.due > now
+    return {"queue": run.queue, "run_id": run.id, "job_id": run.job_id, "slot": run.due if ahead else None,
+            "available_at": run.due if ahead else now, "deliveries": 0, "claimed_until": None,
+            "consumer": None}  # fmt: skip
 
 
 # -- the child processes -----------------------------------------------------------------------------
@@ -220,8 +238,8 @@ async def child_main(kind: str, url: str, index: int, of: int, args: argparse.Na
     cpu_before = cpu_now()
     stop = asyncio.Event()
     figures: dict[str, float] = {}
-    claimer = Claimer(store, clock, args.batch)
-    if kind == "due-claim":
+    claimer = Claimer(store, clock, args.batch, args.claim_ahead if kind == CLAIM_AHEAD else 0.0)
+    if kind != "wheel":
         task = asyncio.create_task(claimer.run(stop, args.poll_ms / 1000), name="claimer")
     else:
         shards = None if of == 1 else range(index, SHARDS, of)
@@ -232,9 +250,9 @@ async def child_main(kind: str, url: str, index: int, of: int, args: argparse.Na
     stop.set()
     await task
     figures["cpu_s"] = cpu_now() - cpu_before
-    if kind == "due-claim":
+    if kind != "wheel":
         figures.update(claimed=claimer.claimed, refused=claimer.refused, batches=claimer.batches)
-    committed = claimer.committed if kind == "due-claim" else []
+    committed = claimer.committed if kind != "wheel" else []
     print(json.dumps({**figures, "committed": committed}), flush=True)
     await asyncio.to_thread(sys.stdin.read)  # until the parent closes stdin
     await queue.close()
@@ -244,7 +262,8 @@ async def child_main(kind: str, url: str, index: int, of: int, args: argparse.Na
 def spawn(kind: str, url: str, index: int, of: int, args: argparse.Namespace) -> subprocess.Popen[str]:
     command = [sys.executable, __file__, "--child", kind, "--database", url, "--index", str(index),
                "--of", str(of), "--batch", str(args.batch), "--poll-ms", str(args.poll_ms),
-               "--arm-ahead", str(args.arm_ahead), "--release-ahead", str(args.release_ahead)]  # fmt: skip
+               "--arm-ahead", str(args.arm_ahead), "--release-ahead", str(args.release_ahead),
+               "--claim-ahead", str(args.claim_ahead)]  # fmt: skip
     return subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
@@ -430,7 +449,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-failover", action="store_true", help="skip the kill -9 run")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
-    parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--claim-ahead",
+        type=float,
+        default=ARM_AHEAD_S,
+        help="claim-ahead: the lead its claim looks ahead by",
+    )
+    parser.add_argument("--child", choices=(*SYSTEMS, CLAIM_AHEAD), help=argparse.SUPPRESS)
     parser.add_argument("--database", help=argparse.SUPPRESS)
     parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--of", type=int, default=1, help=argparse.SUPPRESS)
@@ -443,11 +468,18 @@ def main(argv: list[str] | None = None) -> int:
     workloads = [name for name in args.workloads.split(",") if name]
     systems = [name for name in args.systems.split(",") if name]
     shapes = [int(shape) for shape in args.shapes.split(",") if shape]
-    if set(workloads) - {"herd", "steady"} or set(systems) - set(SYSTEMS) or min(shapes, default=0) < 1:
-        parser.error("--workloads herd,steady; --systems due-claim,wheel; --shapes K,... (K >= 1)")
+    if (
+        set(workloads) - {"herd", "steady"}
+        or set(systems) - {*SYSTEMS, CLAIM_AHEAD}
+        or min(shapes, default=0) < 1
+    ):
+        parser.error(
+            "--workloads herd,steady; --systems due-claim,wheel,claim-ahead; --shapes K,... (K >= 1)"
+        )
     print(
         f"bench_due_claim: workloads {workloads}, {args.jobs} jobs, shapes {shapes}, batch {args.batch}, "
         f"poll {args.poll_ms} ms, wheel arm ahead {args.arm_ahead} s, release ahead {args.release_ahead} s, "
+        f"claim-ahead {args.claim_ahead} s, "
         f"{machine()}",
         flush=True,
     )
