@@ -47,4 +47,5 @@ def test_short_profile_loses_nothing_doubles_nothing_and_stays_on_time(
         assert logs["leases_lost"] > 0, logs
     else:  # etcd still answered: the store's silence made the scheduler step down
         assert logs["step_downs"] > 0, logs
-    assert logs["clock_reports"] > 0, logs  # the clock jump reached the scheduler
+    if "clock_jump" in profile.faults:
+        assert logs["clock_reports"] > 0, logs  # the clock jump reached the scheduler

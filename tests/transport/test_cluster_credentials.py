@@ -170,7 +170,8 @@ async def test_a_cluster_on_tls_backends_never_shows_a_password(
     }
     assert {where: _leaked(text) for where, text in printed.items() if _leaked(text)} == {}
     assert "cronwheel serving on https://127.0.0.1:" in api.text()
-    backends = next(line for line in api.text().splitlines() if line.startswith("backends: "))
+    backends = next(line for line in api.text().splitlines() if line.startswith("backends ("))
+    assert backends.startswith("backends (postgresql+etcd+redis): ")
     assert "store postgresql://cw_pass:***@127.0.0.1:" in backends
     assert "queue rediss://cronwheel:***@127.0.0.1:" in backends
     assert "coordinator etcd+https://root:***@127.0.0.1:" in backends
