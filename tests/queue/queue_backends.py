@@ -18,7 +18,6 @@ and a second package-less ``conftest`` module would clash with ``tests/integrati
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,10 +25,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 import redis
 import redis.asyncio as aioredis
 
+from broker_support import unavailable
 from cronwheel.clock import ManualClock
 from cronwheel.queue import Queue
 from cronwheel.queue.memory import MemoryQueue
@@ -45,12 +44,6 @@ POSTGRES_VISIBILITY_S = 0.5  # real seconds: claims expire by the database's clo
 _reachable: bool | None = None
 
 
-def _required(message: str) -> None:
-    if os.environ.get("CI") or os.environ.get("CRONWHEEL_TEST_REQUIRE_BACKENDS"):
-        pytest.fail(message)  # scripts/test (what CI runs) requires every backend: never a skip
-    pytest.skip(message)
-
-
 def require_redis() -> str:
     """The test Redis URL; skip (locally) or fail (in CI) when it cannot be reached."""
     global _reachable  # noqa: PLW0603 - one probe per session
@@ -63,7 +56,7 @@ def require_redis() -> str:
         finally:
             client.close()
     if not _reachable:
-        _required(f"no Redis at {REDIS_URL} (set {REDIS_ENV})")
+        unavailable(f"no Redis at {REDIS_URL} (set {REDIS_ENV})")
     return REDIS_URL
 
 
@@ -72,7 +65,7 @@ async def postgres_queue_database() -> AsyncIterator[str]:
     """The URL of a fresh migrated database for PostgreSQL queues, dropped afterwards; opted out
     (``CRONWHEEL_TEST_POSTGRES_URL`` empty): skipped locally, a failure in CI."""
     if POSTGRES_URL is None:
-        _required(f"no PostgreSQL for the queue tests ({POSTGRES_ENV} is empty)")
+        unavailable(f"no PostgreSQL for the queue tests ({POSTGRES_ENV} is empty)")
     async with fresh_postgres_database(migrated=True) as url:
         yield url
 

@@ -126,7 +126,8 @@ from cronwheel.coordinator.session import (
     default_safety_margin,
     next_step,
 )
-from cronwheel.errors import InvalidInputError, PermanentError
+from cronwheel.coordinator.shell import CoordinatorFailedError, always, retry_policy, wait_for
+from cronwheel.errors import InvalidInputError
 from cronwheel.model import SHARDS
 from cronwheel.retrying import Backoff, Retries
 from cronwheel.telemetry import metrics
@@ -137,15 +138,6 @@ _PARALLEL = 32  # shard transactions in flight at once
 JOIN_ATTEMPTS = 3  # leases granted in one start() before it gives up as etcd being unavailable
 
 __all__ = ["CoordinatorFailedError", "EtcdCoordinator", "default_safety_margin"]
-
-
-class CoordinatorFailedError(PermanentError):
-    """The coordinator stopped on an error that retrying cannot fix (see the module docstring)."""
-
-
-def _retry_policy(cap_s: float) -> Backoff:
-    """0.1 s, 0.2 s, 0.4 s ... up to ``cap_s``, jittered so that nodes do not retry in step."""
-    return Backoff(first_s=0.1, multiplier=2.0, cap_s=cap_s, jitter=0.25)
 
 
 class EtcdCoordinator:
@@ -184,8 +176,8 @@ class EtcdCoordinator:
         terms = Terms(ttl_s, margin, 5 * ttl_s if hold_s is None else hold_s)
         self._session = Session(terms)  # replaced whole by every step, never changed in place
         self._mirror = Mirror(self._key(""))
-        self._healthy: Callable[[], bool] = _always  # heartbeat only while this node can do its work
-        self._may_watch: Callable[[], bool] = _always  # hold the watchdog duty only while it can do it
+        self._healthy: Callable[[], bool] = always  # heartbeat only while this node can do its work
+        self._may_watch: Callable[[], bool] = always  # hold the watchdog duty only while it can do it
         self._since: datetime | None = None
         self._changed = asyncio.Event()  # for wait_for_change
         self._dirty = asyncio.Event()  # for the reconcile task
@@ -339,7 +331,7 @@ class EtcdCoordinator:
     async def wait_for_change(self, timeout_s: float) -> None:
         """Returns when something changed since the previous return (at once if it already
         did), or after ``timeout_s``."""
-        await _wait(self._changed, timeout_s)
+        await wait_for(self._changed, timeout_s)
         self._changed.clear()
         self._check()
 
@@ -421,7 +413,7 @@ class EtcdCoordinator:
         self._timers.clear()
 
     async def _session_loop(self, pace: Action | None) -> None:
-        policy = _retry_policy(self.ttl_s / 3)
+        policy = retry_policy(self.ttl_s / 3)
         retries = policy.tracker()
         while True:
             await self._pause(pace, retries)
@@ -437,7 +429,7 @@ class EtcdCoordinator:
         if isinstance(pace, RetryLater):
             await asyncio.sleep(retries.failed())
         elif isinstance(pace, Wait):
-            await _wait(self._wake, pace.until - self._monotonic.monotonic())
+            await wait_for(self._wake, pace.until - self._monotonic.monotonic())
         self._wake.clear()  # whatever woke it is what the next beat decides on
 
     async def _call(self, action: Join | Renew, policy: Backoff, retries: Retries) -> Action | None:
@@ -507,7 +499,7 @@ class EtcdCoordinator:
         self._changed.set()
 
     async def _watch_loop(self) -> None:
-        policy = _retry_policy(2.0)
+        policy = retry_policy(2.0)
         retries = policy.tracker()
         prefix = self._key("")
         while True:
@@ -564,10 +556,10 @@ class EtcdCoordinator:
     # -- reconcile: decide on the local copy, act with conditional transactions
 
     async def _reconcile_loop(self) -> None:
-        policy = _retry_policy(self.ttl_s / 3)
+        policy = retry_policy(self.ttl_s / 3)
         retries = policy.tracker()
         while True:
-            await _wait(self._dirty, self.ttl_s / 2)
+            await wait_for(self._dirty, self.ttl_s / 2)
             self._dirty.clear()
             lease = self._session.lease
             try:
@@ -703,18 +695,6 @@ class EtcdCoordinator:
         if remaining < 0:
             return None
         return self._clock.now() - timedelta(seconds=max(0, granted - remaining))
-
-
-def _always() -> bool:
-    return True
-
-
-async def _wait(event: asyncio.Event, timeout_s: float) -> None:
-    """Until ``event`` is set or ``timeout_s`` passed. (Not ``asyncio.wait_for``: on Python 3.11
-    it can swallow a cancellation that arrives as the event fires, and ``stop()`` would hang.)"""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(max(0.0, timeout_s)):
-            await event.wait()
 
 
 async def _bounded(jobs: Sequence[Callable[[], Awaitable[None]]]) -> None:

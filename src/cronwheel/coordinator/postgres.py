@@ -56,7 +56,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from cronwheel.clock import Clock, monotonic_of
-from cronwheel.coordinator.etcd import CoordinatorFailedError
 from cronwheel.coordinator.plan import (
     LEADER,
     SCHEDULER,
@@ -96,6 +95,7 @@ from cronwheel.coordinator.session import (
     default_safety_margin,
     next_step,
 )
+from cronwheel.coordinator.shell import CoordinatorFailedError, always, retry_policy, wait_for
 from cronwheel.errors import BackendUnavailableError, InvalidInputError, TransientError
 from cronwheel.model import SHARDS
 from cronwheel.retrying import Backoff, Retries
@@ -324,15 +324,6 @@ _HOLDER = _sql(
 )
 
 
-def _retry_policy(cap_s: float) -> Backoff:
-    """0.1 s, 0.2 s, 0.4 s ... up to ``cap_s``, jittered so that nodes do not retry in step."""
-    return Backoff(first_s=0.1, multiplier=2.0, cap_s=cap_s, jitter=0.25)
-
-
-def _always() -> bool:
-    return True
-
-
 # -- the coordinator ------------------------------------------------------------------------------
 
 
@@ -371,8 +362,8 @@ class PostgresCoordinator:
         self._session = Session(Terms(ttl_s, margin, 5 * ttl_s if hold_s is None else hold_s))
         self._snapshot: Snapshot | None = None
         self._read_at = 0.0  # monotonic time the snapshot was read
-        self._healthy: Callable[[], bool] = _always
-        self._may_watch: Callable[[], bool] = _always
+        self._healthy: Callable[[], bool] = always
+        self._may_watch: Callable[[], bool] = always
         self._since: datetime | None = None
         self._changed = asyncio.Event()  # for wait_for_change
         self._dirty = asyncio.Event()  # for the reconcile task
@@ -534,7 +525,7 @@ class PostgresCoordinator:
     async def wait_for_change(self, timeout_s: float) -> None:
         """Returns when something changed since the previous return (at once if it already
         did), or after ``timeout_s``."""
-        await _wait(self._changed, timeout_s)
+        await wait_for(self._changed, timeout_s)
         self._changed.clear()
         self._check()
 
@@ -606,7 +597,7 @@ class PostgresCoordinator:
         self._timers.clear()
 
     async def _session_loop(self, pace: Action | None) -> None:
-        policy = _retry_policy(self.ttl_s / 3)
+        policy = retry_policy(self.ttl_s / 3)
         retries = policy.tracker()
         while True:
             await self._pause(pace, retries)
@@ -622,7 +613,7 @@ class PostgresCoordinator:
         if isinstance(pace, RetryLater):
             await asyncio.sleep(retries.failed())
         elif isinstance(pace, Wait):
-            await _wait(self._wake, pace.until - self._monotonic.monotonic())
+            await wait_for(self._wake, pace.until - self._monotonic.monotonic())
         self._wake.clear()
 
     async def _call(self, action: Join | Renew, policy: Backoff, retries: Retries) -> Action | None:
@@ -761,11 +752,11 @@ class PostgresCoordinator:
     # -- reconcile: decide on a fresh read, act with conditional statements
 
     async def _reconcile_loop(self) -> None:
-        policy = _retry_policy(self.ttl_s / 3)
+        policy = retry_policy(self.ttl_s / 3)
         retries = policy.tracker()
         while True:
             now = self._monotonic.monotonic()
-            await _wait(self._dirty, poll_delay(self._snapshot, self._read_at, now, self.ttl_s / 2))
+            await wait_for(self._dirty, poll_delay(self._snapshot, self._read_at, now, self.ttl_s / 2))
             self._dirty.clear()
             try:
                 await self._reconcile()
@@ -844,10 +835,3 @@ class PostgresCoordinator:
                 task.cancel()
         self._cancel_timers()
         self._step(Stopped())
-
-
-async def _wait(event: asyncio.Event, timeout_s: float) -> None:
-    """Until ``event`` is set or ``timeout_s`` passed (not ``asyncio.wait_for``: see etcd.py)."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(max(0.0, timeout_s)):
-            await event.wait()
