@@ -28,6 +28,8 @@ from .doubles import RecordingQueue
 START = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)  # a Monday
 BASE_URL = "http://cronwheel.test"
 SERVED = AccessPolicy(allowed_hosts=("cronwheel.test",))
+# The Content-Type each kind of static asset may be served with (a module script needs a JavaScript one).
+TYPES = {".js": ("text/javascript", "application/javascript"), ".css": ("text/css",), ".png": ("image/png",)}
 
 
 async def issue_token(

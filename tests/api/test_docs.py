@@ -10,11 +10,10 @@ from pathlib import Path
 
 import httpx
 
-from .conftest import Env
+from .conftest import TYPES, Env
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png")
-TYPES = {".js": ("text/javascript", "application/javascript"), ".css": ("text/css",), ".png": ("image/png",)}
 
 
 def _references(html: str) -> list[str]:
@@ -82,5 +81,8 @@ def test_the_wheel_carries_the_assets(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in (*ASSETS, "LICENSE", "NOTICE", "VENDOR.md"):
         assert f"cronwheel/api/static/swagger-ui/{name}" in names
-    for name in ("index.html", "app.js", "api.js", "style.css"):  # the dashboard (cronwheel.api.routes.ui)
+    dashboard = ROOT / "src/cronwheel/api/static/ui"  # the dashboard (cronwheel.api.routes.ui)
+    files = [path.relative_to(dashboard).as_posix() for path in dashboard.rglob("*") if path.is_file()]
+    assert {"index.html", "app.js", "api.js", "style.css", "pages/job.js"} <= set(files)
+    for name in files:
         assert f"cronwheel/api/static/ui/{name}" in names

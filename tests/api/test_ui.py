@@ -4,7 +4,10 @@ of a session (logout, idle, revocation). The browser itself is in tests/ui."""
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,9 +20,12 @@ from cronwheel.auth.identity import Scope
 from cronwheel.clock import ManualClock
 from cronwheel.store import JobQuery
 
-from .conftest import SERVED, START, Env, bearer, issue_token, job_body
+from .conftest import SERVED, START, TYPES, Env, bearer, issue_token, job_body
 
 CSRF = "X-Cronwheel-CSRF"
+DASHBOARD_FILES = sorted(
+    path.relative_to(ui.ASSETS).as_posix() for path in ui.ASSETS.rglob("*") if path.suffix in {".js", ".css"}
+)
 
 
 async def _login(http: httpx.AsyncClient, token: str) -> str:
@@ -47,8 +53,30 @@ async def test_the_page_is_public_and_locked_down(browser: httpx.AsyncClient) ->
     assert "script-src 'self'" in policy
     assert "frame-ancestors 'none'" in policy
     assert page.headers["x-frame-options"] == "DENY"
-    for asset in ("app.js", "api.js", "style.css"):
-        assert (await browser.get(f"/ui/assets/{asset}")).status_code == 200
+    assert {"app.js", "api.js", "style.css", "pages/job.js"} <= set(DASHBOARD_FILES)
+
+
+@pytest.mark.parametrize("name", DASHBOARD_FILES)
+async def test_every_dashboard_file_is_served_with_its_type(browser: httpx.AsyncClient, name: str) -> None:
+    """Each file of static/ui, the modules of its pages/ included, under /ui/assets: a module script
+    loads only with a JavaScript type (the app says nosniff)."""
+    asset = await browser.get(f"/ui/assets/{name}")
+    assert asset.status_code == 200
+    assert asset.content == (ui.ASSETS / name).read_bytes()
+    assert asset.headers["content-type"].split(";")[0] in TYPES[Path(name).suffix]
+
+
+def test_every_module_the_dashboard_imports_is_one_of_its_files() -> None:
+    """The modules import one another by relative URL: each names a file of static/ui (so it is served)."""
+    imports = {
+        (name, target)
+        for name in DASHBOARD_FILES
+        for target in re.findall(r'^import .* from "([^"]+)";$', (ui.ASSETS / name).read_text(), re.M)
+    }
+    assert ("app.js", "./pages/job.js") in imports
+    for name, target in imports:
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+        assert resolved in DASHBOARD_FILES, (name, target)
 
 
 async def test_login_sets_a_strict_http_only_cookie_and_never_the_token(

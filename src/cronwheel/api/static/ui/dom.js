@@ -1,0 +1,101 @@
+// What every page of the dashboard draws with: h() (server text only ever goes in as text, never as
+// HTML), the small widgets (badges, times, tables), errors, the confirm dialog and the polling redraw.
+
+import { Problem } from "./api.js";
+import { generation, session } from "./state.js";
+
+const POLL_MS = 2000;
+export const view = document.getElementById("view");
+
+export function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export const badge = (text, cls) => h("span", { class: `badge ${cls}` }, text);
+export const stateBadge = (state) => (state ? badge(state, `state-${state}`) : h("span", { class: "muted" }, "never ran"));
+
+export function when(iso) {
+  if (!iso) return h("span", { class: "muted" }, "—");
+  const date = new Date(iso);
+  return h("time", { datetime: iso, title: iso }, `${date.toISOString().replace("T", " ").slice(0, 19)} UTC (${ago(date)})`);
+}
+
+// A job with no slot left (a one-time job that fired, an end_at that passed) is complete.
+export function nextRun(paused, next) {
+  if (paused) return h("span", { class: "muted" }, "paused");
+  return next ? when(next) : h("span", { class: "muted" }, "complete");
+}
+
+export function ago(date) {
+  const s = Math.round((date.getTime() - Date.now()) / 1000);
+  const abs = Math.abs(s);
+  if (abs < 2) return "now";
+  const text = abs < 60 ? `${abs} s` : abs < 3600 ? `${Math.round(abs / 60)} min` : abs < 86400 ? `${Math.round(abs / 3600)} h` : `${Math.round(abs / 86400)} d`;
+  return s >= 0 ? `in ${text}` : `${text} ago`;
+}
+
+export const seconds = (value) => (value === null || value === undefined ? "—" : `${value.toFixed(3)} s`);
+
+export function kv(pairs) {
+  return h("dl", { class: "kv" }, pairs.flatMap(([key, value]) => [h("dt", {}, key), h("dd", {}, value)]));
+}
+
+export function table(headers, rows, attrs = {}) {
+  return h("table", attrs, h("thead", {}, h("tr", {}, headers.map((name) => h("th", {}, name)))), h("tbody", {}, rows));
+}
+
+export function showError(where, error) {
+  const text = error instanceof Problem ? error.describe() : error.message || String(error);
+  where.replaceChildren(h("div", { class: "error", role: "alert" }, text));
+}
+
+export function confirmDialog(text) {
+  const dialog = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.returnValue = "cancel";
+    dialog.showModal();
+  });
+}
+
+// Redraws `draw` every POLL_MS while this page is shown (and the tab is visible).
+export function live(draw, status) {
+  const mine = generation;
+  const tick = async () => {
+    if (mine !== generation || !session) return;
+    if (!document.hidden) {
+      try {
+        await draw();
+        if (status) status.textContent = `live · updated ${new Date().toLocaleTimeString()}`;
+      } catch (error) {
+        if (status) status.textContent = `live · ${error.message}`;
+      }
+    }
+    if (mine === generation) setTimeout(tick, POLL_MS);
+  };
+  return tick();
+}
+
+export function jobStatus(job) {
+  if (job.paused) return badge("paused", "paused");
+  return job.late ? badge("late", "late-job") : badge("active", "active-job");
+}
+
+export const svgNode = (tag, attrs = {}, ...children) => {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+  node.append(...children);
+  return node;
+};
