@@ -1,7 +1,8 @@
 """The container image and the compose files hold: the Dockerfile installs only from hash-checked
 locks, whose pins are requirements/dev.lock's (the versions the suite ran against), runs as the
-non-root user the manifests name and exposes their ports; the compose files use it, and the
-PostgreSQL-only one names no coordinator and no queue. (No Docker engine here: nothing is built.)
+non-root user the manifests name and exposes their ports; the compose files use it, take the
+secret keys from outside the file, and the PostgreSQL-only one names no coordinator and no queue.
+(No Docker engine here: nothing is built.)
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from cronwheel.secrets.keys import ENV_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -144,3 +147,13 @@ def test_compose_over_postgres_alone_names_no_coordinator_and_no_queue() -> None
 def test_compose_over_etcd_and_redis_names_all_three() -> None:
     for name, service in cronwheel_services("etcd-redis").items():
         assert set(service["environment"]) >= BACKENDS, name
+
+
+@pytest.mark.parametrize("mode", sorted(COMPOSE))
+def test_compose_gives_every_process_the_secret_keys_from_outside_the_file(mode: str) -> None:
+    """The keyring comes from the shell or ``.env`` (compose's ``${NAME:?message}``: no start
+    without it), never written in the file, and reaches every role."""
+    for name, service in cronwheel_services(mode).items():
+        keys = service["environment"][ENV_KEYS]
+        assert re.fullmatch(r"\$\{" + ENV_KEYS + r":\?[^}]+\}", keys), f"{name}: {keys}"
+    assert ".env" in (ROOT / ".gitignore").read_text().splitlines()

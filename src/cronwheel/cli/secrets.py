@@ -310,8 +310,8 @@ def add_key(key_file: str | None, database_url: str, to_stdout: bool) -> None:
     """Add a new key, which seals new values from the next start of each process that reads it.
 
     \b
-    Rotation: add the key; restart the workers, then the api processes (or the server); run
-    `cronwheel secrets reencrypt`; then remove the old key.
+    Rotation: add the key; restart the workers and schedulers, then the api processes (or the
+    server); run `cronwheel secrets reencrypt`; then remove the old key.
     """
     from cronwheel.errors import CronwheelError  # noqa: PLC0415
     from cronwheel.secrets import keys  # noqa: PLC0415
@@ -325,7 +325,7 @@ def add_key(key_file: str | None, database_url: str, to_stdout: bool) -> None:
     except CronwheelError as error:
         raise click.ClickException(str(error)) from None
     click.echo(
-        f"added key {key.id} to {path}; restart the workers, then the api processes, then run "
+        f"added key {key.id} to {path}; restart the workers and schedulers, then the api processes, then run "
         "`cronwheel secrets reencrypt`"
     )
 

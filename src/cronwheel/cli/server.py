@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,19 +15,29 @@ from cronwheel.cli.options import NodeCommand, settings_from
 from cronwheel.errors import CronwheelError
 from cronwheel.settings import API, DEFAULT_DATABASE_URL, ROLES, SCHEDULER, WORKER
 
+if TYPE_CHECKING:
+    from cronwheel.node.server import ServerSettings
+
+
+def node_settings(roles: tuple[str, ...], options: dict[str, Any]) -> ServerSettings:
+    """The settings a node command runs ``roles`` with: its ``options``, and the settings only the
+    environment gives."""
+    from cronwheel.secrets.keys import ENV_KEYS  # noqa: PLC0415
+
+    return settings_from(
+        options,
+        roles=roles,
+        secret_keys=os.environ.get(ENV_KEYS) or None,  # never an option: options land in `ps`
+        smtp_url=os.environ.get("CRONWHEEL_SMTP_URL") or None,  # nor this: it may hold a password
+    )
+
 
 def _run(roles: tuple[str, ...], options: dict[str, Any]) -> None:
     from cronwheel.node.server import serve, tune_collector  # noqa: PLC0415
-    from cronwheel.secrets.keys import ENV_KEYS  # noqa: PLC0415
     from cronwheel.telemetry import logs  # noqa: PLC0415 - imported late: other commands stay quick to start
 
     try:
-        settings = settings_from(
-            options,
-            roles=roles,
-            secret_keys=os.environ.get(ENV_KEYS) or None,  # never an option: options land in `ps`
-            smtp_url=os.environ.get("CRONWHEEL_SMTP_URL") or None,  # nor this: it may hold a password
-        )
+        settings = node_settings(roles, options)
         logs.configure(settings.log_level, settings.log_format)
         tune_collector()
         asyncio.run(serve(settings, announce=lambda text: click.echo(text, err=True)))

@@ -16,8 +16,9 @@ Both forms hold one key per entry, ``ID:BASE64`` (32 random bytes, standard or U
 padding optional), oldest first: the **last** key seals new values, every key opens the values
 stored with its id. A file has one entry per line and ``#`` comments; the variable may also
 separate entries with commas or spaces. To rotate: add a new key at the end (``cronwheel secrets
-add-key``), give the new keyring to every worker and then to every api process, then run
-``cronwheel secrets reencrypt``; once it reports nothing left under the old key, remove it.
+add-key``), give the new keyring to every worker and scheduler (they only open values) and then
+to every api process, then run ``cronwheel secrets reencrypt``; once it reports nothing left under
+the old key, remove it.
 
 Nothing here ever prints, logs or raises with a key's bytes: errors name the source, the entry's
 position and its id.
