@@ -64,7 +64,7 @@ def test_the_token_cli_tests_pass_in_a_clone_where_the_users_server_ran(tmp_path
         cwd=clone, env=shell, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert re.search(r"\b7 passed\b", run.stdout), run.stdout[-2000:]
+    assert re.search(r"\b9 passed\b", run.stdout), run.stdout[-2000:]
 
 
 def test_this_run_has_a_home_and_working_directory_of_its_own(isolation: Isolation) -> None:

@@ -58,3 +58,36 @@ def test_paused_jobs_next_run_says_paused(server: Server) -> None:
     view = server.run("jobs", "get", "data/resting").stdout
     assert "next run:    paused" in view
     assert "2026-03-03" not in view
+
+
+def test_wide_jobs_list_adds_target_queue_policies_version_and_labels(server: Server) -> None:
+    create(server, "data", "nightly")
+    assert (
+        server.run("jobs", "update", "data/nightly", "--label", "tier=gold", "--overlap", "forbid").exit_code
+        == 0
+    )
+    narrow = server.run("jobs", "list").stdout.splitlines()
+    header, line = server.run("jobs", "list", "-o", "wide").stdout.splitlines()
+    assert header.split("  ")[0] == narrow[0].split("  ")[0]
+    assert header.startswith(narrow[0].rstrip())  # the narrow columns first, as they are
+    assert header.split()[-6:] == ["TARGET", "QUEUE", "OVERLAP", "MISFIRE", "VERSION", "LABELS"]
+    assert line.split()[-6:] == ["http", "default", "forbid", "skip", "2", "tier=gold"]
+
+
+def test_wide_runs_list_adds_queue_lateness_start_duration_and_version(server: Server) -> None:
+    create(server, "data", "nightly")
+    run_id = trigger(server, "data/nightly")
+    header, line = server.run("runs", "list", "-o", "wide").stdout.splitlines()
+    assert header.split("  ")[0] == "ID"
+    for column in ("ATTEMPTS", "LATENESS", "QUEUE", "QUEUED LATE", "STARTED", "DURATION", "NEXT ATTEMPT"):
+        assert column in header
+    assert line.startswith(run_id)
+    assert line.split()[-6:] == ["default", "0.000s", "-", "-", "-", "1"]  # queued at once, not started
+
+
+def test_a_run_lasts_from_its_start_to_its_end() -> None:
+    from cronwheel.cli.runs import duration
+
+    run = {"started_at": "2026-03-02T12:00:01.250000Z", "finished_at": "2026-03-02T12:00:03Z"}
+    assert duration(run) == "1.750s"
+    assert duration({**run, "finished_at": None}) is None

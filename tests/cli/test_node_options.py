@@ -5,6 +5,7 @@ those of its role (click refuses the others), and what is given reaches the sett
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import click
@@ -27,17 +28,17 @@ SERVER: dict[str, tuple[str | None, Any, Any]] = {
     "--allow-commands": ("CRONWHEEL_ALLOW_COMMANDS", False, None),
     "--command-user": ("CRONWHEEL_COMMAND_USER", None, None),
     "--command-group": ("CRONWHEEL_COMMAND_GROUP", None, None),
-    "--command-limit": (None, (), None),
+    "--command-limit": ("CRONWHEEL_COMMAND_LIMIT", (), None),
     "--command-cwd": ("CRONWHEEL_COMMAND_CWD", "/", None),
-    "--allow-python": (None, (), None),
-    "--allow-network": (None, (), None),
+    "--allow-python": ("CRONWHEEL_ALLOW_PYTHON", (), None),
+    "--allow-network": ("CRONWHEEL_ALLOW_NETWORK", (), None),
     "--allow-plain-credentials": ("CRONWHEEL_ALLOW_PLAIN_CREDENTIALS", False, None),
     "--allowed-host": ("CRONWHEEL_ALLOWED_HOSTS", (), None),
     "--forwarded-allow-ips": ("CRONWHEEL_FORWARDED_ALLOW_IPS", "", None),
     "--protect-metrics": ("CRONWHEEL_PROTECT_METRICS", False, None),
     "--admin-only": ("CRONWHEEL_ADMIN_ONLY", (), ("command", "python", "network")),
-    "--concurrency": (None, 1024, ("int", 1, 100000)),
-    "--queue": (None, ("default",), None),
+    "--concurrency": ("CRONWHEEL_CONCURRENCY", 1024, ("int", 1, 100000)),
+    "--queue": ("CRONWHEEL_QUEUE", ("default",), None),
     "--ttl": ("CRONWHEEL_TTL", 5.0, None),
     "--arm-ahead": ("CRONWHEEL_ARM_AHEAD", 30.0, ("float", 0.0, 60.0)),
     "--backfill-rate": ("CRONWHEEL_BACKFILL_RATE", 20.0, ("float", 1.0, 10_000.0)),
@@ -141,20 +142,48 @@ def test_each_command_takes_the_options_of_its_roles(command: click.Command) -> 
     ],
 )
 def test_an_option_of_another_role_is_refused(command: click.Command, args: list[str]) -> None:
-    result = CliRunner().invoke(command, args)
+    result = CliRunner().invoke(command, args, prog_name=f"cronwheel {command.name}")
     assert result.exit_code == 2
-    assert f"No such option '{args[0]}'" in result.output
+    assert f"Error: {args[0]} is not an option of cronwheel {command.name}: it sets the " in result.stderr
+    assert "which this command does not run" in result.stderr
 
 
-def test_the_help_names_each_variable() -> None:
-    shown = CliRunner().invoke(server, ["--help"], terminal_width=400).output
-    for variable, _, _ in SERVER.values():
-        if variable is not None:
-            assert variable in shown
-    helped = CliRunner().invoke(scheduler, ["--help"], terminal_width=400).output
-    assert "--metrics-port" in helped
-    assert "--port " not in helped
-    assert "--max-body-bytes" not in helped
+def test_the_refusal_names_the_roles_and_commands_that_take_it() -> None:
+    result = CliRunner().invoke(scheduler, ["--port", "9000"], prog_name="cronwheel scheduler")
+    assert result.stderr.splitlines()[-1] == (
+        "Error: --port is not an option of cronwheel scheduler: it sets the api role (cronwheel api, "
+        "cronwheel server), which this command does not run"
+    )
+    both = CliRunner().invoke(scheduler, ["--allow-commands"]).stderr
+    assert "it sets the api and worker roles (cronwheel api, cronwheel worker, cronwheel server)" in both
+    unknown = CliRunner().invoke(scheduler, ["--no-such-thing"]).stderr
+    assert "No such option '--no-such-thing'" in unknown
+
+
+@pytest.mark.parametrize("command", [api, scheduler, worker, server])
+def test_the_help_shows_only_the_roles_options_each_with_its_variable(command: click.Command) -> None:
+    shown = CliRunner().invoke(command, ["--help"], terminal_width=400).stdout
+    options = shown.split("Options:\n")[1].replace("  -h, --help", "  --help")
+    entries = [" ".join(entry.split()) for entry in re.split(r"^  (?=--)", options, flags=re.M)[1:]]
+    helped = {entry.split()[0] for entry in entries}  # each option's flag, then its help
+    assert helped == ROLE_FLAGS[command] | {"--help"}  # the command alone: not under cronwheel
+    for entry in entries:
+        flag = entry.split()[0]
+        if flag != "--help":
+            assert f"[env: {SERVER[flag][0]}" in entry, flag
+
+
+def test_every_node_option_has_a_variable() -> None:
+    assert all(variable for variable, _, _ in SERVER.values())
+
+
+def test_the_store_commands_name_the_database_variable() -> None:
+    from cronwheel.cli import cli
+
+    for args in (["db", "upgrade"], ["tokens", "create"], ["secrets", "add-key"], ["audit", "prune"]):
+        shown = CliRunner().invoke(cli, [*args, "--help"], terminal_width=400).stdout
+        (line,) = [line for line in shown.splitlines() if line.strip().startswith("--database-url")]
+        assert "[env: CRONWHEEL_DATABASE_URL; default: sqlite:///cronwheel.db]" in line, args
 
 
 def test_given_options_reach_the_settings_nested_and_converted(settings_of: Any) -> None:

@@ -166,3 +166,30 @@ async def _tokens(database: str) -> list[ApiToken]:
         return (await store.list_tokens(TokenQuery())).items
     finally:
         await store.close()
+
+
+def test_quiet_prints_the_token_alone(server: Server) -> None:
+    result = server.run("tokens", "create", "--name", "ci", "--team", "data", "--scope", "read", "-q")
+    assert result.exit_code == 0, result.stderr
+    token = result.stdout.removesuffix("\n")
+    assert "\n" not in token
+    env = {"CRONWHEEL_URL": server.url, "CRONWHEEL_TOKEN": token}
+    assert server.bare("jobs", "list", env=env).exit_code == 0  # the one line is the token
+    listed = server.json("tokens", "list")["items"]
+    assert [t["name"] for t in listed if token.startswith(f"cw_{t['id']}_")] == ["ci"]
+    both = server.run(
+        "tokens", "create", "--name", "x", "--team", "data", "--scope", "read", "-q", "-o", "json"
+    )
+    assert both.exit_code == 2
+    assert "-q prints the token alone: it does not go with -o json" in both.stderr
+
+
+def test_quiet_bootstrap_prints_the_token_alone(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'fresh.db'}"
+    result = CliRunner().invoke(
+        cli, ["tokens", "create", "--bootstrap", "--database-url", database, "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert result.stdout.startswith("cw_")
+    assert result.stdout.count("\n") == 1

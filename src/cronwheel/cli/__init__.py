@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from cronwheel import __version__
@@ -10,8 +12,11 @@ from cronwheel.cli.audit import audit
 from cronwheel.cli.backfilling import backfill, backfills, cancel_backfill
 from cronwheel.cli.calendars import calendars
 from cronwheel.cli.cluster import cluster
+from cronwheel.cli.completion import completion
 from cronwheel.cli.config import config
+from cronwheel.cli.describe import describe
 from cronwheel.cli.export import export
+from cronwheel.cli.global_options import GLOBAL, take
 from cronwheel.cli.importing import import_
 from cronwheel.cli.jobs import jobs
 from cronwheel.cli.notifications import notifications
@@ -24,8 +29,13 @@ from cronwheel.cli.tokens import tokens
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cronwheel")
-def cli() -> None:
-    """cronwheel: a cron service that fires on time and never doubles or drops a run."""
+@take(*GLOBAL)
+def cli(**_: Any) -> None:
+    """cronwheel: a cron service that fires on time and never doubles or drops a run.
+
+    The options below go before or after the subcommand (cronwheel --context prod jobs list,
+    cronwheel jobs list --context prod).
+    """
 
 
 cli.add_command(server)
@@ -36,6 +46,7 @@ cli.add_command(db)
 cli.add_command(cluster)
 cli.add_command(schedule)
 cli.add_command(jobs)
+jobs.add_command(describe)
 jobs.add_command(backfill)
 jobs.add_command(backfills)
 jobs.add_command(cancel_backfill)
@@ -49,6 +60,7 @@ cli.add_command(secrets)
 cli.add_command(calendars)
 cli.add_command(audit)
 cli.add_command(notifications)
+cli.add_command(completion)
 
 
 def main() -> None:

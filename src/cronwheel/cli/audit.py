@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
+from cronwheel.cli.options import database_url_option
 from cronwheel.cli.output import Ctx, api_command, table, when
 from cronwheel.client import collect
 from cronwheel.errors import CronwheelError
-from cronwheel.settings import DEFAULT_DATABASE_URL
 
 _AGO = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -133,13 +133,7 @@ def list_(
 @click.option(
     "--older-than", required=True, metavar="DURATION", help="Delete entries older than this (365d)."
 )
-@click.option(
-    "--database-url",
-    envvar="CRONWHEEL_DATABASE_URL",
-    default=DEFAULT_DATABASE_URL,
-    show_default=True,
-    help="The store (pruning is the operator's: it goes to the database, not the API).",
-)
+@database_url_option("The store (pruning is the operator's: it goes to the database, not the API).")
 def prune(older_than: str, database_url: str) -> None:
     """Delete audit entries older than DURATION, straight in the database (retention)."""
     delta = _delta(older_than)

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from cronwheel.cli.completion import job_argument
 from cronwheel.cli.output import ApiFailure, Ctx, api_command, fields, table, when
 from cronwheel.client.errors import Invalid
 
@@ -23,7 +24,7 @@ pause: Callable[[float], None] = time.sleep  # how the progress loop waits (test
 
 
 @click.command()
-@click.argument("job")
+@job_argument
 @click.option("--from", "start", required=True, metavar="RFC3339", help="First instant, with an offset.")
 @click.option(
     "--to", "end", required=True, metavar="RFC3339", help="Last instant, with an offset; not ahead."
@@ -56,7 +57,7 @@ def backfill(ctx: Ctx, job: str, start: str, end: str, dry_run: bool, confirm: b
 
 
 @click.command()
-@click.argument("job")
+@job_argument
 @click.option("--limit", type=click.IntRange(1, 100), default=20, show_default=True)
 @api_command
 def backfills(ctx: Ctx, job: str, limit: int) -> None:
@@ -66,7 +67,7 @@ def backfills(ctx: Ctx, job: str, limit: int) -> None:
 
 
 @click.command("cancel-backfill")
-@click.argument("job")
+@job_argument
 @click.argument("backfill_id")
 @api_command
 def cancel_backfill(ctx: Ctx, job: str, backfill_id: str) -> None:

@@ -6,21 +6,26 @@ A job is named by its id or as ``TEAM/NAME``.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import click
 
+from cronwheel.cli.completion import job_argument
+from cronwheel.cli.env_option import EnvOption
 from cronwheel.cli.output import (
     SECONDS,
+    Column,
     Ctx,
     api_command,
+    columns_table,
     fields,
     load_documents,
     parse_json,
     parse_pairs,
-    table,
     when,
 )
+from cronwheel.cli.watching import every, show_listing, watch_options
 from cronwheel.client import collect
 from cronwheel.schedule.calendar import CalendarShift
 from cronwheel.schedule.elapsed import is_elapsed
@@ -59,19 +64,34 @@ def _jitter(job: dict[str, Any]) -> str | None:
     return f"up to {jitter:g}s after each slot (offset fixed by job id and slot)" if jitter else None
 
 
-def jobs_table(jobs: list[dict[str, Any]]) -> str:
-    if not jobs:
-        return "no jobs"
-    return table(
-        ["ID", "TEAM", "NAME", "SCHEDULE", "TIMEZONE", "NEXT RUN", "LAST RUN", "PAUSED"],
-        [
-            [
-                job["id"], job["team"], job["name"], job["schedule"], job["timezone"],
-                next_run(job), _last(job), job["paused"],
-            ]
-            for job in jobs
-        ],
-    )  # fmt: skip
+JOB_COLUMNS: tuple[Column, ...] = (
+    ("ID", lambda job: job["id"]),
+    ("TEAM", lambda job: job["team"]),
+    ("NAME", lambda job: job["name"]),
+    ("SCHEDULE", lambda job: job["schedule"]),
+    ("TIMEZONE", lambda job: job["timezone"]),
+    ("NEXT RUN", next_run),
+    ("LAST RUN", _last),
+    ("PAUSED", lambda job: job["paused"]),
+)
+WIDE_JOB_COLUMNS: tuple[Column, ...] = (
+    *JOB_COLUMNS,
+    ("TARGET", lambda job: job["target"]["type"]),
+    ("QUEUE", lambda job: job["queue"]),
+    ("OVERLAP", lambda job: job["overlap"]),
+    ("MISFIRE", lambda job: job["misfire"]["policy"]),
+    ("VERSION", lambda job: job["version"]),
+    ("LABELS", lambda job: job["labels"]),
+)
+"""``jobs list -o wide``: what the table shows, then how the job fires and what it is labelled."""
+
+
+def jobs_table(jobs: list[dict[str, Any]], columns: Sequence[Column] = JOB_COLUMNS) -> str:
+    return columns_table(columns, jobs) if jobs else "no jobs"
+
+
+def wide_jobs_table(jobs: list[dict[str, Any]]) -> str:
+    return jobs_table(jobs, WIDE_JOB_COLUMNS)
 
 
 def _retry(retry: dict[str, Any]) -> str:
@@ -496,7 +516,8 @@ def create(ctx: Ctx, path: str | None, **flags: Any) -> None:
 @click.option("--late", is_flag=True, help="Only late jobs (a slot more than 60 s past, not fired).")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @click.option("--cursor", help="Continue from a cursor a previous list printed.")
-@api_command
+@watch_options
+@api_command(wide=True)
 def list_(
     ctx: Ctx,
     team: str | None,
@@ -507,31 +528,43 @@ def list_(
     late: bool,
     limit: int,
     cursor: str | None,
+    watching: bool,
+    interval: float | None,
 ) -> None:
-    """List jobs."""
+    """List jobs (-o wide: with target kind, queue, policies, version and labels; --watch:
+    again whenever the list changes)."""
     parse_pairs(labels, "--label")
     state = None if last_state is None else last_state.upper()
-    items, cursor = collect(
-        lambda size, after: ctx.client.list_jobs(
-            team=team,
-            name=name,
-            labels=labels,
-            paused=paused,
-            last_state=state,
-            late=late,
-            limit=size,
-            cursor=after,
-        ),
-        limit,
-        cursor,
+    watch_s = every(watching, interval)
+
+    def fetch() -> dict[str, Any]:
+        items, after = collect(
+            lambda size, after: ctx.client.list_jobs(
+                team=team,
+                name=name,
+                labels=labels,
+                paused=paused,
+                last_state=state,
+                late=late,
+                limit=size,
+                cursor=after,
+            ),
+            limit,
+            cursor,
+        )
+        return {"items": items, "next_cursor": after}
+
+    show_listing(
+        ctx,
+        fetch,
+        lambda data: jobs_table(data["items"]),
+        lambda data: wide_jobs_table(data["items"]),
+        watch_s,
     )
-    ctx.emit({"items": items, "next_cursor": cursor}, lambda data: jobs_table(data["items"]))
-    if cursor and ctx.output == "table":
-        click.echo(f"(more: --cursor {cursor})", err=True)
 
 
 @jobs.command()
-@click.argument("job")
+@job_argument
 @api_command
 def get(ctx: Ctx, job: str) -> None:
     """Show one job (JOB: id or TEAM/NAME)."""
@@ -539,7 +572,7 @@ def get(ctx: Ctx, job: str) -> None:
 
 
 @jobs.command()
-@click.argument("job")
+@job_argument
 @click.option("-f", "--file", "path", metavar="FILE", help="The whole new definition (PUT).")
 @click.option("--if-version", type=int, help="Only if the job is still at this version.")
 @_spec_options
@@ -565,7 +598,7 @@ def update(ctx: Ctx, job: str, path: str | None, if_version: int | None, **flags
 
 
 @jobs.command()
-@click.argument("job")
+@job_argument
 @click.option("--if-version", type=int, help="Only if the job is still at this version.")
 @api_command
 def delete(ctx: Ctx, job: str, if_version: int | None) -> None:
@@ -576,7 +609,7 @@ def delete(ctx: Ctx, job: str, if_version: int | None) -> None:
 
 
 @jobs.command()
-@click.argument("job")
+@job_argument
 @click.option("--note", help="Why (shown with the job).")
 @api_command
 def pause(ctx: Ctx, job: str, note: str | None) -> None:
@@ -586,7 +619,7 @@ def pause(ctx: Ctx, job: str, note: str | None) -> None:
 
 
 @jobs.command()
-@click.argument("job")
+@job_argument
 @click.option(
     "--missed",
     type=click.Choice(["skip", "misfire"]),
@@ -605,16 +638,19 @@ def resume(ctx: Ctx, job: str, missed: Literal["skip", "misfire"]) -> None:
 
 
 @jobs.command()
-@click.argument("job")
+@job_argument
 @click.option("--payload", help="JSON payload for this run (instead of the job's).")
 @click.option("--idempotency-key", help="Retrying with the same key returns the same run.")
 @click.option(
     "--traceparent",
+    cls=EnvOption,
     envvar="TRACEPARENT",
     metavar="W3C",
     help="Make the run part of this trace (a server with --tracing on); as a CI's TRACEPARENT.",
 )
-@click.option("--tracestate", envvar="TRACESTATE", metavar="W3C", help="The trace's W3C tracestate.")
+@click.option(
+    "--tracestate", cls=EnvOption, envvar="TRACESTATE", metavar="W3C", help="The trace's W3C tracestate."
+)
 @api_command
 def trigger(
     ctx: Ctx,

@@ -19,10 +19,12 @@ from typing import Any
 import click
 import yaml
 
+from cronwheel.cli.completion import complete_job
 from cronwheel.cli.output import Ctx, api_command, table
 
 
-def _rules_table(data: dict[str, Any]) -> str:
+def rules_table(data: dict[str, Any]) -> str:
+    """The rules in force and where they come from (the job's own, its team's, none)."""
     if not data["rules"]:
         return f"no notification rules (source: {data['source']})"
     rows = []
@@ -69,19 +71,29 @@ def notifications() -> None:
 
 @notifications.command()
 @click.option("--team", default=None, help="The team's default rules.")
-@click.option("--job", default=None, help="The rules in force for this job (an id or TEAM/NAME).")
+@click.option(
+    "--job",
+    default=None,
+    help="The rules in force for this job (an id or TEAM/NAME).",
+    shell_complete=complete_job,
+)
 @api_command
 def get(ctx: Ctx, team: str | None, job: str | None) -> None:
     """Show the team's default rules, or those in force for a job."""
     _one_of(team, job)
     data = ctx.client.get_team_notifications(team) if team else ctx.client.get_job_notifications(job or "")
-    ctx.emit(data, _rules_table)
+    ctx.emit(data, rules_table)
 
 
 @notifications.command("set")
 @click.argument("file", metavar="FILE")
 @click.option("--team", default=None, help="Replace the team's default rules.")
-@click.option("--job", default=None, help="Give this job rules of its own (an id or TEAM/NAME).")
+@click.option(
+    "--job",
+    default=None,
+    help="Give this job rules of its own (an id or TEAM/NAME).",
+    shell_complete=complete_job,
+)
 @api_command
 def set_(ctx: Ctx, file: str, team: str | None, job: str | None) -> None:
     """Replace rules from FILE (YAML or JSON; - for standard input; an empty list clears)."""
@@ -91,11 +103,11 @@ def set_(ctx: Ctx, file: str, team: str | None, job: str | None) -> None:
         data = ctx.client.set_team_notifications(team, rules)
     else:
         data = ctx.client.set_job_notifications(job or "", rules)
-    ctx.emit(data, _rules_table)
+    ctx.emit(data, rules_table)
 
 
 @notifications.command()
-@click.option("--job", required=True, help="The job (an id or TEAM/NAME).")
+@click.option("--job", required=True, help="The job (an id or TEAM/NAME).", shell_complete=complete_job)
 @api_command
 def reset(ctx: Ctx, job: str) -> None:
     """Drop the job's own rules: its team's default applies again."""

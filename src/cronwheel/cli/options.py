@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cronwheel.settings import Setting, build, settings
+from cronwheel.cli.env_option import EnvOption
+from cronwheel.settings import DEFAULT_DATABASE_URL, Option, Setting, build, settings
 
 if TYPE_CHECKING:
     from cronwheel.node.server import ServerSettings
@@ -33,16 +34,28 @@ def node_options(roles: Iterable[str]) -> list[click.Option]:
     return [click_option(setting) for setting in setting_list() if setting.option.roles & wanted]
 
 
+def database_url_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--database-url`` of a command that opens the store itself: a node's default and variable."""
+    flag = "--database-url"
+    return click.option(
+        flag,
+        cls=EnvOption,
+        default=DEFAULT_DATABASE_URL,
+        show_default=True,
+        envvar=Option(flag).envvar,
+        help=help,
+    )
+
+
 def click_option(setting: Setting) -> click.Option:
     """The click option of one settings field: its flag, help, type, default and variable."""
     face = setting.option
     default = cli_default(setting)
-    return click.Option(
+    return EnvOption(
         [face.flag, setting.name],
         default=default,
         show_default=default not in (None, "", ()) and not isinstance(default, bool),
         envvar=face.envvar,
-        show_envvar=face.envvar is not None,
         type=_type(setting),
         multiple=face.multiple,
         is_flag=face.is_flag,
@@ -130,3 +143,24 @@ class NodeCommand(click.Command):
             self.params[:0] = node_options(self.roles)
             self._derived = True
         return super().get_params(ctx)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            raise self.refusal(error) from None
+
+    def refusal(self, error: click.NoSuchOption) -> click.NoSuchOption:
+        """Why an option of a role this command does not run is refused (another: as click says)."""
+        setting = next((each for each in setting_list() if each.option.flag == error.option_name), None)
+        if setting is None:
+            return error
+        roles = sorted(setting.option.roles)
+        commands = ", ".join(f"cronwheel {name}" for name in [*roles, "server"])
+        return click.NoSuchOption(
+            error.option_name,
+            f"{error.option_name} is not an option of cronwheel {self.name}: it sets the "
+            f"{' and '.join(roles)} role{'s' if len(roles) > 1 else ''} ({commands}), which this "
+            "command does not run",
+            ctx=error.ctx,
+        )

@@ -10,11 +10,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 import click
 import yaml
 
+from cronwheel.cli import global_options as shared
 from cronwheel.client import connection
 from cronwheel.client.errors import (
     ApiError,
@@ -27,8 +28,6 @@ from cronwheel.client.errors import (
 
 if TYPE_CHECKING:
     from cronwheel.client import Client
-
-FORMATS = ("table", "json", "yaml")
 
 
 class Ctx:
@@ -55,28 +54,51 @@ class Ctx:
         if self._client is not None:
             self._client.close()
 
-    def emit(self, data: Any, table: Callable[[Any], str]) -> None:
-        """Print ``data`` as JSON/YAML when asked, else as ``table(data)``."""
-        emit(data, self.output, table)
+    @property
+    def tabular(self) -> bool:
+        """Whether the output is a table (narrow or wide), for people rather than programs."""
+        return self.output in (shared.TABLE, shared.WIDE)
+
+    def emit(self, data: Any, table: Callable[[Any], str], wide: Callable[[Any], str] | None = None) -> None:
+        """Print ``data`` as JSON/YAML when asked, else as ``table(data)`` (``wide(data)`` for
+        ``-o wide``)."""
+        emit(data, self.output, table, wide)
 
 
-def emit(data: Any, output: str, table: Callable[[Any], str]) -> None:
-    """Print ``data`` as JSON or YAML when ``output`` says so, else as ``table(data)`` (local
-    commands, such as ``schedule preview``, print the same way as the API commands)."""
+def render(
+    data: Any, output: str, table: Callable[[Any], str], wide: Callable[[Any], str] | None = None
+) -> str:
+    """``data`` as JSON or YAML when ``output`` says so, else as ``table(data)`` (``wide(data)``
+    for ``-o wide``, when the command has a wide table)."""
     if output == "json":
-        click.echo(json.dumps(data, indent=2))
-    elif output == "yaml":
-        click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
-    else:
-        text = table(data)
-        if text:
-            click.echo(text)
+        return json.dumps(data, indent=2)
+    if output == "yaml":
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip()
+    if output == shared.WIDE and wide is not None:
+        return wide(data)
+    return table(data)
+
+
+def emit(
+    data: Any, output: str, table: Callable[[Any], str], wide: Callable[[Any], str] | None = None
+) -> None:
+    """Print :func:`render`'s text, if any (local commands, such as ``schedule preview``, print
+    the same way as the API commands)."""
+    text = render(data, output, table, wide)
+    if text:
+        click.echo(text)
 
 
 def output_option(func: Callable[..., None]) -> Callable[..., None]:
-    """``-o table|json|yaml``, as every command takes it."""
-    option = click.option("-o", "--output", type=click.Choice(FORMATS), default="table", show_default=True)
-    return option(func)
+    """``-o`` (:data:`cronwheel.cli.global_options.OUTPUT`) for a command that sends no request: it is
+    handed the format given, before or after the subcommand (table when none)."""
+
+    @shared.take(shared.OUTPUT)
+    @functools.wraps(func)
+    def wrapper(*args: Any, output: str | None, **kwargs: Any) -> None:
+        func(*args, output=shared.output(wide=False), **kwargs)
+
+    return wrapper
 
 
 class ApiFailure(click.ClickException):
@@ -88,8 +110,11 @@ class ApiFailure(click.ClickException):
         self.exit_code = exit_code  # type: ignore[misc] # click reads it from the instance too
 
 
-def connect(url: str | None, token: str | None, context: str | None, tls: dict[str, str | None]) -> Client:
-    """The client of the server, token and TLS files :mod:`cronwheel.client.connection` resolves."""
+def connect(
+    url: str | None, token: str | None, context: str | None, tls: dict[str, str | None], **options: Any
+) -> Client:
+    """The client of the server, token and TLS files :mod:`cronwheel.client.connection` resolves
+    (``options``: the client's, such as its ``timeout``)."""
     env = dict(os.environ)
     try:
         config = connection.load_config(connection.config_path(env))
@@ -105,9 +130,16 @@ def connect(url: str | None, token: str | None, context: str | None, tls: dict[s
     from cronwheel.client import Client  # noqa: PLC0415 - httpx only for a command that sends
 
     try:
-        return Client.from_connection(found)
+        return Client.from_connection(found, **options)
     except ConfigurationError as error:
         raise click.UsageError(str(error)) from None
+
+
+def connect_given(ctx: click.Context, **options: Any) -> Client:
+    """The client of the connection options given to ``ctx``'s command or before it."""
+    url, token, context, *tls = (shared.given(param.name or "", ctx) for param in shared.CONNECTION)
+    files = dict(zip(("ca_cert", "client_cert", "client_key"), tls, strict=True))
+    return connect(url, token, context, files, **options)
 
 
 def failure(error: ClientError, source: str) -> click.ClickException:
@@ -132,58 +164,39 @@ def token_hint(source: str) -> str:
     return f"the token from {source} was refused"
 
 
-def api_command(func: Callable[..., None]) -> Callable[..., None]:
-    """Add ``--url``, ``--token``, ``--context`` and ``-o`` to a command and hand it a
-    :class:`Ctx` as first argument."""
+Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
-    @click.option(
-        "--url",
-        default=None,
-        help="Base URL of the cronwheel API (env: CRONWHEEL_URL; default: the context's, else "
-        f"{connection.DEFAULT_URL}).",
-    )
-    @click.option(
-        "--token",
-        default=None,
-        help="API token (env: CRONWHEEL_TOKEN; default: the context's, else a local server's token file).",
-    )
-    @click.option("--context", default=None, help="A context of the config file (env: CRONWHEEL_CONTEXT).")
-    @click.option(
-        "--ca-cert",
-        default=None,
-        metavar="PEM",
-        help="CA certificate(s) to verify an https server with (env: CRONWHEEL_CA_CERT; default: the "
-        "context's, else the usual CAs).",
-    )
-    @click.option(
-        "--client-cert", default=None, metavar="PEM", help="Client certificate (env: CRONWHEEL_CLIENT_CERT)."
-    )
-    @click.option(
-        "--client-key", default=None, metavar="PEM", help="Its private key (env: CRONWHEEL_CLIENT_KEY)."
-    )
-    @output_option
-    @functools.wraps(func)
-    def wrapper(
-        *args: Any,
-        url: str | None,
-        token: str | None,
-        context: str | None,
-        ca_cert: str | None,
-        client_cert: str | None,
-        client_key: str | None,
-        output: str,
-        **kwargs: Any,
-    ) -> None:
-        tls = {"ca_cert": ca_cert, "client_cert": client_cert, "client_key": client_key}
-        ctx = Ctx(lambda: connect(url, token, context, tls), output)
-        try:
-            func(ctx, *args, **kwargs)
-        except ClientError as error:
-            raise failure(error, ctx.source) from None
-        finally:
-            ctx.close()
 
-    return wrapper
+@overload
+def api_command(func: Callable[..., None]) -> Callable[..., None]: ...
+
+
+@overload
+def api_command(*, wide: bool) -> Decorator: ...
+
+
+def api_command(func: Callable[..., None] | None = None, *, wide: bool = False) -> Any:
+    """Give a command the global options (:mod:`cronwheel.cli.global_options`) and hand it a
+    :class:`Ctx` as first argument; ``wide``: it prints a wide table for ``-o wide``."""
+
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        @shared.take(*shared.GLOBAL)
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            for param in shared.GLOBAL:
+                kwargs.pop(param.name or "")
+            chosen, running = shared.output(wide=wide), click.get_current_context()
+            ctx = Ctx(lambda: connect_given(running), chosen)
+            try:
+                func(ctx, *args, **kwargs)
+            except ClientError as error:
+                raise failure(error, ctx.source) from None
+            finally:
+                ctx.close()
+
+        return wrapper
+
+    return decorate if func is None else decorate(func)
 
 
 # -- tables --------------------------------------------------------------------------------------
@@ -196,6 +209,15 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["  ".join(header.ljust(width) for header, width in zip(headers, widths, strict=True))]
     lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in cells]
     return "\n".join(line.rstrip() for line in lines)
+
+
+Column = tuple[str, Callable[[Any], Any]]
+"""A table's column: its header and how a cell is read from an item."""
+
+
+def columns_table(columns: Sequence[Column], items: Sequence[Any]) -> str:
+    """A table of ``items``, a row each, a cell per column."""
+    return table([header for header, _ in columns], [[cell(item) for _, cell in columns] for item in items])
 
 
 def fields(pairs: Sequence[tuple[str, Any]]) -> str:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import click
 
+from cronwheel.cli.completion import complete_job
 from cronwheel.cli.jobs import STATES
-from cronwheel.cli.output import Ctx, api_command, fields, table, when
+from cronwheel.cli.output import Column, Ctx, api_command, columns_table, fields, table, when
+from cronwheel.cli.watching import every, show_listing, watch_options
 from cronwheel.client import collect
 from cronwheel.client.types import Page, Run
 
@@ -46,21 +50,49 @@ def job_of(run: dict[str, Any], with_id: bool = False) -> str:
     return f"{name} ({run['job_id']})" if with_id else name
 
 
-def runs_table(runs: list[dict[str, Any]]) -> str:
-    if not runs:
-        return "no runs"
-    return table(
-        ["ID", "JOB", "KIND", "SLOT", "STATE", "ATTEMPTS", "LATENESS", "REASON"],
-        [
-            [
-                run["id"], job_of(run), run["kind"], _slot(run), run["state"], run["attempts"],
-                _seconds(run["start_lateness_s"] if run["start_lateness_s"] is not None
-                         else run["queued_lateness_s"]),
-                run["reason"],
-            ]
-            for run in runs
-        ],
-    )  # fmt: skip
+def _lateness(run: dict[str, Any]) -> str | None:
+    """How late the run started (queued, when it has not started)."""
+    started = run["start_lateness_s"]
+    return _seconds(started if started is not None else run["queued_lateness_s"])
+
+
+def duration(run: dict[str, Any]) -> str | None:
+    """From the first attempt's start to the run's end (None: not started or not finished)."""
+    if run["started_at"] is None or run["finished_at"] is None:
+        return None
+    span = datetime.fromisoformat(run["finished_at"]) - datetime.fromisoformat(run["started_at"])
+    return _seconds(span.total_seconds())
+
+
+RUN_COLUMNS: tuple[Column, ...] = (
+    ("ID", lambda run: run["id"]),
+    ("JOB", job_of),
+    ("KIND", lambda run: run["kind"]),
+    ("SLOT", _slot),
+    ("STATE", lambda run: run["state"]),
+    ("ATTEMPTS", lambda run: run["attempts"]),
+    ("LATENESS", _lateness),
+    ("REASON", lambda run: run["reason"]),
+)
+WIDE_RUN_COLUMNS: tuple[Column, ...] = (
+    *RUN_COLUMNS,
+    ("QUEUE", lambda run: run["queue"]),
+    ("QUEUED LATE", lambda run: _seconds(run["queued_lateness_s"])),
+    ("STARTED", lambda run: when(run["started_at"])),
+    ("DURATION", duration),
+    ("NEXT ATTEMPT", lambda run: when(run["next_attempt_at"])),
+    ("JOB VERSION", lambda run: run["job_version"]),
+)
+"""``runs list -o wide``: what the table shows, then the queue, both latenesses, when it started,
+how long it took, its next attempt and the version of the job it ran."""
+
+
+def runs_table(runs: list[dict[str, Any]], columns: Sequence[Column] = RUN_COLUMNS) -> str:
+    return columns_table(columns, runs) if runs else "no runs"
+
+
+def wide_runs_table(runs: list[dict[str, Any]]) -> str:
+    return runs_table(runs, WIDE_RUN_COLUMNS)
 
 
 def run_detail_view(run: dict[str, Any]) -> str:
@@ -130,24 +162,42 @@ def runs() -> None:
 
 
 @runs.command("list")
-@click.option("--job", help="Only this job's runs (id or TEAM/NAME).")
+@click.option("--job", help="Only this job's runs (id or TEAM/NAME).", shell_complete=complete_job)
 @click.option("--state", "states", multiple=True, type=click.Choice(STATES, case_sensitive=False))
 @click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
 @click.option("--cursor", help="Continue from a cursor a previous list printed.")
-@api_command
-def list_(ctx: Ctx, job: str | None, states: tuple[str, ...], limit: int, cursor: str | None) -> None:
-    """List runs, newest first."""
+@watch_options
+@api_command(wide=True)
+def list_(
+    ctx: Ctx,
+    job: str | None,
+    states: tuple[str, ...],
+    limit: int,
+    cursor: str | None,
+    watching: bool,
+    interval: float | None,
+) -> None:
+    """List runs, newest first (-o wide: with queue, start, duration and next attempt;
+    --watch: again whenever the list changes)."""
     wanted = [state.upper() for state in states]
+    watch_s = every(watching, interval)
 
-    def fetch(size: int, after: str | None) -> Page[Run]:
+    def page(size: int, after: str | None) -> Page[Run]:
         if job is None:
             return ctx.client.list_runs(states=wanted, limit=size, cursor=after)
         return ctx.client.list_job_runs(job, states=wanted, limit=size, cursor=after)
 
-    items, cursor = collect(fetch, limit, cursor)
-    ctx.emit({"items": items, "next_cursor": cursor}, lambda data: runs_table(data["items"]))
-    if cursor and ctx.output == "table":
-        click.echo(f"(more: --cursor {cursor})", err=True)
+    def fetch() -> dict[str, Any]:
+        items, after = collect(page, limit, cursor)
+        return {"items": items, "next_cursor": after}
+
+    show_listing(
+        ctx,
+        fetch,
+        lambda data: runs_table(data["items"]),
+        lambda data: wide_runs_table(data["items"]),
+        watch_s,
+    )
 
 
 @runs.command()

@@ -149,14 +149,19 @@ def preview_table(data: dict[str, Any]) -> str:
         data["description"],
         f"next {len(data['fires'])} after {after.isoformat()}:",
     ]
-    for fire in data["fires"]:
-        at = datetime.fromisoformat(fire["at"])
-        note = _NOTES[fire["kind"]].format(wall=datetime.fromisoformat(fire["wall"]))
-        fires = f"fires {fire['fires_at']}  " if fire.get("fires_at") else ""
-        lines.append(f"  {at:%Y-%m-%d %H:%M:%S %a}  {_offset(at)}  {fire['utc']}  {fires}{note}".rstrip())
+    lines += [fire_line(fire) for fire in data["fires"]]
     if not data["fires"]:
         lines.append("  (no fire times)")
     return "\n".join(lines)
+
+
+def fire_line(fire: dict[str, Any]) -> str:
+    """One fire time of a preview: local time, weekday, offset, UTC, when jitter fires it, and
+    what DST did."""
+    at = datetime.fromisoformat(fire["at"])
+    note = _NOTES[fire["kind"]].format(wall=datetime.fromisoformat(fire["wall"]))
+    fires = f"fires {fire['fires_at']}  " if fire.get("fires_at") else ""
+    return f"  {at:%Y-%m-%d %H:%M:%S %a}  {_offset(at)}  {fire['utc']}  {fires}{note}".rstrip()
 
 
 def _policy(data: dict[str, Any]) -> str:

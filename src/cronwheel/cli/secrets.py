@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cronwheel.cli.completion import complete_job, job_argument
+from cronwheel.cli.env_option import EnvOption
+from cronwheel.cli.options import database_url_option
 from cronwheel.cli.output import Ctx, api_command, table, when
 from cronwheel.client import Conflict, NotFound, Problem, collect
 from cronwheel.redaction import HIDDEN
-from cronwheel.settings import DEFAULT_DATABASE_URL
 
 if TYPE_CHECKING:
     from cronwheel.client import Client
@@ -168,7 +170,7 @@ def _exists(client: Client, team: str, name: str) -> bool:
 
 
 @secrets.command()
-@click.argument("job")
+@job_argument
 @click.option(
     "--field", "fields", multiple=True, metavar="FIELD", help="Only this plain value (repeat), such as "
     "target.headers.Authorization; default: every plain value of the job.",
@@ -229,7 +231,9 @@ def _adopt_text(data: dict[str, Any]) -> str:
 
 @secrets.command("adopt-notifications")
 @click.option("--team", default=None, help="The team's default rules.")
-@click.option("--job", default=None, help="A job's own rules (an id or TEAM/NAME).")
+@click.option(
+    "--job", default=None, help="A job's own rules (an id or TEAM/NAME).", shell_complete=complete_job
+)
 @click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
 @api_command
 def adopt_notifications(ctx: Ctx, team: str | None, job: str | None, dry_run: bool) -> None:
@@ -291,14 +295,14 @@ def _adopt_notifications_text(data: dict[str, Any]) -> str:
 
 @secrets.command("add-key")
 @click.option(
-    "--key-file", envvar="CRONWHEEL_SECRET_KEY_FILE", metavar="PATH", help="The key file to add to."
+    "--key-file",
+    cls=EnvOption,
+    envvar="CRONWHEEL_SECRET_KEY_FILE",
+    metavar="PATH",
+    help="The key file to add to.",
 )
-@click.option(
-    "--database-url",
-    default=DEFAULT_DATABASE_URL,
-    show_default=True,
-    envvar="CRONWHEEL_DATABASE_URL",
-    help="Without --key-file: the embedded server's SQLite database, whose key file is <database>.keys.",
+@database_url_option(
+    "Without --key-file: the embedded server's SQLite database, whose key file is <database>.keys."
 )
 @click.option(
     "--stdout",

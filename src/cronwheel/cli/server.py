@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cronwheel.cli.options import NodeCommand, settings_from
+from cronwheel.cli.options import NodeCommand, database_url_option, settings_from
 from cronwheel.errors import CronwheelError
-from cronwheel.settings import API, DEFAULT_DATABASE_URL, ROLES, SCHEDULER, WORKER
+from cronwheel.settings import API, ROLES, SCHEDULER, WORKER
 
 if TYPE_CHECKING:
     from cronwheel.node.server import ServerSettings
@@ -73,14 +73,7 @@ def db() -> None:
 
 
 @db.command()
-@click.option(
-    "--database-url",
-    default=DEFAULT_DATABASE_URL,
-    show_default=True,
-    envvar="CRONWHEEL_DATABASE_URL",
-    show_envvar=True,
-    help="The store to migrate.",
-)
+@database_url_option("The store to migrate.")
 def upgrade(database_url: str) -> None:
     """Apply the schema migrations (idempotent)."""
     from cronwheel.node.backends import schema_errors  # noqa: PLC0415

@@ -11,11 +11,11 @@ from typing import Any
 
 import click
 
+from cronwheel.cli.options import database_url_option
 from cronwheel.cli.output import Ctx, api_command, fields, table, when
 from cronwheel.client import collect
 from cronwheel.errors import CronwheelError
 from cronwheel.redaction import redact_url
-from cronwheel.settings import DEFAULT_DATABASE_URL
 
 SCOPES = ("read", "write", "trigger", "admin")
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
@@ -83,12 +83,12 @@ def token_view(token: dict[str, Any]) -> str:
     help="Make an admin token of every team straight in the database (no server needed): a "
     "cluster's first token.",
 )
+@database_url_option("With --bootstrap: the store.")
 @click.option(
-    "--database-url",
-    envvar="CRONWHEEL_DATABASE_URL",
-    default=DEFAULT_DATABASE_URL,
-    show_default=True,
-    help="With --bootstrap: the store.",
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Print only the token (for a script: TOKEN=$(cronwheel tokens create -q ...)).",
 )
 @api_command
 def create(
@@ -101,14 +101,17 @@ def create(
     expires_at: str | None,
     bootstrap: bool,
     database_url: str,
+    quiet: bool,
 ) -> None:
     """Make a token; it is printed once."""
+    if quiet and not ctx.tabular:
+        raise click.UsageError(f"-q prints the token alone: it does not go with -o {ctx.output}")
     if bootstrap:
         if team or all_teams or scopes or expires_in or expires_at:
             raise click.UsageError(
                 "--bootstrap makes an admin token of every team: no --team, --scope or expiry"
             )
-        _bootstrap(database_url, name or "bootstrap admin")
+        _bootstrap(database_url, name or "bootstrap admin", quiet)
         return
     if not name:
         raise click.UsageError("--name is required")
@@ -118,10 +121,13 @@ def create(
         raise click.UsageError("give at least one --scope (read, write, trigger, admin)")
     expires = expiry(expires_in, expires_at, datetime.now(UTC))
     made = ctx.client.create_token(name, team=team, scopes=list(dict.fromkeys(scopes)), expires_at=expires)
+    if quiet:
+        click.echo(made["token"])
+        return
     ctx.emit(made, token_view)
 
 
-def _bootstrap(database_url: str, name: str) -> None:
+def _bootstrap(database_url: str, name: str, quiet: bool) -> None:
     from cronwheel.node import admin_token  # noqa: PLC0415 - imported late: other commands stay quick to start
     from cronwheel.node.backends import connect_store  # noqa: PLC0415
 
@@ -137,9 +143,13 @@ def _bootstrap(database_url: str, name: str) -> None:
     except CronwheelError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
-    click.echo(f"admin token of every team {name!r} stored in {redact_url(database_url)}:", err=True)
+    if not quiet:
+        click.echo(f"admin token of every team {name!r} stored in {redact_url(database_url)}:", err=True)
     click.echo(text)
-    click.echo("(shown once: keep it in a secret store, and revoke it once you have made others)", err=True)
+    if not quiet:
+        click.echo(
+            "(shown once: keep it in a secret store, and revoke it once you have made others)", err=True
+        )
 
 
 @tokens.command("list")

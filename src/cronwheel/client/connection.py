@@ -101,6 +101,8 @@ _TLS_ENV = {
     "client_cert": "CRONWHEEL_CLIENT_CERT",
     "client_key": "CRONWHEEL_CLIENT_KEY",
 }
+VARIABLES = {"url": "CRONWHEEL_URL", "token": "CRONWHEEL_TOKEN", "context": "CRONWHEEL_CONTEXT", **_TLS_ENV}
+"""The variable each argument of :func:`resolve` is read from when it is not given."""
 
 
 def config_path(env: Mapping[str, str]) -> Path:
@@ -164,7 +166,7 @@ def resolve(
     """The URL, token and TLS files to use (see the module docstring for the order); ``tls``
     holds the arguments ``ca_cert``, ``client_cert``, ``client_key`` given."""
     given = _given(url, token, env, tls)
-    chosen = _context(context or env.get("CRONWHEEL_CONTEXT") or config.current, config)
+    chosen = _context(context or env.get(VARIABLES["context"]) or config.current, config)
     found = given if chosen is None else _with_context(given, *chosen)
     found = replace(found, url=found.url or DEFAULT_URL)
     if found.token is None:
@@ -179,9 +181,10 @@ def _given(
 ) -> Connection:
     """What the arguments and the environment say (an empty URL: not said yet)."""
     files = {attr: (tls or {}).get(attr) or env.get(name) or None for attr, name in _TLS_ENV.items()}
-    source = "--token" if token else "CRONWHEEL_TOKEN" if env.get("CRONWHEEL_TOKEN") else "none"
-    token = token or env.get("CRONWHEEL_TOKEN") or None
-    return Connection(url or env.get("CRONWHEEL_URL") or "", token, source, **files)
+    variable = VARIABLES["token"]
+    source = "--token" if token else variable if env.get(variable) else "none"
+    token = token or env.get(variable) or None
+    return Connection(url or env.get(VARIABLES["url"]) or "", token, source, **files)
 
 
 def _with_context(given: Connection, name: str, ctx: Context) -> Connection:

@@ -194,7 +194,6 @@ class ServerSettings:
             roles=_TARGETS,
             metavar="PATTERN",
             multiple=True,
-            env=False,
         ),
     )
     allowed_networks: tuple[str, ...] = field(  # targets and webhook notifications (every node's notifier)
@@ -204,7 +203,6 @@ class ServerSettings:
             "Let webhooks reach this non-public network.",
             metavar="CIDR",
             multiple=True,
-            env=False,
         ),
     )
     allow_plain_credentials: bool = field(  # store credentials given in clear (refused by default)
@@ -229,7 +227,6 @@ class ServerSettings:
             roles=ONLY_WORKER,
             low=1,
             high=100_000,
-            env=False,
         ),
     )
     queues: tuple[str, ...] = field(  # a scheduler's metrics report the depth of these queues
@@ -240,7 +237,6 @@ class ServerSettings:
             "jobs of it, every node's /metrics reports its depth.",
             metavar="NAME",
             multiple=True,
-            env=False,
         ),
     )
     lease_s: float = field(

@@ -151,7 +151,6 @@ class CommandIsolation:
             roles=_WORKER,
             metavar="NAME=VALUE",
             multiple=True,
-            env=False,
         ),
     )
     cwd: str = field(
