@@ -91,6 +91,8 @@ class ServerProcess:
 
     def start(self, timeout: float = 20.0, env: dict[str, str] | None = None) -> str:
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("a") as marker:  # the URL looked for is the one this start prints
+            marker.write("\n=== start ===\n")
         handle = self.log.open("ab")
         env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
         port = [] if "--port" in self.args else ["--port", "0"]
@@ -132,8 +134,6 @@ class ServerProcess:
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
-        with self.log.open("a") as handle:
-            handle.write("\n=== start ===\n")
 
     def stop(self) -> int:
         if self.process is None or self.process.poll() is not None:

@@ -135,8 +135,6 @@ async def test_a_secret_reaches_its_webhook_signed_and_is_kept_nowhere_else(
         if path != key_file:
             assert TOKEN.encode() not in path.read_bytes(), path.name
 
-    with server.log.open("a") as handle:  # the harness finds the next server's URL after this mark
-        handle.write("\n=== start ===\n")
     again = server_factory()  # the same database: the key file is read, not made again
     assert (
         f"secret keys: from {key_file} (new values sealed with key {keyring.newest.id})"
@@ -159,8 +157,6 @@ async def test_a_server_without_the_key_fails_the_attempt_saying_why(
         body = {"team": "billing", "name": "charge", "schedule": "@yearly", "target": target}
         job = (await api.post("/v1/jobs", json=body)).json()
     assert first.stop() == 0
-    with first.log.open("a") as handle:  # the harness finds the next server's URL after this mark
-        handle.write("\n=== start ===\n")
     monkeypatch.setenv(ENV_KEYS, key_line(new_key("other")))  # not the key the value was sealed with
     second = server_factory()
     assert (
