@@ -2,9 +2,9 @@
 every target kind the API's schema names is made through the form alone (no JSON typed: texts,
 choices, rows, secrets chosen by name) and read back over the API with the fields as entered; a
 refused value's error appears under its own field as it is typed and goes when fixed; the schedule's
-next fires are marked where a DST change moves them; the JSON view and the form edit one document
-(a key the form does not know survives form -> JSON -> form), and what is edited in JSON is saved
-as written. Every wait is for an element or a state, never a sleep.
+next fires are marked where a DST change moves them; the JSON and YAML views and the form edit one
+document (a key the form does not know survives form -> JSON -> form), and what is edited as text
+is saved as written. Every wait is for an element or a state, never a sleep.
 """
 
 from __future__ import annotations
@@ -229,7 +229,21 @@ async def test_the_json_view_round_trips_with_the_form(server: ServerProcess, pa
 
     del document["x_unknown"]
     await page.fill("#job-json", json.dumps(document))
+
+    # the same document as YAML: text that does not parse is named and kept; an edit reaches the form
+    await page.click("#view-yaml")
+    text = await page.input_value("#job-yaml")
+    assert "topic: t/1" in text
+    await page.fill("#job-yaml", "team: [data")
+    await expect(page.locator("#error-yaml")).to_contain_text("not YAML")
     await page.click("#view-form")
+    await expect(page.locator("#form-view")).to_be_hidden()  # not left while unreadable
+    await page.fill("#job-yaml", text.replace("topic: t/1", "topic: 'yes'") + "description: on\n")
+    await expect(page.locator("#error-yaml")).to_have_text("")
+    await page.click("#view-form")
+    await expect(page.locator(control_id("target.topic"))).to_have_value("yes")
+    await expect(page.locator(control_id("description"))).to_have_value("on")  # YAML 1.2: text
+    document |= {"target": document["target"] | {"topic": "yes"}, "description": "on"}
     await fill(page, "target.retain", True)  # and one more change in the form
     await expect(page.locator("#job-form")).to_have_attribute("data-valid", "true")
     await page.click("#view-json")
@@ -244,6 +258,6 @@ async def test_the_json_view_round_trips_with_the_form(server: ServerProcess, pa
 
     # the edit page draws the stored job: its JSON is the stored definition
     await page.click("#edit")
-    await expect(page.locator(control_id("target.topic"))).to_have_value("t/1")
+    await expect(page.locator(control_id("target.topic"))).to_have_value("yes")
     await page.click("#view-json")
     assert _subset(saved, json.loads(await page.input_value("#job-json")))

@@ -1,6 +1,7 @@
 // The job form (#/new, #/edit/ID): a form drawn from the API's own schema of a job (forms/), a field
-// per property, the target's fields those of the chosen kind; or the same definition as JSON. Both
-// views edit one JSON document, so switching keeps every key, known to the form or not. The API
+// per property, the target's fields those of the chosen kind; or the same definition as JSON or YAML
+// (forms/text.js). Every view edits one document, so switching keeps every key, known to the form or
+// not. The API
 // checks it as it is typed (the same checks as saving, nothing written), each refused field's
 // message under it, and says the schedule in words with its next fires.
 
@@ -8,6 +9,7 @@ import { Problem, api, get } from "../api.js";
 import { h, showError, view } from "../dom.js";
 import { fireList } from "../forms/fires.js";
 import { jobSchema } from "../forms/schema.js";
+import { FORMATS, readText } from "../forms/text.js";
 import { field } from "../forms/widgets.js";
 import { generation, session } from "../state.js";
 
@@ -86,27 +88,35 @@ async function editor(title, initial, validatePath, save) {
   const { components, job: schema } = await jobSchema();
   if (shown !== generation) return; // another page was opened meanwhile
   stylesheet();
-  const state = { spec: initial, mode: "form", jsonError: null };
+  const state = { spec: initial, mode: "form", textError: null };
   const unreadable = new Map();
   const general = h("div", { id: "form-errors" });
   const words = h("div", { class: "words", id: "schedule-words" });
   const fires = h("div", { class: "muted", id: "schedule-check" });
   const body = h("div", { id: "form-view" });
-  const json = h("textarea", { id: "job-json", spellcheck: "false", rows: 24, "aria-label": "the job as JSON" });
-  const jsonError = h("div", { class: "field-error", id: "error-json", role: "alert" });
-  const jsonView = h("div", { id: "json-view", hidden: true }, json, jsonError);
   const formTab = h("button", { type: "button", id: "view-form", class: "tab active" }, "Form");
-  const jsonTab = h("button", { type: "button", id: "view-json", class: "tab" }, "JSON");
+  const texts = Object.fromEntries(Object.entries(FORMATS).map(([format, { label }]) => {
+    const area = h("textarea", { id: `job-${format}`, spellcheck: "false", rows: 24, "aria-label": `the job as ${label}` });
+    const error = h("div", { class: "field-error", id: `error-${format}`, role: "alert" });
+    area.addEventListener("input", () => {
+      const read = readText(format, area.value);
+      state.textError = read.error || null;
+      error.textContent = read.error || "";
+      if (read.spec) state.spec = read.spec;
+    });
+    const tab = h("button", { type: "button", id: `view-${format}`, class: "tab" }, label);
+    return [format, { area, tab, box: h("div", { class: "text-view", id: `${format}-view`, hidden: true }, area, error) }];
+  }));
   const form = h("form", { id: "job-form", novalidate: true },
-    h("div", { class: "tabs", role: "tablist" }, formTab, jsonTab),
+    h("div", { class: "tabs", role: "tablist" }, formTab, Object.values(texts).map((text) => text.tab)),
     h("div", { class: "card explain" }, h("strong", {}, "Schedule: "), words, fires),
-    body, jsonView, general,
+    body, Object.values(texts).map((text) => text.box), general,
     h("button", { class: "primary", type: "submit", id: "save" }, "Save"));
 
   let asked = 0; // answers to older keystrokes than the last are dropped
   const validate = async () => {
     const mine = ++asked;
-    if (state.jsonError) { form.dataset.valid = "false"; return; }
+    if (state.textError) { form.dataset.valid = "false"; return; }
     if (unreadable.size) { form.dataset.valid = "false"; showFieldErrors(form, general, [...unreadable]); return; }
     try {
       const checked = (await api("POST", validatePath, state.spec)).body;
@@ -132,43 +142,29 @@ async function editor(title, initial, validatePath, save) {
   const ctx = { components, spec: () => state.spec, changed: soon, unreadable, secretNames: secretNamer(state) };
   const drawForm = () => body.replaceChildren(...sections(ctx, schema));
 
+  // Form, JSON or YAML: a view is left only with a document the next one can show.
   const show = (mode) => {
+    if (mode === state.mode || state.textError) return;
+    if (unreadable.size) { showFieldErrors(form, general, [...unreadable]); return; }
+    if (mode === "form") drawForm();
+    else texts[mode].area.value = FORMATS[mode].print(state.spec);
     state.mode = mode;
     body.hidden = mode !== "form";
-    jsonView.hidden = mode !== "json";
     formTab.classList.toggle("active", mode === "form");
-    jsonTab.classList.toggle("active", mode === "json");
-  };
-  jsonTab.addEventListener("click", () => {
-    if (state.mode === "json") return;
-    if (unreadable.size) { showFieldErrors(form, general, [...unreadable]); return; }
-    json.value = JSON.stringify(state.spec, null, 2);
-    show("json");
-    soon();
-  });
-  formTab.addEventListener("click", () => {
-    if (state.mode === "form" || state.jsonError) return;
-    drawForm();
-    show("form");
-    soon();
-  });
-  json.addEventListener("input", () => {
-    let parsed;
-    try {
-      parsed = JSON.parse(json.value);
-      state.jsonError = parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? null : "a job is a JSON object";
-    } catch (error) {
-      state.jsonError = `not JSON: ${error.message}`;
+    for (const [format, text] of Object.entries(texts)) {
+      text.box.hidden = mode !== format;
+      text.tab.classList.toggle("active", mode === format);
     }
-    jsonError.textContent = state.jsonError || "";
-    if (!state.jsonError) state.spec = parsed;
-  });
+    soon();
+  };
+  formTab.addEventListener("click", () => show("form"));
+  for (const [format, text] of Object.entries(texts)) text.tab.addEventListener("click", () => show(format));
   form.addEventListener("input", soon);
   form.addEventListener("change", soon);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     clearTimeout(pending);
-    if (state.jsonError) return;
+    if (state.textError) return;
     if (unreadable.size) { showFieldErrors(form, general, [...unreadable]); return; }
     try {
       const job = await save(state.spec);
