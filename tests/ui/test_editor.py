@@ -155,6 +155,7 @@ async def test_a_job_of_each_target_kind_is_made_through_the_form(server: Server
         await fill_job(page, entered)
         await expect(page.locator("#job-form")).to_have_attribute("data-valid", "true")
         await expect(page.locator("#form-errors")).to_have_text("")
+        assert "value-of-" not in await page.content()  # secrets by name only, never a value
         if kind == "http":
             await _shot(page, "editor")
         await page.click("#save")
