@@ -4,6 +4,7 @@ of a session (logout, idle, revocation). The browser itself is in tests/ui."""
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from collections.abc import AsyncIterator
@@ -64,6 +65,16 @@ async def test_every_dashboard_file_is_served_with_its_type(browser: httpx.Async
     assert asset.status_code == 200
     assert asset.content == (ui.ASSETS / name).read_bytes()
     assert asset.headers["content-type"].split(";")[0] in TYPES[Path(name).suffix]
+
+
+def test_the_vendored_yaml_module_has_its_licence_origin_and_checksums() -> None:
+    """js-yaml, the dashboard's one third-party file: pinned, from npm, unchanged (the sha256 noted)."""
+    folder = ui.ASSETS / "vendor"
+    note = (folder / "VENDOR.md").read_text()
+    assert "https://registry.npmjs.org/js-yaml/-/js-yaml-5.5.0.tgz" in note
+    assert (folder / "js-yaml.LICENSE").read_text().startswith("(The MIT License)")
+    for name in ("js-yaml.js", "js-yaml.LICENSE"):
+        assert f"`{name}` {hashlib.sha256((folder / name).read_bytes()).hexdigest()}" in note
 
 
 def test_every_module_the_dashboard_imports_is_one_of_its_files() -> None:

@@ -15,7 +15,6 @@ Every wait is for an element or a state, never a sleep.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -27,6 +26,7 @@ from playwright.async_api import Browser, Page, expect
 from server_harness import ServerProcess, Sink, wait_for
 
 from .conftest import SCREENSHOTS
+from .job_form import fill_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 WAIT_MS = 15_000
@@ -49,10 +49,8 @@ def _job(sink: Sink, name: str) -> dict[str, Any]:
 
 
 async def _fill(page: Page, spec: dict[str, Any]) -> None:
-    """Type ``spec`` into the job form: plain fields as text, the others as JSON."""
-    for key, value in spec.items():
-        text = value if isinstance(value, str) else json.dumps(value)
-        await page.fill(f"#field-{key}", text)
+    """Type ``spec`` into the job form, each value into the control drawn for its field."""
+    await fill_job(page, spec)
 
 
 async def _login(page: Page, url: str, token: str) -> None:
