@@ -14,6 +14,7 @@ from cronwheel.cluster.mode import Mode
 from cronwheel.cluster.status import ClusterStatus, _node
 from cronwheel.coordinator.local import LocalCoordinator
 from cronwheel.coordinator.port import Member
+from cronwheel.model import SHARDS
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.store.sql import open_store
 
@@ -45,6 +46,7 @@ async def test_the_status_names_the_watchdog_holder(tmp_path: Path) -> None:
     finally:
         await store.close()
     assert (data["leader"], data["watchdog"]) == ("n1", "n1")
+    assert (data["shard_count"], data["shards"]) == (SHARDS, [])  # no lease: the one node owns all
     shown = _render(data)
     header, row = shown.splitlines()[2:4]
     assert header.split()[:4] == ["NODE", "ROLES", "LEADER", "WATCHDOG"]

@@ -15,7 +15,7 @@ from cronwheel.api.app import ApiServices, create_app
 from cronwheel.cluster.mode import Mode
 from cronwheel.cluster.status import ClusterStatus
 from cronwheel.coordinator.local import LocalCoordinator
-from cronwheel.model import Run, RunKind, RunState, new_id
+from cronwheel.model import SHARDS, Run, RunKind, RunState, new_id
 from cronwheel.store import codec, schema
 
 from .conftest import BASE_URL, SERVED, Env, bearer, job_body
@@ -119,3 +119,15 @@ async def test_the_cluster_answers_fire_lateness_percentiles(
     assert (lateness["p50_ms"], lateness["p90_ms"], lateness["p99_ms"], lateness["max_ms"]) == pytest.approx(
         (50.0, 90.0, 99.0, 100.0)
     )
+
+
+async def test_the_cluster_answers_how_many_shards_there_are_beside_the_claimed_ones(
+    cluster_client: httpx.AsyncClient, env: Env
+) -> None:
+    """``shard_count`` (every shard) beside the claimed shards: the rest are unowned (the
+    dashboard's bar of shards per node draws them)."""
+    assert await env.store.claim_shards({0: 1, 7: 2}, "n1", env.clock.now()) == {0, 7}
+    answer = (await cluster_client.get("/v1/cluster")).json()
+    assert answer["shard_count"] == SHARDS == 256
+    claimed = [{"shard": 0, "node": "n1", "epoch": 1}, {"shard": 7, "node": "n1", "epoch": 2}]
+    assert answer["shards"] == claimed

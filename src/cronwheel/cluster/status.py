@@ -19,7 +19,7 @@ from cronwheel.cluster.mode import Mode
 from cronwheel.coordinator import Coordinator
 from cronwheel.coordinator.port import Member
 from cronwheel.lateness import LATENESS_SAMPLE, LATENESS_WINDOW, percentiles
-from cronwheel.model import RunState
+from cronwheel.model import SHARDS, RunState
 from cronwheel.queue import Queue
 from cronwheel.store.port import ClusterReads
 
@@ -47,6 +47,7 @@ class ClusterStatus:
             "leader": await self.coordinator.leader(),
             "watchdog": await self.coordinator.watchdog(),
             "nodes": [_node(member) for member in members],
+            "shard_count": SHARDS,  # those without a row in "shards" no node has claimed
             "shards": [
                 {"shard": shard, "node": node, "epoch": epoch}
                 for shard, (node, epoch) in sorted(owners.items())

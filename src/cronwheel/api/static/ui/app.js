@@ -2,7 +2,10 @@
 // #/cluster), the navigation and the login and session wiring. Each page is a module of pages/, drawn
 // from the /v1 API through the session bridge (api.js) with the helpers of dom.js (server text only
 // ever as text) and redrawn by short polling; state.js holds the session and the navigation counter.
+// The navigation offers only the pages the caller may open (access.js); the header holds the choice
+// of the zone times are shown in (time.js).
 
+import { can, scopeOf } from "./access.js";
 import { currentSession, logout, whenLoggedOut } from "./api.js";
 import { showError, view } from "./dom.js";
 import { clusterPage } from "./pages/cluster.js";
@@ -10,8 +13,10 @@ import { editPage, newJobPage } from "./pages/editor.js";
 import { jobPage } from "./pages/job.js";
 import { jobsPage } from "./pages/jobs.js";
 import { loginPage } from "./pages/login.js";
+import { missingPage } from "./pages/missing.js";
 import { runPage } from "./pages/run.js";
 import { navigated, session, setSession } from "./state.js";
+import { zoneSelect } from "./time.js";
 
 // -- login -----------------------------------------------------------------------------------------
 
@@ -29,12 +34,15 @@ function loggedIn(opened) {
   const caller = opened.caller;
   const teams = caller.teams === null ? "every team" : caller.teams.join(", ");
   document.getElementById("whoami").textContent = `${caller.name} · ${teams} · ${caller.scopes.join(", ")}`;
+  for (const [page, action] of [["new", "create"], ["cluster", "cluster"]]) document.querySelector(`[data-nav=${page}]`).hidden = !can(action);
   document.getElementById("nav").hidden = false;
   document.getElementById("logout").hidden = false;
   route();
 }
 
 // -- routing ---------------------------------------------------------------------------------------
+
+const notAllowed = (action, what) => missingPage("not-allowed", what, `It needs the '${scopeOf(action)}' scope; this session has ${session.caller.scopes.join(", ")}.`);
 
 function route() {
   if (!session) return;
@@ -46,13 +54,14 @@ function route() {
   const pages = {
     jobs: () => (parts[1] ? jobPage(parts[1]) : jobsPage(params)),
     runs: () => runPage(parts[1]),
-    new: () => newJobPage(),
-    edit: () => editPage(parts[1]).catch((e) => showError(view, e)),
+    new: () => (can("create") ? newJobPage() : notAllowed("create", "the job form")),
+    edit: () => (can("edit") ? editPage(parts[1]).catch((e) => (e.status === 404 ? missingPage("not-found", "job", e.message) : showError(view, e))) : notAllowed("edit", "the job form")),
     cluster: () => clusterPage(),
   };
   (pages[parts[0]] || pages.jobs)();
 }
 
+document.getElementById("logout").before(zoneSelect());
 whenLoggedOut(() => showLogin("Your session ended: log in again."));
 window.addEventListener("hashchange", route);
 document.getElementById("logout").addEventListener("click", async () => {

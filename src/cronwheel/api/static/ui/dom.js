@@ -3,6 +3,7 @@
 
 import { Problem } from "./api.js";
 import { generation, session } from "./state.js";
+import { clockTime, stamp } from "./time.js";
 
 const POLL_MS = 2000;
 export const view = document.getElementById("view");
@@ -27,8 +28,8 @@ export const stateBadge = (state) => (state ? badge(state, `state-${state}`) : h
 
 export function when(iso) {
   if (!iso) return h("span", { class: "muted" }, "—");
-  const date = new Date(iso);
-  return h("time", { datetime: iso, title: iso }, `${date.toISOString().replace("T", " ").slice(0, 19)} UTC (${ago(date)})`);
+  const date = new Date(iso);  // in the zone chosen (time.js), UTC on hover
+  return h("time", { datetime: iso, title: stamp(date, true) }, h("span", { class: "stamp" }, stamp(date)), ` (${ago(date)})`);
 }
 
 // A job with no slot left (a one-time job that fired, an end_at that passed) is complete.
@@ -78,7 +79,7 @@ export function live(draw, status) {
     if (!document.hidden) {
       try {
         await draw();
-        if (status) status.textContent = `live · updated ${new Date().toLocaleTimeString()}`;
+        if (status) status.textContent = `live · updated ${clockTime(new Date())}`;
       } catch (error) {
         if (status) status.textContent = `live · ${error.message}`;
       }

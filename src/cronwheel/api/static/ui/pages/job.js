@@ -1,8 +1,11 @@
 // One job's page (#/jobs/ID): its definition, upcoming fire times, a chart of its runs' lateness
-// and duration, its actions (pause, resume, trigger, edit, delete), backfills and run history.
+// and duration, the actions the caller may take (pause, resume, trigger, edit, delete, backfill:
+// access.js), backfills and run history; a job the caller cannot see is a "not found" page.
 
+import { can } from "../access.js";
 import { api, get } from "../api.js";
 import { badge, confirmDialog, h, jobStatus, kv, live, nextRun, seconds, showError, stateBadge, svgNode, view, when } from "../dom.js";
+import { orMissing } from "./missing.js";
 
 function runRow(run) {
   return h(
@@ -120,26 +123,24 @@ function actions(job, message, redraw) {
   };
   const jobPath = `/jobs/${encodeURIComponent(job.id)}`;
   const note = h("input", { id: "pause-note", placeholder: "why (optional)", size: 24 });
+  const remove = async () => {
+    if (!(await confirmDialog(`Delete job ${job.team}/${job.name}? Its runs stay readable.`))) return;
+    try {
+      await api("DELETE", jobPath);
+      location.hash = "#/jobs";
+    } catch (error) {
+      showError(message, error);
+    }
+  };
   return h(
     "div",
     { class: "actions" },
     job.paused
-      ? h("button", { id: "resume", type: "button", onclick: () => act("POST", `${jobPath}/resume`, {}, "Resumed.") }, "Resume")
-      : [h("label", {}, "Pause note", note), h("button", { id: "pause", type: "button", onclick: () => act("POST", `${jobPath}/pause`, note.value ? { note: note.value } : {}, "Paused.") }, "Pause")],
-    h("button", { id: "trigger", type: "button", class: "primary", onclick: () => act("POST", `${jobPath}/trigger`, {}, "Triggered: a run is queued.") }, "Trigger now"),
-    h("a", { href: `#/edit/${encodeURIComponent(job.id)}` }, h("button", { type: "button", id: "edit" }, "Edit")),
-    h("button", {
-      id: "delete", type: "button", class: "danger",
-      onclick: async () => {
-        if (!(await confirmDialog(`Delete job ${job.team}/${job.name}? Its runs stay readable.`))) return;
-        try {
-          await api("DELETE", jobPath);
-          location.hash = "#/jobs";
-        } catch (error) {
-          showError(message, error);
-        }
-      },
-    }, "Delete")
+      ? can("resume") && h("button", { id: "resume", type: "button", onclick: () => act("POST", `${jobPath}/resume`, {}, "Resumed.") }, "Resume")
+      : can("pause") && [h("label", {}, "Pause note", note), h("button", { id: "pause", type: "button", onclick: () => act("POST", `${jobPath}/pause`, note.value ? { note: note.value } : {}, "Paused.") }, "Pause")],
+    can("trigger") && h("button", { id: "trigger", type: "button", class: "primary", onclick: () => act("POST", `${jobPath}/trigger`, {}, "Triggered: a run is queued.") }, "Trigger now"),
+    can("edit") && h("a", { href: `#/edit/${encodeURIComponent(job.id)}` }, h("button", { type: "button", id: "edit" }, "Edit")),
+    can("delete") && h("button", { id: "delete", type: "button", class: "danger", onclick: remove }, "Delete")
   );
 }
 
@@ -157,7 +158,7 @@ function backfillRow(backfill, cancel) {
     h("td", {}, String(backfill.created)),
     h("td", {}, String(backfill.existing)),
     h("td", {}, when(backfill.next_slot)),
-    h("td", {}, backfill.state === "running"
+    h("td", {}, backfill.state === "running" && can("cancelBackfill")
       ? h("button", { type: "button", class: "danger", "data-cancel-backfill": backfill.id, onclick: () => cancel(backfill) }, "Cancel")
       : "")
   );
@@ -224,7 +225,7 @@ export function jobPage(jobId) {
     title.firstChild.textContent = `Job ${job.team}/${job.name} `;
     if (shownVersion !== `${job.version}/${job.paused}`) {  // keep a note being typed across polls
       shownVersion = `${job.version}/${job.paused}`;
-      buttons.replaceChildren(actions(job, message, draw), backfillForm(job, message, draw));
+      buttons.replaceChildren(actions(job, message, draw), can("backfill") ? backfillForm(job, message, draw) : "");
     }
     top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), chart(page.items))));
     runs.replaceChildren(...(page.items.length ? page.items.map(runRow) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs yet."))]));
@@ -233,5 +234,5 @@ export function jobPage(jobId) {
   };
   const backfillTable = h("table", { id: "backfills" }, h("thead", {}, h("tr", {}, ["From", "To", "State", "Progress", "Created", "Had runs", "Next slot", ""].map((t) => h("th", {}, t)))), backfills);
   view.replaceChildren(title, message, buttons, top, h("h2", {}, "Backfills"), backfillTable, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
-  return live(draw, status).catch((e) => showError(message, e));
+  return live(orMissing(draw, "job"), status).catch((e) => showError(message, e));
 }

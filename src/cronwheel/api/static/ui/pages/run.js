@@ -1,8 +1,9 @@
 // One run's page (#/runs/ID): its states and times, each attempt (worker, outcome, output, the
-// headers sent) and its events.
+// headers sent) and its events; a run the caller cannot see is a "not found" page.
 
 import { get } from "../api.js";
 import { h, kv, live, seconds, showError, stateBadge, table, view, when } from "../dom.js";
+import { orMissing } from "./missing.js";
 
 // the headers an HTTP attempt sent, credentials already "[redacted]" by the worker (a <pre>, not
 // a <details>: the page redraws every few seconds, which would close it)
@@ -45,5 +46,5 @@ export function runPage(runId) {
     );
   };
   view.replaceChildren(h("h1", {}, `Run ${runId}`, status), message, body);
-  return live(draw, status).catch((e) => showError(message, e));
+  return live(orMissing(draw, "run"), status).catch((e) => showError(message, e));
 }
