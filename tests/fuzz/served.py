@@ -67,9 +67,11 @@ def serve_api(database: Path | str, *, startup_timeout_s: float = 30.0) -> Itera
             started.set()
             raise
         try:
-            service = JobService(store, MemoryQueue(clock), ChangeFeed(), clock, POLICY)
+            feed = ChangeFeed()
+            service = JobService(store, MemoryQueue(clock), feed, clock, POLICY)
             secrets = SecretService(store, Keyring([new_key("fuzz")]), clock)
-            app = create_app(ApiServices(store, service, clock, store_readiness(store), secrets=secrets))
+            readiness = store_readiness(store)
+            app = create_app(ApiServices(store, service, clock, readiness, secrets=secrets, changes=feed))
             listening = bind("127.0.0.1", 0)
             port = listening.getsockname()[1]
             config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")

@@ -47,6 +47,9 @@ BACKLOG = 256  # changes a stream may hold unsent before it is told to reload in
 POLL_S = 1.0  # between two reads of the run events
 CLUSTER_EVERY = 5  # polls between two reads of the cluster's status (while a stream follows it)
 READ_LIMIT = 500  # run events per read
+HEARTBEAT_S = 15.0  # a stream's silence before it sends a comment
+LIFETIME_S = 300.0  # a stream's length: then the client reconnects (and is authenticated again)
+RETRY_MS = 2000  # how long a client waits before it reconnects
 
 
 class ChangeSource(Protocol):
@@ -94,6 +97,7 @@ class EventHub:
     ) -> None:
         self.store, self.limits, self.changes, self.cluster = store, limits, changes, cluster
         self.poll_s = poll_s
+        self.heartbeat_s, self.lifetime_s = HEARTBEAT_S, LIFETIME_S  # of each stream (:mod:`.stream`)
         self._open: list[Subscription] = []
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -1,11 +1,11 @@
 """The answer of ``GET /v1/events``: a ``text/event-stream`` fed by one :class:`Subscription`.
 
-It writes each change as it comes, a comment after :data:`HEARTBEAT_S` of silence (so that
-proxies and the client know the connection lives), and ends after :data:`LIFETIME_S` (the
-client reconnects after the ``retry`` the stream opened with, and is authenticated again: a
-revoked token loses its stream within that time). It listens for the client's disconnect beside
-writing, so a closed tab frees the stream's place at once, not at the next write. Its place among
-the hub's streams is freed however it ends.
+It writes each change as it comes, a comment after the hub's ``heartbeat_s`` of silence (15 s: so
+that proxies and the client know the connection lives), and ends after its ``lifetime_s`` (5
+minutes: the client reconnects after the ``retry`` the stream opened with, and is authenticated
+again, so a revoked token loses its stream within that time). It listens for the client's
+disconnect beside writing, so a closed tab frees the stream's place at once, not at the next
+write. Its place among the hub's streams is freed however it ends.
 """
 
 from __future__ import annotations
@@ -16,32 +16,22 @@ import contextlib
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from cronwheel.api.events.hub import EventHub, Subscription
+from cronwheel.api.events.hub import RETRY_MS, EventHub, Subscription
 from cronwheel.api.events.topics import HEARTBEAT, frame, opening
 from cronwheel.clock import Monotonic
 
 MEDIA_TYPE = "text/event-stream"
-HEARTBEAT_S = 15.0
-LIFETIME_S = 300.0
-RETRY_MS = 2000
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}  # nginx: pass each event on
 
 
 class EventStream(Response):
     media_type = MEDIA_TYPE
 
-    def __init__(
-        self,
-        hub: EventHub,
-        subscription: Subscription,
-        ticks: Monotonic,
-        heartbeat_s: float = HEARTBEAT_S,
-        lifetime_s: float = LIFETIME_S,
-    ) -> None:
+    def __init__(self, hub: EventHub, subscription: Subscription, ticks: Monotonic) -> None:
         super().__init__(headers=HEADERS, media_type=MEDIA_TYPE)
         self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]  # endless
         self.hub, self.subscription, self.ticks = hub, subscription, ticks
-        self.heartbeat_s, self.lifetime_s = heartbeat_s, lifetime_s
+        self.heartbeat_s, self.lifetime_s = hub.heartbeat_s, hub.lifetime_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

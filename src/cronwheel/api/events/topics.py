@@ -12,14 +12,17 @@ fell behind); it reaches every stream.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from cronwheel.store import RunChange
 
 MAX_TOPICS = 32
+TOPIC = r"(?:jobs|runs|cluster|(?:job|run):[^,\s]+)"
+TOPICS_PATTERN = rf"^{TOPIC}(?:,{TOPIC}){{0,{MAX_TOPICS - 1}}}$"  # the API document's
 TOPICS_HELP = (
-    "Comma-separated: jobs, runs, cluster, job:<id>, run:<id> "
+    "Comma-separated, no spaces: jobs, runs, cluster, job:<id>, run:<id> "
     f"(at most {MAX_TOPICS}; a job or run of another team is a 404, cluster needs an admin of every team)"
 )
 SLACK = 200  # run event ids re-read at every poll (see RunWindow)
@@ -39,23 +42,23 @@ class Topics:
 
 
 def parse_topics(text: str) -> Topics:
-    """The topics of ``text`` (``jobs,job:abc``); a :class:`TopicsError` for an empty list, more
-    than :data:`MAX_TOPICS`, an unknown name or an empty id."""
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not parts:
-        raise TopicsError("name at least one topic")
+    """The topics of ``text`` (``jobs,job:abc``: :data:`TOPICS_PATTERN`); a :class:`TopicsError`
+    for an empty list, more than :data:`MAX_TOPICS`, or a part that is no topic."""
+    parts = text.split(",")
     if len(parts) > MAX_TOPICS:
         raise TopicsError(f"at most {MAX_TOPICS} topics, not {len(parts)}")
     flags = {"jobs": False, "runs": False, "cluster": False}
     ids: dict[str, set[str]] = {"job": set(), "run": set()}
     for part in parts:
+        if not part:
+            raise TopicsError("an empty topic (two commas, or one at an end)")
+        if not re.fullmatch(TOPIC, part):
+            raise TopicsError(f"unknown topic {part[:64]!r}: use jobs, runs, cluster, job:<id> or run:<id>")
         kind, sep, ident = part.partition(":")
-        if not sep and kind in flags:
-            flags[kind] = True
-        elif sep and kind in ids and ident:
+        if sep:
             ids[kind].add(ident)
         else:
-            raise TopicsError(f"unknown topic {part[:64]!r}: use jobs, runs, cluster, job:<id> or run:<id>")
+            flags[kind] = True
     return Topics(**flags, job_ids=frozenset(ids["job"]), run_ids=frozenset(ids["run"]))
 
 

@@ -12,7 +12,7 @@ from cronwheel.api import operations
 from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.events.hub import TooManyStreamsError
 from cronwheel.api.events.stream import MEDIA_TYPE, EventStream
-from cronwheel.api.events.topics import TOPICS_HELP, TopicsError, parse_topics
+from cronwheel.api.events.topics import TOPICS_HELP, TOPICS_PATTERN, TopicsError, parse_topics
 from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError, field_error
 from cronwheel.api.routes.common import Services, problems_doc
@@ -21,6 +21,9 @@ from cronwheel.clock import monotonic_of
 router = APIRouter()
 
 MAX_TOPICS_LENGTH = 4096
+TopicsQuery = Annotated[
+    str, Query(description=TOPICS_HELP, max_length=MAX_TOPICS_LENGTH, pattern=TOPICS_PATTERN)
+]
 STREAM_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": (
@@ -43,11 +46,13 @@ STREAM_DOC: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/events", tags=["events"], response_class=EventStream, responses=STREAM_DOC)
+@router.get("/events", status_code=200, tags=["events"], response_class=EventStream, responses=STREAM_DOC)
 async def follow(
     services: Services,
     caller: CallerDep,
-    topics: Annotated[str, Query(description=TOPICS_HELP, max_length=MAX_TOPICS_LENGTH)],
+    topics: Annotated[
+        str, Query(description=TOPICS_HELP, max_length=MAX_TOPICS_LENGTH, pattern=TOPICS_PATTERN)
+    ],
 ) -> EventStream:
     """Follow changes of the jobs and runs of the token's teams, and of the cluster: each event
     says what changed, enough to re-read it. Every topic is checked as the read of what it
