@@ -15,6 +15,7 @@
 //     has no EventSource, or the stream failed options.failures (3 by default) times in a row
 //     without opening: the page then re-reads what it shows, as it did by polling.
 //   - stop() closes the stream or ends the polling; onChange is not called after it.
+//   - options.EventSource replaces the browser's (null: as if it had none; tests use it).
 // The URL is relative to the page (as api.js builds its own), so it works behind a proxy's prefix.
 // The session cookie goes with it; an EventSource sends no CSRF header, which the bridge allows
 // for this one read.
@@ -26,7 +27,7 @@ const TYPES = ["job", "run", "cluster", "reload"];
 export function follow(topics, onChange, options = {}) {
   const pollMs = options.pollMs ?? POLL_MS;
   const failures = options.failures ?? FAILURES;
-  const EventSourceClass = options.EventSource ?? globalThis.EventSource;
+  const EventSourceClass = "EventSource" in options ? options.EventSource : globalThis.EventSource;
   let stopped = false;
   let source = null;
   let timer = null;
