@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -50,6 +49,10 @@ READ_LIMIT = 500  # run events per read
 HEARTBEAT_S = 15.0  # a stream's silence before it sends a comment
 LIFETIME_S = 300.0  # a stream's length: then the client reconnects (and is authenticated again)
 RETRY_MS = 2000  # how long a client waits before it reconnects
+
+
+class TooManyStreamsError(Exception):
+    """An event stream beyond the operator's limits (the route answers 429 with this message)."""
 
 
 class ChangeSource(Protocol):
@@ -105,15 +108,17 @@ class EventHub:
         return len(self._open)
 
     def streams_of(self, caller: str) -> int:
-        return Counter(subscription.caller for subscription in self._open)[caller]
+        return sum(1 for subscription in self._open if subscription.caller == caller)
 
     def open(self, caller: str, teams: frozenset[str] | None, topics: Topics) -> Subscription:
         """A subscription for ``caller`` (counted until :meth:`close`); 429 beyond the limits."""
         limits = self.limits()
         if len(self._open) >= limits.max_streams:
-            raise _too_many(f"this server holds its {limits.max_streams} event streams (--max-streams)")
+            raise TooManyStreamsError(
+                f"this server holds its {limits.max_streams} event streams (--max-streams)"
+            )
         if self.streams_of(caller) >= limits.max_streams_per_caller:
-            raise _too_many(
+            raise TooManyStreamsError(
                 f"this caller holds {limits.max_streams_per_caller} event streams already "
                 "(--max-streams-per-caller); close one first"
             )
@@ -139,13 +144,10 @@ class EventHub:
     # -- the reader ------------------------------------------------------------------------------
 
     def _start(self) -> None:
-        def task(work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-            return asyncio.create_task(work, name=name)
-
-        self._tasks = [task(self._poll(), "events-poll")]
+        self._tasks = [asyncio.create_task(self._poll(), name="events-poll")]
         if self.changes is not None:
-            queue = self.changes.subscribe()  # before the first read: no change falls between
-            self._tasks.append(task(self._pump(self.changes, queue), "events-jobs"))
+            queue = self.changes.subscribe()
+            self._tasks.append(asyncio.create_task(self._pump(self.changes, queue), name="events-jobs"))
 
     async def _pump(self, source: ChangeSource, queue: asyncio.Queue[str]) -> None:
         try:
@@ -221,11 +223,3 @@ class EventHub:
             except Exception as error:
                 log.warning("live events: a read failed", extra={"error": str(error)})
                 await asyncio.sleep(self.poll_s)
-
-
-class TooManyStreamsError(Exception):
-    """An event stream beyond the operator's limits (the route answers 429 with this message)."""
-
-
-def _too_many(detail: str) -> TooManyStreamsError:
-    return TooManyStreamsError(detail)
