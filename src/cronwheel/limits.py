@@ -52,6 +52,9 @@ class Limits:
     * ``max_jobs_per_team``: live jobs of one team (409 ``quota-exceeded``).
     * ``min_interval_s``: the shortest time a schedule may leave between two fires, DST included
       (422 naming ``schedule``).
+    * ``max_streams``, ``max_streams_per_caller``: open event streams (``GET /v1/events``) of one
+      api process, and of one caller in it (429 ``too-many-streams`` beyond). A dashboard tab
+      holds one; each costs a connection and a little memory, no query of its own.
     """
 
     max_body_bytes: int = field(
@@ -114,12 +117,33 @@ class Limits:
         ),
     )
 
+    max_streams: int = field(
+        default=1000,
+        metadata=option(
+            "--max-streams",
+            "Event streams (GET /v1/events) open at once in one api process (429 beyond).",
+            roles=_API,
+            low=1,
+        ),
+    )
+    max_streams_per_caller: int = field(
+        default=16,
+        metadata=option(
+            "--max-streams-per-caller",
+            "Event streams one caller (token or OIDC subject) may hold open in one api process (429 beyond).",
+            roles=_API,
+            low=1,
+        ),
+    )
+
     def check(self) -> None:
         """Refuse settings that cannot work (a PermanentError naming the option)."""
         for flag, value, least in (
             ("--max-body-bytes", self.max_body_bytes, 1024),
             ("--max-header-count", self.max_header_count, 10),
             ("--max-header-bytes", self.max_header_bytes, 1024),
+            ("--max-streams", self.max_streams, 1),
+            ("--max-streams-per-caller", self.max_streams_per_caller, 1),
         ):
             if value < least:
                 raise PermanentError(f"{flag} must be at least {least}, not {value}")

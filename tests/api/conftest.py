@@ -80,7 +80,8 @@ class Env:
         self.service = JobService(
             store, queue, self.feed, clock, TargetPolicy(allow_commands=False, python_allow=("myapp.*",))
         )
-        self.app = create_app(ApiServices(store, self.service, clock, readiness, access=access))
+        services = ApiServices(store, self.service, clock, readiness, access=access, changes=self.feed)
+        self.app = create_app(services)
 
     def client(self, token: str | None = None) -> httpx.AsyncClient:
         """A client of this app, authenticated with ``token`` (None: no token)."""

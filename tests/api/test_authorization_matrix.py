@@ -98,6 +98,7 @@ class Row:
     expected: Mapping[str, int]
     body: Callable[[World], Any] | None = None
     path: str | None = None  # a concrete path, for routes whose template has none of our parameters
+    query: str = ""  # a query string, filled like the path
 
 
 @dataclass
@@ -137,6 +138,8 @@ ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/v1/runs/{run_id}/output"): Row(team_object(READ, 200)),
     ("POST", "/v1/schedules/preview"): Row(team_free(READ, 200), lambda w: {"expression": "0 3 * * *"}),
     ("GET", "/v1/cluster"): Row(every_team_admin(200)),
+    # a stream of the world's job ends at once here (the hub's lifetime_s is 0: matrix_env)
+    ("GET", "/v1/events"): Row(team_object(READ, 200), query="?topics=job:{job_id}"),
     ("POST", "/v1/tokens"): Row(
         token_admin(201, wrong_team=403), lambda w: {"name": "ci", "team": "data", "scopes": ["read"]}
     ),
@@ -300,6 +303,7 @@ async def matrix_env(
         env.store, env.service, env.clock, env.readiness, cluster=status, access=SERVED, secrets=secrets,
         authenticators=(OidcAuthenticator.of(oidc, env.clock),),
     )  # fmt: skip
+    services.events.lifetime_s = 0.0  # a stream answers its head and ends (httpx over ASGI waits)
     app = create_app(services)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
@@ -340,7 +344,7 @@ async def test_each_caller_gets_its_status(
         world = await _world(env)
         headers = {} if persona == "none" else bearer(tokens[persona])
         body = None if row.body is None else row.body(world)
-        path = row.path or world.fill(template)
+        path = (row.path or world.fill(template)) + world.fill(row.query)
         response = await http.request(method, path, json=body, headers=headers)
         expected = row.expected[OIDC_PERSONAS.get(persona, persona)]
         if response.status_code != expected:

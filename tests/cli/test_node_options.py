@@ -60,6 +60,8 @@ SERVER: dict[str, tuple[str | None, Any, Any]] = {
     "--rate-burst": ("CRONWHEEL_RATE_BURST", 500, ("int", 1, None)),
     "--max-jobs-per-team": ("CRONWHEEL_MAX_JOBS_PER_TEAM", 10000, ("int", 0, None)),
     "--min-interval": ("CRONWHEEL_MIN_INTERVAL", 1, ("int", 0, 604800)),
+    "--max-streams": ("CRONWHEEL_MAX_STREAMS", 1000, ("int", 1, None)),
+    "--max-streams-per-caller": ("CRONWHEEL_MAX_STREAMS_PER_CALLER", 16, ("int", 1, None)),
     "--oidc-issuer": ("CRONWHEEL_OIDC_ISSUER", None, None),
     "--oidc-audience": ("CRONWHEEL_OIDC_AUDIENCE", None, None),
     "--oidc-jwks-url": ("CRONWHEEL_OIDC_JWKS_URL", None, None),
@@ -73,7 +75,8 @@ SERVER: dict[str, tuple[str | None, Any, Any]] = {
 API_ONLY = {
     "--port", "--grpc-port", "--allow-plain-credentials", "--admin-only", "--max-body-bytes",
     "--max-header-count", "--max-header-bytes", "--rate-limit", "--rate-burst", "--max-jobs-per-team",
-    "--min-interval", "--oidc-issuer", "--oidc-audience", "--oidc-jwks-url", "--oidc-jwks-file",
+    "--min-interval", "--max-streams", "--max-streams-per-caller",
+    "--oidc-issuer", "--oidc-audience", "--oidc-jwks-url", "--oidc-jwks-file",
     "--oidc-team-claim", "--oidc-team-prefix", "--oidc-role-claim", "--oidc-role",
 }  # fmt: skip
 SCHEDULER_ONLY = {"--arm-ahead", "--backfill-rate", "--retention-days", "--retention-runs"}

@@ -67,9 +67,16 @@ def serve_api(database: Path | str, *, startup_timeout_s: float = 30.0) -> Itera
             started.set()
             raise
         try:
-            service = JobService(store, MemoryQueue(clock), ChangeFeed(), clock, POLICY)
+            feed = ChangeFeed()
+            service = JobService(store, MemoryQueue(clock), feed, clock, POLICY)
             secrets = SecretService(store, Keyring([new_key("fuzz")]), clock)
-            app = create_app(ApiServices(store, service, clock, store_readiness(store), secrets=secrets))
+            services = ApiServices(
+                store, service, clock, store_readiness(store), secrets=secrets, changes=feed
+            )
+            # an event stream answers its opening and ends: each case is whole at once (a server
+            # of --url keeps its streams open, and schemathesis.toml's request-timeout ends them)
+            services.events.lifetime_s = 0.0
+            app = create_app(services)
             listening = bind("127.0.0.1", 0)
             port = listening.getsockname()[1]
             config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")

@@ -119,3 +119,25 @@ async def test_history_of_a_missing_run_is_not_found(store: SqlStore) -> None:
         await store.list_attempts(new_id())
     with pytest.raises(NotFoundError):
         await store.get_run(new_id())
+
+
+async def test_run_changes_follow_run_events_from_the_newest(store: SqlStore) -> None:
+    assert await store.run_changes(None, 1) == []  # no events yet: follow from the start
+    job = await new_job(store)
+    first = await fire_one(store, job)
+    (newest,) = await store.run_changes(None, 1)
+    assert (newest.run_id, newest.job_id, newest.team, newest.state) == (
+        first.id,
+        job.id,
+        job.team,
+        RunState.PENDING,
+    )
+    assert await store.claim_run(first.id, "w", START, START + LEASE) is not None
+    await store.delete_job(job.id, at(3))  # a deleted job's runs keep their team
+    after = await store.run_changes(newest.event_id, 100)
+    assert [(c.run_id, c.team, c.state) for c in after] == [(first.id, job.team, RunState.RUNNING)]
+    assert after[0].event_id > newest.event_id
+    assert await store.run_changes(after[0].event_id, 100) == []
+    second = await fire_one(store, await new_job(store, "other"))
+    assert [c.run_id for c in await store.run_changes(newest.event_id, 1)] == [first.id]  # lowest first
+    assert [c.run_id for c in await store.run_changes(after[0].event_id, 100)] == [second.id]

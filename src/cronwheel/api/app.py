@@ -27,6 +27,7 @@ from cronwheel.api.routes import (
     backfills,
     calendars,
     docs,
+    events,
     jobs,
     notifications,
     output,
@@ -89,6 +90,7 @@ def create_app(services: ApiServices) -> FastAPI:
         audit.router,
         notifications.router,
         output.router,
+        events.router,
     ):
         app.include_router(routes, prefix="/v1", dependencies=per_request, responses=limits.RESPONSES)
     app.include_router(system.system_router)

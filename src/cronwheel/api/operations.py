@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Literal, TypeVar
 
 from cronwheel.api.callers.auth import require_every_team
+from cronwheel.api.events.topics import Topics
 from cronwheel.api.problems import ProblemError, VersionConflictError, field_error
 from cronwheel.api.problems import schedule_field_errors as _schedule_errors
 from cronwheel.api.schemas import checks
@@ -397,10 +398,32 @@ async def preview_schedule(services: ApiServices, caller: Caller, body: PreviewI
 
 
 async def cluster_status(services: ApiServices, caller: Caller) -> dict[str, Any]:
+    _cluster_served(services, caller)
+    assert services.cluster is not None
+    return await services.cluster.snapshot()
+
+
+def _cluster_served(services: ApiServices, caller: Caller) -> None:
     require_every_team(caller, Scope.ADMIN, "cluster status")
     if services.cluster is None:
         raise ProblemError(404, "not-found", "Not found", "cluster status is not served by this process")
-    return await services.cluster.snapshot()
+
+
+# -- live events ------------------------------------------------------------------------------------
+
+
+async def check_follow(services: ApiServices, caller: Caller, topics: Topics) -> None:
+    """Refuse a stream of ``topics`` that ``caller`` could not read: each topic as the read of
+    what it follows (``read`` scope; a job or run of another team, or none, a 404; ``cluster``
+    as ``GET /v1/cluster``)."""
+    caller.require(Scope.READ)
+    for job_id in sorted(topics.job_ids):
+        await job_for(services, caller, job_id, Scope.READ)
+    for run_id in sorted(topics.run_ids):
+        _, team = await services.store.get_run_with_team(run_id)
+        caller.require(Scope.READ, team, what=f"run {run_id}")
+    if topics.cluster:
+        _cluster_served(services, caller)
 
 
 # -- backfills --------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from fastapi import Request
 from cronwheel.api.callers.access import AccessPolicy, Authenticator
 from cronwheel.api.callers.failures import FailedAuthentications
 from cronwheel.api.callers.sampling import RefusalSampler
+from cronwheel.api.events.hub import ChangeSource, EventHub
 from cronwheel.api.guards.rate import RateLimiter
 from cronwheel.clock import Clock, monotonic_of
 from cronwheel.cluster.status import ClusterStatus
@@ -30,8 +31,8 @@ class ApiServices:
     store's API tokens (OIDC).
 
     The process's per-caller rate buckets (``rate_limiter``), failed authentications on them
-    (``failures``) and audit sampler of refusals
-    (``refusals``) are made with it, on its clock, and belong to it: the REST app and the gRPC
+    (``failures``), audit sampler of refusals (``refusals``) and event streams (``events``,
+    fed from ``changes``) are made with it, on its clock, and belong to it: the REST app and the gRPC
     server built from one ``ApiServices`` share them, so a caller has one budget over both."""
 
     store: Store
@@ -42,15 +43,20 @@ class ApiServices:
     access: AccessPolicy = field(default_factory=AccessPolicy)
     authenticators: tuple[Authenticator, ...] = ()
     secrets: SecretService | None = None  # /v1/teams/{team}/secrets (absent: those routes answer 503)
+    # where this process hears of job changes, for /v1/events (absent: its streams hear of runs only)
+    changes: ChangeSource | None = None
     rate_limiter: RateLimiter = field(init=False, compare=False, repr=False)
     failures: FailedAuthentications = field(init=False, compare=False, repr=False)
     refusals: RefusalSampler = field(init=False, compare=False, repr=False)
+    events: EventHub = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         ticks = monotonic_of(self.clock)
         object.__setattr__(self, "rate_limiter", RateLimiter(ticks))  # frozen: set once, here
         object.__setattr__(self, "failures", FailedAuthentications(self.rate_limiter))
         object.__setattr__(self, "refusals", RefusalSampler(ticks))
+        hub = EventHub(self.store, lambda: self.limits, self.changes, self.cluster)
+        object.__setattr__(self, "events", hub)
 
     @property
     def calendars(self) -> CalendarService:

@@ -82,6 +82,11 @@ class ChangeFeed:
         self._subscribers.append(queue)
         return queue
 
+    def unsubscribe(self, queue: asyncio.Queue[str]) -> None:
+        """Stop filling ``queue`` (one that was not subscribed is ignored)."""
+        if queue in self._subscribers:
+            self._subscribers.remove(queue)
+
     def job_changed(self, job_id: str) -> None:
         for queue in self._subscribers:
             queue.put_nowait(job_id)

@@ -694,6 +694,7 @@ class _Roles:
     stack: contextlib.AsyncExitStack
     notes: tuple[str, ...] = ()
     secrets: SecretResolver | None = None  # the worker's, which the API tells of changes in one process
+    listener: PostgresChangeListener | None = None  # cluster: job changes (_job_changes)
 
     async def start(self, announce: Callable[[str], None]) -> None:
         roles = self.settings.roles
@@ -709,9 +710,23 @@ class _Roles:
             self._worker()
         self._watchdog()
         if "api" in roles:
-            self._api(feed, announce)
+            await self._api(feed, announce)
         else:
             self._metrics(announce)
+
+    async def _job_changes(self, feed: ChangeFeed) -> ChangeFeed | PostgresChangeListener:
+        """Where this process hears of job changes: embedded, the job service's own feed; in a
+        cluster, one ``LISTEN`` on the store shared by the scheduler and the API's event streams
+        (every process's writes, started at its first use)."""
+        if self.settings.embedded:
+            return feed
+        if self.listener is None:
+            listener = PostgresChangeListener(self.settings.database_url)
+            await retry("job-change-listener", listener.start, CONNECT)
+            self.stack.push_async_callback(close_quietly, "job-change-listener", listener.stop)
+            self._task(listener.supervise(self.stop), "listener")
+            self.listener = listener
+        return self.listener
 
     def _task(self, role: Awaitable[None], name: str) -> None:
         self.group.create_task(_until_stop(role, self.stop), name=name)
@@ -719,16 +734,8 @@ class _Roles:
     async def _scheduler(self, feed: ChangeFeed) -> None:
         settings, clock = self.settings, self.backends.clock
         store, queue = self.backends.store, self.backends.queue
-        if settings.embedded:
-            changes = feed.subscribe()
-            ownership: Coordinator | None = None
-        else:
-            listener = PostgresChangeListener(settings.database_url)
-            changes = listener.subscribe()
-            await retry("job-change-listener", listener.start, CONNECT)
-            self.stack.push_async_callback(close_quietly, "job-change-listener", listener.stop)
-            self._task(listener.supervise(self.stop), "listener")
-            ownership = self.backends.coordinator
+        changes = (await self._job_changes(feed)).subscribe()
+        ownership = None if settings.embedded else self.backends.coordinator
         scheduler = Scheduler(
             store, queue, clock, settings.node,
             ownership=ownership, stall_s=settings.ttl_s, tracer=self.backends.tracer,
@@ -800,7 +807,7 @@ class _Roles:
         check = warn_refused_jobs(self.backends.store, allowed, settings.queues, settings.node)
         self.group.create_task(_unless_stopped(check, self.stop), name="refused-jobs")
 
-    def _api(self, feed: ChangeFeed, announce: Callable[[str], None]) -> None:
+    async def _api(self, feed: ChangeFeed, announce: Callable[[str], None]) -> None:
         settings, store, clock = self.settings, self.backends.store, self.backends.clock
         policy = TargetPolicy(
             settings.allow_commands,
@@ -826,6 +833,7 @@ class _Roles:
             access=access_policy(settings),
             secrets=secrets,
             authenticators=self._oidc(),
+            changes=await self._job_changes(feed),
         )
         app = create_app(services)
         if settings.grpc_port is not None:

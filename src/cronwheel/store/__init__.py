@@ -8,11 +8,12 @@ Core with one Alembic schema; :class:`cronwheel.store.change_listener.PostgresCh
 job-change notifications between processes on PostgreSQL.
 """
 
-from cronwheel.store.port import JobQuery, Page, RunQuery, RunSample, Store, TokenQuery
+from cronwheel.store.port import JobQuery, Page, RunChange, RunQuery, RunSample, Store, TokenQuery
 
 __all__ = [
     "JobQuery",
     "Page",
+    "RunChange",
     "RunQuery",
     "RunSample",
     "Store",

@@ -101,6 +101,11 @@ class PostgresChangeListener:
         self._subscribers.append(queue)
         return queue
 
+    def unsubscribe(self, queue: asyncio.Queue[str]) -> None:
+        """Stop filling ``queue`` (one that was not subscribed is ignored)."""
+        if queue in self._subscribers:
+            self._subscribers.remove(queue)
+
     @property
     def listening(self) -> bool:
         return self._connection is not None and not self._lost.is_set()

@@ -110,6 +110,18 @@ class RunSample:
 
 
 @dataclass(frozen=True, slots=True)
+class RunChange:
+    """One entry of a run's history as a live page hears of it: the event's id (its place in
+    ``run_events``), the run, its job and that job's team (live or deleted), the state entered."""
+
+    event_id: int
+    run_id: str
+    job_id: str
+    team: str
+    state: RunState
+
+
+@dataclass(frozen=True, slots=True)
 class RunQuery:
     job_id: str | None = None
     teams: tuple[str, ...] | None = None  # only runs of jobs (live or deleted) of these teams
@@ -487,6 +499,12 @@ class RunReads(Protocol):
     async def recent_runs(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[RunSample]]:
         """Each job's ``per_job`` most recent runs (by slot), oldest first, for sparklines: one
         statement for a page of jobs (jobs without runs are absent)."""
+        ...
+
+    async def run_changes(self, after: int | None, limit: int) -> list[RunChange]:
+        """The run events whose id is above ``after``, lowest id first, at most ``limit``; with
+        ``after`` None, none but the newest (an empty list without events): where to start
+        following from. One indexed read, whatever the history holds."""
         ...
 
 

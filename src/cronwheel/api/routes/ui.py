@@ -22,7 +22,12 @@ Design (docs/security.md, "The dashboard's session"):
   request guard, :mod:`cronwheel.api.guards.host`, asks for it on ``/ui/api`` and ``/ui/session`` in place
   of ``Authorization``), whose value is the session's own secret (checked here, in constant time);
   the guard's ``Sec-Fetch-Site``/``Origin`` and JSON-body checks apply as to any state change; and
-  the cookie is ``SameSite=Strict``. The bridge asks for the CSRF header on reads too.
+  the cookie is ``SameSite=Strict``. The bridge asks for the CSRF header on reads too, but for
+  the event stream (``GET /ui/api/v1/events``): a browser's ``EventSource`` sends no header of its
+  own, so that read is taken with the cookie alone when ``Sec-Fetch-Site`` says the page is of
+  this origin (or the browser sends none); it changes nothing, and another origin's page could not
+  read it (no CORS). The bridge passes each message of the answer on as it comes (streams are
+  not buffered) and the client's disconnect back, which ends the stream.
 * **Sessions** live in the memory of the process that opened them (:class:`Sessions`): an idle
   hour or twelve hours in all ends one, as does logout or a 401 from the API (the token was
   revoked or expired). Several api processes behind a load balancer need sticky sessions.
@@ -61,6 +66,8 @@ IDLE = timedelta(hours=1)
 LIFETIME = timedelta(hours=12)
 MAX_SESSIONS = 10_000
 _DROPPED = frozenset({b"cookie", b"authorization", CSRF_HEADER.encode()})
+EVENTS = "/v1/events"  # the read an EventSource makes, without the CSRF header (module docstring)
+_OWN_ORIGIN = frozenset({"same-origin", "none"})
 
 NO_STORE = {"Cache-Control": "no-store"}
 SECURITY_HEADERS = {
@@ -259,7 +266,7 @@ class SessionBridge:
         rest = _route_path(scope)
         if session is None:
             refused = _refused(request, 401, "no session: log in")
-        elif not csrf_ok(session, request.headers.get(CSRF_HEADER)):
+        elif not csrf_ok(session, request.headers.get(CSRF_HEADER)) and not _event_stream(request, rest):
             refused = _refused(request, 403, f"the {CSRF_HEADER} header is missing or wrong")
         elif not _forwarded(rest):
             refused = problem_response(request, 404, None, "Not Found", "the dashboard reaches /v1 only")
@@ -287,6 +294,12 @@ class SessionBridge:
             await send(message)
 
         return watched
+
+
+def _event_stream(request: Request, rest: str) -> bool:
+    """Whether this is an ``EventSource``'s read of the event stream from a page of this origin."""
+    site = request.headers.get("sec-fetch-site")
+    return request.method == "GET" and rest == EVENTS and (site is None or site in _OWN_ORIGIN)
 
 
 def _forwarded(rest: str) -> bool:

@@ -69,7 +69,7 @@ from cronwheel.notifications.rules import Channel, Condition, Rule
 from cronwheel.retention import HistoryBounds, RunStub
 from cronwheel.store.driver import create_engine
 from cronwheel.store.migrate import current_revision, head_revision, upgrade_engine
-from cronwheel.store.port import JobQuery, Page, RunQuery, RunSample, StoredSecret, TokenQuery
+from cronwheel.store.port import JobQuery, Page, RunChange, RunQuery, RunSample, StoredSecret, TokenQuery
 from cronwheel.store.sql import (
     armed,
     audit,
@@ -323,6 +323,9 @@ class SqlStore:
 
     async def recent_runs(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[RunSample]]:
         return await runs.recent(self._tx, job_ids, per_job)
+
+    async def run_changes(self, after: int | None, limit: int) -> list[RunChange]:
+        return await runs.changes(self._tx, after, limit)
 
     async def fire_lateness(self, since: datetime, limit: int) -> list[int]:
         return await runs.fire_lateness(self._tx, since, limit)

@@ -26,7 +26,7 @@ from cronwheel.errors import NotFoundError
 from cronwheel.model import Attempt, Run, RunEvent, RunKind, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
-from cronwheel.store.port import Page, RunQuery, RunSample
+from cronwheel.store.port import Page, RunChange, RunQuery, RunSample
 from cronwheel.store.schema import attempts, from_micros, jobs, run_events, runs, to_micros
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 from cronwheel.store.sql.where import check_limit, latest_run_of_job
@@ -201,6 +201,24 @@ async def fire_lateness(tx: Transactions, since: datetime, limit: int) -> list[i
     )
     async with tx.read() as connection:
         return [int(value) for value in (await connection.scalars(statement))]
+
+
+async def changes(tx: Transactions, after: int | None, limit: int) -> list[RunChange]:
+    """Run events above ``after`` (by the primary key), each with its run's job and team; with
+    ``after`` None, only the newest."""
+    check_limit(limit)
+    statement = (
+        select(run_events.c.id, run_events.c.run_id, run_events.c.state, runs.c.job_id, jobs.c.team)
+        .join(runs, runs.c.id == run_events.c.run_id)
+        .join(jobs, jobs.c.id == runs.c.job_id)
+    )
+    if after is None:
+        statement = statement.order_by(run_events.c.id.desc()).limit(1)
+    else:
+        statement = statement.where(run_events.c.id > after).order_by(run_events.c.id).limit(limit)
+    async with tx.read() as connection:
+        rows = (await connection.execute(statement)).all()
+    return [RunChange(int(row[0]), row[1], row[3], row[4], RunState(row[2])) for row in rows]
 
 
 async def _run(connection: AsyncConnection, run_id: str) -> Run:
