@@ -91,3 +91,42 @@ async def test_follow_falls_back_to_polling(
     await page.evaluate("() => { window.stopLive(); window.heard = []; }")
     await page.wait_for_timeout(200)  # four polling periods: none may come after stop()
     assert await page.evaluate("() => window.heard.length") == 0
+
+
+async def test_pages_redraw_on_events_without_polling(
+    server_factory: Callable[..., ServerProcess], sink: Sink, browser: Browser
+) -> None:
+    """The jobs page shows a job created through the API, and the job page a run triggered through
+    the API, without a reload; between changes neither page asks the API again (it would every two
+    seconds if it polled), and leaving a page closes its stream."""
+    server = server_factory()
+    page = await _logged_in(browser, server)
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(request.url) if "/ui/api/v1/" in request.url else None)
+    await page.goto(f"{server.url}/ui/#/jobs")
+    await expect(page.locator("#view")).to_contain_text("No jobs")
+    job = {
+        "team": "data",
+        "name": "pushed",
+        "schedule": "0 3 * * *",
+        "timezone": "UTC",
+        "target": {"type": "http", "url": sink.answer("/pushed", (200, 0.0))},
+    }
+    async with server.client() as api:
+        created = (await api.post("/v1/jobs", json=job)).json()
+        await expect(page.locator("#view")).to_contain_text("pushed")
+        await page.goto(f"{server.url}/ui/#/jobs/{created['id']}")
+        await expect(page.locator("#view h1, #view h2").first).to_contain_text("pushed")
+        await page.wait_for_timeout(1500)  # the redraw the stream's opening asks for
+        quiet = len(_polls(reads))
+        await page.wait_for_timeout(5000)  # two and a half polling periods, and no change
+        assert len(_polls(reads)) == quiet, _polls(reads)
+        await api.post(f"/v1/jobs/{created['id']}/trigger", json={})
+        await expect(page.locator("tr[data-run]")).to_have_count(1)
+    streams = [url for url in reads if "/v1/events" in url]
+    assert len(streams) == 2, streams  # one per page shown, none of the jobs page's left open
+    assert "topics=job%3A" in streams[1]
+
+
+def _polls(reads: list[str]) -> list[str]:
+    return [url for url in reads if "/v1/events" not in url]

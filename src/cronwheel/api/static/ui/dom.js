@@ -2,10 +2,13 @@
 // HTML), the small widgets (badges, times, tables), errors, the confirm dialog and the polling redraw.
 
 import { Problem } from "./api.js";
-import { generation, session } from "./state.js";
+import { follow } from "./live.js";
+import { generation, onLeave, session } from "./state.js";
 import { clockTime, stamp } from "./time.js";
 
 const POLL_MS = 2000;
+const REFRESH_MS = 30000;
+const GAP_MS = 1000;
 export const view = document.getElementById("view");
 
 export function h(tag, attrs = {}, ...children) {
@@ -71,22 +74,52 @@ export function confirmDialog(text) {
   });
 }
 
-// Redraws `draw` every POLL_MS while this page is shown (and the tab is visible).
-export function live(draw, status) {
+// Draws the page now and redraws it while it is shown: with `topics` (GET /v1/events, live.js),
+// whenever the server says one of them changed, and every REFRESH_MS besides (times shown as "ago"
+// and lateness move on when nothing changes); without topics, or where no event stream can be had,
+// every POLL_MS. Redraws are at least GAP_MS apart (a busy team's stream of run events must not
+// turn into a request after request): one asked for sooner, while one runs or while the tab is
+// hidden, comes once, as soon as it may.
+export function live(draw, status, topics = null) {
   const mine = generation;
-  const tick = async () => {
+  let running = false;
+  let pending = null; // the timer of the redraw that comes next
+  let last = -Infinity;
+  const redraw = async () => {
     if (mine !== generation || !session) return;
-    if (!document.hidden) {
-      try {
-        await draw();
-        if (status) status.textContent = `live · updated ${clockTime(new Date())}`;
-      } catch (error) {
-        if (status) status.textContent = `live · ${error.message}`;
-      }
+    const wait = last + GAP_MS - performance.now();
+    if (running || document.hidden || wait > 0) {
+      if (pending === null && !document.hidden) pending = setTimeout(later, Math.max(wait, 50));
+      return;
     }
-    if (mine === generation) setTimeout(tick, POLL_MS);
+    running = true;
+    last = performance.now();
+    try {
+      await draw();
+      if (status) status.textContent = `live · updated ${clockTime(new Date())}`;
+    } catch (error) {
+      if (status) status.textContent = `live · ${error.message}`;
+    } finally {
+      running = false;
+    }
   };
-  return tick();
+  const later = () => {
+    pending = null;
+    redraw();
+  };
+  const shown = () => {
+    if (!document.hidden) redraw();
+  };
+  document.addEventListener("visibilitychange", shown);
+  const refresh = setInterval(redraw, topics ? REFRESH_MS : POLL_MS);
+  const stop = topics ? follow(topics, redraw, { pollMs: POLL_MS }) : () => {};
+  onLeave(() => {
+    stop();
+    clearInterval(refresh);
+    clearTimeout(pending);
+    document.removeEventListener("visibilitychange", shown);
+  });
+  return redraw();
 }
 
 export function jobStatus(job) {

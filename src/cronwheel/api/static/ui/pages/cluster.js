@@ -83,5 +83,5 @@ export function clusterPage() {
     drawShards();
   };
   view.replaceChildren(h("h1", {}, "Cluster", status), message, body, toggle, shards);
-  return live(orMissing(draw, "the cluster page"), status).catch((e) => showError(message, e));
+  return live(orMissing(draw, "the cluster page"), status, ["cluster"]).catch((e) => showError(message, e));
 }

@@ -234,5 +234,5 @@ export function jobPage(jobId) {
   };
   const backfillTable = h("table", { id: "backfills" }, h("thead", {}, h("tr", {}, ["From", "To", "State", "Progress", "Created", "Had runs", "Next slot", ""].map((t) => h("th", {}, t)))), backfills);
   view.replaceChildren(title, message, buttons, top, h("h2", {}, "Backfills"), backfillTable, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
-  return live(orMissing(draw, "job"), status).catch((e) => showError(message, e));
+  return live(orMissing(draw, "job"), status, [`job:${jobId}`]).catch((e) => showError(message, e));
 }

@@ -111,5 +111,5 @@ export function jobsPage(params) {
     h("table", { id: "jobs" }, h("thead", {}, h("tr", {}, headers.map((t) => h("th", {}, t)))), body),
     h("div", { class: "pager" }, prev, nextButton, where)
   );
-  return live(draw, status).catch((e) => showError(message, e));
+  return live(draw, status, ["jobs", "runs"]).catch((e) => showError(message, e));
 }

@@ -46,5 +46,5 @@ export function runPage(runId) {
     );
   };
   view.replaceChildren(h("h1", {}, `Run ${runId}`, status), message, body);
-  return live(orMissing(draw, "run"), status).catch((e) => showError(message, e));
+  return live(orMissing(draw, "run"), status, [`run:${runId}`]).catch((e) => showError(message, e));
 }
