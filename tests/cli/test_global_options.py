@@ -23,7 +23,10 @@ NIGHTLY = ("jobs", "create", "--team", "data", "--name", "nightly", "--schedule"
 def commands(
     group: click.Group, path: tuple[str, ...] = ()
 ) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    for name, command in group.commands.items():
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             yield from commands(command, (*path, name))
         else:

@@ -247,7 +247,7 @@ def test_every_database_url_option_has_the_one_default() -> None:
     assert options(server)["--database-url"].default == DEFAULT_DATABASE_URL
     commands = [db.commands["upgrade"]]
     for group, name in (("tokens", "create"), ("secrets", "add-key"), ("audit", "prune")):
-        parent = cli.commands[group]
+        parent = cli.get_command(click.Context(cli), group)
         assert isinstance(parent, click.Group)
         commands.append(parent.commands[name])
     for command in commands:

@@ -1,4 +1,5 @@
-"""The ``cronwheel`` command line."""
+"""The ``cronwheel`` command line. Its commands are imported when one runs (:class:`LazyGroup`), so
+that a client command loads neither the server nor another command's modules."""
 
 from __future__ import annotations
 
@@ -7,27 +8,46 @@ from typing import Any
 import click
 
 from cronwheel import __version__
-from cronwheel.cli.apply import apply
-from cronwheel.cli.audit import audit
-from cronwheel.cli.backfilling import backfill, backfills, cancel_backfill
-from cronwheel.cli.calendars import calendars
-from cronwheel.cli.cluster import cluster
-from cronwheel.cli.completion import completion
-from cronwheel.cli.config import config
-from cronwheel.cli.describe import describe
-from cronwheel.cli.export import export
 from cronwheel.cli.global_options import GLOBAL, take
-from cronwheel.cli.importing import import_
-from cronwheel.cli.jobs import jobs
-from cronwheel.cli.notifications import notifications
-from cronwheel.cli.runs import runs
-from cronwheel.cli.schedule import schedule
-from cronwheel.cli.secrets import secrets
-from cronwheel.cli.server import api, db, scheduler, server, worker
-from cronwheel.cli.tokens import tokens
+from cronwheel.cli.lazy import LazyGroup, Loader
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _jobs() -> click.Command:
+    """``cronwheel jobs`` with the commands of other modules that act on one job."""
+    from cronwheel.cli.backfilling import backfill, backfills, cancel_backfill  # noqa: PLC0415
+    from cronwheel.cli.describe import describe  # noqa: PLC0415
+    from cronwheel.cli.jobs import jobs  # noqa: PLC0415
+
+    for command in (describe, backfill, backfills, cancel_backfill):
+        jobs.add_command(command)
+    return jobs
+
+
+COMMANDS: dict[str, Loader] = {
+    "server": "cronwheel.cli.server:server",
+    "api": "cronwheel.cli.server:api",
+    "scheduler": "cronwheel.cli.server:scheduler",
+    "worker": "cronwheel.cli.server:worker",
+    "db": "cronwheel.cli.server:db",
+    "cluster": "cronwheel.cli.cluster:cluster",
+    "schedule": "cronwheel.cli.schedule:schedule",
+    "jobs": _jobs,
+    "runs": "cronwheel.cli.runs:runs",
+    "apply": "cronwheel.cli.apply:apply",
+    "export": "cronwheel.cli.export:export",
+    "import": "cronwheel.cli.importing:import_",
+    "tokens": "cronwheel.cli.tokens:tokens",
+    "config": "cronwheel.cli.config:config",
+    "secrets": "cronwheel.cli.secrets:secrets",
+    "calendars": "cronwheel.cli.calendars:calendars",
+    "audit": "cronwheel.cli.audit:audit",
+    "notifications": "cronwheel.cli.notifications:notifications",
+    "completion": "cronwheel.cli.completion:completion",
+}
+"""Every command of ``cronwheel``: its name and where it is defined."""
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cronwheel")
 @take(*GLOBAL)
 def cli(**_: Any) -> None:
@@ -36,31 +56,6 @@ def cli(**_: Any) -> None:
     The options below go before or after the subcommand (cronwheel --context prod jobs list,
     cronwheel jobs list --context prod).
     """
-
-
-cli.add_command(server)
-cli.add_command(api)
-cli.add_command(scheduler)
-cli.add_command(worker)
-cli.add_command(db)
-cli.add_command(cluster)
-cli.add_command(schedule)
-cli.add_command(jobs)
-jobs.add_command(describe)
-jobs.add_command(backfill)
-jobs.add_command(backfills)
-jobs.add_command(cancel_backfill)
-cli.add_command(runs)
-cli.add_command(apply)
-cli.add_command(export)
-cli.add_command(import_)
-cli.add_command(tokens)
-cli.add_command(config)
-cli.add_command(secrets)
-cli.add_command(calendars)
-cli.add_command(audit)
-cli.add_command(notifications)
-cli.add_command(completion)
 
 
 def main() -> None:
