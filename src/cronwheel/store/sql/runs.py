@@ -58,14 +58,7 @@ async def get_many(tx: Transactions, run_ids: Sequence[str]) -> dict[str, Run]:
 
 async def list_page(tx: Transactions, query: RunQuery) -> Page[Run]:
     check_limit(query.limit)
-    statement = select(runs)
-    if query.job_id is not None:
-        statement = statement.where(runs.c.job_id == query.job_id)
-    if query.teams is not None:
-        of_teams = select(jobs.c.id).where(jobs.c.team.in_(sorted(set(query.teams))))
-        statement = statement.where(runs.c.job_id.in_(of_teams))
-    if query.states:
-        statement = statement.where(runs.c.state.in_([state.value for state in query.states]))
+    statement = select(runs).where(*_filters(query))
     if query.cursor is not None:
         micros, before_id = codec.decode_cursor(query.cursor, (int, str))
         slot = from_micros(micros)
@@ -78,6 +71,36 @@ async def list_page(tx: Transactions, query: RunQuery) -> Page[Run]:
         return Page(items)
     last = items[-1]
     return Page(items, codec.encode_cursor(to_micros(last.slot), last.id))
+
+
+def _filters(query: RunQuery) -> list[ColumnElement[bool]]:
+    """The query's filters; the page walks ``ix_runs_slot_id`` (or ``ix_runs_job_id_slot`` for
+    one job) newest first, a time range being a range of that index, and applies the others to
+    the rows it reads until the page is full."""
+    where: list[ColumnElement[bool]] = []
+    if query.job_id is not None:
+        where.append(runs.c.job_id == query.job_id)
+    if query.teams is not None:
+        where.append(runs.c.job_id.in_(select(jobs.c.id).where(jobs.c.team.in_(sorted(set(query.teams))))))
+    if query.team is not None:
+        where.append(runs.c.job_id.in_(select(jobs.c.id).where(jobs.c.team == query.team)))
+    if query.states:
+        where.append(runs.c.state.in_([state.value for state in query.states]))
+    if query.reasons:
+        where.append(runs.c.reason.in_(sorted(set(query.reasons))))
+    if query.since is not None:
+        where.append(runs.c.slot >= query.since)
+    if query.until is not None:
+        where.append(runs.c.slot < query.until)
+    if query.late_over is not None:
+        where.append(_start_lateness_us() > int(query.late_over.total_seconds() * 1_000_000))
+    return where
+
+
+def _start_lateness_us() -> ColumnElement[int]:
+    """A run's start lateness in microseconds (started - due; NULL until it started)."""
+    due = func.coalesce(type_coerce(runs.c.due_at, BigInteger), type_coerce(runs.c.slot, BigInteger))
+    return type_coerce(runs.c.started_at, BigInteger) - due
 
 
 async def count(tx: Transactions, states: Sequence[RunState]) -> dict[RunState, int]:
