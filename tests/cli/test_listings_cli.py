@@ -58,3 +58,19 @@ def test_paused_jobs_next_run_says_paused(server: Server) -> None:
     view = server.run("jobs", "get", "data/resting").stdout
     assert "next run:    paused" in view
     assert "2026-03-03" not in view
+
+
+def test_runs_list_filters_as_the_api_does(server: Server) -> None:
+    create(server, "data", "nightly")
+    create(server, "web", "sitemap")
+    data_run, web_run = trigger(server, "data/nightly"), trigger(server, "web/sitemap")
+    by_team = server.json("runs", "list", "--team", "web")["items"]
+    assert [run["id"] for run in by_team] == [web_run]
+    by_job = server.json("runs", "list", "--job", "data/nightly", "--until", "2099-01-01T00:00:00Z")["items"]
+    assert [run["id"] for run in by_job] == [data_run]
+    assert server.json("runs", "list", "--reason", "misfire")["items"] == []
+    assert server.json("runs", "list", "--since", "2099-01-01T00:00:00Z")["items"] == []
+    refused = server.run("runs", "list", "--since", "yesterday")
+    assert refused.exit_code == 2
+    assert "since" in refused.stderr
+    assert server.run("runs", "list", "--reason", "tired").exit_code == 2
