@@ -365,7 +365,7 @@ async def list_runs(
         message = "must be after since"
         raise ProblemError(
             422, "validation", "Invalid request", f"until: {message}",
-            errors=[field_error("until", message, "query", code="range")],
+            errors=[field_error("until", message, "query", code="range_order")],
         )  # fmt: skip
     query = RunQuery(
         job_id=job_id,
