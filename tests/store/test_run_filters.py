@@ -53,9 +53,8 @@ async def test_each_filter_narrows_the_page_and_they_combine(store: SqlStore) ->
     assert await _slots(store, RunQuery(reasons=("misfire",))) == [5, 2]
     assert await _slots(store, RunQuery(reasons=("misfire", "calendar"), team="data")) == [3, 2]
     assert await _slots(store, RunQuery(since=at(2), until=at(5))) == [4, 3, 2]  # [since, until)
-    assert await _slots(store, RunQuery(late_over=SECOND)) == [4, 1]
-    assert await _slots(store, RunQuery(late_over=4 * SECOND)) == [4]
-    assert await _slots(store, RunQuery(late_over=SECOND, team="data", since=at(1))) == [1]
+    assert await _slots(store, RunQuery(late=True)) == [4, 1]  # over lateness.LATE_START (1 s)
+    assert await _slots(store, RunQuery(late=True, team="data", since=at(1))) == [1]
     assert await _slots(store, RunQuery(job_id=ops.id, reasons=("misfire",))) == [5]
 
 
@@ -74,21 +73,38 @@ async def test_the_cursor_pages_through_the_filtered_runs(store: SqlStore) -> No
     assert rest.next_cursor is None
 
 
-async def test_a_range_of_slots_reads_a_range_of_the_slot_index(store: SqlStore) -> None:
+async def _plan(store: SqlStore, query: RunQuery) -> str:
     statement = (
-        schema.runs.select().where(*_filters(RunQuery(since=at(1), until=at(2), reasons=("misfire",))))
+        schema.runs.select().where(*_filters(query))
         .order_by(schema.runs.c.slot.desc(), schema.runs.c.id.desc()).limit(51)
     )  # fmt: skip
     async with store.engine.begin() as connection:
         sql = str(statement.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True}))
         if connection.dialect.name == "postgresql":
             await connection.execute(text("SET LOCAL enable_seqscan = off"))  # an empty table: as at scale
-            plan = "\n".join(str(row[0]) for row in await connection.execute(text("EXPLAIN " + sql)))
-            assert re.search(r"Index Scan Backward using ix_runs_slot_id", plan), plan
-            assert re.search(
-                r"Index Cond: \(\(slot >= '?\d+'?(::bigint)?\) AND \(slot < '?\d+'?(::bigint)?\)\)", plan
-            ), plan
-        else:
-            rows = await connection.execute(text("EXPLAIN QUERY PLAN " + sql))
-            plan = "\n".join(str(row[-1]) for row in rows)
-            assert re.search(r"USING INDEX ix_runs_slot_id \(slot>\? AND slot<\?\)", plan), plan
+            return "\n".join(str(row[0]) for row in await connection.execute(text("EXPLAIN " + sql)))
+        return "\n".join(str(row[-1]) for row in await connection.execute(text("EXPLAIN QUERY PLAN " + sql)))
+
+
+async def test_a_range_of_slots_reads_a_range_of_the_slot_index(store: SqlStore) -> None:
+    plan = await _plan(store, RunQuery(since=at(1), until=at(2)))
+    if store.engine.dialect.name == "postgresql":
+        assert re.search(r"Index Scan Backward using ix_runs_slot_id", plan), plan
+        assert re.search(
+            r"Index Cond: \(\(slot >= '?\d+'?(::bigint)?\) AND \(slot < '?\d+'?(::bigint)?\)\)", plan
+        ), plan
+    else:
+        assert re.search(r"USING INDEX ix_runs_slot_id \(slot>\? AND slot<\?\)", plan), plan
+
+
+async def test_reason_and_late_read_the_partial_indexes_of_the_few_runs_they_keep(store: SqlStore) -> None:
+    """A page of skipped or late runs never walks the whole history when few (or none) match."""
+    for query, index in (
+        (RunQuery(reasons=("misfire",)), "ix_runs_reasoned_slot_id"),
+        (RunQuery(late=True), "ix_runs_late_slot_id"),
+        (RunQuery(late=True, since=at(1)), "ix_runs_late_slot_id"),
+    ):
+        plan = await _plan(store, query)
+        assert index in plan, (query, plan)
+        assert "Seq Scan" not in plan, plan
+        assert not re.search(r"\bSCAN runs\b(?! USING)", plan), plan

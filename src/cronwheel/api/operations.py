@@ -47,7 +47,7 @@ from cronwheel.audit import Actor
 from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
 from cronwheel.jobs.service import resolve_calendars
-from cronwheel.lateness import LATE_START, late_before
+from cronwheel.lateness import late_before
 from cronwheel.model import Job, Run, RunState, SkipReason
 from cronwheel.schedule import ScheduleError
 from cronwheel.store import JobQuery, RunQuery
@@ -359,7 +359,8 @@ async def list_runs(
     late: bool = False,
 ) -> RunPage:
     """Runs of every job of the caller's teams (or of one job), newest first; ``since`` and
-    ``until`` bound the slot, ``late`` keeps runs that started over :data:`LATE_START` late."""
+    ``until`` bound the slot, ``late`` keeps runs that started over
+    :data:`cronwheel.lateness.LATE_START` late."""
     caller.require(Scope.READ)
     if since is not None and until is not None and until <= since:
         message = "must be after since"
@@ -375,7 +376,7 @@ async def list_runs(
         reasons=tuple(reason.value for reason in reasons),
         since=since,
         until=until,
-        late_over=LATE_START if late else None,
+        late=late,
         limit=limit,
         cursor=cursor,
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from cronwheel.audit import AuditEntry, AuditQuery
@@ -118,7 +118,7 @@ class RunQuery:
     reasons: tuple[str, ...] = ()  # only runs with one of these reasons (SkipReason values)
     since: datetime | None = None  # only slots at or after this instant
     until: datetime | None = None  # only slots before this instant
-    late_over: timedelta | None = None  # only runs started more than this after they were due
+    late: bool = False  # only runs started over lateness.LATE_START after they were due
     limit: int = 100
     cursor: str | None = None  # newest first
 

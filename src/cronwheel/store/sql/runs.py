@@ -27,7 +27,16 @@ from cronwheel.model import Attempt, Run, RunEvent, RunKind, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import Page, RunQuery, RunSample
-from cronwheel.store.schema import attempts, from_micros, jobs, run_events, runs, to_micros
+from cronwheel.store.schema import (
+    RUN_REASONED,
+    RUN_STARTED_LATE,
+    attempts,
+    from_micros,
+    jobs,
+    run_events,
+    runs,
+    to_micros,
+)
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 from cronwheel.store.sql.where import check_limit, latest_run_of_job
 
@@ -74,8 +83,9 @@ async def list_page(tx: Transactions, query: RunQuery) -> Page[Run]:
 
 
 def _filters(query: RunQuery) -> list[ColumnElement[bool]]:
-    """The query's filters; the page walks ``ix_runs_slot_id`` (or ``ix_runs_job_id_slot`` for
-    one job) newest first, a time range being a range of that index, and applies the others to
+    """The query's filters; the page walks an index in (slot, id) order newest first, a time
+    range being a range of it: ``ix_runs_slot_id`` (``ix_runs_job_id_slot`` for one job), or the
+    partial index of the few runs with a reason, or started late, and applies the other filters to
     the rows it reads until the page is full."""
     where: list[ColumnElement[bool]] = []
     if query.job_id is not None:
@@ -87,20 +97,14 @@ def _filters(query: RunQuery) -> list[ColumnElement[bool]]:
     if query.states:
         where.append(runs.c.state.in_([state.value for state in query.states]))
     if query.reasons:
-        where.append(runs.c.reason.in_(sorted(set(query.reasons))))
+        where += [RUN_REASONED, runs.c.reason.in_(sorted(set(query.reasons)))]
     if query.since is not None:
         where.append(runs.c.slot >= query.since)
     if query.until is not None:
         where.append(runs.c.slot < query.until)
-    if query.late_over is not None:
-        where.append(_start_lateness_us() > int(query.late_over.total_seconds() * 1_000_000))
+    if query.late:
+        where.append(RUN_STARTED_LATE)
     return where
-
-
-def _start_lateness_us() -> ColumnElement[int]:
-    """A run's start lateness in microseconds (started - due; NULL until it started)."""
-    due = func.coalesce(type_coerce(runs.c.due_at, BigInteger), type_coerce(runs.c.slot, BigInteger))
-    return type_coerce(runs.c.started_at, BigInteger) - due
 
 
 async def count(tx: Transactions, states: Sequence[RunState]) -> dict[RunState, int]:
