@@ -14,7 +14,9 @@ from the navigation (or click) to the page showing its data:
   deep;
 * **jobs, by label** / **paused**: the filtered list (a rare ``app`` label; paused only);
 * **job**: a job's page until its definition, upcoming fire times (the schedule preview) and run
-  history are drawn.
+  history are drawn;
+* **runs**: ``/ui/#/runs`` reloaded until its rows are drawn, unfiltered and with each filter
+  (state, team, a range of slots, late, a skip reason).
 
 Every job gets ``--runs-per-job`` runs (one a minute back from the load's start; 5 % of the jobs
 failing at their latest run), loaded in the database by one ``INSERT ... SELECT``, and 1 % of the
@@ -231,8 +233,34 @@ async def measure(base: str, token: str, repeat: int) -> list[Timing]:
             await page.wait_for_selector("#runs tbody tr[data-run]")
             samples.append((time.perf_counter() - began) * 1000)
         results.append(timing("job (definition, preview, runs)", samples, 1))
+        results += await _runs_pages(page, base, repeat)
         await browser.close()
         return results
+
+
+async def _runs_pages(page: Page, base: str, repeat: int) -> list[Timing]:
+    """The runs page (``GET /v1/runs`` through the bridge), unfiltered and with each filter; the
+    loaded runs are SUCCESS or FAILED, none skipped, so a reason finds none (the worst case: the
+    whole slot index walked)."""
+    results = []
+    since = (datetime.now(UTC) - timedelta(minutes=30)).isoformat(timespec="seconds").replace("+00:00", "Z")
+    for name, hash_ in (
+        ("runs, first page", "#/runs"),
+        ("runs, failed", "#/runs?state=FAILED"),
+        ("runs, the smallest team", "#/runs?team=legal"),
+        ("runs, last 30 min of slots", f"#/runs?since={since}"),
+        ("runs, started late", "#/runs?late=true"),
+        ("runs, skipped for a misfire (none)", "#/runs?reason=misfire"),
+    ):
+        samples = []
+        for _ in range(repeat):
+            await page.goto(f"{base}/ui/{hash_}")
+            began = time.perf_counter()
+            await page.reload()
+            await page.wait_for_selector("#run-list tr[data-run], #run-list td.muted")
+            samples.append((time.perf_counter() - began) * 1000)
+        results.append(timing(name, samples, await page.locator("#run-list tr[data-run]").count()))
+    return results
 
 
 def run(jobs: int, repeat: int, per_job: int, api_repeat: int) -> dict[str, Any]:

@@ -20,6 +20,10 @@ from datetime import datetime, timedelta
 from cronwheel.model import Job
 
 LATE_GRACE = timedelta(seconds=60)
+# A run is *late to start* when its first attempt started more than this after it was due (its
+# slot, or its jittered fire time): the runs list's ``late`` filter (``GET /v1/runs?late=true``).
+# Fixed, not per job: a run starts within well under a second in steady state (guarantee 5).
+LATE_START = timedelta(seconds=1)
 LATENESS_WINDOW = timedelta(minutes=5)  # the cluster page's fire-lateness percentiles: this long back
 LATENESS_SAMPLE = 10_000  # ... from at most this many of the newest runs
 

@@ -91,3 +91,19 @@ def test_a_run_lasts_from_its_start_to_its_end() -> None:
     run = {"started_at": "2026-03-02T12:00:01.250000Z", "finished_at": "2026-03-02T12:00:03Z"}
     assert duration(run) == "1.750s"
     assert duration({**run, "finished_at": None}) is None
+
+
+def test_runs_list_filters_as_the_api_does(server: Server) -> None:
+    create(server, "data", "nightly")
+    create(server, "web", "sitemap")
+    data_run, web_run = trigger(server, "data/nightly"), trigger(server, "web/sitemap")
+    by_team = server.json("runs", "list", "--team", "web")["items"]
+    assert [run["id"] for run in by_team] == [web_run]
+    by_job = server.json("runs", "list", "--job", "data/nightly", "--until", "2099-01-01T00:00:00Z")["items"]
+    assert [run["id"] for run in by_job] == [data_run]
+    assert server.json("runs", "list", "--reason", "misfire")["items"] == []
+    assert server.json("runs", "list", "--since", "2099-01-01T00:00:00Z")["items"] == []
+    refused = server.run("runs", "list", "--since", "yesterday")
+    assert refused.exit_code == 2
+    assert "since" in refused.stderr
+    assert server.run("runs", "list", "--reason", "tired").exit_code == 2

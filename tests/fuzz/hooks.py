@@ -43,7 +43,7 @@ BEYOND_THE_SCHEMA = frozenset(
         "in_the_past",  # a token's expiry, judged against the clock
         "secret_not_found",  # a reference to a team secret: only the store knows which exist
         "field_order",  # one field against another (end_at after start_at, max_delay_s >= initial)
-        "range_order",  # a backfill's to after its from: one field against another
+        "range_order",  # a backfill's to after its from, a runs list's until after its since
         "in_future",  # a backfill's to, judged against the clock
         "confirm_required",  # a backfill of more slots than the limit: only the schedule counts them
         "too_many_slots",  # the same, beyond what even a confirmed backfill takes

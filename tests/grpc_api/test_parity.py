@@ -285,7 +285,7 @@ KEYWORDS = ("type", "minimum", "maximum", "minLength", "maxLength", "pattern", "
 LISTS: tuple[tuple[type[BaseModel], str, frozenset[str]], ...] = (
     (servicers._JobListing, "/v1/jobs", frozenset()),
     (servicers._RunListing, "/v1/runs", frozenset()),
-    (servicers._RunListing, "/v1/jobs/{job_id}/runs", frozenset({"job_id"})),  # ListJobRuns: a path
+    (servicers._JobRunListing, "/v1/jobs/{job_id}/runs", frozenset({"job_id"})),  # ListJobRuns: a path
     (servicers._TokenListing, "/v1/tokens", frozenset()),
     (servicers._Listing, "/v1/teams/{team}/secrets", frozenset()),
 )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Sequence
+from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from cronwheel.api.callers.auth import require_every_team
@@ -48,7 +49,7 @@ from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
 from cronwheel.jobs.service import resolve_calendars
 from cronwheel.lateness import late_before
-from cronwheel.model import Job, Run, RunState
+from cronwheel.model import Job, Run, RunState, SkipReason
 from cronwheel.schedule import ScheduleError
 from cronwheel.store import JobQuery, RunQuery
 from cronwheel.targets.kinds import masked_credentials
@@ -351,11 +352,35 @@ async def list_runs(
     states: Sequence[RunState] = (),
     limit: int = 100,
     cursor: str | None = None,
+    *,
+    team: str | None = None,
+    reasons: Sequence[SkipReason] = (),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    late: bool = False,
 ) -> RunPage:
-    """Runs of every job of the caller's teams (or of one job), newest first."""
+    """Runs of every job of the caller's teams (or of one job), newest first; ``since`` and
+    ``until`` bound the slot, ``late`` keeps runs that started over
+    :data:`cronwheel.lateness.LATE_START` late."""
     caller.require(Scope.READ)
-    teams = caller_teams(caller)
-    query = RunQuery(job_id=job_id, teams=teams, states=tuple(states), limit=limit, cursor=cursor)
+    if since is not None and until is not None and until <= since:
+        message = "must be after since"
+        raise ProblemError(
+            422, "validation", "Invalid request", f"until: {message}",
+            errors=[field_error("until", message, "query", code="range_order")],
+        )  # fmt: skip
+    query = RunQuery(
+        job_id=job_id,
+        teams=caller_teams(caller),
+        states=tuple(states),
+        team=team,
+        reasons=tuple(reason.value for reason in reasons),
+        since=since,
+        until=until,
+        late=late,
+        limit=limit,
+        cursor=cursor,
+    )
     page = await paged(services.store.list_runs(query))
     return RunPage(items=await runs_out(services, page.items), next_cursor=page.next_cursor)
 

@@ -14,6 +14,9 @@ from cronwheel.cli.output import Column, Ctx, api_command, columns_table, fields
 from cronwheel.cli.watching import every, show_listing, watch_options
 from cronwheel.client import collect
 from cronwheel.client.types import Page, Run
+from cronwheel.model import SkipReason
+
+REASONS = [reason.value for reason in SkipReason]
 
 
 def _seconds(value: float | None) -> str | None:
@@ -164,6 +167,17 @@ def runs() -> None:
 @runs.command("list")
 @click.option("--job", help="Only this job's runs (id or TEAM/NAME).", shell_complete=complete_job)
 @click.option("--state", "states", multiple=True, type=click.Choice(STATES, case_sensitive=False))
+@click.option("--team", help="Only runs of this team's jobs.")
+@click.option(
+    "--reason",
+    "reasons",
+    multiple=True,
+    type=click.Choice(REASONS),
+    help="Only runs skipped for this reason.",
+)
+@click.option("--since", help="Only slots at or after this instant (RFC 3339).")
+@click.option("--until", help="Only slots before this instant (RFC 3339).")
+@click.option("--late", is_flag=True, help="Only runs that started over 1 s after they were due.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
 @click.option("--cursor", help="Continue from a cursor a previous list printed.")
 @watch_options
@@ -176,16 +190,19 @@ def list_(
     cursor: str | None,
     watching: bool,
     interval: float | None,
+    **filters: Any,
 ) -> None:
-    """List runs, newest first (-o wide: with queue, start, duration and next attempt;
+    """List runs, newest first by slot (-o wide: with queue, start, duration and next attempt;
     --watch: again whenever the list changes)."""
     wanted = [state.upper() for state in states]
     watch_s = every(watching, interval)
+    filtered = any(filters.values())
+    job_id = ctx.client.get_job(job)["id"] if job is not None and filtered and "/" in job else job
 
     def page(size: int, after: str | None) -> Page[Run]:
-        if job is None:
-            return ctx.client.list_runs(states=wanted, limit=size, cursor=after)
-        return ctx.client.list_job_runs(job, states=wanted, limit=size, cursor=after)
+        if job_id is None or filtered:
+            return ctx.client.list_runs(job_id=job_id, states=wanted, limit=size, cursor=after, **filters)
+        return ctx.client.list_job_runs(job_id, states=wanted, limit=size, cursor=after)
 
     def fetch() -> dict[str, Any]:
         items, after = collect(page, limit, cursor)

@@ -349,9 +349,18 @@ def list_runs(
     states: Sequence[str] = (),
     limit: int | None = None,
     cursor: str | None = None,
+    team: str | None = None,
+    reasons: Sequence[str] = (),
+    since: str | None = None,
+    until: str | None = None,
+    late: bool | None = None,
 ) -> Call[Page[Run]]:
-    """One page of the runs of every job the token sees, newest first."""
-    params = _params(job_id=job_id, state=list(states), limit=limit, cursor=cursor)
+    """One page of the runs of every job the token sees, newest first: of one team, skipped for
+    ``reasons``, with slots in [``since``, ``until``) (RFC 3339), started over 1 s late (``late``)."""
+    params = _params(
+        job_id=job_id, state=list(states), limit=limit, cursor=cursor, team=team,
+        reason=list(reasons), since=since, until=until, late=late or None,
+    )  # fmt: skip
     return _call("list_runs", _page, params=params)
 
 

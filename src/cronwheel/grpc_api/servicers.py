@@ -28,7 +28,7 @@ from cronwheel.api.routes.calendars import CalendarBody, CalendarIn
 from cronwheel.api.routes.secrets import SecretIn
 from cronwheel.api.routes.tokens import TokenCreate
 from cronwheel.api.schemas.backfills import BackfillIn, BackfillPlanOut
-from cronwheel.api.schemas.base import NAME_PATTERN, Name, RunStateName
+from cronwheel.api.schemas.base import NAME_PATTERN, Instant, Name, RunStateName
 from cronwheel.api.schemas.jobs import JobCreate, JobPatch, JobUpdate, PauseIn, ResumeIn, TriggerIn
 from cronwheel.api.schemas.preview import PreviewIn
 from cronwheel.api.schemas.queries import (
@@ -37,6 +37,7 @@ from cronwheel.api.schemas.queries import (
     Includes,
     LabelFilters,
     PageLimit,
+    Reasons,
     Short,
     States,
 )
@@ -82,9 +83,17 @@ class _JobListing(_Listing):
     include: Includes = Field(default_factory=list)
 
 
-class _RunListing(_Listing):
-    job_id: Short | None = None
+class _JobRunListing(_Listing):
     state: States = Field(default_factory=list)
+
+
+class _RunListing(_JobRunListing):
+    job_id: Short | None = None
+    team: Short | None = None
+    reason: Reasons = Field(default_factory=list)
+    since: Instant | None = None
+    until: Instant | None = None
+    late: bool = False
 
 
 class _TokenListing(_Listing):
@@ -305,8 +314,10 @@ class RunServicer(_Servicer, runs_pb2_grpc.RunServiceServicer):
             query = validated(_RunListing, to_dict(request))
             states = tuple(RunState(state) for state in query.state)
             page = await operations.list_runs(
-                self.services, call.caller, query.job_id, states, query.limit, query.cursor
-            )
+                self.services, call.caller, query.job_id, states, query.limit, query.cursor,
+                team=query.team, reasons=query.reason, since=query.since, until=query.until,
+                late=query.late,
+            )  # fmt: skip
             return message(page, runs_pb2.RunPage())
 
     async def ListJobRuns(self, request: runs_pb2.ListJobRunsRequest, context: Any) -> runs_pb2.RunPage:
@@ -314,7 +325,7 @@ class RunServicer(_Servicer, runs_pb2_grpc.RunServiceServicer):
             job_id = await self.job_id(call, request.job_id)
             given = to_dict(request)
             given.pop("job_id", None)
-            query = validated(_RunListing, given)
+            query = validated(_JobRunListing, given)
             states = tuple(RunState(state) for state in query.state)
             page = await operations.list_job_runs(
                 self.services,

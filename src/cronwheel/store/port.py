@@ -126,6 +126,11 @@ class RunQuery:
     job_id: str | None = None
     teams: tuple[str, ...] | None = None  # only runs of jobs (live or deleted) of these teams
     states: tuple[RunState, ...] = ()
+    team: str | None = None  # only runs of this team's jobs (within ``teams``)
+    reasons: tuple[str, ...] = ()  # only runs with one of these reasons (SkipReason values)
+    since: datetime | None = None  # only slots at or after this instant
+    until: datetime | None = None  # only slots before this instant
+    late: bool = False  # only runs started over lateness.LATE_START after they were due
     limit: int = 100
     cursor: str | None = None  # newest first
 

@@ -482,12 +482,29 @@ class ListRunsRequest(_message.Message):
     STATE_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
+    TEAM_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    LATE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     """a job id (a filter, as REST's ?job_id=)"""
     limit: _builtins.int
     cursor: _builtins.str
+    team: _builtins.str
+    """only runs of this team's jobs"""
+    since: _builtins.str
+    """only slots at or after this instant (RFC 3339)"""
+    until: _builtins.str
+    """only slots before this instant (RFC 3339)"""
+    late: _builtins.bool
+    """only runs that started over 1 s after they were due"""
     @_builtins.property
     def state(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def reason(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """only runs skipped for one of these reasons (misfire, overlap, paused, calendar)"""
+
     def __init__(
         self,
         *,
@@ -495,23 +512,44 @@ class ListRunsRequest(_message.Message):
         state: _abc.Iterable[_builtins.str] | None = ...,
         limit: _builtins.int | None = ...,
         cursor: _builtins.str | None = ...,
+        team: _builtins.str | None = ...,
+        reason: _abc.Iterable[_builtins.str] | None = ...,
+        since: _builtins.str | None = ...,
+        until: _builtins.str | None = ...,
+        late: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_job_id", b"_job_id", "_limit", b"_limit", "cursor", b"cursor", "job_id", b"job_id", "limit", b"limit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_job_id", b"_job_id", "_late", b"_late", "_limit", b"_limit", "_since", b"_since", "_team", b"_team", "_until", b"_until", "cursor", b"cursor", "job_id", b"job_id", "late", b"late", "limit", b"limit", "since", b"since", "team", b"team", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_job_id", b"_job_id", "_limit", b"_limit", "cursor", b"cursor", "job_id", b"job_id", "limit", b"limit", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_job_id", b"_job_id", "_late", b"_late", "_limit", b"_limit", "_since", b"_since", "_team", b"_team", "_until", b"_until", "cursor", b"cursor", "job_id", b"job_id", "late", b"late", "limit", b"limit", "reason", b"reason", "since", b"since", "state", b"state", "team", b"team", "until", b"until"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cursor: _TypeAlias = _typing.Literal["cursor"]  # noqa: Y015
     _WhichOneofArgType__cursor: _TypeAlias = _typing.Literal["_cursor", b"_cursor"]  # noqa: Y015
     _WhichOneofReturnType__job_id: _TypeAlias = _typing.Literal["job_id"]  # noqa: Y015
     _WhichOneofArgType__job_id: _TypeAlias = _typing.Literal["_job_id", b"_job_id"]  # noqa: Y015
+    _WhichOneofReturnType__late: _TypeAlias = _typing.Literal["late"]  # noqa: Y015
+    _WhichOneofArgType__late: _TypeAlias = _typing.Literal["_late", b"_late"]  # noqa: Y015
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    _WhichOneofReturnType__since: _TypeAlias = _typing.Literal["since"]  # noqa: Y015
+    _WhichOneofArgType__since: _TypeAlias = _typing.Literal["_since", b"_since"]  # noqa: Y015
+    _WhichOneofReturnType__team: _TypeAlias = _typing.Literal["team"]  # noqa: Y015
+    _WhichOneofArgType__team: _TypeAlias = _typing.Literal["_team", b"_team"]  # noqa: Y015
+    _WhichOneofReturnType__until: _TypeAlias = _typing.Literal["until"]  # noqa: Y015
+    _WhichOneofArgType__until: _TypeAlias = _typing.Literal["_until", b"_until"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cursor) -> _WhichOneofReturnType__cursor | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__job_id) -> _WhichOneofReturnType__job_id | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__late) -> _WhichOneofReturnType__late | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__since) -> _WhichOneofReturnType__since | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__team) -> _WhichOneofReturnType__team | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__until) -> _WhichOneofReturnType__until | None: ...
 
 Global___ListRunsRequest: _TypeAlias = ListRunsRequest  # noqa: Y015
 

@@ -9,8 +9,10 @@ from fastapi import APIRouter, Query
 from cronwheel.api import operations
 from cronwheel.api.callers.auth import CallerDep
 from cronwheel.api.routes.common import Cursor, Limit, Services, problems_doc
+from cronwheel.api.schemas.base import Instant
 from cronwheel.api.schemas.queries import (
     DEFAULT_LIMIT,
+    Reasons,
     Short,
     States,
 )
@@ -30,10 +32,18 @@ async def list_runs(
     state: Annotated[States, Query()] = [],  # noqa: B006
     limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
+    team: Annotated[Short | None, Query(description="Only runs of this team's jobs.")] = None,
+    reason: Annotated[Reasons, Query(description="Only runs skipped for one of these reasons.")] = [],  # noqa: B006
+    since: Annotated[Instant | None, Query(description="Only slots at or after this instant.")] = None,
+    until: Annotated[Instant | None, Query(description="Only slots before this instant.")] = None,
+    late: Annotated[bool, Query(description="Only runs that started over 1 s after they were due.")] = False,
 ) -> RunPage:
-    """Runs of every job of the token's teams (or of one job), newest first."""
+    """Runs of every job of the token's teams (or of one job), newest first (by slot)."""
     states = tuple(RunState(s) for s in state)
-    return await operations.list_runs(services, caller, job_id, states, limit, cursor)
+    return await operations.list_runs(
+        services, caller, job_id, states, limit, cursor,
+        team=team, reasons=reason, since=since, until=until, late=late,
+    )  # fmt: skip
 
 
 @router.get(

@@ -27,6 +27,7 @@ from cronwheel.model import (
     Overlap,
     RunKind,
     RunState,
+    SkipReason,
 )
 from cronwheel.schedule import FireKind
 
@@ -101,6 +102,7 @@ MisfireChoice = Annotated[MisfireMode, Strict(False)]
 RunStateName = Annotated[RunState, Strict(False)]
 RunKindName = Annotated[RunKind, Strict(False)]
 OutcomeName = Annotated[Outcome, Strict(False)]
+SkipReasonName = Annotated[SkipReason, Strict(False)]
 FireKindName = Annotated[FireKind, Strict(False)]
 
 _RFC3339 = re.compile(

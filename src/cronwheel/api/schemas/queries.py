@@ -15,8 +15,8 @@ from annotated_types import Interval, Len
 from pydantic import StringConstraints
 
 from cronwheel.api.operations import MAX_LABELS, Include
-from cronwheel.api.schemas.base import Documented, RunStateName
-from cronwheel.model import RunState
+from cronwheel.api.schemas.base import Documented, RunStateName, SkipReasonName
+from cronwheel.model import RunState, SkipReason
 
 DEFAULT_LIMIT = 100
 PageLimit = Annotated[int, Interval(ge=1, le=1000)]
@@ -36,4 +36,6 @@ LabelFilter = Annotated[str, Documented(pattern=r"^[^=]+="), StringConstraints(m
 
 LabelFilters = Annotated[list[LabelFilter], Len(max_length=MAX_LABELS)]
 States = Annotated[list[RunStateName], Len(max_length=len(RunState))]
+Reasons = Annotated[list[SkipReasonName], Len(max_length=len(SkipReason))]
+"""Why a run was skipped (the run's ``reason``): misfire, overlap, paused, calendar."""
 Includes = Annotated[list[Include], Len(max_length=1)]

@@ -27,7 +27,16 @@ from cronwheel.model import Attempt, Run, RunEvent, RunKind, RunState
 from cronwheel.store import codec
 from cronwheel.store.driver import flavor_of
 from cronwheel.store.port import Page, RunChange, RunQuery, RunSample
-from cronwheel.store.schema import attempts, from_micros, jobs, run_events, runs, to_micros
+from cronwheel.store.schema import (
+    RUN_REASONED,
+    RUN_STARTED_LATE,
+    attempts,
+    from_micros,
+    jobs,
+    run_events,
+    runs,
+    to_micros,
+)
 from cronwheel.store.sql.tx import CHUNK, Transactions, chunks
 from cronwheel.store.sql.where import check_limit, latest_run_of_job
 
@@ -58,14 +67,7 @@ async def get_many(tx: Transactions, run_ids: Sequence[str]) -> dict[str, Run]:
 
 async def list_page(tx: Transactions, query: RunQuery) -> Page[Run]:
     check_limit(query.limit)
-    statement = select(runs)
-    if query.job_id is not None:
-        statement = statement.where(runs.c.job_id == query.job_id)
-    if query.teams is not None:
-        of_teams = select(jobs.c.id).where(jobs.c.team.in_(sorted(set(query.teams))))
-        statement = statement.where(runs.c.job_id.in_(of_teams))
-    if query.states:
-        statement = statement.where(runs.c.state.in_([state.value for state in query.states]))
+    statement = select(runs).where(*_filters(query))
     if query.cursor is not None:
         micros, before_id = codec.decode_cursor(query.cursor, (int, str))
         slot = from_micros(micros)
@@ -78,6 +80,31 @@ async def list_page(tx: Transactions, query: RunQuery) -> Page[Run]:
         return Page(items)
     last = items[-1]
     return Page(items, codec.encode_cursor(to_micros(last.slot), last.id))
+
+
+def _filters(query: RunQuery) -> list[ColumnElement[bool]]:
+    """The query's filters; the page walks an index in (slot, id) order newest first, a time
+    range being a range of it: ``ix_runs_slot_id`` (``ix_runs_job_id_slot`` for one job), or the
+    partial index of the few runs with a reason, or started late, and applies the other filters to
+    the rows it reads until the page is full."""
+    where: list[ColumnElement[bool]] = []
+    if query.job_id is not None:
+        where.append(runs.c.job_id == query.job_id)
+    if query.teams is not None:
+        where.append(runs.c.job_id.in_(select(jobs.c.id).where(jobs.c.team.in_(sorted(set(query.teams))))))
+    if query.team is not None:
+        where.append(runs.c.job_id.in_(select(jobs.c.id).where(jobs.c.team == query.team)))
+    if query.states:
+        where.append(runs.c.state.in_([state.value for state in query.states]))
+    if query.reasons:
+        where += [RUN_REASONED, runs.c.reason.in_(sorted(set(query.reasons)))]
+    if query.since is not None:
+        where.append(runs.c.slot >= query.since)
+    if query.until is not None:
+        where.append(runs.c.slot < query.until)
+    if query.late:
+        where.append(RUN_STARTED_LATE)
+    return where
 
 
 async def count(tx: Transactions, states: Sequence[RunState]) -> dict[RunState, int]:

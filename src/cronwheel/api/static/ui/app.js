@@ -1,4 +1,4 @@
-// The cronwheel dashboard's entry point: hash routes (#/jobs, #/jobs/ID, #/runs/ID, #/new, #/edit/ID,
+// The cronwheel dashboard's entry point: hash routes (#/jobs, #/jobs/ID, #/runs, #/runs/ID, #/new, #/edit/ID,
 // #/cluster), the navigation and the login and session wiring. Each page is a module of pages/, drawn
 // from the /v1 API through the session bridge (api.js) with the helpers of dom.js (server text only
 // ever as text) and redrawn by short polling; state.js holds the session and the navigation counter.
@@ -15,6 +15,7 @@ import { jobsPage } from "./pages/jobs.js";
 import { loginPage } from "./pages/login.js";
 import { missingPage } from "./pages/missing.js";
 import { runPage } from "./pages/run.js";
+import { runsPage } from "./pages/runs.js";
 import { navigated, session, setSession } from "./state.js";
 import { zoneSelect } from "./time.js";
 
@@ -53,7 +54,7 @@ function route() {
   for (const link of document.querySelectorAll("[data-nav]")) link.classList.toggle("active", link.dataset.nav === parts[0]);
   const pages = {
     jobs: () => (parts[1] ? jobPage(parts[1]) : jobsPage(params)),
-    runs: () => runPage(parts[1]),
+    runs: () => (parts[1] ? runPage(parts[1]) : runsPage(params)),
     new: () => (can("create") ? newJobPage() : notAllowed("create", "the job form")),
     edit: () => (can("edit") ? editPage(parts[1]).catch((e) => (e.status === 404 ? missingPage("not-found", "job", e.message) : showError(view, e))) : notAllowed("edit", "the job form")),
     cluster: () => clusterPage(),

@@ -1,26 +1,16 @@
 // One job's page (#/jobs/ID): its definition, upcoming fire times, a chart of its runs' lateness
 // and duration, the actions the caller may take (pause, resume, trigger, edit, delete, backfill:
-// access.js), backfills and run history; a job the caller cannot see is a "not found" page.
+// access.js), backfills and its whole run history, a page at a time by the API's cursor; a job the
+// caller cannot see is a "not found" page.
 
 import { can } from "../access.js";
 import { api, get } from "../api.js";
-import { badge, confirmDialog, h, jobStatus, kv, live, nextRun, seconds, showError, stateBadge, svgNode, view, when } from "../dom.js";
+import { badge, confirmDialog, h, jobStatus, kv, live, nextRun, seconds, showError, svgNode, view, when } from "../dom.js";
+import { cursorPager } from "../pager.js";
+import { runHeaders, runRows } from "../runlist.js";
 import { orMissing } from "./missing.js";
 
-function runRow(run) {
-  return h(
-    "tr",
-    { "data-run": run.id, "data-state": run.state },
-    h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, run.id)),
-    h("td", {}, run.kind),
-    h("td", {}, when(run.slot)),
-    h("td", {}, stateBadge(run.state)),
-    h("td", { class: "num" }, run.attempts),
-    h("td", { class: "num" }, seconds(run.start_lateness_s)),
-    h("td", {}, when(run.finished_at)),
-    h("td", {}, run.reason || "")
-  );
-}
+const HISTORY_PAGE = 25;
 
 // Start lateness and duration of the runs shown (oldest left), as an SVG line chart.
 function chart(runs) {
@@ -217,9 +207,12 @@ export function jobPage(jobId) {
   const runs = h("tbody", {});
   const backfills = h("tbody", {});
   let shownVersion = null;
+  const pager = cursorPager(() => draw().catch((e) => showError(message, e)), { prefix: "runs-", noun: "runs" });
   const draw = async () => {
     const job = await get(`/jobs/${encodeURIComponent(jobId)}`);
-    const page = await get(`/jobs/${encodeURIComponent(jobId)}/runs?limit=25`);
+    const runsPath = `/jobs/${encodeURIComponent(jobId)}/runs?limit=${HISTORY_PAGE}`;
+    const page = await get(pager.cursor() ? `${runsPath}&cursor=${encodeURIComponent(pager.cursor())}` : runsPath);
+    const newest = pager.first() ? page : await get(runsPath); // the chart: always the newest runs
     const filled = await get(`/jobs/${encodeURIComponent(jobId)}/backfills?limit=10`);
     const next = await upcoming(job);
     title.firstChild.textContent = `Job ${job.team}/${job.name} `;
@@ -227,12 +220,15 @@ export function jobPage(jobId) {
       shownVersion = `${job.version}/${job.paused}`;
       buttons.replaceChildren(actions(job, message, draw), can("backfill") ? backfillForm(job, message, draw) : "");
     }
-    top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), chart(page.items))));
-    runs.replaceChildren(...(page.items.length ? page.items.map(runRow) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No runs yet."))]));
+    top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), chart(newest.items))));
+    runs.replaceChildren(...runRows(page.items, false, pager.first() ? "No runs yet." : "No older runs."));
+    pager.shown(page);
     const cancel = backfillCanceller(job, message, draw);
     backfills.replaceChildren(...(filled.items.length ? filled.items.map((b) => backfillRow(b, cancel)) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No backfills."))]));
   };
   const backfillTable = h("table", { id: "backfills" }, h("thead", {}, h("tr", {}, ["From", "To", "State", "Progress", "Created", "Had runs", "Next slot", ""].map((t) => h("th", {}, t)))), backfills);
-  view.replaceChildren(title, message, buttons, top, h("h2", {}, "Backfills"), backfillTable, h("h2", {}, "Run history"), h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["Run", "Kind", "Slot", "State", "Attempts", "Start lateness", "Finished", "Reason"].map((t) => h("th", {}, t)))), runs));
+  view.replaceChildren(title, message, buttons, top, h("h2", {}, "Backfills"), backfillTable, h("h2", {}, "Run history"),
+    h("p", {}, h("a", { href: `#/runs?job_id=${encodeURIComponent(jobId)}`, id: "filter-runs" }, "Filter this job's runs (state, reason, time, lateness) →")),
+    h("table", { id: "runs" }, h("thead", {}, h("tr", {}, runHeaders(false).map((t) => h("th", {}, t)))), runs), pager.element);
   return live(orMissing(draw, "job"), status, [`job:${jobId}`]).catch((e) => showError(message, e));
 }
