@@ -136,6 +136,7 @@ ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/v1/runs/{run_id}"): Row(team_object(READ, 200)),
     ("GET", "/v1/runs/{run_id}/output"): Row(team_object(READ, 200)),
     ("POST", "/v1/schedules/preview"): Row(team_free(READ, 200), lambda w: {"expression": "0 3 * * *"}),
+    ("GET", "/v1/schedules/upcoming"): Row(team_free(READ, 200)),
     ("GET", "/v1/cluster"): Row(every_team_admin(200)),
     ("POST", "/v1/tokens"): Row(
         token_admin(201, wrong_team=403), lambda w: {"name": "ci", "team": "data", "scopes": ["read"]}
