@@ -1,5 +1,5 @@
 // The cronwheel dashboard's entry point: hash routes (#/jobs, #/jobs/ID, #/runs/ID, #/new, #/edit/ID,
-// #/cluster), the navigation and the login and session wiring. Each page is a module of pages/, drawn
+// #/cluster, #/upcoming), the navigation and the login and session wiring. Each page is a module of pages/, drawn
 // from the /v1 API through the session bridge (api.js) with the helpers of dom.js (server text only
 // ever as text) and redrawn by short polling; state.js holds the session and the navigation counter.
 
@@ -11,6 +11,7 @@ import { jobPage } from "./pages/job.js";
 import { jobsPage } from "./pages/jobs.js";
 import { loginPage } from "./pages/login.js";
 import { runPage } from "./pages/run.js";
+import { upcomingPage } from "./pages/upcoming.js";
 import { navigated, session, setSession } from "./state.js";
 
 // -- login -----------------------------------------------------------------------------------------
@@ -49,6 +50,7 @@ function route() {
     new: () => newJobPage(),
     edit: () => editPage(parts[1]).catch((e) => showError(view, e)),
     cluster: () => clusterPage(),
+    upcoming: () => upcomingPage(params),
   };
   (pages[parts[0]] || pages.jobs)();
 }
