@@ -65,6 +65,9 @@ MIX = [
     job("spread-1", "web", "H * * * *"),
     job("spread-2", "web", "H * * * *"),
     job("jittered", "web", "*/10 * * * *", jitter_s=90.0),
+    job("jittered-herd", "web", "0 * * * *", jitter_s=30.0),  # walks with the herd, fires on its own
+    # slots 30 s before the window whose jitter moves some of them into it
+    *(job(f"before-{n}", "web", "59 11 * * *", jitter_s=59.0) for n in range(4)),
     job("late-start", "data", "*/15 * * * *", start_at=datetime(2026, 3, 2, 12, 20, tzinfo=UTC)),
     job("early-end", "data", "*/15 * * * *", end_at=datetime(2026, 3, 2, 12, 30, tzinfo=UTC)),
     job("once", "ops", "@at 2026-03-02T12:42:17+00:00"),
@@ -80,6 +83,7 @@ def test_an_hour_per_second_matches_the_brute_force_count_and_the_herd_is_talles
     assert found[tallest]["ops"] == 5
     assert found[tallest]["data"] == 3  # "fives", "seconds" and "early-end" at 12:00:00
     assert count(MIX, window).jobs == len(MIX)
+    assert sum(found.get(index, Counter())["web"] for index in range(30)) >= 1  # fired in, slot before
 
 
 def test_a_day_per_minute_over_a_dst_change_matches_the_brute_force_count() -> None:

@@ -6,10 +6,11 @@ shifted run fires) moved by its jitter offset, counted where they fire. The slot
 schedule, not from the job's cursor, so a slot already armed (its run written ahead, the cursor
 moved past it) still counts.
 
-The cost is bounded: jobs that walk the same slots (same parsed schedule, bounds and calendars, no
-jitter) are walked once as a group and counted times the group's size, and no job is walked past
-``cap`` slots (a job that reaches it is counted as ``capped``). A herd of 100,000 jobs on a few
-expressions costs a few walks and one pass over the jobs.
+The cost is bounded: jobs that walk the same slots (same expression, zone, options, bounds and
+calendars; ``H`` hashes the job id, so such a job walks alone) are walked once as a group, the
+jobs without jitter counted together, each jittered one at its own offsets; and no walk goes past
+``cap`` slots (the jobs of one that does are counted as ``capped``). A herd of 100,000 jobs on a
+few expressions costs a few walks and one pass over the jobs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from cronwheel.model import DueJob
-from cronwheel.scheduler.planner import Timeline, due_at, excluded, timeline_of
+from cronwheel.schedule import CronSchedule
+from cronwheel.scheduler.planner import Timeline, due_at, excluded, schedule_of, timeline_of
 
 FIRES_PER_JOB = 3600  # slots walked per job per window: a job firing every second, for an hour
 _EPSILON = timedelta(microseconds=1)
@@ -63,20 +65,48 @@ def aligned(now: datetime, bucket: timedelta) -> datetime:
 def count(jobs: Iterable[DueJob], window: Window, cap: int = FIRES_PER_JOB) -> Upcoming:
     """The fires of ``jobs`` in ``window``, per bucket and team (see the module's doc)."""
     upcoming = Upcoming()
-    groups: dict[tuple[Timeline, datetime | None, datetime | None], Counter[str]] = defaultdict(Counter)
-    for job in jobs:
+    groups: dict[tuple[object, ...], list[DueJob]] = defaultdict(list)
+    for job in jobs:  # by what their slots depend on, the job id aside (parsing per job costs most)
         upcoming.jobs += 1
-        if not job.jitter_s:
-            groups[timeline_of(job), job.start_at, job.end_at][job.team] += 1
-            continue
-        # a jittered slot fires up to jitter_s after it: its slots are walked from that much before
-        lo = window.start - timedelta(seconds=job.jitter_s)
-        slots, capped = _slots(timeline_of(job), job.start_at, job.end_at, lo, window.end, cap)
-        _tally(upcoming, window, [due_at(job, slot) for slot in slots], capped, Counter({job.team: 1}))
-    for (timeline, start_at, end_at), teams in groups.items():
-        slots, capped = _slots(timeline, start_at, end_at, window.start, window.end, cap)
-        _tally(upcoming, window, slots, capped, teams)
+        groups[_walk_key(job)].append(job)
+    for members in groups.values():
+        if _seeded(members[0]):  # H: each job's own slots
+            for job in members:
+                _count_group(upcoming, window, timeline_of(job), [job], cap)
+        else:
+            _count_group(upcoming, window, timeline_of(members[0]), members, cap)
     return upcoming
+
+
+def _walk_key(job: DueJob) -> tuple[object, ...]:
+    return (
+        job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.calendar_spec, job.calendar_shift,
+        job.start_at, job.end_at,
+    )  # fmt: skip
+
+
+def _seeded(job: DueJob) -> bool:
+    """Whether the job's schedule hashes its id (``H``): then no other job shares its slots."""
+    schedule = schedule_of(job)
+    return isinstance(schedule, CronSchedule) and schedule.seed is not None
+
+
+def _count_group(
+    upcoming: Upcoming, window: Window, timeline: Timeline, members: list[DueJob], cap: int
+) -> None:
+    """Jobs that walk the same slots: walked once, from as far back as the widest jitter window
+    reaches (a jittered slot fires up to ``jitter_s`` after it); each jittered job's fires are its
+    own, the others count together."""
+    first = members[0]
+    widest = max(job.jitter_s for job in members)
+    lo = window.start - timedelta(seconds=widest)
+    slots, capped = _slots(timeline, first.start_at, first.end_at, lo, window.end, cap)
+    together = Counter(job.team for job in members if not job.jitter_s)
+    if together:
+        _tally(upcoming, window, slots, capped, together)
+    for job in members:
+        if job.jitter_s:
+            _tally(upcoming, window, [due_at(job, slot) for slot in slots], capped, Counter({job.team: 1}))
 
 
 def _tally(
