@@ -1,7 +1,7 @@
 // A job's lateness and duration over its history: its last HISTORY runs (one read of the job's runs,
-// made again only when the newest runs the page holds changed, at most every REREAD_MS), oldest
-// left, start lateness and duration on one axis of seconds, failed runs marked, and a tooltip (the
-// run under the pointer).
+// made again every REREAD_MS, the page's own newest runs on top of it at every poll), oldest left,
+// start lateness and duration on one axis of seconds, failed runs marked, and a tooltip (the run
+// under the pointer).
 
 import { get } from "./api.js";
 import { h, seconds, svgNode } from "./dom.js";
@@ -10,18 +10,20 @@ export const HISTORY = 500;
 const REREAD_MS = 10000;
 const SIZE = { width: 720, height: 180, left: 48, right: 8, top: 8, bottom: 22 };
 
-let held = { jobId: null, newest: null, at: 0, runs: [], card: null }; // the last read, and its card
+let held = { jobId: null, at: 0, runs: [], key: null, card: null }; // the last read, and the last card
 
-const newestOf = (runs) => runs.map((r) => `${r.id}/${r.state}`).join(" ");
+const signature = (runs) => runs.map((r) => `${r.id}/${r.state}`).join(" ");
 
+// The page's newest runs (read at every poll) before the older ones of the last read, newest first.
 async function history(jobId, recent) {
-  const newest = newestOf(recent);
-  const stale = held.jobId !== jobId || (held.newest !== newest && Date.now() - held.at >= REREAD_MS);
-  if (stale) {
+  if (held.jobId !== jobId || Date.now() - held.at >= REREAD_MS) {
     const page = await get(`/jobs/${encodeURIComponent(jobId)}/runs?limit=${HISTORY}`);
-    held = { jobId, newest, at: Date.now(), runs: page.items, card: null };
+    held = { jobId, at: Date.now(), runs: page.items, key: null, card: null };
   }
-  return held;
+  const fresh = new Set(recent.map((r) => r.id));
+  const oldest = recent.length ? recent[recent.length - 1].slot : null;
+  const older = held.runs.filter((r) => !fresh.has(r.id) && (oldest === null || r.slot <= oldest));
+  return [...recent, ...older].slice(0, HISTORY);
 }
 
 // The runs that started and finished, oldest first, as points.
@@ -75,11 +77,12 @@ function draw(shown, tip) {
 }
 
 // The chart's card (id "chart") for the job `jobId`, whose newest runs the page holds (`recent`).
-// The same card while the runs read are the same (a pointer's tooltip survives the page's polls).
+// The same card while the runs are the same (a pointer's tooltip survives the page's polls).
 export async function historyChart(jobId, recent) {
-  const read = await history(jobId, recent);
-  read.card = read.card || card(read.runs);
-  return read.card;
+  const runs = await history(jobId, recent);
+  const key = `${held.at} ${signature(recent)}`;
+  if (held.key !== key) [held.key, held.card] = [key, card(runs)];
+  return held.card;
 }
 
 function card(runs) {

@@ -6,7 +6,7 @@
 import { get } from "../api.js";
 import { h, live, showError, svgNode, table, view } from "../dom.js";
 
-const REFRESH_MS = 15000;
+const REFRESH_MS = 60000;
 const SPANS = {
   hour: { window: 3600, bucket: 1, label: "next hour, per second", tick: 600 },
   day: { window: 86400, bucket: 60, label: "next day, per minute", tick: 7200 },
