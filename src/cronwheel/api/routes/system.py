@@ -16,7 +16,7 @@ from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError
 from cronwheel.api.routes.common import Services, problems_doc
 from cronwheel.api.schemas.preview import PreviewIn, PreviewOut
-from cronwheel.api.schemas.upcoming import MAX_BUCKETS, MAX_WINDOW_S, UpcomingOut
+from cronwheel.api.schemas.upcoming import MAX_WINDOW_S, UpcomingOut
 from cronwheel.auth.identity import Scope
 from cronwheel.cluster import gauges as metrics_live
 
@@ -52,7 +52,7 @@ async def upcoming_fires(
     ] = 3600,
     bucket: Annotated[
         int,
-        Query(ge=1, le=3600, description=f"A bucket's length in seconds (at most {MAX_BUCKETS} buckets)."),
+        Query(ge=1, le=3600, description="A bucket's length in seconds (the last one ends with the window)."),
     ] = 1,
 ) -> UpcomingOut:
     """How many jobs of the token's teams fire in each bucket of the coming window, by team: the

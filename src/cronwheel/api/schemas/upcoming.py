@@ -12,11 +12,12 @@ from cronwheel.api.schemas.base import OutModel
 from cronwheel.scheduler.upcoming import Upcoming, Window
 
 MAX_WINDOW_S = 86_400  # a day
-MAX_BUCKETS = 3_600  # an hour of seconds, a day of 24 s (a day of minutes is 1,440)
 
 
 class UpcomingBucket(OutModel):
-    at: datetime = Field(description="The bucket's start (UTC); it holds fires in [at, at + bucket_s).")
+    at: datetime = Field(
+        description="The bucket's start (UTC): fires in [at, at + bucket_s), up to the window's end."
+    )
     total: int = Field(description="Fires in the bucket, every team's.")
     teams: dict[str, int] = Field(description="Fires in the bucket by team (teams with none left out).")
 
