@@ -17,6 +17,8 @@ from the navigation (or click) to the page showing its data:
   history are drawn;
 * **runs**: ``/ui/#/runs`` reloaded until its rows are drawn, unfiltered and with each filter
   (state, team, a range of slots, late, a skip reason).
+* **upcoming**: ``#/upcoming`` (the next hour per second) reloaded until its busiest buckets are
+  drawn, and the day view (per minute).
 
 Every job gets ``--runs-per-job`` runs (one a minute back from the load's start; 5 % of the jobs
 failing at their latest run), loaded in the database by one ``INSERT ... SELECT``, and 1 % of the
@@ -24,7 +26,9 @@ active jobs are made late (their unfired slot 10 minutes back), so that the list
 (``include=recent``), its *failing* and *late* filters, and the cluster's fire-lateness read have
 history to read. Beside the browser, the list route and the store's reads are timed alone
 (``--api-repeat`` requests each): ``GET /v1/jobs?limit=50`` without and with ``include=recent``,
-with ``late=true`` and with ``last_state=FAILED``, and ``fire_lateness`` (the cluster page's
+with ``late=true`` and with ``last_state=FAILED``, ``GET /v1/schedules/upcoming`` (an hour per
+second and a day per minute; an admin of every team, and a token of one small team, which reads
+every live job too and counts only its own), and ``fire_lateness`` (the cluster page's
 percentiles). p99 is nearest rank (with 10 browser repeats, the slowest but none).
 
     .venv/bin/python benchmarks/bench_ui.py                 # 100,000 jobs, 25 runs each
@@ -124,9 +128,10 @@ async def load_history(url: str, per_job: int, anchor: datetime) -> dict[str, An
             "runs_insert_s": round(runs_s, 1), "late_jobs": int(late.split()[-1])}  # fmt: skip
 
 
-async def measure_api(base: str, token: str, repeat: int) -> list[Timing]:
+async def measure_api(base: str, tokens: dict[str, str], repeat: int) -> list[Timing]:
     """The list route alone, as the page calls it (through the API, not the bridge)."""
-    results = []
+    results = await measure_upcoming(base, tokens, repeat)
+    token = tokens["admin"]
     async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}) as http:
         lists: tuple[tuple[str, dict[str, str | int]], ...] = (
             ("GET /v1/jobs?limit=50", {"limit": 50}),
@@ -143,6 +148,29 @@ async def measure_api(base: str, token: str, repeat: int) -> list[Timing]:
                 answer.raise_for_status()
                 rows = len(answer.json()["items"])
             results.append(timing(name, samples, rows))
+    return results
+
+
+async def measure_upcoming(base: str, tokens: dict[str, str], repeat: int) -> list[Timing]:
+    """The upcoming fires' route, as the page calls it; its rows are the buckets that hold a fire."""
+    results = []
+    views = (
+        ("hour per second", {"window": 3600, "bucket": 1}),
+        ("day per minute", {"window": 86400, "bucket": 60}),
+    )
+    for who in ("admin", "legal"):
+        async with httpx.AsyncClient(
+            base_url=base, headers={"Authorization": f"Bearer {tokens[who]}"}, timeout=60
+        ) as http:
+            for name, params in views:
+                samples, rows = [], 0
+                for _ in range(repeat):
+                    began = time.perf_counter()
+                    answer = await http.get("/v1/schedules/upcoming", params=params)
+                    samples.append((time.perf_counter() - began) * 1000)
+                    answer.raise_for_status()
+                    rows = len(answer.json()["buckets"])
+                results.append(timing(f"GET /v1/schedules/upcoming, {name} ({who})", samples, rows))
     return results
 
 
@@ -234,6 +262,18 @@ async def measure(base: str, token: str, repeat: int) -> list[Timing]:
             samples.append((time.perf_counter() - began) * 1000)
         results.append(timing("job (definition, preview, runs)", samples, 1))
         results += await _runs_pages(page, base, repeat)
+        for name, hash_ in (
+            ("upcoming, next hour per second", "#/upcoming"),
+            ("upcoming, next day per minute", "#/upcoming?span=day"),
+        ):
+            samples = []
+            for _ in range(repeat):
+                await page.goto(f"{base}/ui/{hash_}")
+                began = time.perf_counter()
+                await page.reload()
+                await page.wait_for_selector("#busiest tr[data-bucket]")
+                samples.append((time.perf_counter() - began) * 1000)
+            results.append(timing(name, samples, await page.locator("#herd g[data-bucket]").count()))
         await browser.close()
         return results
 
@@ -273,7 +313,7 @@ def run(jobs: int, repeat: int, per_job: int, api_repeat: int) -> dict[str, Any]
         print(f"  history loaded: {results['history']}", flush=True)
         with api_server(url) as (base, tokens):
             results["pages"] = [asdict(t) for t in asyncio.run(measure(base, tokens["admin"], repeat))]
-            results["api"] = [asdict(t) for t in asyncio.run(measure_api(base, tokens["admin"], api_repeat))]
+            results["api"] = [asdict(t) for t in asyncio.run(measure_api(base, tokens, api_repeat))]
         timings, results["plans"] = asyncio.run(measure_store(url, anchor, api_repeat))
         results["api"] += [asdict(t) for t in timings]
     return results

@@ -137,6 +137,7 @@ ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/v1/runs/{run_id}"): Row(team_object(READ, 200)),
     ("GET", "/v1/runs/{run_id}/output"): Row(team_object(READ, 200)),
     ("POST", "/v1/schedules/preview"): Row(team_free(READ, 200), lambda w: {"expression": "0 3 * * *"}),
+    ("GET", "/v1/schedules/upcoming"): Row(team_free(READ, 200)),
     ("GET", "/v1/cluster"): Row(every_team_admin(200)),
     # a stream of the world's job ends at once here (the hub's lifetime_s is 0: matrix_env)
     ("GET", "/v1/events"): Row(team_object(READ, 200), query="?topics=job:{job_id}"),

@@ -3,9 +3,9 @@ schedule preview and the cluster's status."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
@@ -16,6 +16,7 @@ from cronwheel.api.openapi import PROBLEM_DOC
 from cronwheel.api.problems import ProblemError
 from cronwheel.api.routes.common import Services, problems_doc
 from cronwheel.api.schemas.preview import PreviewIn, PreviewOut
+from cronwheel.api.schemas.upcoming import MAX_WINDOW_S, UpcomingOut
 from cronwheel.auth.identity import Scope
 from cronwheel.cluster import gauges as metrics_live
 
@@ -35,6 +36,28 @@ async def preview_schedule(body: PreviewIn, services: Services, caller: CallerDe
     """The next fire times of an expression in a zone, with DST effects and warnings (the same
     JSON as ``cronwheel schedule preview -o json``)."""
     return await operations.preview_schedule(services, caller, body)
+
+
+@router.get(
+    "/schedules/upcoming",
+    response_model=UpcomingOut,
+    tags=["schedules"],
+    responses=problems_doc(401, 403, 422),
+)
+async def upcoming_fires(
+    services: Services,
+    caller: CallerDep,
+    window: Annotated[
+        int, Query(ge=60, le=MAX_WINDOW_S, description="The window's length in seconds.")
+    ] = 3600,
+    bucket: Annotated[
+        int,
+        Query(ge=1, le=3600, description="A bucket's length in seconds (the last one ends with the window)."),
+    ] = 1,
+) -> UpcomingOut:
+    """How many jobs of the token's teams fire in each bucket of the coming window, by team: the
+    herd coming (live, unpaused jobs; DST, jitter, start/end and calendars honoured)."""
+    return await operations.upcoming_fires(services, caller, window, bucket)
 
 
 # -- system --------------------------------------------------------------------------------------

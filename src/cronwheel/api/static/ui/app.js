@@ -1,5 +1,5 @@
 // The cronwheel dashboard's entry point: hash routes (#/jobs, #/jobs/ID, #/runs, #/runs/ID, #/new, #/edit/ID,
-// #/cluster), the navigation and the login and session wiring. Each page is a module of pages/, drawn
+// #/cluster, #/upcoming), the navigation and the login and session wiring. Each page is a module of pages/, drawn
 // from the /v1 API through the session bridge (api.js) with the helpers of dom.js (server text only
 // ever as text) and redrawn by short polling; state.js holds the session and the navigation counter.
 // The navigation offers only the pages the caller may open (access.js); the header holds the choice
@@ -16,6 +16,7 @@ import { loginPage } from "./pages/login.js";
 import { missingPage } from "./pages/missing.js";
 import { runPage } from "./pages/run.js";
 import { runsPage } from "./pages/runs.js";
+import { upcomingPage } from "./pages/upcoming.js";
 import { navigated, session, setSession } from "./state.js";
 import { zoneSelect } from "./time.js";
 
@@ -58,6 +59,7 @@ function route() {
     new: () => (can("create") ? newJobPage() : notAllowed("create", "the job form")),
     edit: () => (can("edit") ? editPage(parts[1]).catch((e) => (e.status === 404 ? missingPage("not-found", "job", e.message) : showError(view, e))) : notAllowed("edit", "the job form")),
     cluster: () => clusterPage(),
+    upcoming: () => upcomingPage(params),
   };
   (pages[parts[0]] || pages.jobs)();
 }

@@ -5,31 +5,13 @@
 
 import { can } from "../access.js";
 import { api, get } from "../api.js";
-import { badge, confirmDialog, h, jobStatus, kv, live, nextRun, seconds, showError, svgNode, view, when } from "../dom.js";
+import { historyChart } from "../charts.js";
+import { badge, confirmDialog, h, jobStatus, kv, live, nextRun, showError, view, when } from "../dom.js";
 import { cursorPager } from "../pager.js";
 import { runHeaders, runRows } from "../runlist.js";
 import { orMissing } from "./missing.js";
 
 const HISTORY_PAGE = 25;
-
-// Start lateness and duration of the runs shown (oldest left), as an SVG line chart.
-function chart(runs) {
-  const points = runs.filter((r) => r.started_at && r.finished_at).reverse().map((r) => ({
-    late: Math.max(0, r.start_lateness_s || 0),
-    took: (new Date(r.finished_at) - new Date(r.started_at)) / 1000,
-  }));
-  if (points.length < 2) return h("p", { class: "muted" }, "A chart of lateness and duration appears after two finished runs.");
-  const [width, height, pad] = [560, 120, 4];
-  const top = Math.max(0.001, ...points.map((p) => Math.max(p.late, p.took)));
-  const line = (key, cls) => svgNode("polyline", {
-    class: cls, fill: "none",
-    points: points.map((p, i) => `${pad + (i * (width - 2 * pad)) / (points.length - 1)},${height - pad - (p[key] / top) * (height - 2 * pad)}`).join(" "),
-  });
-  const root = svgNode("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": "start lateness and duration of recent runs" });
-  root.append(line("late", "late"), line("took", "took"));
-  return h("div", { class: "card", id: "chart" }, root,
-    h("p", { class: "legend" }, h("span", { class: "late" }, "■ start lateness"), " ", h("span", { class: "took" }, "■ duration"), ` · top ${seconds(top)} · last ${points.length} runs`));
-}
 
 function definition(job) {
   const { id, version, paused, pause_note, paused_at, created_at, updated_at, next_run_at, next_fire_at, last_run, plain_values, schedule_description, late, recent, ...spec } = job;
@@ -220,7 +202,7 @@ export function jobPage(jobId) {
       shownVersion = `${job.version}/${job.paused}`;
       buttons.replaceChildren(actions(job, message, draw), can("backfill") ? backfillForm(job, message, draw) : "");
     }
-    top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), chart(newest.items))));
+    top.replaceChildren(h("div", { class: "grid" }, definition(job), h("div", {}, h("h2", {}, "Upcoming fire times"), next, h("h2", {}, "Lateness and duration"), await historyChart(jobId, newest.items))));
     runs.replaceChildren(...runRows(page.items, false, pager.first() ? "No runs yet." : "No older runs."));
     pager.shown(page);
     const cancel = backfillCanceller(job, message, draw);
