@@ -50,23 +50,13 @@ by then every claim made under the old etcd state has lapsed, even where etcd fo
 that would have kept the new lease out. A wiped etcd also restarts its revisions, so epochs go
 back to small numbers that the store refuses as stale; restore etcd from a snapshot instead.
 
-**Decisions are pure, the tasks are thin.** The lease session (grant, renew, local deadline,
-step-down, sit-out, lost lease, the shards held under the lease) is a state machine,
-:func:`cronwheel.coordinator.session.next_step`; the reconcile plan is
-:func:`cronwheel.coordinator.plan.decide`. Both read no clock: this shell passes them the
-monotonic time of the injected clock (:func:`cronwheel.clock.monotonic_of`), and carries out what
-they return. Three tasks do the I/O: *session* (the calls the state machine asks for: grant and
-member key, keepalives, waits between them), *watch* (:class:`~cronwheel.coordinator.mirror.Mirror`,
-a local copy of every key under the prefix, resumed from the last revision seen, re-read whole
-when that revision was compacted or the lease was lost) and *reconcile* (the plan, carried out
-with conditional transactions). Every state change is one synchronous ``next_step`` call, so the
-tasks never see a half-updated session.
-
-**Failures.** Each task waits out transient errors (etcd unreachable, no leader) with the retry
-policy of :mod:`cronwheel.retrying`. Any other error (refused credentials or permissions, a bug)
-stops the coordinator: it stops renewing, and ``owned_shards()``, ``leader()``, ``members()`` and
-``wait_for_change()`` raise :class:`CoordinatorFailedError`, which stops a scheduler process as
-the supervision rule says, instead of a node that keeps a lease it cannot serve.
+**Decisions are pure, the tasks are thin.** The lease session is carried out by
+:class:`~cronwheel.coordinator.shell.LeaseShell` (its rules on failures too); the reconcile plan
+is :func:`cronwheel.coordinator.plan.decide`, which also reads no clock. Three tasks do the I/O:
+*session* (the shell's: grant and member key, keepalives, waits between them), *watch*
+(:class:`~cronwheel.coordinator.mirror.Mirror`, a local copy of every key under the prefix,
+resumed from the last revision seen, re-read whole when that revision was compacted or the lease
+was lost) and *reconcile* (the plan, carried out with conditional transactions).
 """
 
 from __future__ import annotations
@@ -79,7 +69,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
-from cronwheel.clock import Clock, monotonic_of
+from cronwheel.clock import Clock
 from cronwheel.coordinator.etcd_api import (
     EtcdApi,
     EtcdConfig,
@@ -95,42 +85,28 @@ from cronwheel.coordinator.etcd_api import (
     prefix_end,
 )
 from cronwheel.coordinator.mirror import Mirror, encode_member, member_record
-from cronwheel.coordinator.plan import LEADER, WATCHDOG, View, decide, encode_assignment
-from cronwheel.coordinator.port import Member, ShardLease
+from cronwheel.coordinator.plan import LEADER, View, decide, encode_assignment
+from cronwheel.coordinator.port import Member
 from cronwheel.coordinator.session import (
-    PACING,
     Acquired,
-    Action,
-    ArmDeadline,
     Beat,
-    Join,
     Joined,
-    Lapsed,
     LeaseGone,
-    Notify,
-    Reconcile,
-    Renew,
     Renewed,
-    RestartWatch,
-    Resync,
-    RetryLater,
-    Say,
-    Session,
     SessionEvent,
-    Settled,
     Stopped,
-    Terms,
     Unreachable,
-    Wait,
-    WakeSession,
     default_safety_margin,
-    next_step,
 )
-from cronwheel.coordinator.shell import CoordinatorFailedError, always, retry_policy, wait_for
+from cronwheel.coordinator.shell import (
+    CoordinatorFailedError,
+    LeaseShell,
+    lease_terms,
+    retry_policy,
+    wait_for,
+)
 from cronwheel.errors import InvalidInputError
 from cronwheel.model import SHARDS
-from cronwheel.retrying import Backoff, Retries
-from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.coordinator.etcd")
 
@@ -140,8 +116,13 @@ JOIN_ATTEMPTS = 3  # leases granted in one start() before it gives up as etcd be
 __all__ = ["CoordinatorFailedError", "EtcdCoordinator", "default_safety_margin"]
 
 
-class EtcdCoordinator:
+class EtcdCoordinator(LeaseShell):
     """The :class:`~cronwheel.coordinator.port.Coordinator` of a cluster, on etcd."""
+
+    _log = log
+    _backend = "etcd"
+    _title = "etcd"
+    _task_prefix = "etcd"
 
     def __init__(
         self,
@@ -159,34 +140,13 @@ class EtcdCoordinator:
     ) -> None:
         if ttl_s < 1:
             raise InvalidInputError("etcd leases last whole seconds: the coordinator TTL must be >= 1 s")
-        margin = default_safety_margin(ttl_s) if safety_margin_s is None else safety_margin_s
-        if not 0 <= margin < ttl_s:
-            raise InvalidInputError("the lease safety margin must be at least 0 and less than the TTL")
         if not node or "/" in node:
             raise InvalidInputError(f"node name {node!r} must be non-empty and without '/'")
-        self.node = node
-        self.roles = roles
-        self.metrics_url = metrics_url  # stored in the member key, for `cluster status`
-        self._clock = clock
-        self._monotonic = monotonic_of(clock)
+        super().__init__(node, roles, clock, lease_terms(ttl_s, safety_margin_s, hold_s), shards, metrics_url)
         self._client = client
-        self._shards = shards
         self._prefix = prefix.rstrip("/")
-        # after a step-down, rejoin this much later while others serve
-        terms = Terms(ttl_s, margin, 5 * ttl_s if hold_s is None else hold_s)
-        self._session = Session(terms)  # replaced whole by every step, never changed in place
         self._mirror = Mirror(self._key(""))
-        self._healthy: Callable[[], bool] = always  # heartbeat only while this node can do its work
-        self._may_watch: Callable[[], bool] = always  # hold the watchdog duty only while it can do it
-        self._since: datetime | None = None
-        self._changed = asyncio.Event()  # for wait_for_change
-        self._dirty = asyncio.Event()  # for the reconcile task
-        self._wake = asyncio.Event()  # interrupts the session task's wait: the lease is gone
-        self._deadline: asyncio.TimerHandle | None = None  # sends Lapsed at the local deadline
-        self._timers: set[asyncio.TimerHandle] = set()
-        self._tasks: dict[str, asyncio.Task[None]] = {}
         self._retired: set[asyncio.Task[None]] = set()  # cancelled, maybe not finished yet
-        self._failure: BaseException | None = None
 
     @classmethod
     def connect(
@@ -222,21 +182,8 @@ class EtcdCoordinator:
         )
 
     @property
-    def ttl_s(self) -> float:
-        return self._session.terms.ttl_s
-
-    @property
-    def safety_margin_s(self) -> float:
-        return self._session.terms.margin_s
-
-    @property
     def hold_s(self) -> float:
         return self._session.terms.hold_s
-
-    @property
-    def session(self) -> Session:
-        """The lease session as it stands (a frozen record)."""
-        return self._session
 
     # -- keys
 
@@ -270,14 +217,7 @@ class EtcdCoordinator:
     async def stop(self, *, revoke: bool = True) -> None:
         """Leave. Revoking the lease deletes this node's keys at once (fast handover);
         ``revoke=False`` leaves them to expire, as a crash would."""
-        tasks = [*self._tasks.values(), *self._retired]
-        self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._cancel_timers()
-        lease = self._session.lease
-        self._step(Stopped())
+        lease = await self._halt(*self._retired)
         if revoke and lease:
             try:
                 await self._client.revoke(lease)
@@ -288,10 +228,6 @@ class EtcdCoordinator:
                     extra={"action": "leave", "node": self.node, "error": str(error)},
                 )
         await self._client.close()
-
-    def owned_shards(self) -> dict[int, ShardLease]:
-        self._check()
-        return self._session.owned(self._monotonic.monotonic())
 
     async def members(self) -> list[Member]:
         self._check()
@@ -305,156 +241,19 @@ class EtcdCoordinator:
             found.append(Member(node, record.roles, record.since, beat, record.metrics_url))
         return sorted(found, key=lambda member: member.node)
 
-    async def leader(self) -> str | None:
-        """The leader key as etcd has it; while etcd cannot be reached, the leader this node last
-        saw, and this node itself only while its own lease is still locally valid."""
-        return await self._holder(LEADER)
-
-    async def watchdog(self) -> str | None:
-        """The holder of the watchdog duty, read as :meth:`leader` is."""
-        return await self._holder(WATCHDOG)
-
     async def _holder(self, duty: str) -> str | None:
-        self._check()
         try:
             _, kvs = await self._client.range(self._key(duty))
         except EtcdUnavailableError:
-            holder, lease = self._mirror.view().holder(duty)
-            session = self._session
-            if holder == self.node and (
-                lease != session.lease or not session.claims(self._monotonic.monotonic())
-            ):
-                return None
-            return holder
+            return self._seen_holder(*self._mirror.view().holder(duty))
         return kvs[0].value.decode() if kvs else None
 
-    async def wait_for_change(self, timeout_s: float) -> None:
-        """Returns when something changed since the previous return (at once if it already
-        did), or after ``timeout_s``."""
-        await wait_for(self._changed, timeout_s)
-        self._changed.clear()
-        self._check()
+    # -- the session's calls (the hooks of LeaseShell)
 
-    def set_health_check(self, healthy: Callable[[], bool]) -> None:
-        """Heartbeat only while ``healthy()``: a node that cannot do its work (its store hangs or
-        is unreachable) lets its lease lapse so that others take its shards within the TTL, and
-        joins again, with a new lease, once ``healthy()`` is true again. If its lease did lapse
-        and other schedulers are serving, it waits ``hold_s`` after the last unhealthy answer
-        first: a node on a slow or flapping link would otherwise take its shards back the moment
-        one call is quick, stall on them again, and make their slots late once per flap. When no
-        other scheduler has served throughout (everyone's store was down), it joins at once."""
-        self._healthy = healthy
-
-    def set_watchdog_check(self, able: Callable[[], bool]) -> None:
-        """Campaign for the watchdog duty, and keep it, only while ``able()``: a holder whose
-        notifier cannot reach the store deletes the key (at its next reconcile, within TTL/2),
-        so that a member that can takes it over."""
-        self._may_watch = able
-
-    def _check(self) -> None:
-        if self._failure is not None:
-            raise CoordinatorFailedError(f"the etcd coordinator stopped: {self._failure!r}")
-
-    # -- the session: carrying out what next_step decides
-
-    def _step(self, event: SessionEvent) -> Action | None:
-        """Feed ``event`` to the session; do its side effects now and return what the session
-        task does next (join, renew, wait), if the event was one of its answers."""
-        now = self._monotonic.monotonic()
-        self._session, actions = next_step(self._session, now, event)
-        pace = None
-        for action in actions:
-            if isinstance(action, PACING):
-                pace = action
-            else:
-                self._do(action, now)
-        return pace
-
-    def _do(self, action: Action, now: float) -> None:
-        loop = asyncio.get_running_loop()
-        match action:
-            case ArmDeadline(at=at):
-                if self._deadline is not None:
-                    self._deadline.cancel()
-                self._deadline = loop.call_later(max(0.0, at - now), self._step, Lapsed())
-            case Notify():
-                self._changed.set()
-            case Reconcile(at=at) if at <= now:
-                self._dirty.set()
-            case Reconcile(at=at):
-                self._later(at - now, self._dirty.set)
-            case WakeSession():
-                self._wake.set()
-            case Resync():
-                self._mirror.forget()
-                self._restart_watch()
-            case RestartWatch():
-                self._restart_watch()
-            case Say(level=level, message=message, action=name, fields=fields):
-                log.log(level, message, extra={"action": name, "node": self.node, **fields})
-                if name == "lapse":  # the lease was lost, or not renewed in time
-                    metrics.LEASES_LOST.inc()
-
-    def _later(self, delay_s: float, callback: Callable[[], None]) -> None:
-        handle: asyncio.TimerHandle
-
-        def fire() -> None:
-            self._timers.discard(handle)
-            callback()
-
-        handle = asyncio.get_running_loop().call_later(delay_s, fire)
-        self._timers.add(handle)
-
-    def _cancel_timers(self) -> None:
-        for handle in (self._deadline, *self._timers):
-            if handle is not None:
-                handle.cancel()
-        self._deadline = None
-        self._timers.clear()
-
-    async def _session_loop(self, pace: Action | None) -> None:
-        policy = retry_policy(self.ttl_s / 3)
-        retries = policy.tracker()
-        while True:
-            await self._pause(pace, retries)
-            pace = self._step(
-                Beat(self._healthy(), self._mirror.revision, self._mirror.schedulers(self.node))
-            )
-            if isinstance(pace, Join | Renew):
-                pace = await self._call(pace, policy, retries)
-
-    async def _pause(self, pace: Action | None, retries: Retries) -> None:
-        """Wait as the session said: until its time (cut short when the lease is found lost), or
-        the retry policy's next delay after a failed call."""
-        if isinstance(pace, RetryLater):
-            await asyncio.sleep(retries.failed())
-        elif isinstance(pace, Wait):
-            await wait_for(self._wake, pace.until - self._monotonic.monotonic())
-        self._wake.clear()  # whatever woke it is what the next beat decides on
-
-    async def _call(self, action: Join | Renew, policy: Backoff, retries: Retries) -> Action | None:
-        """Carry out a join or renewal; the session's answer to how it went."""
-        try:
-            event = await (self._join() if isinstance(action, Join) else self._renew(action.lease))
-        except Exception as error:
-            if not policy.retries(error):
-                raise
-            attempt = retries.failures + 1
-            if attempt == 1 or attempt % 50 == 0:
-                log.warning(
-                    "etcd unreachable, retrying with backoff",
-                    extra={
-                        "action": "wait",
-                        "backend": "etcd",
-                        "node": self.node,
-                        "attempt": attempt,
-                        "error": str(error),
-                    },
-                )
-            event = Unreachable()
-        else:
-            retries.succeeded()
-        return self._step(event)
+    def _beat(self, healthy: bool) -> Beat:
+        """The mirror's revision, and the other schedulers with their member keys' create
+        revisions."""
+        return Beat(healthy, self._mirror.revision, self._mirror.schedulers(self.node))
 
     async def _join_within(self, attempts: int) -> Joined:
         """Join with a fresh lease each time one expired between its grant and the member key's
@@ -544,6 +343,10 @@ class EtcdCoordinator:
         if not compact_revision:
             raise EtcdUnavailableError(f"etcd refused the watch: {reason}")
 
+    def _resync(self) -> None:
+        self._mirror.forget()
+        self._restart_watch()
+
     def _restart_watch(self) -> None:
         task = self._tasks.get("watch")
         if task is None or task is asyncio.current_task():
@@ -582,14 +385,7 @@ class EtcdCoordinator:
         plan = decide(self.node, self.roles, lease, view, held, self._shards, may_watch=self._may_watch())
         if not plan:
             return
-        self._step(Settled(lease, plan))  # the local half first: stop claiming before deleting
-        if plan.campaign and await self._campaign(lease, LEADER):
-            metrics.LEADER_ELECTIONS.inc()
-            log.info("elected leader", extra={"action": "lead", "node": self.node})
-        if plan.watch and await self._campaign(lease, WATCHDOG):
-            log.info("took the watchdog duty", extra={"action": "watch", "node": self.node})
-        if plan.resign:
-            await self._resign_watchdog(lease)
+        await self._settle(lease, plan)
         if plan.assignment is not None:
             await self._publish(lease, plan.assignment, view)
         jobs = [functools.partial(self._release, shard, epoch) for shard, epoch in plan.release.items()]
@@ -613,15 +409,11 @@ class EtcdCoordinator:
         result = await self._client.txn([cmp_create(key, 0)], [op_put(key, self.node.encode(), lease)])
         return result.succeeded
 
-    async def _resign_watchdog(self, lease: int) -> None:
-        """Delete the watchdog key if it is still held on ``lease``."""
-        key = self._key(WATCHDOG)
+    async def _resign(self, lease: int, duty: str) -> bool:
+        """Delete the ``duty`` key if it is still held on ``lease``; whether it was."""
+        key = self._key(duty)
         result = await self._client.txn([cmp_lease(key, lease)], [op_delete(key)])
-        if result.succeeded:
-            log.warning(
-                "gave the watchdog duty up: this node cannot do it now",
-                extra={"action": "resign", "node": self.node, "duty": WATCHDOG},
-            )
+        return result.succeeded
 
     async def _publish(self, lease: int, owners: tuple[str | None, ...], view: View) -> None:
         key = self._key("assignment")
@@ -653,33 +445,6 @@ class EtcdCoordinator:
         await self._client.txn([cmp_create(key, epoch)], [op_delete(key)], [op_get(key)])
 
     # -- helpers
-
-    def _spawn(self, name: str, work: Callable[[], Awaitable[None]]) -> None:
-        """Run ``work()`` as the named task. The coroutine is made inside the task: a task cancelled
-        before its first step (a watch restarted during shutdown) leaves no coroutine un-awaited."""
-
-        async def run() -> None:
-            try:
-                await work()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                log.exception(
-                    "coordinator task failed: the coordinator stops",
-                    extra={"action": "fail", "node": self.node, "task": name},
-                )
-                self._failed(error)
-
-        self._tasks[name] = asyncio.create_task(run(), name=f"etcd-coordinator-{self.node}-{name}")
-
-    def _failed(self, error: BaseException) -> None:
-        """Stop claiming and renewing; the port's calls raise from now on."""
-        self._failure = error
-        for task in self._tasks.values():
-            if task is not asyncio.current_task():
-                task.cancel()
-        self._cancel_timers()
-        self._step(Stopped())
 
     async def _last_heartbeat(self, kv: KeyValue) -> datetime | None:
         session = self._session

@@ -37,8 +37,10 @@ etcd coordinator's revision, for a cluster that moved here from etcd), so the st
 in its transaction; each node listens (:class:`~cronwheel.store.change_listener.PostgresChangeListener`,
 which reconnects by itself) and re-reads the tables. A poll every TTL/2, and when the earliest
 lease it saw expires, is the backstop (an expiry notifies nobody). The leader, the plan and the
-rest follow the etcd coordinator (:func:`cronwheel.coordinator.plan.decide`): see
-:mod:`cronwheel.coordinator.etcd` for sit-out, step-down, the watchdog check and failures.
+rest follow the etcd coordinator (:func:`cronwheel.coordinator.plan.decide`); the lease session
+(sit-out, step-down) is carried out by the shell both share,
+:class:`~cronwheel.coordinator.shell.LeaseShell`, which also holds the health and watchdog checks
+and the rules on failures.
 """
 
 from __future__ import annotations
@@ -47,15 +49,14 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from sqlalchemy import TextClause, exc, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from cronwheel.clock import Clock, monotonic_of
+from cronwheel.clock import Clock
 from cronwheel.coordinator.plan import (
     LEADER,
     SCHEDULER,
@@ -66,44 +67,22 @@ from cronwheel.coordinator.plan import (
     decode_assignment,
     encode_assignment,
 )
-from cronwheel.coordinator.port import Member, ShardLease
+from cronwheel.coordinator.port import Member
 from cronwheel.coordinator.session import (
-    PACING,
     Acquired,
-    Action,
-    ArmDeadline,
     Beat,
-    Join,
     Joined,
-    Lapsed,
-    Notify,
-    Reconcile,
-    Renew,
     Renewed,
-    RestartWatch,
-    Resync,
-    RetryLater,
-    Say,
-    Session,
     SessionEvent,
-    Settled,
     Stopped,
-    Terms,
-    Unreachable,
-    Wait,
-    WakeSession,
-    default_safety_margin,
-    next_step,
 )
-from cronwheel.coordinator.shell import CoordinatorFailedError, always, retry_policy, wait_for
+from cronwheel.coordinator.shell import LeaseShell, lease_terms, retry_policy, wait_for
 from cronwheel.errors import BackendUnavailableError, InvalidInputError, TransientError
 from cronwheel.model import SHARDS
-from cronwheel.retrying import Backoff, Retries
 from cronwheel.store.change_listener import PostgresChangeListener
 from cronwheel.store.driver import create_engine, translated_errors
 from cronwheel.store.schema import from_micros, to_micros
 from cronwheel.store.sql import SchemaOutdatedError
-from cronwheel.telemetry import metrics
 
 log = logging.getLogger("cronwheel.coordinator.postgres")
 
@@ -327,8 +306,13 @@ _HOLDER = _sql(
 # -- the coordinator ------------------------------------------------------------------------------
 
 
-class PostgresCoordinator:
+class PostgresCoordinator(LeaseShell):
     """The :class:`~cronwheel.coordinator.port.Coordinator` of a cluster, on PostgreSQL."""
+
+    _log = log
+    _backend = "postgres-coordinator"
+    _title = "PostgreSQL"
+    _task_prefix = "pg"
 
     def __init__(
         self,
@@ -346,32 +330,13 @@ class PostgresCoordinator:
     ) -> None:
         if ttl_s < 1:
             raise InvalidInputError("the coordinator TTL must be at least 1 s")
-        margin = default_safety_margin(ttl_s) if safety_margin_s is None else safety_margin_s
-        if not 0 <= margin < ttl_s:
-            raise InvalidInputError("the lease safety margin must be at least 0 and less than the TTL")
         if not node or len(node) > 200:
             raise InvalidInputError(f"node name {node!r} must be non-empty and at most 200 characters")
-        self.node = node
-        self.roles = roles
-        self.metrics_url = metrics_url
+        super().__init__(node, roles, clock, lease_terms(ttl_s, safety_margin_s, hold_s), shards, metrics_url)
         self._engine = engine
         self._listener = listener
-        self._clock = clock
-        self._monotonic = monotonic_of(clock)
-        self._shards = shards
-        self._session = Session(Terms(ttl_s, margin, 5 * ttl_s if hold_s is None else hold_s))
         self._snapshot: Snapshot | None = None
         self._read_at = 0.0  # monotonic time the snapshot was read
-        self._healthy: Callable[[], bool] = always
-        self._may_watch: Callable[[], bool] = always
-        self._since: datetime | None = None
-        self._changed = asyncio.Event()  # for wait_for_change
-        self._dirty = asyncio.Event()  # for the reconcile task
-        self._wake = asyncio.Event()  # interrupts the session task's wait: the lease is gone
-        self._deadline: asyncio.TimerHandle | None = None
-        self._timers: set[asyncio.TimerHandle] = set()
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._failure: BaseException | None = None
         self._notes = listener.subscribe()  # notifications on CHANNEL
 
     @classmethod
@@ -419,19 +384,6 @@ class PostgresCoordinator:
         )
 
     @property
-    def ttl_s(self) -> float:
-        return self._session.terms.ttl_s
-
-    @property
-    def safety_margin_s(self) -> float:
-        return self._session.terms.margin_s
-
-    @property
-    def session(self) -> Session:
-        """The lease session as it stands (a frozen record)."""
-        return self._session
-
-    @property
     def incarnation(self) -> int:
         """The id this node's rows carry since its last join (0: not a member)."""
         return self._session.lease
@@ -461,14 +413,7 @@ class PostgresCoordinator:
     async def stop(self, *, leave: bool = True) -> None:
         """Leave: free this node's rows at once (fast handover); ``leave=False`` leaves them to
         expire, as a crash would."""
-        tasks = list(self._tasks.values())
-        self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._cancel_timers()
-        incarnation = self._session.lease
-        self._step(Stopped())
+        incarnation = await self._halt()
         if leave and incarnation:
             try:
                 await self._leave(incarnation)
@@ -480,10 +425,6 @@ class PostgresCoordinator:
                 )
         await self._listener.stop()
         await self._engine.dispose()
-
-    def owned_shards(self) -> dict[int, ShardLease]:
-        self._check()
-        return self._session.owned(self._monotonic.monotonic())
 
     async def members(self) -> list[Member]:
         """Live members; ``last_heartbeat`` is the database's time of their last renewal."""
@@ -501,142 +442,32 @@ class PostgresCoordinator:
             for row in rows
         ]
 
-    async def leader(self) -> str | None:
-        """The live holder of the leader row; while PostgreSQL cannot be reached, the holder this
-        node last saw, and this node itself only while its own lease is still locally valid."""
-        return await self._holder(LEADER)
-
-    async def watchdog(self) -> str | None:
-        """The holder of the watchdog duty, read as :meth:`leader` is."""
-        return await self._holder(WATCHDOG)
-
     async def _holder(self, duty: str) -> str | None:
-        self._check()
         try:
             async with self._connection() as connection:
                 return (await connection.execute(_HOLDER, {"duty": duty})).scalar_one_or_none()
         except BackendUnavailableError:
             snapshot = self._snapshot
             holder, incarnation = snapshot.duties.get(duty, (None, 0)) if snapshot else (None, 0)
-            session = self._session
-            mine = incarnation == session.lease and session.claims(self._monotonic.monotonic())
-            return None if holder == self.node and not mine else holder
+            return self._seen_holder(holder, incarnation)
 
-    async def wait_for_change(self, timeout_s: float) -> None:
-        """Returns when something changed since the previous return (at once if it already
-        did), or after ``timeout_s``."""
-        await wait_for(self._changed, timeout_s)
-        self._changed.clear()
-        self._check()
+    # -- the session's calls (the hooks of LeaseShell)
 
-    def set_health_check(self, healthy: Callable[[], bool]) -> None:
-        """Heartbeat only while ``healthy()`` (the rules of the etcd coordinator's)."""
-        self._healthy = healthy
+    def _beat(self, healthy: bool) -> Beat:
+        """The last snapshot's time (as the view's revision), and the other schedulers with when
+        they joined; nothing but ``healthy`` before the first read."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return Beat(healthy)
+        return Beat(healthy, snapshot.now_us, snapshot.schedulers(self.node))
 
-    def set_watchdog_check(self, able: Callable[[], bool]) -> None:
-        """Campaign for the watchdog duty, and keep it, only while ``able()``."""
-        self._may_watch = able
+    def _resync(self) -> None:
+        """A fresh read: every reconcile reads the tables whole, so there is no copy to forget."""
+        self._dirty.set()
 
-    def _check(self) -> None:
-        if self._failure is not None:
-            raise CoordinatorFailedError(f"the PostgreSQL coordinator stopped: {self._failure!r}")
-
-    # -- the session: carrying out what next_step decides
-
-    def _step(self, event: SessionEvent) -> Action | None:
-        """Feed ``event`` to the session; do its side effects now and return what the session
-        task does next (join, renew, wait), if the event was one of its answers."""
-        now = self._monotonic.monotonic()
-        self._session, actions = next_step(self._session, now, event)
-        pace = None
-        for action in actions:
-            if isinstance(action, PACING):
-                pace = action
-            else:
-                self._do(action, now)
-        return pace
-
-    def _do(self, action: Action, now: float) -> None:
-        match action:
-            case ArmDeadline(at=at):
-                if self._deadline is not None:
-                    self._deadline.cancel()
-                loop = asyncio.get_running_loop()
-                self._deadline = loop.call_later(max(0.0, at - now), self._step, Lapsed())
-            case Notify():
-                self._changed.set()
-            case Reconcile(at=at):
-                self._later(at - now, self._dirty.set)
-            case WakeSession():
-                self._wake.set()
-            case Resync() | RestartWatch():  # the listener reconnects by itself: read again
-                self._dirty.set()
-            case Say(level=level, message=message, action=name, fields=fields):
-                log.log(level, message, extra={"action": name, "node": self.node, **fields})
-                if name == "lapse":
-                    metrics.LEASES_LOST.inc()
-
-    def _later(self, delay_s: float, callback: Callable[[], None]) -> None:
-        if delay_s <= 0:
-            callback()
-            return
-        handle: asyncio.TimerHandle
-
-        def fire() -> None:
-            self._timers.discard(handle)
-            callback()
-
-        handle = asyncio.get_running_loop().call_later(delay_s, fire)
-        self._timers.add(handle)
-
-    def _cancel_timers(self) -> None:
-        for handle in (self._deadline, *self._timers):
-            if handle is not None:
-                handle.cancel()
-        self._deadline = None
-        self._timers.clear()
-
-    async def _session_loop(self, pace: Action | None) -> None:
-        policy = retry_policy(self.ttl_s / 3)
-        retries = policy.tracker()
-        while True:
-            await self._pause(pace, retries)
-            snapshot = self._snapshot
-            beat = Beat(self._healthy())
-            if snapshot is not None:
-                beat = Beat(beat.healthy, snapshot.now_us, snapshot.schedulers(self.node))
-            pace = self._step(beat)
-            if isinstance(pace, Join | Renew):
-                pace = await self._call(pace, policy, retries)
-
-    async def _pause(self, pace: Action | None, retries: Retries) -> None:
-        if isinstance(pace, RetryLater):
-            await asyncio.sleep(retries.failed())
-        elif isinstance(pace, Wait):
-            await wait_for(self._wake, pace.until - self._monotonic.monotonic())
-        self._wake.clear()
-
-    async def _call(self, action: Join | Renew, policy: Backoff, retries: Retries) -> Action | None:
-        try:
-            event = await (self._join() if isinstance(action, Join) else self._renew(action.lease))
-        except Exception as error:
-            if not policy.retries(error):
-                raise
-            if retries.failures % 50 == 0:
-                log.warning(
-                    "PostgreSQL unreachable, retrying with backoff",
-                    extra={
-                        "action": "wait",
-                        "backend": "postgres-coordinator",
-                        "node": self.node,
-                        "attempt": retries.failures + 1,
-                        "error": str(error),
-                    },
-                )
-            event = Unreachable()
-        else:
-            retries.succeeded()
-        return self._step(event)
+    def _restart_watch(self) -> None:
+        """A fresh read: the listener reconnects by itself."""
+        self._dirty.set()
 
     # -- statements
 
@@ -716,16 +547,12 @@ class PostgresCoordinator:
                 await self._notify(connection)
         return bool(won)
 
-    async def _resign_watchdog(self, incarnation: int) -> None:
+    async def _resign(self, incarnation: int, duty: str) -> bool:
         async with self._transaction() as connection:
-            done = (await connection.execute(_RESIGN, {"duty": WATCHDOG, "incarnation": incarnation})).all()
+            done = (await connection.execute(_RESIGN, {"duty": duty, "incarnation": incarnation})).all()
             if done:
                 await self._notify(connection)
-        if done:
-            log.warning(
-                "gave the watchdog duty up: this node cannot do it now",
-                extra={"action": "resign", "node": self.node, "duty": WATCHDOG},
-            )
+        return bool(done)
 
     async def _publish(self, incarnation: int, owners: tuple[str | None, ...]) -> None:
         values = {"incarnation": incarnation, "assignment": encode_assignment(owners).decode()}
@@ -779,14 +606,7 @@ class PostgresCoordinator:
         )
         if not plan:
             return
-        self._step(Settled(incarnation, plan))  # the local half first: stop claiming, then release
-        if plan.campaign and await self._campaign(incarnation, LEADER):
-            metrics.LEADER_ELECTIONS.inc()
-            log.info("elected leader", extra={"action": "lead", "node": self.node})
-        if plan.watch and await self._campaign(incarnation, WATCHDOG):
-            log.info("took the watchdog duty", extra={"action": "watch", "node": self.node})
-        if plan.resign:
-            await self._resign_watchdog(incarnation)
+        await self._settle(incarnation, plan)
         if plan.assignment is not None:
             await self._publish(incarnation, plan.assignment)
         if plan.release:
@@ -809,29 +629,3 @@ class PostgresCoordinator:
             self._dirty.set()
             if senders - {self.node}:
                 self._changed.set()
-
-    # -- helpers
-
-    def _spawn(self, name: str, work: Callable[[], Awaitable[None]]) -> None:
-        async def run() -> None:
-            try:
-                await work()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                log.exception(
-                    "coordinator task failed: the coordinator stops",
-                    extra={"action": "fail", "node": self.node, "task": name},
-                )
-                self._failed(error)
-
-        self._tasks[name] = asyncio.create_task(run(), name=f"pg-coordinator-{self.node}-{name}")
-
-    def _failed(self, error: BaseException) -> None:
-        """Stop claiming and renewing; the port's calls raise from now on."""
-        self._failure = error
-        for task in self._tasks.values():
-            if task is not asyncio.current_task():
-                task.cancel()
-        self._cancel_timers()
-        self._step(Stopped())
