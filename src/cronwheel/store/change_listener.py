@@ -219,12 +219,16 @@ class PostgresChangeListener:
     async def _watch(self) -> None:
         """Return when the connection is lost (closed by the server or the network, or
         unresponsive to a health check)."""
+        # asyncio.timeout, not asyncio.wait_for: on Python 3.11 wait_for can swallow a cancellation
+        # that arrives as its awaitable finishes, and this loop would outlive stop()
         while not self._lost.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._lost.wait(), self._health_check_s)
+                async with asyncio.timeout(self._health_check_s):
+                    await self._lost.wait()
                 return
             try:
-                await asyncio.wait_for(self._connection.fetchval("SELECT 1"), self._timeout_s)
+                async with asyncio.timeout(self._timeout_s):
+                    await self._connection.fetchval("SELECT 1")
             except Exception as error:  # any failure: treat the connection as gone
                 log.warning(
                     "%s health check failed",
