@@ -30,6 +30,7 @@ from cronwheel.model import (
     RetentionPolicy,
     RunKind,
     RunState,
+    SkipReason,
     Target,
 )
 from cronwheel.notifications.rules import Condition
@@ -104,6 +105,7 @@ MODEL_CHOICES = [
         MisfireMode,
         RunState,
         RunKind,
+        SkipReason,
         BackfillState,
         Outcome,
         FireKind,

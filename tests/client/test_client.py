@@ -223,3 +223,13 @@ def test_the_cli_starts_without_httpx_until_a_command_sends() -> None:
     code = "import sys, cronwheel.cli, cronwheel.client; print('httpx' in sys.modules)"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "False"
+
+
+def test_upcoming_fires_count_the_teams_jobs(client: Client) -> None:
+    client.create_job(spec(schedule="* * * * *"))
+    client.create_job(spec(name="paused", schedule="* * * * *"))
+    client.pause_job("data/paused", "not counted")
+    upcoming = client.upcoming_fires(window_s=600, bucket_s=60)
+    assert (upcoming["window_s"], upcoming["bucket_s"], upcoming["jobs"]) == (600, 60, 1)
+    assert upcoming["teams"] == {"data": upcoming["fires"]}
+    assert 10 <= upcoming["fires"] <= 11  # one a minute (a first bucket begun before now may hold one)

@@ -37,6 +37,7 @@ NOT_FOR_THE_CLIENT = {
     ("POST", "/ui/session"): "the dashboard's login, for browsers",
     ("DELETE", "/ui/session"): "the dashboard's logout, for browsers",
     ("GET", "/ui/api"): "the dashboard's bridge to /v1 (a session cookie), for browsers",
+    ("GET", "/v1/events"): "a stream of server-sent events, for the dashboard's pages (an EventSource)",
 }
 
 

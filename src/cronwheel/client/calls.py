@@ -82,6 +82,7 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "get_run_output": Route("GET", "/v1/runs/{run_id}/output"),
         "preview_schedule": Route("POST", "/v1/schedules/preview"),
         "cluster_status": Route("GET", "/v1/cluster"),
+        "upcoming_fires": Route("GET", "/v1/schedules/upcoming"),
         "create_token": Route("POST", "/v1/tokens"),
         "list_tokens": Route("GET", "/v1/tokens"),
         "get_token": Route("GET", "/v1/tokens/{token_id}"),
@@ -396,6 +397,12 @@ def preview_schedule(
 def cluster_status() -> Call[dict[str, Any]]:
     """Nodes, leader, shards, queues and active runs (an admin token of every team)."""
     return _call("cluster_status", _data)
+
+
+def upcoming_fires(window_s: int = 3600, bucket_s: int = 1) -> Call[dict[str, Any]]:
+    """How many jobs of the token's teams fire in each ``bucket_s`` of the next ``window_s``
+    seconds, by team (live, unpaused jobs; what the dashboard's upcoming view draws)."""
+    return _call("upcoming_fires", _data, params=_params(window=window_s, bucket=bucket_s))
 
 
 # -- tokens --------------------------------------------------------------------------------------

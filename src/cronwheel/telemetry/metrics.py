@@ -112,7 +112,8 @@ API_REQUESTS = Counter(
 )
 API_LATENCY = Histogram(
     "cronwheel_api_request_duration_seconds",
-    "Seconds the API took to answer, by method and route template.",
+    "Seconds the API took to answer, by method and route template (for `/v1/events`, how long "
+    "its streams stayed open: up to 300).",
     ["method", "route"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
     registry=REGISTRY,

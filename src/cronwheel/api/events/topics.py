@@ -19,7 +19,9 @@ from typing import Any
 from cronwheel.store import RunChange
 
 MAX_TOPICS = 32
-TOPIC = r"(?:jobs|runs|cluster|(?:job|run):[^,\s]+)"
+# an id: printable ASCII but the comma and the space, in words that Python, pydantic and JSON Schema
+# (ECMA-262) read alike (their \s differ: Python's takes \x1c-\x1f)
+TOPIC = r"(?:jobs|runs|cluster|(?:job|run):[\x21-\x2b\x2d-\x7e]+)"
 TOPICS_PATTERN = rf"^{TOPIC}(?:,{TOPIC}){{0,{MAX_TOPICS - 1}}}$"  # the API document's
 TOPICS_HELP = (
     "Comma-separated, no spaces: jobs, runs, cluster, job:<id>, run:<id> "
