@@ -26,7 +26,7 @@ from cronwheel.cli.output import (
     when,
 )
 from cronwheel.cli.watching import every, show_listing, watch_options
-from cronwheel.client import collect
+from cronwheel.client.types import Job, Page
 from cronwheel.schedule.calendar import CalendarShift
 from cronwheel.schedule.elapsed import is_elapsed
 from cronwheel.targets.kinds import KINDS, summary
@@ -537,30 +537,19 @@ def list_(
     state = None if last_state is None else last_state.upper()
     watch_s = every(watching, interval)
 
-    def fetch() -> dict[str, Any]:
-        items, after = collect(
-            lambda size, after: ctx.client.list_jobs(
-                team=team,
-                name=name,
-                labels=labels,
-                paused=paused,
-                last_state=state,
-                late=late,
-                limit=size,
-                cursor=after,
-            ),
-            limit,
-            cursor,
+    def page(size: int, after: str | None) -> Page[Job]:
+        return ctx.client.list_jobs(
+            team=team,
+            name=name,
+            labels=labels,
+            paused=paused,
+            last_state=state,
+            late=late,
+            limit=size,
+            cursor=after,
         )
-        return {"items": items, "next_cursor": after}
 
-    show_listing(
-        ctx,
-        fetch,
-        lambda data: jobs_table(data["items"]),
-        lambda data: wide_jobs_table(data["items"]),
-        watch_s,
-    )
+    show_listing(ctx, page, limit, cursor, jobs_table, wide_jobs_table, watch_s)
 
 
 @jobs.command()

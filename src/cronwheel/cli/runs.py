@@ -12,7 +12,6 @@ from cronwheel.cli.completion import complete_job
 from cronwheel.cli.jobs import STATES
 from cronwheel.cli.output import Column, Ctx, api_command, columns_table, fields, table, when
 from cronwheel.cli.watching import every, show_listing, watch_options
-from cronwheel.client import collect
 from cronwheel.client.types import Page, Run
 from cronwheel.model import SkipReason
 
@@ -204,17 +203,7 @@ def list_(
             return ctx.client.list_runs(job_id=job_id, states=wanted, limit=size, cursor=after, **filters)
         return ctx.client.list_job_runs(job_id, states=wanted, limit=size, cursor=after)
 
-    def fetch() -> dict[str, Any]:
-        items, after = collect(page, limit, cursor)
-        return {"items": items, "next_cursor": after}
-
-    show_listing(
-        ctx,
-        fetch,
-        lambda data: runs_table(data["items"]),
-        lambda data: wide_runs_table(data["items"]),
-        watch_s,
-    )
+    show_listing(ctx, page, limit, cursor, runs_table, wide_runs_table, watch_s)
 
 
 @runs.command()

@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from cronwheel.cli.output import SECONDS, Ctx, render
+from cronwheel.client import collect
+from cronwheel.client.types import Page
 
 DEFAULT_INTERVAL_S = 2.0
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, erase the screen
@@ -70,16 +72,27 @@ def watch(listing: Callable[[], str], interval_s: float) -> None:
 
 def show_listing(
     ctx: Ctx,
-    fetch: Callable[[], dict[str, Any]],
-    table: Callable[[Any], str],
-    wide: Callable[[Any], str],
+    page: Callable[[int, str | None], Page[Any]],
+    limit: int,
+    cursor: str | None,
+    table: Callable[[list[Any]], str],
+    wide: Callable[[list[Any]], str],
     watch_s: float | None,
 ) -> None:
-    """Print one page (``{"items": ..., "next_cursor": ...}``) of a list command, or watch it."""
+    """Print up to ``limit`` items of a list command from ``cursor`` on, read a page at a time by
+    ``page(size, after)``, as ``{"items": ..., "next_cursor": ...}``; or watch them."""
+
+    def fetch() -> dict[str, Any]:
+        items, after = collect(page, limit, cursor)
+        return {"items": items, "next_cursor": after}
+
+    def rows(draw: Callable[[list[Any]], str]) -> Callable[[dict[str, Any]], str]:
+        return lambda data: draw(data["items"])
+
     if watch_s is not None:
-        watch(lambda: render(fetch(), ctx.output, table, wide), watch_s)
+        watch(lambda: render(fetch(), ctx.output, rows(table), rows(wide)), watch_s)
         return
     data = fetch()
-    ctx.emit(data, table, wide)
+    ctx.emit(data, rows(table), rows(wide))
     if data["next_cursor"] and ctx.tabular:
         click.echo(f"(more: --cursor {data['next_cursor']})", err=True)
