@@ -22,7 +22,8 @@ from server_harness import ServerProcess, Sink
 
 from cronwheel.model import SHARDS
 
-from .test_dashboard import WAIT_MS, _job, _login, _shot
+from .session import WAIT_MS, log_in
+from .test_dashboard import _job, _shot
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 VIEWER_ZONE = "America/New_York"
@@ -73,7 +74,7 @@ async def test_a_read_only_token_sees_no_write_action_and_no_admin_page(
         assert (await api.post(f"/v1/jobs/{ours['id']}/backfills", json=span)).status_code == 202
         reader = await _token(api, "data", "read")
     context, page, errors = await _context(browser)
-    await _login(page, server.url, reader)
+    await log_in(page, server.url, reader)
     await expect(page.locator("#whoami")).to_contain_text("data · read")
 
     # the jobs page: the team's job only, and no "New job" or "Cluster" in the navigation
@@ -131,7 +132,7 @@ async def test_an_admin_of_one_team_may_write_but_not_open_the_cluster_page(
         job = (await api.post("/v1/jobs", json=_job(sink, "ours") | {"schedule": "0 3 * * *"})).json()
         admin = await _token(api, "data", "admin")
     context, page, errors = await _context(browser)
-    await _login(page, server.url, admin)
+    await log_in(page, server.url, admin)
     await expect(page.locator("[data-nav=new]")).to_be_visible()
     await expect(page.locator("[data-nav=cluster]")).to_be_hidden()
     await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
@@ -154,7 +155,7 @@ async def test_times_show_in_the_viewers_zone_or_utc_as_chosen(
     async with server.client() as api:
         job = (await api.post("/v1/jobs", json=_job(sink, "nightly") | {"schedule": "0 3 * * *"})).json()
     context, page, errors = await _context(browser, timezone_id=VIEWER_ZONE)
-    await _login(page, server.url, server.token_file.read_text().strip())
+    await log_in(page, server.url, server.token_file.read_text().strip())
     await expect(page.locator("#zone")).to_have_value("local")
     shown = page.locator(f"#jobs tr[data-job='{job['id']}'] time").first
     instant = await shown.get_attribute("datetime")
@@ -185,7 +186,7 @@ async def test_the_cluster_page_draws_the_shares_of_shards_and_the_table_on_dema
 ) -> None:
     server = server_factory()
     context, page, errors = await _context(browser)
-    await _login(page, server.url, server.token_file.read_text().strip())
+    await log_in(page, server.url, server.token_file.read_text().strip())
     await expect(page.locator("[data-nav=cluster]")).to_be_visible()
 
     # an embedded server: its one node owns every shard

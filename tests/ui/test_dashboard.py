@@ -27,9 +27,9 @@ from server_harness import ServerProcess, Sink, wait_for
 
 from .conftest import SCREENSHOTS
 from .job_form import fill_job
+from .session import WAIT_MS, log_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
-WAIT_MS = 15_000
 
 
 async def _shot(page: Page, name: str) -> None:
@@ -53,12 +53,6 @@ async def _fill(page: Page, spec: dict[str, Any]) -> None:
     await fill_job(page, spec)
 
 
-async def _login(page: Page, url: str, token: str) -> None:
-    await page.goto(f"{url}/ui")
-    await page.fill("#token", token)
-    await page.click("#login-button")
-
-
 async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     server_factory: Callable[..., ServerProcess], sink: Sink, browser: Browser
 ) -> None:
@@ -72,7 +66,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     page.on("pageerror", lambda error: errors.append(str(error)))
 
     # a wrong token is refused, and opens no session
-    await _login(page, server.url, "cw_AAAAAAAAAAAA_wrongwrongwrongwrongwrongwrong")
+    await log_in(page, server.url, "cw_AAAAAAAAAAAA_wrongwrongwrongwrongwrongwrong")
     await expect(page.locator(".login [role=alert]")).to_have_text("Refused: invalid token")
     await expect(page.locator("#nav")).to_be_hidden()
     await _shot(page, "login-refused")
@@ -236,7 +230,7 @@ async def test_another_site_cannot_act_with_the_session(
     context = await browser.new_context()
     context.set_default_timeout(WAIT_MS)
     page = await context.new_page()
-    await _login(page, server.url, server.token_file.read_text().strip())
+    await log_in(page, server.url, server.token_file.read_text().strip())
     await expect(page.locator("#whoami")).to_contain_text("every team")
     other = server.url.replace("127.0.0.1", "localhost")  # another site: another host name
     await page.goto(f"{other}/healthz")
@@ -275,7 +269,7 @@ async def test_the_jobs_list_pages_by_cursor(
     context = await browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(WAIT_MS)
     page = await context.new_page()
-    await _login(page, server.url, server.token_file.read_text().strip())
+    await log_in(page, server.url, server.token_file.read_text().strip())
     await expect(page.locator("#whoami")).to_contain_text("every team")
     await page.goto(f"{server.url}/ui/#/jobs?limit=5")
     rows = page.locator("#jobs tr[data-job]")
@@ -324,7 +318,7 @@ async def test_a_backfill_from_the_job_page_shows_its_progress(
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    await _login(page, server.url, server.token_file.read_text().strip())
+    await log_in(page, server.url, server.token_file.read_text().strip())
     await expect(page.locator("#whoami")).to_contain_text("every team")
     await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
     await expect(page.locator("#backfills")).to_contain_text("No backfills.")
@@ -379,7 +373,7 @@ async def test_a_running_backfill_is_cancelled_from_the_job_page(
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    await _login(page, server.url, server.token_file.read_text().strip())
+    await log_in(page, server.url, server.token_file.read_text().strip())
     await expect(page.locator("#whoami")).to_contain_text("every team")
     await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
     running = page.locator(f"#backfills tr[data-backfill='{backfill['id']}'][data-state=running]")
@@ -423,7 +417,7 @@ async def test_the_job_page_lists_its_calendars_and_marks_the_skipped_fires(
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    await _login(page, server.url, server.token_file.read_text().strip())
+    await log_in(page, server.url, server.token_file.read_text().strip())
     await expect(page.locator("#whoami")).to_contain_text("every team")
     await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
     await expect(page.locator("#job-calendars")).to_have_text("closed")

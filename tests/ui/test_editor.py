@@ -20,9 +20,9 @@ from server_harness import ServerProcess
 
 from .conftest import SCREENSHOTS
 from .job_form import control_id, fill, fill_job
+from .session import admin_page
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
-WAIT_MS = 15_000
 SECRETS = ("hook-token", "broker-password")
 
 # One target of each kind, as a user enters it (a secret by name where a value may be one).
@@ -106,15 +106,7 @@ async def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
 
 @pytest.fixture
 async def page(server: ServerProcess, browser: Browser) -> AsyncIterator[Page]:
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(WAIT_MS)
-    opened = await context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    await opened.goto(f"{server.url}/ui")
-    await opened.fill("#token", server.token_file.read_text().strip())
-    await opened.click("#login-button")
-    await expect(opened.locator("#whoami")).to_contain_text("every team")
+    context, opened, errors = await admin_page(browser, server)
     yield opened
     assert errors == []
     await context.close()

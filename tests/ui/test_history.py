@@ -16,11 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, Page, expect
 from server_harness import ServerProcess, Sink, wait_for
 
+from .session import admin_page
+
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
-WAIT_MS = 15_000
 
 
 def _http_job(sink: Sink, name: str, team: str = "data", **fields: Any) -> dict[str, Any]:
@@ -33,19 +34,6 @@ def _http_job(sink: Sink, name: str, team: str = "data", **fields: Any) -> dict[
         "target": target,
         **fields,
     }
-
-
-async def _open(browser: Browser, server: ServerProcess) -> tuple[BrowserContext, Page, list[str]]:
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(WAIT_MS)
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    await page.goto(f"{server.url}/ui")
-    await page.fill("#token", server.token_file.read_text().strip())
-    await page.click("#login-button")
-    await expect(page.locator("#whoami")).to_contain_text("every team")
-    return context, page, errors
 
 
 async def _triggered(api: httpx.AsyncClient, job: dict[str, Any], count: int) -> list[str]:
@@ -92,7 +80,7 @@ async def test_the_runs_page_filters_and_pages_runs_across_jobs(
 
         await wait_for(skipped, timeout=20)
         assert (await api.post(f"/v1/jobs/{gated['id']}/pause", json={})).status_code == 200
-    context, page, errors = await _open(browser, server)
+    context, page, errors = await admin_page(browser, server)
 
     # team data, 3 a page: 3, 3, 1 by the cursor, then back; every run alpha's, newest slot first
     await page.click("[data-nav=runs]")
@@ -153,7 +141,7 @@ async def test_a_jobs_whole_history_is_paged_on_its_page(
     async with server.client() as api:
         job = (await api.post("/v1/jobs", json=_http_job(sink, "history"))).json()
         newest_first = await _triggered(api, job, 31)
-    context, page, errors = await _open(browser, server)
+    context, page, errors = await admin_page(browser, server)
     await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
     rows = "#runs tr[data-run]"
     first = await _shown(page, rows, 25)
@@ -187,7 +175,7 @@ async def test_a_run_page_shows_more_than_a_kib_of_kept_output(
         (run_id,) = await _triggered(api, job, 1)
         excerpt = (await api.get(f"/v1/runs/{run_id}")).json()["attempt_details"][0]["output"]
     assert len(excerpt.encode()) <= 1024  # the run's details hold the excerpt only
-    context, page, errors = await _open(browser, server)
+    context, page, errors = await admin_page(browser, server)
     await page.goto(f"{server.url}/ui/#/runs/{run_id}")
     kept = page.locator("#output [data-output='1']")
     await expect(kept).to_have_attribute("data-kept", "longer")
@@ -206,7 +194,7 @@ async def test_the_tail_of_a_running_command_shows_its_output_when_the_attempt_e
     server_factory: Callable[..., ServerProcess], browser: Browser
 ) -> None:
     server = server_factory("--allow-commands")
-    context, page, errors = await _open(browser, server)
+    context, page, errors = await admin_page(browser, server)
     async with server.client() as api:
         spec = {"team": "data", "name": "slow", "schedule": "0 3 * * *", "timezone": "UTC"}
         argv = ["sh", "-c", "echo first; sleep 3; echo second"]

@@ -14,8 +14,9 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 from server_harness import ServerProcess, Sink
 
+from .session import WAIT_MS, admin_page
+
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
-WAIT_MS = 15_000
 
 # Run in the dashboard's page (its CSP allows this origin's modules): follow() with the events
 # kept in window.heard, and the stop function in window.stopLive.
@@ -24,17 +25,6 @@ FOLLOW = """async ([topics, options]) => {
     window.heard = [];
     window.stopLive = live.follow(topics, (event) => window.heard.push(event), options);
 }"""
-
-
-async def _logged_in(browser: Browser, server: ServerProcess) -> Page:
-    context = await browser.new_context()
-    context.set_default_timeout(WAIT_MS)
-    page = await context.new_page()
-    await page.goto(f"{server.url}/ui")
-    await page.fill("#token", server.token_file.read_text().strip())
-    await page.click("#login-button")
-    await expect(page.locator("#whoami")).to_contain_text("every team")
-    return page
 
 
 async def _heard(page: Page, condition: str) -> Any:
@@ -47,9 +37,7 @@ async def test_follow_hears_a_job_and_its_run_through_the_session(
     server_factory: Callable[..., ServerProcess], sink: Sink, browser: Browser
 ) -> None:
     server = server_factory()
-    page = await _logged_in(browser, server)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    _, page, errors = await admin_page(browser, server)
     await page.evaluate(FOLLOW, [["jobs", "runs"], {}])
     await _heard(page, "e && e.type === 'reload'")  # told at the opening
     job = {
@@ -85,7 +73,7 @@ async def test_follow_falls_back_to_polling(
     options: dict[str, Any],
 ) -> None:
     server = server_factory()
-    page = await _logged_in(browser, server)
+    _, page, _ = await admin_page(browser, server)
     await page.evaluate(FOLLOW, [topics, options])
     await page.wait_for_function("() => window.heard.filter((e) => e === null).length >= 3")
     await page.evaluate("() => { window.stopLive(); window.heard = []; }")
@@ -100,7 +88,7 @@ async def test_pages_redraw_on_events_without_polling(
     the API, without a reload; between changes neither page asks the API again (it would every two
     seconds if it polled), and leaving a page closes its stream."""
     server = server_factory()
-    page = await _logged_in(browser, server)
+    _, page, _ = await admin_page(browser, server)
     reads: list[str] = []
     page.on("request", lambda request: reads.append(request.url) if "/ui/api/v1/" in request.url else None)
     await page.goto(f"{server.url}/ui/#/jobs")

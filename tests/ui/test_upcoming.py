@@ -18,13 +18,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, expect
 from server_harness import ServerProcess, Sink
 
 from .conftest import SCREENSHOTS
+from .session import admin_page
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
-WAIT_MS = 15_000
 
 
 def _job(sink: Sink, team: str, name: str, schedule: str) -> dict[str, Any]:
@@ -35,19 +35,6 @@ def _job(sink: Sink, team: str, name: str, schedule: str) -> dict[str, Any]:
         "timezone": "UTC",
         "target": {"type": "http", "url": sink.answer(f"/{name}", (200, 0.0))},
     }
-
-
-async def _page(browser: Browser, server: ServerProcess) -> tuple[Page, list[str]]:
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(WAIT_MS)
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    await page.goto(f"{server.url}/ui")
-    await page.fill("#token", server.token_file.read_text().strip())
-    await page.click("#login-button")
-    await expect(page.locator("#whoami")).to_contain_text("every team")
-    return page, errors
 
 
 async def test_the_herd_at_the_top_of_the_hour_is_the_tallest_bucket_and_names_its_team(
@@ -64,7 +51,7 @@ async def test_the_herd_at_the_top_of_the_hour_is_the_tallest_bucket_and_names_i
         assert {answer.status_code for answer in answers} == {201}
         paused = answers[-1].json()
         assert (await api.post(f"/v1/jobs/{paused['id']}/pause", json={})).status_code == 200
-    page, errors = await _page(browser, server)
+    _, page, errors = await admin_page(browser, server)
     await page.click("a[data-nav=upcoming]")
     busiest = page.locator("#busiest tr[data-bucket]")
     await expect(busiest.first.locator("td").nth(1)).to_have_text("5")
@@ -104,7 +91,7 @@ async def test_a_jobs_chart_covers_its_history_with_a_tooltip(
         body = {"from": start.isoformat(), "to": end.isoformat()}
         made = await api.post(f"/v1/jobs/{job['id']}/backfills", json=body)
         assert made.status_code == 202, made.text
-    page, errors = await _page(browser, server)
+    _, page, errors = await admin_page(browser, server)
     await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
     legend = page.locator("#chart .legend")
     await expect(legend).to_contain_text(re.compile(r"last (9\d|[1-9]\d\d) finished runs"), timeout=60_000)
