@@ -7,8 +7,11 @@ import logging
 import httpx
 import pytest
 from sqlalchemy import text
+from starlette.requests import ClientDisconnect
+from starlette.types import Message, Receive, Scope, Send
 
 from cronwheel.api.app import ApiServices, create_app
+from cronwheel.api.problems import UnexpectedErrors
 from cronwheel.store import JobQuery
 from cronwheel.store.driver import translated_errors
 
@@ -205,3 +208,25 @@ async def test_request_bodies_are_not_logged(
         await client.post("/v1/jobs", json=job_body(target=target))  # 409
         await client.post("/v1/jobs", json=job_body(name="x y", target=target))  # 422
     assert "tok-123" not in caplog.text
+
+
+async def test_a_client_that_leaves_mid_request_is_not_an_unexpected_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def leaving(scope: Scope, receive: Receive, send: Send) -> None:
+        raise ClientDisconnect()
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async def receive() -> Message:
+        return {"type": "http.disconnect"}
+
+    scope: Scope = {"type": "http", "method": "GET", "path": "/v1/jobs", "headers": []}
+    with caplog.at_level(logging.DEBUG, logger="cronwheel.api"):
+        await UnexpectedErrors(leaving)(scope, receive, send)
+    assert sent == []  # no answer: the client is gone
+    assert "unexpected error" not in caplog.text
+    assert "client left during GET /v1/jobs" in caplog.text

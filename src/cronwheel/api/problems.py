@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cronwheel.api.callers import auditing
@@ -403,6 +404,8 @@ class UnexpectedErrors:
 
         try:
             await self.app(scope, receive, tracking_send)
+        except ClientDisconnect:  # the client left before its answer: no one to answer, nothing wrong
+            log.debug("client left during %s %s", scope.get("method"), scope.get("path"))
         except Exception:
             log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
             if started:
