@@ -57,6 +57,19 @@ async def test_the_page_is_public_and_locked_down(browser: httpx.AsyncClient) ->
     assert {"app.js", "api.js", "style.css", "pages/job.js"} <= set(DASHBOARD_FILES)
 
 
+async def test_the_page_preloads_the_modules_the_app_needs_and_not_the_form(
+    browser: httpx.AsyncClient,
+) -> None:
+    """Every module app.js imports, directly or not, is named for preloading before app.js; the job
+    form's modules load when the form opens (a dynamic import), so no page but the form fetches them."""
+    page = (await browser.get("/ui/")).text
+    preloaded = re.findall(r'<link rel="modulepreload" href="assets/([^"]+)">', page)
+    assert preloaded == ui.preloaded_modules()
+    assert {"api.js", "dom.js", "live.js", "pages/jobs.js", "pages/job.js", "pager.js"} <= set(preloaded)
+    assert not {"pages/editor.js", "forms/widgets.js", "vendor/js-yaml.js"} & set(preloaded)
+    assert page.index("modulepreload") < page.index('src="assets/app.js"')
+
+
 @pytest.mark.parametrize("name", DASHBOARD_FILES)
 async def test_every_dashboard_file_is_served_with_its_type(browser: httpx.AsyncClient, name: str) -> None:
     """Each file of static/ui, the modules of its pages/ included, under /ui/assets: a module script
@@ -78,13 +91,15 @@ def test_the_vendored_yaml_module_has_its_licence_origin_and_checksums() -> None
 
 
 def test_every_module_the_dashboard_imports_is_one_of_its_files() -> None:
-    """The modules import one another by relative URL: each names a file of static/ui (so it is served)."""
+    """The modules import one another by relative URL (statically or with ``import()``): each names
+    a file of static/ui (so it is served)."""
     imports = {
         (name, target)
         for name in DASHBOARD_FILES
-        for target in re.findall(r'^import .* from "([^"]+)";$', (ui.ASSETS / name).read_text(), re.M)
+        for pattern in (r'^import .* from "([^"]+)";$', r'import\("([^"]+)"\)')
+        for target in re.findall(pattern, (ui.ASSETS / name).read_text(), re.M)
     }
-    assert ("app.js", "./pages/job.js") in imports
+    assert {("app.js", "./pages/job.js"), ("app.js", "./pages/editor.js")} <= imports
     for name, target in imports:
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
         assert resolved in DASHBOARD_FILES, (name, target)

@@ -1,7 +1,7 @@
 // The cronwheel dashboard's entry point: hash routes (#/jobs, #/jobs/ID, #/runs, #/runs/ID, #/new, #/edit/ID,
 // #/cluster, #/upcoming), the navigation and the login and session wiring. Each page is a module of pages/, drawn
 // from the /v1 API through the session bridge (api.js) with the helpers of dom.js (server text only
-// ever as text) and redrawn by short polling; state.js holds the session and the navigation counter.
+// ever as text) and redrawn from the event stream (live.js); state.js holds the session and the navigation counter.
 // The navigation offers only the pages the caller may open (access.js); the header holds the choice
 // of the zone times are shown in (time.js).
 
@@ -9,7 +9,6 @@ import { can, scopeOf } from "./access.js";
 import { currentSession, logout, whenLoggedOut } from "./api.js";
 import { showError, view } from "./dom.js";
 import { clusterPage } from "./pages/cluster.js";
-import { editPage, newJobPage } from "./pages/editor.js";
 import { jobPage } from "./pages/job.js";
 import { jobsPage } from "./pages/jobs.js";
 import { loginPage } from "./pages/login.js";
@@ -44,6 +43,9 @@ function loggedIn(opened) {
 
 // -- routing ---------------------------------------------------------------------------------------
 
+// The job form (its widgets and the YAML parser: most of the dashboard's bytes) loads when first opened.
+const editor = () => import("./pages/editor.js");
+
 const notAllowed = (action, what) => missingPage("not-allowed", what, `It needs the '${scopeOf(action)}' scope; this session has ${session.caller.scopes.join(", ")}.`);
 
 function route() {
@@ -56,8 +58,8 @@ function route() {
   const pages = {
     jobs: () => (parts[1] ? jobPage(parts[1]) : jobsPage(params)),
     runs: () => (parts[1] ? runPage(parts[1]) : runsPage(params)),
-    new: () => (can("create") ? newJobPage() : notAllowed("create", "the job form")),
-    edit: () => (can("edit") ? editPage(parts[1]).catch((e) => (e.status === 404 ? missingPage("not-found", "job", e.message) : showError(view, e))) : notAllowed("edit", "the job form")),
+    new: () => (can("create") ? editor().then((m) => m.newJobPage()) : notAllowed("create", "the job form")),
+    edit: () => (can("edit") ? editor().then((m) => m.editPage(parts[1])).catch((e) => (e.status === 404 ? missingPage("not-found", "job", e.message) : showError(view, e))) : notAllowed("edit", "the job form")),
     cluster: () => clusterPage(),
     upcoming: () => upcomingPage(params),
   };

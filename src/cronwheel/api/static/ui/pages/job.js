@@ -191,11 +191,14 @@ export function jobPage(jobId) {
   let shownVersion = null;
   const pager = cursorPager(() => draw().catch((e) => showError(message, e)), { prefix: "runs-", noun: "runs" });
   const draw = async () => {
-    const job = await get(`/jobs/${encodeURIComponent(jobId)}`);
     const runsPath = `/jobs/${encodeURIComponent(jobId)}/runs?limit=${HISTORY_PAGE}`;
-    const page = await get(pager.cursor() ? `${runsPath}&cursor=${encodeURIComponent(pager.cursor())}` : runsPath);
-    const newest = pager.first() ? page : await get(runsPath); // the chart: always the newest runs
-    const filled = await get(`/jobs/${encodeURIComponent(jobId)}/backfills?limit=10`);
+    const [job, page, older, filled] = await Promise.all([ // at once; the preview needs the job
+      get(`/jobs/${encodeURIComponent(jobId)}`),
+      get(pager.cursor() ? `${runsPath}&cursor=${encodeURIComponent(pager.cursor())}` : runsPath),
+      pager.first() ? null : get(runsPath), // the chart: always the newest runs
+      get(`/jobs/${encodeURIComponent(jobId)}/backfills?limit=10`),
+    ]);
+    const newest = older || page;
     const next = await upcoming(job);
     title.firstChild.textContent = `Job ${job.team}/${job.name} `;
     if (shownVersion !== `${job.version}/${job.paused}`) {  // keep a note being typed across polls
