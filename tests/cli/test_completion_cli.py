@@ -71,6 +71,15 @@ def test_job_arguments_complete_with_the_servers_job_names(server: Server) -> No
     assert [line for line in zsh if "/" in line] == ["data/hourly", "data/nightly"]
 
 
+def test_options_between_the_group_and_its_subcommand_are_read_for_completion(server: Server) -> None:
+    names(server, "data/nightly", "web/sitemap")
+    auth = f"--url {server.url} --token {server.token}"
+    assert complete(server, f"cronwheel jobs {auth} desc").stdout == "plain,describe\n"
+    assert complete(server, f"cronwheel jobs {auth} describe w").stdout == "plain,web/sitemap\n"
+    assert complete(server, f"cronwheel runs {auth} list --job d").stdout == "plain,data/nightly\n"
+    assert "plain,--token" in complete(server, "cronwheel jobs --to").stdout.splitlines()
+
+
 def test_completion_reads_the_configured_context(server: Server) -> None:
     names(server, "data/nightly")
     made = server.bare(

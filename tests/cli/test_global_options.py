@@ -1,6 +1,7 @@
-"""The global options (``--url``, ``--token``, ``--context``, the TLS files, ``-o``) go before or
-after the subcommand, as kubectl's, against a real server; each is defined once; ``-o wide`` is
-for the list commands and refused elsewhere before anything is sent."""
+"""The global options (``--url``, ``--token``, ``--context``, the TLS files, ``-o``) go before the
+command, between a group and its subcommand or after the subcommand, as kubectl's, against a real
+server, for every client group; given in several places, the last one counts; each is defined once;
+``-o wide`` is for the list commands and refused elsewhere before anything is sent."""
 
 from __future__ import annotations
 
@@ -33,6 +34,121 @@ def commands(
             yield (*path, name), command
 
 
+def groups(group: click.Group) -> Iterator[tuple[str, click.Group]]:
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        if isinstance(command, click.Group):
+            yield name, command
+
+
+READS: dict[str, tuple[str, ...]] = {
+    "jobs": ("list",),
+    "runs": ("list",),
+    "tokens": ("list",),
+    "secrets": ("list", "data"),
+    "calendars": ("list", "data"),
+    "notifications": ("get", "--team", "data"),
+    "audit": ("list",),
+    "cluster": ("status",),
+}
+"""A command of each group of API commands that only reads, with its arguments."""
+
+POSITIONS = ("before", "between", "after")
+
+
+def placed(where: str, group: str, command: tuple[str, ...], options: tuple[str, ...]) -> list[str]:
+    """``cronwheel GROUP COMMAND`` with ``options`` before the group, between it and the
+    subcommand, or after the subcommand."""
+    return {
+        "before": [*options, group, *command],
+        "between": [group, *options, *command],
+        "after": [group, *command, *options],
+    }[where]
+
+
+def test_every_group_of_api_commands_is_in_the_table() -> None:
+    taking = {name for name, group in groups(cli) if any(param is GLOBAL[0] for param in group.params)}
+    assert taking == set(READS)
+
+
+@pytest.mark.parametrize("where", POSITIONS)
+@pytest.mark.parametrize("group", sorted(READS))
+def test_each_group_takes_the_options_in_every_position(server: Server, group: str, where: str) -> None:
+    command = READS[group]
+    result = server.bare(
+        *placed(where, group, command, ("--url", server.url, "--token", server.token, "-o", "json"))
+    )
+    reference = server.run(group, *command, "-o", "json")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        reference.exit_code,
+        reference.stdout,
+        reference.stderr,
+    )
+    if group == "cluster":  # the test server is no cluster node: the request passed authentication
+        assert "cluster status is not served by this process" in result.stderr
+    else:
+        assert result.exit_code == 0, result.stderr
+        assert isinstance(json.loads(result.stdout), dict)
+    refused = server.bare(*placed(where, group, command, ("--url", server.url, "--token", "cw_bad_token")))
+    assert refused.exit_code == 2
+    assert "(the token from --token was refused)" in refused.stderr
+
+
+@pytest.mark.parametrize("where", POSITIONS)
+@pytest.mark.parametrize(
+    ("group", "command"),
+    [
+        ("schedule", ("preview", "@daily", "--after", "2026-01-01T00:00:00Z", "-n", "1")),
+        ("config", ("get-contexts",)),
+    ],
+)
+def test_a_local_group_takes_o_in_every_position(group: str, command: tuple[str, ...], where: str) -> None:
+    result = CliRunner().invoke(cli, placed(where, group, command, ("-o", "json")))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == CliRunner().invoke(cli, [group, *command, "-o", "json"]).stdout
+    assert isinstance(json.loads(result.stdout), dict | list)
+
+
+def test_a_local_group_refuses_the_connection_options_its_commands_do_not_take() -> None:
+    result = CliRunner().invoke(cli, ["schedule", "--token", "x", "preview", "@daily"])
+    assert result.exit_code == 2
+    assert "No such option '--token'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "flag", ["--url", "--token", "--context", "--ca-cert", "--client-cert", "--client-key"]
+)
+@pytest.mark.parametrize("group", sorted(READS))
+def test_an_option_without_its_value_between_the_group_and_its_subcommand(group: str, flag: str) -> None:
+    subcommand = READS[group][0]
+    at_the_end = CliRunner().invoke(cli, [group, flag], prog_name="cronwheel")
+    assert at_the_end.exit_code == 2
+    assert f"Error: Option '{flag}' requires an argument." in at_the_end.stderr
+    swallowed = CliRunner().invoke(cli, [group, flag, *READS[group]], prog_name="cronwheel")
+    assert swallowed.exit_code == 2
+    message = (
+        f"Error: Option '{flag}' requires an argument: '{subcommand}' is a command of 'cronwheel {group}'"
+    )
+    assert message in swallowed.stderr
+
+
+def test_an_option_without_its_value_sends_nothing(server: Server) -> None:
+    result = server.bare("jobs", "--token", *NIGHTLY[1:], "--url", server.url)
+    assert result.exit_code == 2
+    assert "Option '--token' requires an argument: 'create' is a command of" in result.stderr
+    assert server.json("jobs", "list")["items"] == []
+    before = server.bare("--token", "jobs", "list")
+    assert before.exit_code == 2
+    assert "Option '--token' requires an argument: 'jobs' is a command of" in before.stderr
+
+
+def test_a_value_named_as_a_command_is_a_value_when_a_command_follows(server: Server) -> None:
+    result = server.bare("jobs", "--url", server.url, "--context", "list", "--token", server.token, "list")
+    assert result.exit_code == 2  # read as the context's name: there is no context "list"
+    assert "Error: no context named 'list' in the config file" in result.stderr
+
+
 def test_the_options_go_before_or_after_the_subcommand(server: Server) -> None:
     assert server.run(*NIGHTLY).exit_code == 0
     before = server.bare("--url", server.url, "--token", server.token, "jobs", "list")
@@ -59,6 +175,25 @@ def test_the_one_after_the_subcommand_counts(server: Server) -> None:
     )
     assert refused.exit_code == 2
     assert "(the token from --token was refused)" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "counts"),
+    [
+        (("--token", "BAD", "jobs", "--token", "GOOD", "list"), True),
+        (("--token", "GOOD", "jobs", "--token", "BAD", "list"), False),
+        (("jobs", "--token", "BAD", "list", "--token", "GOOD"), True),
+        (("jobs", "--token", "GOOD", "list", "--token", "BAD"), False),
+        (("jobs", "--token", "BAD", "--token", "GOOD", "list"), True),
+        (("--token", "BAD", "jobs", "--token", "BAD", "list", "--token", "GOOD"), True),
+    ],
+)
+def test_the_last_one_counts(server: Server, args: tuple[str, ...], counts: bool) -> None:
+    tokens = {"GOOD": server.token, "BAD": "cw_bad_token"}
+    result = server.bare(*(tokens.get(arg, arg) for arg in args), "--url", server.url)
+    assert result.exit_code == (0 if counts else 2), result.stderr
+    if not counts:
+        assert "(the token from --token was refused)" in result.stderr
 
 
 def test_a_token_given_before_the_subcommand_beats_the_variable(server: Server) -> None:
@@ -91,6 +226,20 @@ def test_a_local_command_takes_o_before_the_subcommand() -> None:
     assert before.stdout == CliRunner().invoke(cli, [*args, "-o", "json"]).stdout
 
 
+def test_each_group_takes_the_global_options_its_commands_take() -> None:
+    for name, group in groups(cli):
+        taken = {
+            param.name
+            for _, command in commands(group)
+            for param in command.params
+            if any(param is shared for shared in GLOBAL)
+        }
+        own = [param for param in group.params if any(param is shared for shared in GLOBAL)]
+        assert {param.name for param in own} == taken, name
+        assert len(own) == len(taken), name
+    assert [param for param in dict(groups(cli))["db"].params if param.name != "help"] == []
+
+
 def test_each_global_option_is_one_definition_shared_by_every_api_command() -> None:
     for param in GLOBAL:
         assert any(own is param for own in cli.params), param.name
@@ -121,7 +270,7 @@ def test_wide_is_refused_where_there_is_no_wide_table_before_anything_is_sent(se
 )
 def test_the_help_names_each_connection_variable(flag: str) -> None:
     variable = "CRONWHEEL_" + flag.removeprefix("--").replace("-", "_").upper()
-    for args in ([], ["jobs", "list"]):
+    for args in ([], ["jobs"], ["jobs", "list"]):
         shown = CliRunner().invoke(cli, [*args, "--help"], terminal_width=400).stdout
         (line,) = [line for line in shown.splitlines() if line.strip().startswith(flag + " ")]
         assert f"[env: {variable}]" in line

@@ -93,7 +93,6 @@ class ServerProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("a") as marker:  # the URL looked for is the one this start prints
             marker.write("\n=== start ===\n")
-        handle = self.log.open("ab")
         env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
         port = [] if "--port" in self.args else ["--port", "0"]
         command = [
@@ -105,7 +104,8 @@ class ServerProcess:
             "--database-url",
             f"sqlite:///{self.db}",
         ]
-        self.process = subprocess.Popen([*command, *self.args], stdout=handle, stderr=handle, env=env)
+        with self.log.open("ab") as handle:  # the process writes to its own copy of the descriptor
+            self.process = subprocess.Popen([*command, *self.args], stdout=handle, stderr=handle, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             match = URL_LINE.search(self.log.read_text(errors="replace").split("=== start ===")[-1])
@@ -136,6 +136,8 @@ class ServerProcess:
         self.process.wait(10)
 
     def stop(self) -> int:
+        """End the process (SIGTERM, then SIGKILL after 20 s): its exit status, 0 for a server
+        never started; safe to call again, and on one whose start failed or timed out."""
         if self.process is None or self.process.poll() is not None:
             return self.process.returncode if self.process else 0
         self.process.send_signal(signal.SIGTERM)
@@ -152,18 +154,18 @@ class ServerProcess:
 
 @pytest.fixture
 def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    started: list[ServerProcess] = []
+    made: list[ServerProcess] = []
 
     def make(*args: str) -> ServerProcess:
         server = ServerProcess(
             tmp_path / "cronwheel.db", ("--allow-network", "127.0.0.0/8", *args), tmp_path / "server.log"
         )
+        made.append(server)  # before start: a server whose start fails or times out is stopped too
         server.start()
-        started.append(server)
         return server
 
     yield make
-    for server in started:
+    for server in made:
         server.stop()
 
 

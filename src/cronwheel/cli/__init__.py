@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from cronwheel import __version__
-from cronwheel.cli.global_options import GLOBAL, take
+from cronwheel.cli.global_options import GLOBAL, ClientGroup, take
 from cronwheel.cli.lazy import LazyGroup, Loader
 
 
@@ -47,14 +47,19 @@ COMMANDS: dict[str, Loader] = {
 """Every command of ``cronwheel``: its name and where it is defined."""
 
 
-@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+class Cli(ClientGroup, LazyGroup):
+    """``cronwheel``: its commands load lazily; its global options are read as every client group's."""
+
+
+@click.group(cls=Cli, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cronwheel")
 @take(*GLOBAL)
 def cli(**_: Any) -> None:
     """cronwheel: a cron service that fires on time and never doubles or drops a run.
 
-    The options below go before or after the subcommand (cronwheel --context prod jobs list,
-    cronwheel jobs list --context prod).
+    The options below go before the command, between a group and its subcommand, or after the
+    subcommand (cronwheel --context prod jobs list, cronwheel jobs --context prod list, cronwheel
+    jobs list --context prod); given in several places, the last one counts.
     """
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.options import database_url_option
 from cronwheel.cli.output import Ctx, api_command, table, when
 from cronwheel.client import collect
@@ -20,8 +21,8 @@ _AGO = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-@click.group()
-def audit() -> None:
+@shared.group(*shared.GLOBAL)
+def audit(**_: Any) -> None:
     """The audit log: who changed what, and which requests were refused (admin tokens only).
 
     \b

@@ -15,6 +15,7 @@ from typing import Any
 import click
 import yaml
 
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.output import Ctx, api_command, table, when
 from cronwheel.client import NotFound, collect
 from cronwheel.schedule.calendar import WEEKDAYS
@@ -188,8 +189,8 @@ def _options(func: Any) -> Any:
     return func
 
 
-@click.group()
-def calendars() -> None:
+@shared.group(*shared.GLOBAL)
+def calendars(**_: Any) -> None:
     """A team's calendars of closed days, which jobs skip (or shift their runs away from).
 
     \b

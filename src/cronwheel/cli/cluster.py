@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import click
-
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.output import Ctx, api_command, table, when
 
 
-@click.group()
-def cluster() -> None:
+@shared.group(*shared.GLOBAL)
+def cluster(**_: Any) -> None:
     """Look at the cluster."""
 
 

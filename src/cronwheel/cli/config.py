@@ -7,16 +7,18 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
+from typing import Any
 
 import click
 
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.output import emit, output_option, table
 from cronwheel.client import connection
 from cronwheel.errors import InvalidInputError
 
 
-@click.group()
-def config() -> None:
+@shared.group(shared.OUTPUT)
+def config(**_: Any) -> None:
     """Named contexts: which server, with which token.
 
     \b

@@ -1,6 +1,7 @@
 """The options of every API command, each defined once: ``--url``, ``--token``, ``--context``,
-the TLS files and ``-o``. ``cronwheel`` itself takes them too, so that, as kubectl's, they go
-before or after the subcommand; given in both places, the one after the subcommand counts.
+the TLS files and ``-o``. ``cronwheel`` and each group of client commands (:func:`group`) take
+them too, so that, as kubectl's, they go before the command, between a group and its subcommand,
+or after the subcommand; given in several places, the last one counts.
 
 A command reads them with :func:`given` (the nearest command's value, else its parents'), never
 from its own parameters, since a value given before the subcommand is its parent's.
@@ -79,5 +80,53 @@ def take(*params: click.Parameter) -> Callable[[Callable[..., Any]], Callable[..
         held: list[click.Parameter] = func.__dict__.setdefault("__click_params__", [])
         held.extend(reversed(params))  # click reverses the decorators' list
         return func
+
+    return decorate
+
+
+class ClientGroup(click.Group):
+    """A group whose global options (:func:`take`) also go between it and its subcommand. One given
+    without its value takes the subcommand's name as its value (``cronwheel jobs --token list``):
+    that is reported as the missing value, not as a missing command or an unknown option."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing:  # completion parses a line still being typed
+            taken = self._command_taken_as_value(ctx, args)
+            if taken is not None:
+                flag, value = taken
+                raise click.UsageError(
+                    f"Option '{flag}' requires an argument: {value!r} is a command of {ctx.command_path!r}",
+                    ctx,
+                )
+        return super().parse_args(ctx, args)
+
+    def _command_taken_as_value(self, ctx: click.Context, args: list[str]) -> tuple[str, str] | None:
+        """The first global option of ``args`` whose value is the name of one of this group's
+        commands, with that name, when no command follows; None when one does (a context may
+        be named ``list``), or when help is asked for."""
+        commands = set(self.list_commands(ctx))
+        flags = {
+            opt for param in self.params if any(param is shared for shared in GLOBAL) for opt in param.opts
+        }
+        taken: tuple[str, str] | None = None
+        words = iter(args)
+        for word in words:
+            if word in ctx.help_option_names:
+                return None
+            if word in flags:
+                value = next(words, "")
+                taken = taken or ((word, value) if value in commands else None)
+            elif not word.startswith("-") or word == "--":
+                return None if word in commands else taken
+        return taken
+
+
+def group(*params: click.Parameter) -> Callable[[Callable[..., None]], ClientGroup]:
+    """``click.group`` for a group of client commands, taking ``params``: the global options its
+    commands take, so that they go between the group and its subcommand too. Its function takes
+    them as keyword arguments and leaves them to its commands."""
+
+    def decorate(func: Callable[..., None]) -> ClientGroup:
+        return click.group(cls=ClientGroup)(take(*params)(func))
 
     return decorate

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import click
 
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.completion import job_argument
 from cronwheel.cli.env_option import EnvOption
 from cronwheel.cli.output import (
@@ -189,8 +190,8 @@ def job_view(job: dict[str, Any]) -> str:
 # -- the group -----------------------------------------------------------------------------------
 
 
-@click.group()
-def jobs() -> None:
+@shared.group(*shared.GLOBAL)
+def jobs(**_: Any) -> None:
     """Create, list, edit, pause, resume and trigger jobs (over the REST API)."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import click
 import yaml
 
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.completion import complete_job
 from cronwheel.cli.output import Ctx, api_command, table
 
@@ -64,8 +65,8 @@ def _read_rules(path: str) -> list[Any]:
     return data
 
 
-@click.group()
-def notifications() -> None:
+@shared.group(*shared.GLOBAL)
+def notifications(**_: Any) -> None:
     """Notification rules: on failure, recovery, change, a missed slot (dead-man's switch), lateness."""
 
 

@@ -91,7 +91,8 @@ def emit(
 
 def output_option(func: Callable[..., None]) -> Callable[..., None]:
     """``-o`` (:data:`cronwheel.cli.global_options.OUTPUT`) for a command that sends no request: it is
-    handed the format given, before or after the subcommand (table when none)."""
+    handed the format given, before, between a group and its subcommand, or after the subcommand
+    (table when none)."""
 
     @shared.take(shared.OUTPUT)
     @functools.wraps(func)

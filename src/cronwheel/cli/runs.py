@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.completion import complete_job
 from cronwheel.cli.jobs import STATES
 from cronwheel.cli.output import Column, Ctx, api_command, columns_table, fields, table, when
@@ -158,8 +159,8 @@ def _sent_headers(attempts: list[dict[str, Any]]) -> list[str]:
     return parts
 
 
-@click.group()
-def runs() -> None:
+@shared.group(*shared.GLOBAL)
+def runs(**_: Any) -> None:
     """Read runs: what fired, when, how late, and how each attempt went."""
 
 

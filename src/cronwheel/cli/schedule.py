@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.output import SECONDS, emit, output_option
 from cronwheel.clock import SystemClock
 from cronwheel.schedule import ScheduleError, load_zone
@@ -32,8 +33,8 @@ _OPTIONS = {
 }
 
 
-@click.group()
-def schedule() -> None:
+@shared.group(shared.OUTPUT)
+def schedule(**_: Any) -> None:
     """Check and preview schedule expressions."""
 
 

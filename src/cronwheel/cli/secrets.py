@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.completion import complete_job, job_argument
 from cronwheel.cli.env_option import EnvOption
 from cronwheel.cli.options import database_url_option
@@ -67,8 +68,8 @@ def _secrets_table(items: list[dict[str, Any]]) -> str:
     )
 
 
-@click.group()
-def secrets() -> None:
+@shared.group(*shared.GLOBAL)
+def secrets(**_: Any) -> None:
     """Team secrets: set, list and delete them; move a job's plain values into them; rotate keys.
 
     \b

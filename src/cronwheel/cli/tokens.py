@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from cronwheel.cli import global_options as shared
 from cronwheel.cli.options import database_url_option
 from cronwheel.cli.output import Ctx, api_command, fields, table, when
 from cronwheel.client import collect
@@ -22,8 +23,8 @@ _DURATION = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-@click.group()
-def tokens() -> None:
+@shared.group(*shared.GLOBAL)
+def tokens(**_: Any) -> None:
     """API tokens: make, list and revoke them (admin tokens only).
 
     \b
