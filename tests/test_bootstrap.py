@@ -155,6 +155,7 @@ def test_a_first_run_installs_with_uv_and_says_how_far_it_is(clone: Path) -> Non
     assert done.stdout == ""  # stdout is the caller's: scripts/cronwheel prints tokens there
     assert done.stderr.splitlines() == [
         done.stderr.splitlines()[0],
+        "cronwheel: installing uv into .venv from requirements/uv.lock ...",
         "cronwheel: resolved 9 packages for this platform; downloading those not in uv's cache ...",
         "cronwheel: downloaded 2/7 large packages",
         "cronwheel: downloaded 4/7 large packages",
@@ -182,7 +183,7 @@ def test_without_a_wheel_of_uv_it_says_so_and_installs_with_pip(clone: Path) -> 
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     lines = done.stderr.splitlines()
-    assert lines[1] == (
+    assert lines[2] == (
         "cronwheel: uv cannot be installed or run here (why: .venv/bootstrap.log); installing with pip"
     )
     collected = [line for line in lines if line.startswith("cronwheel: collected ")]
@@ -202,7 +203,7 @@ def test_without_a_wheel_of_uv_it_says_so_and_installs_with_pip(clone: Path) -> 
 def test_a_uv_that_does_not_run_here_leaves_it_to_pip(clone: Path) -> None:
     done = bootstrap(clone, FAKE_UV_BROKEN="1")
     assert done.returncode == 0, done.stderr
-    assert "installing with pip" in done.stderr.splitlines()[1]
+    assert "installing with pip" in done.stderr.splitlines()[2]
     assert "cannot execute binary file" in (clone / ".venv" / "bootstrap.log").read_text()
     assert len(calls(clone, "pip")) == 3  # uv, the lock, cronwheel
     assert calls(clone, "uv") == []
