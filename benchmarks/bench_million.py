@@ -772,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
         child(args)
         return 0
     if args.smoke:
-        args.jobs, args.owned, args.gains, args.requests, args.baseline = 3000, 16, 1, 10, 2
+        args.jobs, args.owned, args.gains, args.requests, args.baseline = 1000, 16, 1, 10, 2
     print(f"bench_million: {args.jobs} jobs, {machine()}", flush=True)
     results = run_all(args)
     print(report(results))
