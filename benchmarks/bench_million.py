@@ -37,7 +37,7 @@ instants as epoch microseconds, JSON as text) and are loaded with asyncpg's
 
     .venv/bin/python benchmarks/bench_million.py                   # 1,000,000 jobs, several minutes
     .venv/bin/python benchmarks/bench_million.py --jobs 200000 --json million.json
-    .venv/bin/python benchmarks/bench_million.py --smoke           # tiny, well under 20 s (CI)
+    .venv/bin/python benchmarks/bench_million.py --smoke           # tiny, a few seconds (CI)
 """
 
 from __future__ import annotations
