@@ -83,7 +83,8 @@ def _serve() -> None:
 
 async def _measure(kind: str, port: int, attempts: int, concurrency: int) -> dict[str, float]:
     from cronwheel.model import GrpcTarget, HttpTarget, Outcome
-    from cronwheel.worker.executors import AttemptContext, GrpcExecutor, HttpExecutor, WorkerSettings
+    from cronwheel.worker.executors import AttemptContext, HttpExecutor, WorkerSettings
+    from cronwheel.worker.executors.grpc import GrpcExecutor
 
     settings = WorkerSettings(allowed_networks=("127.0.0.0/8",))
     executor: Any

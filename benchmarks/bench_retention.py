@@ -213,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(asdict(asyncio.run(run_child(args.child, args.mode, args)))))
         return 0
     if args.smoke:
-        args.jobs, args.seconds, args.max_seconds, args.settle = 120, 2.0, 60.0, 1.0
-        args.old_runs, args.old_jobs = 3_000, 6
+        args.jobs, args.seconds, args.max_seconds, args.settle = 60, 2.0, 60.0, 1.0
+        args.old_runs, args.old_jobs = 1_200, 6  # more than two batches of either store
     print(f"bench_retention: {args.jobs} jobs, {args.old_runs} old runs, {machine()}", flush=True)
     results = []
     for system in [name for name in args.systems.split(",") if name]:

@@ -171,7 +171,7 @@ def main() -> None:
         asyncio.run(scheduler_main(args.database, args.prefix, args.child_scheduler, args.of, args.until))
         return
     if args.smoke:
-        args.rate, args.seconds, args.shapes = 5, 2.0, "1x1,2x2"
+        args.rate, args.seconds, args.shapes = 5, 2.0, "2x2"  # several schedulers and workers: every path
     facts = machine(started=datetime.now(UTC).isoformat(timespec="seconds"))
     print(
         f"bench_scaleout: {args.rate} fires/s for {args.seconds} s, shapes {args.shapes}, {facts}", flush=True

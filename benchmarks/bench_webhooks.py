@@ -83,6 +83,7 @@ from sqlalchemy import func, insert, select
 
 from benchlib import (
     REDIS_URL,
+    TAG,
     admin,
     cpu_now,
     database_url,
@@ -91,11 +92,11 @@ from benchlib import (
     peer_python,
     reset_peak_rss,
     save_results,
+    tell,
 )
 from benchlib import machine as base_machine
 from cronwheel.clock import SystemClock
 from cronwheel.model import Firing, HttpTarget, Job, Run, RunKind, RunState, new_id
-from cronwheel.node.server import tune_collector
 from cronwheel.queue import Queue, Trigger
 from cronwheel.queue.memory import MemoryQueue
 from cronwheel.queue.streams import RedisStreamQueue
@@ -117,7 +118,6 @@ LOOPBACK = WorkerSettings(allowed_networks=("127.0.0.0/8",))  # as the tests all
 TARGET_PER_S = 3000.0
 DB_PREFIX = os.environ.get("CRONWHEEL_BENCH_DB_PREFIX", "cronwheel")  # of the databases made and dropped
 SEED_CHUNK = 1000
-TAG = "@bench "  # protocol lines between parent and children (py-spy may print too)
 BODY = b'{"bench":"webhooks"}'
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback stays loopback
 
@@ -141,10 +141,6 @@ class Figures:
 
 
 # -- child-process plumbing ------------------------------------------------------------------------
-
-
-def tell(word: str, data: Any = None) -> None:
-    print(f"{TAG}{word} {json.dumps(data)}", flush=True)
 
 
 async def hear(word: str) -> None:
@@ -364,6 +360,9 @@ def executor_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def worker_main(args: argparse.Namespace) -> None:
+    # a worker node's modules, the API's among them (the sink and client children need none of them)
+    from cronwheel.node.server import tune_collector
+
     async with worker_backends(args) as (store, queues, info):
         executors = Executors(LOOPBACK, overrides=executor_overrides(args))  # one HTTP session, as a server
         workers = [Worker(store, queue, executors, SystemClock(), f"{args.node}-{index}",

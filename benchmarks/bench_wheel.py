@@ -19,7 +19,7 @@ second -> keys and a heap of seconds), kept here to compare.
 
     .venv/bin/python benchmarks/bench_wheel.py                      # 100k and 1M, both wheels
     .venv/bin/python benchmarks/bench_wheel.py --only memory --jobs 1000000
-    .venv/bin/python benchmarks/bench_wheel.py --smoke              # 20k entries, seconds (CI)
+    .venv/bin/python benchmarks/bench_wheel.py --smoke              # 2k entries, seconds (CI)
 
 A benchmark, not a test: it asserts nothing and always exits 0.
 """
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", default="heap,hierarchical")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=["memory", "speed"])
-    parser.add_argument("--smoke", action="store_true", help="20,000 entries, one repeat")
+    parser.add_argument("--smoke", action="store_true", help="2,000 entries, one repeat")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     if args.smoke:
-        args.sizes, args.jobs, args.repeats = "20000", 20_000, 1
+        args.sizes, args.jobs, args.repeats = "2000", 2_000, 1
     facts = machine()
     print(f"bench_wheel: {facts}", flush=True)
     results: list[dict[str, Any]] = []

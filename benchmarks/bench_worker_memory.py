@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench_webhooks import LOOPBACK, TAG, Sink, record_pending, tell
-from benchlib import REDIS_URL, admin, database_url, drop_keys, machine, save_results
+from bench_webhooks import LOOPBACK, Sink, record_pending
+from benchlib import REDIS_URL, TAG, admin, database_url, drop_keys, machine, save_results, tell
 from cronwheel.clock import SystemClock
 from cronwheel.model import HttpTarget, Job, PythonTarget, Target, new_id
 from cronwheel.node.server import tune_collector

@@ -29,6 +29,14 @@ REDIS_URL = os.environ.get("CRONWHEEL_BENCH_REDIS", "redis://127.0.0.1:6379/0")
 DB_PREFIX = os.environ.get("CRONWHEEL_BENCH_DB_PREFIX", "cronwheel")  # of the databases created
 
 
+TAG = "@bench "  # protocol lines between a benchmark and its children (py-spy may print too)
+
+
+def tell(word: str, data: Any = None) -> None:
+    """Say ``word`` (with ``data`` as JSON) to the parent process, on one tagged line of stdout."""
+    print(f"{TAG}{word} {json.dumps(data)}", flush=True)
+
+
 def peer_python(name: str) -> Path:
     """The interpreter of a peer that cannot share ``.venv`` (its pins clash with the tests'):
     ``.venv-peer-<name>``, created on first use from the hash-checked

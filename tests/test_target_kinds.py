@@ -27,7 +27,7 @@ from cronwheel.model import (
 )
 from cronwheel.targets import kinds
 from cronwheel.v1 import targets_pb2
-from cronwheel.worker.executors import Executors
+from cronwheel.worker.executors import EXECUTORS, Executors
 
 KEY = SecretRef("api-key")
 PASSWORD = SecretRef("broker-password")
@@ -76,6 +76,7 @@ def test_every_kind_has_an_api_spec_a_proto_message_an_executor_and_an_example()
     assert set(_rest_specs()) == tags
     assert proto == tags
     assert set(EXAMPLES) == tags
+    assert set(EXECUTORS) == tags
     for tag in tags:
         assert executors[tag] is not None
 

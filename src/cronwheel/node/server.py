@@ -54,7 +54,6 @@ from cronwheel.cluster.mode import Mode, mode_of
 from cronwheel.cluster.status import ClusterStatus
 from cronwheel.coordinator import Coordinator
 from cronwheel.errors import CronwheelError, PermanentError
-from cronwheel.grpc_api import serve_grpc
 from cronwheel.jobs.service import ChangeFeed, JobService, TargetPolicy
 from cronwheel.limits import Limits
 from cronwheel.model import RetentionPolicy
@@ -856,6 +855,8 @@ class _Roles:
     def _grpc(self, services: ApiServices, announce: Callable[[str], None]) -> None:
         """The gRPC API (cronwheel.grpc_api) on ``--grpc-port``, supervised like the HTTP one: it
         ends with the node, and a failure stops the node."""
+        from cronwheel.grpc_api import serve_grpc  # noqa: PLC0415 - grpc only on a node that serves it
+
         settings = self.settings
         assert settings.grpc_port is not None
         tls = settings.grpc_tls()
