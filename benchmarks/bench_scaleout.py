@@ -114,6 +114,9 @@ async def measure(schedulers: int, workers: int, rate: int, window_s: float) -> 
         until = plan.end + 1.0
         work = [sys.executable, bench_fire.__file__, "--child-worker", url, "--prefix", prefix]
         worker_processes = [started([*work, "--node", f"worker-{n}"]) for n in range(workers)]
+        for process in worker_processes:  # "ready": its SIGTERM handler is set (a slow start is no crash)
+            assert process.stdout is not None
+            await asyncio.to_thread(process.stdout.readline)
         here = [sys.executable, __file__, "--database", url, "--prefix", prefix, "--until", str(until)]
         scheduler_processes = [
             started([*here, "--child-scheduler", str(k), "--of", str(schedulers)]) for k in range(schedulers)
