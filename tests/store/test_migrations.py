@@ -93,7 +93,7 @@ def _metadata_without(names: set[str]) -> MetaData:
             copy = table.to_metadata(kept)
             copy.indexes = {index for index in copy.indexes if index.name not in names}
             for column in [c for c in copy.columns if f"{table.name}.{c.name}" in names]:
-                copy._columns.remove(column)  # noqa: SLF001 (no public way to drop a column)
+                copy._columns.remove(column)
     return kept
 
 
