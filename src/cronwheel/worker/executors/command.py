@@ -132,7 +132,7 @@ class CommandExecutor:
             proc.pid,
         )
         if ctx.live is not None:  # the output so far, for the worker to write while it runs
-            ctx.live.attach(output.so_far, redact)
+            ctx.live.attach(output.so_far, redact, output.size)
         try:
             return await self._supervise(proc, output, budget)
         finally:
@@ -432,6 +432,10 @@ class _Output:
     def so_far(self) -> str:
         """The output read so far (its kept tail), as text."""
         return self._tail.text()
+
+    def size(self) -> int:
+        """Bytes read so far (all of them, not only those kept)."""
+        return self._tail.total
 
     async def drained(self, within: float) -> bool:
         """Wait up to ``within`` seconds for EOF (every holder of the pipe closed it)."""

@@ -24,10 +24,16 @@ class OutputSoFar:
     def __init__(self) -> None:
         self._read: Callable[[], str] | None = None
         self._redact: Redact = _kept
+        self._size: Callable[[], int] | None = None
+        self._cached: tuple[int, int, str | None] | None = None  # (size, most, text) last read
 
-    def attach(self, read: Callable[[], str], redact: Redact = _kept) -> None:
-        """From now on the output so far is ``read()``, as ``redact`` leaves it."""
-        self._read, self._redact = read, redact
+    def attach(
+        self, read: Callable[[], str], redact: Redact = _kept, size: Callable[[], int] | None = None
+    ) -> None:
+        """From now on the output so far is ``read()``, as ``redact`` leaves it; ``size()``, when
+        given, counts what was written so far (it grows with every write): while it stays the same,
+        the output is not read again (a worker of many quiet attempts decodes nothing)."""
+        self._read, self._redact, self._size, self._cached = read, redact, size, None
 
     def detach(self) -> None:
         """The attempt's output is final: nothing more to read here."""
@@ -37,7 +43,10 @@ class OutputSoFar:
         """The last ``most`` characters of the output so far, redacted; None: none yet."""
         if self._read is None:
             return None
+        size = -1 if self._size is None else self._size()
+        if self._cached is not None and size >= 0 and self._cached[:2] == (size, most):
+            return self._cached[2]
         text = self._redact(self._read())
-        if not text:
-            return None
-        return text[-most:] if most > 0 else ""
+        kept = (text[-most:] if most > 0 else "") if text else None
+        self._cached = (size, most, kept)
+        return kept
