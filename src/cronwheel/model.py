@@ -401,6 +401,34 @@ class Attempt:
     # the headers of the HTTP request this attempt sent, in order, each credential "[redacted]"
     # (cronwheel.redaction.kept_headers); None: no HTTP request was sent
     request_headers: tuple[tuple[str, str], ...] | None = None
+    # while the attempt runs, ``output`` is its output so far (up to 64 KiB), written at
+    # ``output_at`` by the worker holding the run's lease; the final record replaces both
+    output_at: datetime | None = None
+    # the headers of the HTTP answer, in order, credentials "[redacted]"; None: no answer was read
+    response_headers: tuple[tuple[str, str], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOutput:
+    """The output so far of attempt ``attempt`` of run ``run_id``, while it runs (bounded and
+    redacted by the worker), for :meth:`cronwheel.store.Store.write_outputs`."""
+
+    run_id: str
+    attempt: int
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutputChange:
+    """The output so far of a running attempt, as the store last had it written (for the live
+    events of :mod:`cronwheel.api.events`)."""
+
+    run_id: str
+    job_id: str
+    team: str
+    attempt: int
+    output: str
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,6 +530,9 @@ class AttemptResult:
     # the HTTP request's headers as sent, credentials "[redacted]" (redaction.kept_headers); None:
     # no request was sent (not HTTP, or refused before sending)
     request_headers: tuple[tuple[str, str], ...] | None = None
+    # the HTTP answer's headers, credentials "[redacted]" (redaction.kept_headers); None: no
+    # answer was read
+    response_headers: tuple[tuple[str, str], ...] | None = None
     # the target said retrying cannot help (a gRPC INVALID_ARGUMENT, a payload that does not
     # convert ...): the run ends FAILED whatever attempts remain; ``error`` says why
     final: bool = False

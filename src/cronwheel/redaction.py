@@ -19,7 +19,8 @@ that carries a credential by its name (``Authorization``, ``Proxy-Authorization`
 ``webhook-signature``, names with ``token``, ``secret``, ``password``, ``api-key`` ...), of one
 whose value came from a team secret, and of one whose value holds a secret's value anywhere, is
 ``[redacted]``; bounded (:data:`HEADER_VALUE_CHARS` per value, :data:`MAX_KEPT_HEADERS` headers,
-:data:`KEPT_HEADER_CHARS` in all). A secret's value never reaches the store this way.
+:data:`KEPT_HEADER_CHARS` in all). The headers the target answered with are kept the same way
+(``Set-Cookie`` is a credential too). A secret's value never reaches the store this way.
 """
 
 from __future__ import annotations
@@ -47,13 +48,16 @@ def secret_parameter(name: str) -> bool:
 
 
 # request headers that carry a credential whatever their value: by name, or by a word in the name
-_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "webhook-signature"})
+_CREDENTIAL_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "set-cookie2", "webhook-signature"}
+)
 _CREDENTIAL_HEADER_WORDS = ("signature", "api-key", "apikey", "api_key", "session", "auth")
 
 
 @functools.lru_cache(maxsize=1024)  # the same few names, attempt after attempt
 def credential_header(name: str) -> bool:
-    """Whether a request header called ``name`` carries a credential (its value is not kept)."""
+    """Whether a request or response header called ``name`` carries a credential (its value is
+    not kept)."""
     lowered = name.lower()
     return (
         lowered in _CREDENTIAL_HEADERS

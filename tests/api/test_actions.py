@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from cronwheel.model import AttemptResult, Outcome
+from cronwheel.model import AttemptResult, LiveOutput, Outcome
 
 from .conftest import Env, job_body
 
@@ -116,7 +116,12 @@ async def test_run_detail_with_attempts_events_and_lateness(client: httpx.AsyncC
     assert claimed is not None
     env.clock.advance(2)
     sent = (("Host", "example.com"), ("Authorization", "[redacted]"), ("Idempotency-Key", run["id"]))
-    result = AttemptResult(Outcome.SUCCESS, status_code=204, request_headers=sent)
+    await env.store.write_outputs([LiveOutput(run["id"], 1, "so far\n")], "worker-1", env.clock.now())
+    running = (await client.get(f"/v1/runs/{run['id']}")).json()["attempt_details"][0]
+    assert (running["output"], running["output_at"]) == ("so far\n", "2026-03-02T12:00:03.500000Z")
+    assert running["finished_at"] is None
+    answered = (("Content-Type", "text/plain"), ("Set-Cookie", "[redacted]"))
+    result = AttemptResult(Outcome.SUCCESS, status_code=204, request_headers=sent, response_headers=answered)
     await env.store.finish_attempt(run["id"], 1, "worker-1", result, env.clock.now(), None)
     response = await client.get(f"/v1/runs/{run['id']}")
     assert response.status_code == 200
@@ -132,6 +137,8 @@ async def test_run_detail_with_attempts_events_and_lateness(client: httpx.AsyncC
     assert attempt["outcome"] == "success"
     assert attempt["status_code"] == 204
     assert list(attempt["request_headers"].items()) == list(sent)  # an object, in the order sent
+    assert list(attempt["response_headers"].items()) == list(answered)
+    assert (attempt["output"], attempt["output_at"]) == (None, None)  # the final record replaced it
     assert [(e["previous"], e["state"]) for e in detail["events"]] == [
         (None, "PENDING"),
         ("PENDING", "RUNNING"),

@@ -5,6 +5,7 @@ falls behind (cronwheel.api.events.hub)."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 
@@ -21,10 +22,11 @@ from cronwheel.api.events.topics import (
     frame,
     hears,
     job_change,
+    output_change,
     parse_topics,
     run_change,
 )
-from cronwheel.model import RunState
+from cronwheel.model import OutputChange, RunState
 from cronwheel.store import RunChange
 
 
@@ -123,3 +125,15 @@ async def test_a_stream_that_falls_behind_is_told_to_reload() -> None:
     subscription.offer(run_change(_run()))  # not followed
     assert await subscription.next(1.0) == job_change("j1", "data", 99)
     assert await subscription.next(0.01) is None
+
+
+def test_a_running_attempts_output_is_heard_only_by_streams_following_its_run_by_id() -> None:
+    at = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+    change = output_change(OutputChange("r1", "j1", "data", 2, "first\n", at))
+    assert change.data == {"id": "r1", "job_id": "j1", "team": "data", "attempt": 2, "output": "first\n",
+                           "at": "2026-03-02T12:00:00Z"}  # fmt: skip
+    assert hears(Topics(run_ids=frozenset({"r1"})), frozenset({"data"}), change)
+    assert not hears(Topics(run_ids=frozenset({"r1"})), frozenset({"ops"}), change)  # another team's
+    assert not hears(Topics(runs=True), None, change)
+    assert not hears(Topics(job_ids=frozenset({"j1"})), None, change)
+    assert frame(change).startswith(b"event: output\ndata: {")

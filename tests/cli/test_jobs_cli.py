@@ -299,6 +299,45 @@ def test_runs_get_lists_the_headers_each_http_attempt_sent() -> None:
     assert "attempt 2)" not in shown  # no request was sent: nothing to list
 
 
+def test_runs_get_lists_the_headers_answered_and_a_running_attempts_output_so_far() -> None:
+    from cronwheel.cli.runs import run_detail_view
+
+    done = {
+        "number": 1,
+        "worker": "w1",
+        "started_at": None,
+        "finished_at": "2026-03-02T12:00:01Z",
+        "outcome": "failure",
+        "status_code": 500,
+        "exit_code": None,
+        "error": None,
+        "output": "kept",
+        "request_headers": None,
+        "response_headers": {"Set-Cookie": "[redacted]", "X-Id": "7"},
+    }
+    running = {
+        "number": 2,
+        "worker": "w1",
+        "started_at": None,
+        "finished_at": None,
+        "outcome": None,
+        "status_code": None,
+        "exit_code": None,
+        "error": None,
+        "output": "first\nsecond\n",
+        "request_headers": None,
+        "response_headers": None,
+    }
+    run = {"id": "r1", "job_id": "j1", "job_team": "data", "job_name": "nightly", "kind": "scheduled",
+           "slot": None, "state": "RUNNING", "reason": None, "attempts": 2, "queued_at": None,
+           "queued_lateness_s": None, "started_at": None, "start_lateness_s": None, "finished_at": None,
+           "next_attempt_at": None, "events": [], "attempt_details": [done, running]}  # fmt: skip
+    shown = run_detail_view(run)
+    assert "headers received (attempt 1):\n  Set-Cookie: [redacted]\n  X-Id: 7" in shown
+    assert "output so far (attempt 2, running):\nfirst\nsecond" in shown
+    assert "(attempt 1, running)" not in shown  # an attempt that ended: its output is the record's
+
+
 def test_runs_get_says_a_run_released_ahead_was_queued_before_its_slot() -> None:
     from cronwheel.cli.runs import run_detail_view
 

@@ -53,6 +53,7 @@ SERVER: dict[str, tuple[str | None, Any, Any]] = {
     "--retention-days": ("CRONWHEEL_RETENTION_DAYS", 30, ("int", 0, None)),
     "--retention-runs": ("CRONWHEEL_RETENTION_RUNS", 0, ("int", 0, None)),
     "--output-tail-bytes": ("CRONWHEEL_OUTPUT_TAIL_BYTES", 65536, ("int", 0, 16777216)),
+    "--live-output-every": ("CRONWHEEL_LIVE_OUTPUT_EVERY", 1.0, ("float", 0.0, 3600.0)),
     "--max-body-bytes": ("CRONWHEEL_MAX_BODY_BYTES", 2097152, ("int", 1024, None)),
     "--max-header-count": ("CRONWHEEL_MAX_HEADER_COUNT", 100, ("int", 10, None)),
     "--max-header-bytes": ("CRONWHEEL_MAX_HEADER_BYTES", 32768, ("int", 1024, None)),
@@ -82,7 +83,7 @@ API_ONLY = {
 SCHEDULER_ONLY = {"--arm-ahead", "--backfill-rate", "--retention-days", "--retention-runs"}
 WORKER_ONLY = {
     "--command-user", "--command-group", "--command-limit", "--command-cwd", "--concurrency",
-    "--output-tail-bytes",
+    "--output-tail-bytes", "--live-output-every",
 }  # fmt: skip
 TARGETS = {"--allow-commands", "--allow-python"}  # checked by the api and by every worker
 METRICS = {"--metrics-port"}  # schedulers and workers serve /metrics on a port of their own

@@ -26,6 +26,7 @@ class Call:
 calls: list[Call] = []
 cancelled: list[str] = []  # execution ids whose attempt was cancelled while hanging
 hangs: list[float] = []  # seconds the next calls sleep, one entry per call
+said: list[str] = []  # what ``speak`` has written so far (a test appends to it)
 
 
 async def record(payload: Any, ctx: AttemptContext) -> str:
@@ -53,3 +54,14 @@ def reset() -> None:
     calls.clear()
     cancelled.clear()
     hangs.clear()
+    said.clear()
+
+
+async def speak(payload: Any, ctx: AttemptContext) -> str:
+    """Shows :data:`said` as its output so far until a line ``end`` is in it, then returns it."""
+    calls.append(Call(ctx.execution_id, ctx.attempt, ctx.scheduled_at, payload))
+    if ctx.live is not None:
+        ctx.live.attach(lambda: "".join(said))
+    while "end\n" not in said:
+        await asyncio.sleep(0.005)
+    return "".join(said)

@@ -80,15 +80,20 @@ def _diff(connection: Connection, target: MetaData) -> list[Any]:
 
 COORDINATION = {"coordination_members", "coordination_duties", "coordination_shards"}
 RUN_FILTER_INDEXES = {"ix_runs_reasoned_slot_id", "ix_runs_late_slot_id"}  # 0023
+LIVE_OUTPUT_COLUMNS = {"attempts.output_at", "attempts.response_headers"}  # 0024
 
 
 def _metadata_without(names: set[str]) -> MetaData:
-    """The schema's metadata without the tables and indexes ``names`` (those of later revisions)."""
+    """The schema's metadata without the tables, indexes and columns (``table.column``) ``names``
+    (those of later revisions); the columns of revision 0024 are always left out."""
+    names = names | LIVE_OUTPUT_COLUMNS
     kept = MetaData(naming_convention=metadata.naming_convention)
     for table in metadata.sorted_tables:
         if table.name not in names:
             copy = table.to_metadata(kept)
             copy.indexes = {index for index in copy.indexes if index.name not in names}
+            for column in [c for c in copy.columns if f"{table.name}.{c.name}" in names]:
+                copy._columns.remove(column)
     return kept
 
 
@@ -121,7 +126,7 @@ async def test_upgrade_is_idempotent_and_reaches_head(empty_store_url: str) -> N
     await upgrade_database(empty_store_url)
     engine = create_engine(empty_store_url)
     try:
-        assert await current_revision(engine) == head_revision() == "0023"
+        assert await current_revision(engine) == head_revision() == "0024"
     finally:
         await engine.dispose()
 
@@ -581,6 +586,24 @@ async def test_0009_adds_retention_and_output_tails_and_downgrades_without_them(
         assert "retention" not in columns
         assert "output_tail" not in tails
         assert "labels" in columns
+    finally:
+        await engine.dispose()
+
+
+async def test_0024_adds_live_output_and_response_headers_and_downgrades_without_them(
+    empty_store_url: str,
+) -> None:
+    await run_sync_at(empty_store_url, _to("0023"))
+    assert await _diff_at(empty_store_url, _metadata_without(set())) == []
+    await run_sync_at(empty_store_url, _to("0024"))
+    assert await _diff_at(empty_store_url, metadata) == []
+    await run_sync_at(empty_store_url, _to("0023", down=True))
+    engine = create_engine(empty_store_url)
+    try:
+        async with engine.connect() as connection:
+            columns = await connection.run_sync(lambda sync: _columns(sync, "attempts"))
+        assert {"output_at", "response_headers"}.isdisjoint(columns)
+        assert "request_headers" in columns
     finally:
         await engine.dispose()
 

@@ -2,7 +2,7 @@
 runs page across jobs, filtered (team, skip reason, a range of slots, a refused filter) and paged
 by the API's cursor; a job's whole history paged; a run page showing an attempt's kept output
 beyond the 1 KiB excerpt; and the output of a running command's attempt appearing on its run page
-without a reload once the attempt ends (the worker records output at the attempt's end).
+line by line as its worker writes it, then its kept output at the attempt's end, without a reload.
 
 Every wait is for an element or a state, never a sleep.
 """
@@ -190,24 +190,31 @@ async def test_a_run_page_shows_more_than_a_kib_of_kept_output(
     await context.close()
 
 
-async def test_the_tail_of_a_running_command_shows_its_output_when_the_attempt_ends(
+async def test_the_tail_of_a_running_command_shows_each_line_as_it_comes(
     server_factory: Callable[..., ServerProcess], browser: Browser
 ) -> None:
     server = server_factory("--allow-commands")
     context, page, errors = await admin_page(browser, server)
     async with server.client() as api:
         spec = {"team": "data", "name": "slow", "schedule": "0 3 * * *", "timezone": "UTC"}
-        argv = ["sh", "-c", "echo first; sleep 3; echo second"]
+        argv = ["sh", "-c", "echo first; sleep 3; echo second; sleep 3"]
         job = (await api.post("/v1/jobs", json=spec | {"target": {"type": "command", "argv": argv}})).json()
         run = (await api.post(f"/v1/jobs/{job['id']}/trigger", json={})).json()
     await page.goto(f"{server.url}/ui/#/runs/{run['id']}")
     await page.evaluate("window.notReloaded = true")
-    # while it runs: the tail says plainly that output comes at the attempt's end
-    await expect(page.locator("#output [data-output='1'][data-kept=running]")).to_be_visible()
-    await expect(page.locator("#tail-note")).to_contain_text("when the attempt ends")
+    await expect(page.locator("#tail-note")).to_contain_text("line by line")
+    live = page.locator("#output [data-output='1'][data-kept=running] pre")
+    # the first line while the command sleeps, before the second exists; the attempt runs on
+    await expect(live).to_have_text("first\n", timeout=5_000)
     await expect(page.locator("#attempts tr[data-attempt='1'] td.duration")).to_have_text("running")
-    # then, without a reload, the whole output of the attempt, and no more tail
-    await expect(page.locator("#output [data-output='1'] pre")).to_have_text("first\nsecond", timeout=20_000)
+    # then the second, appended to the same element by the event stream (no reload, no redraw)
+    await live.evaluate("pre => { pre.dataset.mine = 'yes'; }")
+    await expect(live).to_have_text("first\nsecond\n", timeout=5_000)
+    assert await live.get_attribute("data-mine") == "yes"
+    # at the end, the attempt's kept output, and no more tail
+    await expect(page.locator("#output [data-output='1'][data-kept=whole] pre")).to_have_text(
+        "first\nsecond", timeout=10_000
+    )
     await expect(page.locator("#tail-note")).to_have_count(0)
     assert await page.evaluate("window.notReloaded") is True
     assert errors == []

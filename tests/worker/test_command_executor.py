@@ -17,6 +17,7 @@ import pytest
 from cronwheel.model import CommandTarget, Outcome
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
 from cronwheel.worker.executors.command import DISABLED, CommandExecutor, base_environment
+from cronwheel.worker.executors.live import OutputSoFar
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups are POSIX")
 
@@ -79,6 +80,22 @@ async def read_pid(path: Path) -> int:
 
 
 # -- refusals --------------------------------------------------------------------------------------
+
+
+async def test_the_output_so_far_shows_each_line_as_it_comes(executor: CommandExecutor) -> None:
+    """While the program runs, ``ctx.live`` holds what it wrote so far: the first line before the
+    second exists; at the end the attempt's result holds both and ``ctx.live`` nothing."""
+    live = OutputSoFar()
+    script = "echo first; sleep 2; echo second"
+    attempt = asyncio.create_task(executor.execute(CommandTarget(("sh", "-c", script)), make_ctx(live=live)))
+    async with asyncio.timeout(5):
+        while live.text(65_536) is None:
+            await asyncio.sleep(0.01)
+    assert live.text(65_536) == "first\n"
+    assert live.text(3) == "st\n"  # the last characters only
+    result = await asyncio.wait_for(attempt, 5)
+    assert result.output == "first\nsecond\n"
+    assert live.text(65_536) is None
 
 
 async def test_disabled_by_default(tmp_path: Path) -> None:

@@ -102,6 +102,12 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         headers["Connection"] = "close"
     if "location" in query:
         headers["Location"] = query["location"]
+    if "cookie" in query:
+        headers["Set-Cookie"] = query["cookie"]
+    if "answer" in query:  # a header of the answer that holds what the query says
+        headers["X-Answer"] = query["answer"]
+    for n in range(int(query.get("many", "0"))):
+        headers[f"X-Many-{n:03d}"] = "v"
     body = b"x" * int(query["size"]) if "size" in query else b"a\0b\xff" if "binary" in query else b"ok"
     return web.Response(status=status, body=body, headers=headers)
 
@@ -263,6 +269,37 @@ async def test_connections_are_pooled(sink: Sink, executor: HttpExecutor) -> Non
     for _ in range(3):
         assert (await executor.execute(HttpTarget(url=sink.url()), make_ctx())).outcome is Outcome.SUCCESS
     assert len({s.peer_port for s in sink.seen}) == 1  # one keep-alive connection served all three
+
+
+# -- the headers of the answer --------------------------------------------------------------------
+
+
+async def test_the_headers_answered_are_kept_in_order_with_credentials_redacted(
+    sink: Sink, executor: HttpExecutor
+) -> None:
+    result = await executor.execute(HttpTarget(url=sink.url("/h?cookie=sid%3D42&answer=plain")), make_ctx())
+    assert result.response_headers is not None
+    kept = dict(result.response_headers)
+    assert kept["Set-Cookie"] == "[redacted]"
+    assert kept["X-Answer"] == "plain"
+    assert kept["Content-Length"] == "2"
+    assert "sid=42" not in repr(result)
+
+
+async def test_the_headers_answered_are_capped(sink: Sink, executor: HttpExecutor) -> None:
+    result = await executor.execute(HttpTarget(url=sink.url("/h?many=100")), make_ctx())
+    assert result.response_headers is not None
+    assert len(result.response_headers) == 64  # redaction.MAX_KEPT_HEADERS
+
+
+async def test_no_answer_keeps_no_headers_answered(executor: HttpExecutor) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    result = await executor.execute(HttpTarget(url=f"http://127.0.0.1:{port}/x"), make_ctx())
+    assert result.outcome is Outcome.ERROR
+    assert result.response_headers is None
 
 
 # -- Retry-After ---------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ verified with the Standard Webhooks reference library, retries included."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -27,6 +29,7 @@ from cronwheel.store.port import StoredSecret
 from cronwheel.store.sql import SqlStore
 from cronwheel.worker.executors import AttemptContext, Executors, WorkerSettings
 from cronwheel.worker.executors.http import HttpExecutor
+from cronwheel.worker.executors.live import OutputSoFar
 
 TOKEN = "sk_live_5b1e-webhook-token-77"
 KEYS = Keyring([new_key("k1")])
@@ -45,6 +48,8 @@ async def _handle(request: web.Request) -> web.Response:
     sink.seen.append((CIMultiDict(request.headers), body))
     if request.path == "/echo":  # a target that echoes what it got: the credential included
         return web.Response(status=401, text=f"denied for {request.headers.get('Authorization')}")
+    if request.path == "/mirror":  # ... or echoes it in a header of its answer
+        return web.Response(text="ok", headers={"X-Seen": f"got {request.headers.get('Authorization')}"})
     return web.Response(text="ok")
 
 
@@ -156,6 +161,17 @@ async def test_the_headers_sent_are_kept_with_every_secret_redacted(
     assert "acme-tenant-0042" not in repr(result)
 
 
+async def test_a_secret_echoed_in_a_header_of_the_answer_is_not_kept(
+    sink: Sink, store: SqlStore, executors: Executors
+) -> None:
+    await put(store, "api-key", TOKEN)
+    result = await executors.execute(bearer(sink.url + "/mirror"), ctx())
+    assert result.outcome is Outcome.SUCCESS
+    assert result.response_headers is not None
+    assert dict(result.response_headers)["X-Seen"] == "[redacted]"
+    assert TOKEN not in repr(result)
+
+
 async def test_a_request_that_was_never_sent_keeps_no_headers(sink: Sink, executors: Executors) -> None:
     refused = await executors.execute(HttpTarget("http://10.1.2.3/x"), ctx())  # the SSRF guard
     assert refused.outcome is Outcome.ERROR
@@ -233,6 +249,26 @@ async def test_a_command_gets_the_value_in_its_environment_and_its_output_is_red
         result.output == f"{digest}  -\ntoken=[secret:api-key]\ncut=sk_live_5\n"
     )  # 9 characters, not the value
     assert TOKEN not in (result.output or "")
+
+
+async def test_a_commands_output_so_far_is_redacted_while_it_runs(
+    store: SqlStore, executors: Executors
+) -> None:
+    await put(store, "api-key", TOKEN)
+    live = OutputSoFar()
+    script = 'echo "token=$TOKEN"; sleep 5'
+    target = CommandTarget(("/bin/sh", "-c", script), env=(("TOKEN", SecretRef("api-key")),))
+    attempt = asyncio.create_task(executors.execute(target, replace(ctx(), live=live)))
+    try:
+        async with asyncio.timeout(5):
+            while live.text(65_536) is None:
+                await asyncio.sleep(0.01)
+        assert live.text(65_536) == "token=[secret:api-key]\n"
+    finally:
+        attempt.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await attempt
+    assert live.text(65_536) is None  # over: nothing more to read
 
 
 async def test_the_kept_tail_never_starts_with_the_end_of_a_value(

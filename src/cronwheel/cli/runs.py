@@ -132,7 +132,8 @@ def run_detail_view(run: dict[str, Any]) -> str:
                 ],
             )
         )  # fmt: skip
-        parts += _sent_headers(attempts)
+        parts += _headers(attempts)
+        parts += _outputs_so_far(attempts)
     events = run.get("events") or []
     if events:
         parts.append("\nhistory:")
@@ -148,14 +149,26 @@ def run_detail_view(run: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _sent_headers(attempts: list[dict[str, Any]]) -> list[str]:
-    """Each HTTP attempt's request headers, as sent (credentials shown ``[redacted]``)."""
+def _headers(attempts: list[dict[str, Any]]) -> list[str]:
+    """Each HTTP attempt's request headers, as sent, and those its target answered with
+    (credentials shown ``[redacted]``)."""
     parts = []
     for attempt in attempts:
-        headers = attempt.get("request_headers")
-        if headers:
-            lines = "\n".join(f"  {name}: {value}" for name, value in headers.items())
-            parts.append(f"\nheaders sent (attempt {attempt['number']}):\n{lines}")
+        for key, title in (("request_headers", "headers sent"), ("response_headers", "headers received")):
+            headers = attempt.get(key)  # older servers send no response_headers
+            if headers:
+                lines = "\n".join(f"  {name}: {value}" for name, value in headers.items())
+                parts.append(f"\n{title} (attempt {attempt['number']}):\n{lines}")
+    return parts
+
+
+def _outputs_so_far(attempts: list[dict[str, Any]]) -> list[str]:
+    """The output so far of each attempt still running (its worker writes it about once a second)."""
+    parts = []
+    for attempt in attempts:
+        if attempt["finished_at"] is None and attempt.get("output"):
+            text = attempt["output"].rstrip("\n")
+            parts.append(f"\noutput so far (attempt {attempt['number']}, running):\n{text}")
     return parts
 
 

@@ -389,6 +389,17 @@ class ServerSettings:
             high=16 * 1024 * 1024,
         ),
     )
+    live_output_s: float = field(  # a running attempt's output so far, to the store at most this often
+        default=1.0,
+        metadata=option(
+            "--live-output-every",
+            "A running attempt's output so far is written to the store at most this often (s), "
+            "when it changed, for the run page's live tail; 0: only at the attempt's end.",
+            roles=ONLY_WORKER,
+            low=0.0,
+            high=3600.0,
+        ),
+    )
     tracing: TraceMode = field(  # OpenTelemetry spans of runs (otlp, console; cronwheel[otel])
         default="off",
         metadata=option(
@@ -801,6 +812,7 @@ class _Roles:
             concurrency=settings.concurrency,
             lease_s=settings.lease_s,
             tracer=self.backends.tracer,
+            output_every_s=settings.live_output_s,
         )
         self._task(worker.run(self.stop), "worker")
         check = warn_refused_jobs(self.backends.store, allowed, settings.queues, settings.node)

@@ -394,6 +394,8 @@ def attempt_from_row(row: Row) -> Attempt:
         retry_after_s=row["retry_after_s"],
         output_tail=row["output_tail"],
         request_headers=headers_from_json(row["request_headers"]),
+        output_at=row["output_at"],
+        response_headers=headers_from_json(row["response_headers"]),
     )
 
 

@@ -31,6 +31,8 @@ from cronwheel.model import (
     FireResult,
     Firing,
     Job,
+    LiveOutput,
+    OutputChange,
     RetentionPolicy,
     Run,
     RunEvent,
@@ -395,6 +397,13 @@ class LeaseStore(JobReads, Protocol):
         whether cancellation was requested."""
         ...
 
+    async def write_outputs(self, outputs: Sequence[LiveOutput], worker: str, now: datetime) -> set[str]:
+        """Write the output so far of running attempts into their records (``output``, up to
+        64 KiB, and ``output_at`` = ``now``), in one transaction: only those whose run ``worker``
+        holds at that attempt (a stale worker writes nothing). The run ids written. The
+        attempt's final record replaces what this wrote."""
+        ...
+
     async def finish_attempt(
         self,
         run_id: str,
@@ -504,6 +513,11 @@ class RunReads(Protocol):
     async def recent_runs(self, job_ids: Sequence[str], per_job: int) -> dict[str, list[RunSample]]:
         """Each job's ``per_job`` most recent runs (by slot), oldest first, for sparklines: one
         statement for a page of jobs (jobs without runs are absent)."""
+        ...
+
+    async def output_changes(self, run_ids: Sequence[str]) -> list[OutputChange]:
+        """The output so far of the running attempts of ``run_ids`` (those with one written by
+        :meth:`LeaseStore.write_outputs`), in one read: what live pages of those runs show."""
         ...
 
     async def run_changes(self, after: int | None, limit: int) -> list[RunChange]:

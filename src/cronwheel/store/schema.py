@@ -293,6 +293,10 @@ attempts = Table(
     Column("output_tail", Text, nullable=True),  # migration 0009: the bounded tail of the output
     # migration 0010: [[name, value], ...] the HTTP request was sent with, credentials redacted
     Column("request_headers", JSON(none_as_null=True), nullable=True),
+    # migration 0024: when the output so far was last written (a running attempt's live tail)
+    Column("output_at", Instant, nullable=True),
+    # migration 0024: [[name, value], ...] the HTTP target answered with, credentials redacted
+    Column("response_headers", JSON(none_as_null=True), nullable=True),
     PrimaryKeyConstraint("run_id", "number"),
     CheckConstraint(_in("outcome", _OUTCOMES), name="outcome"),
 )

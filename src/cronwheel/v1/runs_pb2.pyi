@@ -183,6 +183,26 @@ class Attempt(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class ResponseHeadersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     NUMBER_FIELD_NUMBER: _builtins.int
     WORKER_FIELD_NUMBER: _builtins.int
     STARTED_AT_FIELD_NUMBER: _builtins.int
@@ -194,6 +214,8 @@ class Attempt(_message.Message):
     OUTPUT_FIELD_NUMBER: _builtins.int
     RETRY_AFTER_S_FIELD_NUMBER: _builtins.int
     REQUEST_HEADERS_FIELD_NUMBER: _builtins.int
+    OUTPUT_AT_FIELD_NUMBER: _builtins.int
+    RESPONSE_HEADERS_FIELD_NUMBER: _builtins.int
     number: _builtins.int
     worker: _builtins.str
     started_at: _builtins.str
@@ -204,8 +226,14 @@ class Attempt(_message.Message):
     error: _builtins.str
     output: _builtins.str
     retry_after_s: _builtins.float
+    output_at: _builtins.str
+    """while the attempt runs: when its worker last wrote its output so far (output holds it)"""
     @_builtins.property
     def request_headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def response_headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """the HTTP answer's, credentials "[redacted]" """
+
     def __init__(
         self,
         *,
@@ -220,10 +248,12 @@ class Attempt(_message.Message):
         output: _builtins.str | None = ...,
         retry_after_s: _builtins.float | None = ...,
         request_headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        output_at: _builtins.str | None = ...,
+        response_headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_outcome", b"_outcome", "_output", b"_output", "_retry_after_s", b"_retry_after_s", "_status_code", b"_status_code", "error", b"error", "exit_code", b"exit_code", "finished_at", b"finished_at", "outcome", b"outcome", "output", b"output", "retry_after_s", b"retry_after_s", "status_code", b"status_code"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_outcome", b"_outcome", "_output", b"_output", "_output_at", b"_output_at", "_retry_after_s", b"_retry_after_s", "_status_code", b"_status_code", "error", b"error", "exit_code", b"exit_code", "finished_at", b"finished_at", "outcome", b"outcome", "output", b"output", "output_at", b"output_at", "retry_after_s", b"retry_after_s", "status_code", b"status_code"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_outcome", b"_outcome", "_output", b"_output", "_retry_after_s", b"_retry_after_s", "_status_code", b"_status_code", "error", b"error", "exit_code", b"exit_code", "finished_at", b"finished_at", "number", b"number", "outcome", b"outcome", "output", b"output", "request_headers", b"request_headers", "retry_after_s", b"retry_after_s", "started_at", b"started_at", "status_code", b"status_code", "worker", b"worker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_outcome", b"_outcome", "_output", b"_output", "_output_at", b"_output_at", "_retry_after_s", b"_retry_after_s", "_status_code", b"_status_code", "error", b"error", "exit_code", b"exit_code", "finished_at", b"finished_at", "number", b"number", "outcome", b"outcome", "output", b"output", "output_at", b"output_at", "request_headers", b"request_headers", "response_headers", b"response_headers", "retry_after_s", b"retry_after_s", "started_at", b"started_at", "status_code", b"status_code", "worker", b"worker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
@@ -235,6 +265,8 @@ class Attempt(_message.Message):
     _WhichOneofArgType__outcome: _TypeAlias = _typing.Literal["_outcome", b"_outcome"]  # noqa: Y015
     _WhichOneofReturnType__output: _TypeAlias = _typing.Literal["output"]  # noqa: Y015
     _WhichOneofArgType__output: _TypeAlias = _typing.Literal["_output", b"_output"]  # noqa: Y015
+    _WhichOneofReturnType__output_at: _TypeAlias = _typing.Literal["output_at"]  # noqa: Y015
+    _WhichOneofArgType__output_at: _TypeAlias = _typing.Literal["_output_at", b"_output_at"]  # noqa: Y015
     _WhichOneofReturnType__retry_after_s: _TypeAlias = _typing.Literal["retry_after_s"]  # noqa: Y015
     _WhichOneofArgType__retry_after_s: _TypeAlias = _typing.Literal["_retry_after_s", b"_retry_after_s"]  # noqa: Y015
     _WhichOneofReturnType__status_code: _TypeAlias = _typing.Literal["status_code"]  # noqa: Y015
@@ -249,6 +281,8 @@ class Attempt(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__outcome) -> _WhichOneofReturnType__outcome | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__output) -> _WhichOneofReturnType__output | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__output_at) -> _WhichOneofReturnType__output_at | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__retry_after_s) -> _WhichOneofReturnType__retry_after_s | None: ...
     @_typing.overload

@@ -17,14 +17,14 @@ import contextlib
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from cronwheel.clock import Clock, monotonic_of
 from cronwheel.errors import TransientError
-from cronwheel.model import AttemptResult, Finish, Job, Outcome, Run, RunKind, RunState
+from cronwheel.model import AttemptResult, Finish, Job, LiveOutput, Outcome, Run, RunKind, RunState
 from cronwheel.queue import Delivery, Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff
 from cronwheel.store.port import LeaseStore
@@ -32,7 +32,8 @@ from cronwheel.telemetry import metrics
 from cronwheel.telemetry.tracing import NO_SPAN, OFF, Span, Tracer, ending, trace_id
 from cronwheel.telemetry.tracing import runs as spans
 from cronwheel.worker.executors import Executors
-from cronwheel.worker.executors.base import AttemptContext
+from cronwheel.worker.executors.base import AttemptContext, storable_text
+from cronwheel.worker.executors.live import OutputSoFar
 from cronwheel.worker.finisher import Finisher
 from cronwheel.worker.gate import Gate
 from cronwheel.worker.holding import Holding
@@ -48,6 +49,8 @@ log = logging.getLogger("cronwheel.worker")
 # their own bounds (the Python executor's threads, the command isolation's limits), and the HTTP
 # client at most 64 connections to one endpoint.
 CONCURRENCY = 1024
+OUTPUT_EVERY_S = 1.0  # a running attempt's output so far is written at most this often
+OUTPUT_MOST = 65_536  # ... its last characters (as many as an attempt's final record keeps)
 
 
 def _nothing() -> None:
@@ -73,6 +76,7 @@ class Worker:
         tracer: Tracer = OFF,
         gather_s: float | None = None,
         hold_most: int | None = None,
+        output_every_s: float = OUTPUT_EVERY_S,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -105,6 +109,8 @@ class Worker:
         self._waiting: deque[Delivery] = deque()  # due, waiting for an attempt slot
         self._timer: asyncio.Task[None] | None = None  # hands held triggers to the claim at their slot
         self._held_changed = asyncio.Event()  # an earlier slot is held: the timer sleeps less
+        # a running attempt's output so far goes to the store at most this often (0: never)
+        self.output_every_s = output_every_s
 
     async def run(self, stop: asyncio.Event, drain_s: float = 30.0) -> None:
         """Receive and handle triggers until ``stop``; then let running attempts finish for up to
@@ -114,6 +120,8 @@ class Worker:
             asyncio.create_task(self._receive(name, stop), name=f"worker-{name}") for name in self.queues
         ]
         loops.append(asyncio.create_task(self._watch_cancellations(stop), name="worker-cancellations"))
+        if self.output_every_s > 0:
+            loops.append(asyncio.create_task(self._watch_outputs(stop), name="worker-outputs"))
         stopping = asyncio.create_task(stop.wait())
         try:
             done, _ = await asyncio.wait([*loops, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -322,6 +330,34 @@ class Worker:
             if held is not None:
                 held.stop(CANCELLED_BY_REQUEST)
 
+    # -- the output so far of the attempts held ----------------------------------------------
+
+    async def _watch_outputs(self, stop: asyncio.Event) -> None:
+        """Write the output so far of the attempts held, every ``output_every_s``."""
+        while not stop.is_set():
+            await asyncio.sleep(self.output_every_s)
+            try:
+                await self.write_outputs()
+            except TransientError:  # the store is down: the next pass writes what is new then
+                continue
+
+    async def write_outputs(self) -> int:
+        """Write, in one store call, the output so far of each attempt held whose output changed
+        since its last write and whose last write is ``output_every_s`` old at least; returns how
+        many the store took (only while this worker holds the run's lease)."""
+        now = self._monotonic()
+        due = outputs_due(self._attempts.values(), now, OUTPUT_MOST)
+        if not due:
+            return 0
+        for held, _ in due:
+            held.output_due = now + self.output_every_s
+        outputs = [LiveOutput(held.run.id, held.run.attempts, text) for held, text in due]
+        written = await self.store.write_outputs(outputs, self.node, self.clock.now())
+        for held, text in due:
+            if held.run.id in written:
+                held.written = text
+        return len(written)
+
     # -- one trigger --------------------------------------------------------------------------
 
     async def handle(self, delivery: Delivery) -> Run | None:
@@ -395,7 +431,10 @@ class Worker:
         """The attempt itself, in the task that handles the run (no task of its own): a stop
         by its lease keeper or a cancellation request cancels that task while it waits in the
         executor, and the attempt ends with the stop's result."""
-        ctx = AttemptContext.for_run(job, run, run.attempts, deadline=None, trace_headers=span.headers())
+        live = OutputSoFar()
+        ctx = AttemptContext.for_run(
+            job, run, run.attempts, deadline=None, trace_headers=span.headers(), live=live
+        )
         if log.isEnabledFor(logging.DEBUG):  # the finish line says the rest, at INFO
             log.debug(
                 "attempt started",
@@ -409,7 +448,7 @@ class Worker:
             )
         task = asyncio.current_task()
         assert task is not None
-        held = self._hold(run, task)
+        held = self._hold(run, task, live)
         try:
             return await self.executors.execute(job.target, ctx)
         except asyncio.CancelledError:
@@ -422,10 +461,10 @@ class Worker:
 
     # -- leases of the attempts held ----------------------------------------------------------
 
-    def _hold(self, run: Run, work: asyncio.Task[Any]) -> _Held:
+    def _hold(self, run: Run, work: asyncio.Task[Any], live: OutputSoFar | None = None) -> _Held:
         """Register a running attempt; its lease is extended by the worker's one keeper task."""
         now = self._monotonic()
-        held = _Held(run, work, now, now + self.lease.total_seconds() / 3)
+        held = _Held(run, work, now, now + self.lease.total_seconds() / 3, live or OutputSoFar())
         self._attempts[run.id] = held
         if self._keeper is None or self._keeper.done():
             self._keeper = asyncio.create_task(self._keep_leases(), name=f"worker-leases-{self.node}")
@@ -533,13 +572,30 @@ class _Held:
     work: asyncio.Task[Any]  # the task waiting for the attempt's executor
     since: float  # loop time it started
     beat_at: float  # loop time
+    live: OutputSoFar  # the executor's output so far
     stopped: AttemptResult | None = None
     over: bool = False  # the executor returned: nothing left to stop
+    written: str | None = None  # the output so far as last written to the store
+    output_due: float = 0.0  # loop time before which its output so far is not written again
 
     def stop(self, reason: AttemptResult) -> None:
         if self.stopped is None and not self.over:
             self.stopped = reason
             self.work.cancel()
+
+
+def outputs_due(held: Iterable[_Held], now: float, most: int) -> list[tuple[_Held, str]]:
+    """The attempts of ``held`` whose output so far is to be written at loop time ``now`` (their
+    last write ``output_every_s`` old at least, and their output changed since), each with its
+    output so far (the last ``most`` characters, redacted, storable)."""
+    due: list[tuple[_Held, str]] = []
+    for one in held:
+        if one.over or now < one.output_due:
+            continue
+        text = storable_text(one.live.text(most))
+        if text is not None and text != one.written:
+            due.append((one, text))
+    return due
 
 
 def _count_reclaims(queue: str, deliveries: Sequence[Delivery]) -> None:

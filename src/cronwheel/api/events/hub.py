@@ -4,10 +4,12 @@
 process's change source (the in-process :class:`~cronwheel.jobs.service.ChangeFeed` embedded, the
 store's ``LISTEN`` in a cluster: :class:`~cronwheel.store.change_listener.PostgresChangeListener`)
 into ``job`` changes, and a poller that reads the run events written since its last read
-(``store.run_changes``: run states have no notification) and, while a stream follows ``cluster``,
-the cluster's status. Each change is offered to every open :class:`Subscription`, which keeps the
-ones its caller may hear (:func:`~cronwheel.api.events.topics.hears`). However many streams are
-open, the store sees one reader.
+(``store.run_changes``: run states have no notification), the output so far of the running
+attempts of the runs that streams follow by id (``store.output_changes``: one read for all of
+them) and, while a stream follows ``cluster``, the cluster's status. Each change is offered to
+every open :class:`Subscription`, which keeps the ones its caller may hear
+(:func:`~cronwheel.api.events.topics.hears`). However many streams are open, the store sees one
+reader.
 
 The hub counts the open streams against the operator's limits (``--max-streams``,
 ``--max-streams-per-caller``): :meth:`EventHub.open` beyond them raises
@@ -23,6 +25,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Coroutine
+from datetime import datetime
 from typing import Any, Protocol
 
 from cronwheel.api.events.topics import (
@@ -33,6 +36,7 @@ from cronwheel.api.events.topics import (
     Topics,
     hears,
     job_change,
+    output_change,
     run_change,
 )
 from cronwheel.cluster.status import ClusterStatus
@@ -176,11 +180,13 @@ class EventHub:
     async def _poll(self) -> None:
         newest = await self._retrying(lambda: self.store.run_changes(None, 1))
         window = RunWindow(floor=newest[0].event_id if newest else 0)
+        told: dict[tuple[str, int], datetime] = {}  # (run, attempt) -> its output so far last told
         last_cluster: str | None = None
         polls = 0
         while True:
             await asyncio.sleep(self.poll_s)
             await self._guarded(self._runs_changed(window))
+            await self._guarded(self._outputs_changed(told))
             polls += 1
             if polls % CLUSTER_EVERY == 0 and self.cluster is not None and self._follows_cluster():
                 last_cluster = await self._cluster_changed(self.cluster, last_cluster)
@@ -192,6 +198,22 @@ class EventHub:
                 self.publish(run_change(change))
             if len(read) < READ_LIMIT:
                 return
+
+    async def _outputs_changed(self, told: dict[tuple[str, int], datetime]) -> None:
+        """One read of the output so far of the running attempts of every run a stream follows
+        by id (``run:<id>``); each output written since it was last told is told once."""
+        followed = sorted({run_id for s in self._open for run_id in s.topics.run_ids})
+        if not followed:
+            told.clear()
+            return
+        seen: dict[tuple[str, int], datetime] = {}
+        for change in await self.store.output_changes(followed):
+            key = (change.run_id, change.attempt)
+            seen[key] = change.at
+            if told.get(key) != change.at:
+                self.publish(output_change(change))
+        told.clear()
+        told.update(seen)
 
     def _follows_cluster(self) -> bool:
         return any(subscription.topics.cluster for subscription in self._open)

@@ -3,7 +3,8 @@
 A stream names its topics in one comma-separated list: ``jobs`` (every job of the caller's teams),
 ``runs`` (every run of them), ``job:<id>`` (one job and its runs), ``run:<id>`` (one run) and
 ``cluster`` (the cluster's status). A :class:`Change` says what changed, with enough for a page to
-re-read what it shows (``job``: id and version, or ``deleted``; ``run``: id, job and state), and
+re-read what it shows (``job``: id and version, or ``deleted``; ``run``: id, job and state;
+``output``: a running attempt's output so far, heard only by streams that follow its run by id), and
 the team it belongs to, so that a stream hears only changes of its caller's teams. ``reload``
 means "changes may have been missed: re-read everything" (a lost store listener, a stream that
 fell behind); it reaches every stream.
@@ -16,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cronwheel.model import OutputChange, utc_text
 from cronwheel.store import RunChange
 
 MAX_TOPICS = 32
@@ -91,6 +93,13 @@ def run_change(change: RunChange) -> Change:
     return Change("run", data, change.team, job_id=change.job_id, run_id=change.run_id)
 
 
+def output_change(change: OutputChange) -> Change:
+    """A running attempt's output so far (up to 64 KiB), as its worker last wrote it."""
+    data = {"id": change.run_id, "job_id": change.job_id, "team": change.team, "attempt": change.attempt,
+            "output": change.output, "at": utc_text(change.at)}  # fmt: skip
+    return Change("output", data, change.team, job_id=change.job_id, run_id=change.run_id)
+
+
 def hears(topics: Topics, teams: frozenset[str] | None, change: Change) -> bool:
     """Whether a stream of ``topics``, for a caller of ``teams`` (None: every team), hears ``change``."""
     if change.kind == "reload":
@@ -99,6 +108,13 @@ def hears(topics: Topics, teams: frozenset[str] | None, change: Change) -> bool:
         return topics.cluster
     if change.team is None or (teams is not None and change.team not in teams):
         return False
+    return _follows(topics, change)
+
+
+def _follows(topics: Topics, change: Change) -> bool:
+    """Whether ``topics`` follow what ``change`` is about (its team heard already)."""
+    if change.kind == "output":  # up to 64 KiB a second: only to the streams that follow the run by id
+        return change.run_id in topics.run_ids
     if change.job_id in topics.job_ids:
         return True
     if change.kind == "job":

@@ -4,7 +4,8 @@ The run's details (``GET /v1/runs/{run_id}``) show each attempt's 1 KiB excerpt.
 than that keeps more, up to the worker's ``--output-tail-bytes`` (64 KiB by default): the tail of a
 command's stdout and stderr or of a Python traceback, the start of an HTTP response body (which is
 read no further). This route reads it, behind the run's team wall (a run of another team is 404,
-as the run itself is). ``cronwheel runs logs RUN`` prints it.
+as the run itself is). A running attempt's answer is its output so far (``kept``: ``running``).
+``cronwheel runs logs RUN`` prints it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ _RESPONSES: dict[int | str, dict[str, object]] = {
 
 
 # How much of an attempt's output is kept (a choice the API alone defines: the record has the texts)
-OutputKept = Literal["whole", "longer", "excerpt"]
+OutputKept = Literal["whole", "longer", "excerpt", "running"]
 
 
 class AttemptOutputOut(BaseModel):
@@ -41,11 +42,16 @@ class AttemptOutputOut(BaseModel):
     output: str | None = Field(description="The longest output kept (null: the attempt wrote none).")
     kept: OutputKept | None = Field(
         description="whole: all of it; longer: its kept tail or start beyond the excerpt (see the "
-        "route); excerpt: only the 1 KiB excerpt was kept (attempts before output tails, or a tail of 0)."
+        "route); excerpt: only the 1 KiB excerpt was kept (attempts before output tails, or a tail of 0); "
+        "running: the attempt runs, this is its output so far (its last 64 KiB, written by its worker "
+        "at most once a second)."
     )
 
     @classmethod
     def from_record(cls, attempt: Attempt) -> AttemptOutputOut:
+        if attempt.finished_at is None:
+            running: OutputKept | None = None if attempt.output is None else "running"
+            return cls(number=attempt.number, outcome=None, output=attempt.output, kept=running)
         if attempt.output_tail is not None:
             return cls(
                 number=attempt.number, outcome=attempt.outcome, output=attempt.output_tail, kept="longer"

@@ -106,12 +106,27 @@ class AttemptOut(OutModel):
     status_code: int | None
     exit_code: int | None
     error: str | None
-    output: str | None
+    output: str | None = Field(
+        description="The attempt's kept output: the first KiB of a response body, or the tail of "
+        "a command's output or a traceback. While the attempt runs: its output so far (its last "
+        "64 KiB, secrets redacted), written by its worker at most once a second; see output_at."
+    )
+    output_at: datetime | None = Field(
+        None,
+        description="While the attempt runs: when its worker last wrote its output so far. Null: "
+        "none written yet, or the attempt ended (output is then the final record).",
+    )
     retry_after_s: float | None
     request_headers: dict[str, str] | None = Field(
         description="The headers the HTTP request of this attempt was sent with, in order; the values "
         'of credentials (Authorization, signatures, cookies, values from team secrets) are "[redacted]". '
         "Null: no HTTP request was sent."
+    )
+    response_headers: dict[str, str] | None = Field(
+        None,
+        description="The headers the HTTP target answered this attempt with, in order (a repeated "
+        'name joined with ", "); the values of credentials (Set-Cookie, Authorization, values of team '
+        'secrets ...) are "[redacted]"; at most 64 headers, 16 KiB. Null: no answer was read.',
     )
 
     @classmethod
@@ -126,8 +141,10 @@ class AttemptOut(OutModel):
             exit_code=attempt.exit_code,
             error=attempt.error,
             output=attempt.output,
+            output_at=attempt.output_at if attempt.finished_at is None else None,
             retry_after_s=attempt.retry_after_s,
             request_headers=None if attempt.request_headers is None else dict(attempt.request_headers),
+            response_headers=None if attempt.response_headers is None else dict(attempt.response_headers),
         )
 
 

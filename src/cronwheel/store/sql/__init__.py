@@ -59,6 +59,8 @@ from cronwheel.model import (
     FireResult,
     Firing,
     Job,
+    LiveOutput,
+    OutputChange,
     RetentionPolicy,
     Run,
     RunEvent,
@@ -81,6 +83,7 @@ from cronwheel.store.sql import (
     last_runs,
     leases,
     lite,
+    live_output,
     retention,
     runs,
     secrets,
@@ -327,6 +330,9 @@ class SqlStore:
     async def run_changes(self, after: int | None, limit: int) -> list[RunChange]:
         return await runs.changes(self._tx, after, limit)
 
+    async def output_changes(self, run_ids: Sequence[str]) -> list[OutputChange]:
+        return await live_output.changes(self._tx, run_ids) if run_ids else []
+
     async def fire_lateness(self, since: datetime, limit: int) -> list[int]:
         return await runs.fire_lateness(self._tx, since, limit)
 
@@ -365,6 +371,9 @@ class SqlStore:
 
     async def heartbeat(self, run_id: str, attempt: int, worker: str, lease_until: datetime) -> Run | None:
         return await leases.heartbeat(self._tx, run_id, attempt, worker, lease_until)
+
+    async def write_outputs(self, outputs: Sequence[LiveOutput], worker: str, now: datetime) -> set[str]:
+        return await live_output.write(self._tx, outputs, worker, now) if outputs else set()
 
     async def finish_attempt(
         self,

@@ -293,9 +293,9 @@ WITH outcome AS (
     CAST(:states AS varchar[]), CAST(:next_attempt_at AS bigint[]), CAST(:outcomes AS varchar[]),
     CAST(:status_codes AS integer[]), CAST(:exit_codes AS integer[]), CAST(:errors AS text[]),
     CAST(:outputs AS text[]), CAST(:retry_after_s AS float8[]), CAST(:output_tails AS text[]),
-    CAST(:request_headers AS text[]), CAST(:details AS text[]))
+    CAST(:request_headers AS text[]), CAST(:response_headers AS text[]), CAST(:details AS text[]))
     AS o(run_id, attempt, state, next_attempt_at, outcome, status_code, exit_code, error, output,
-         retry_after_s, output_tail, request_headers, detail)
+         retry_after_s, output_tail, request_headers, response_headers, detail)
 ), finished AS (
   UPDATE runs SET state = o.state, lease_owner = NULL, lease_expires_at = NULL,
     next_attempt_at = o.next_attempt_at,
@@ -308,7 +308,8 @@ WITH outcome AS (
   UPDATE attempts SET finished_at = CAST(:now AS bigint), outcome = o.outcome,
     status_code = o.status_code, exit_code = o.exit_code, error = o.error, output = o.output,
     retry_after_s = o.retry_after_s, output_tail = o.output_tail,
-    request_headers = CAST(o.request_headers AS json)
+    request_headers = CAST(o.request_headers AS json), output_at = NULL,
+    response_headers = CAST(o.response_headers AS json)
   FROM outcome AS o JOIN finished AS f ON f.id = o.run_id
   WHERE attempts.run_id = o.run_id AND attempts.number = o.attempt
 ), evented AS (
@@ -356,7 +357,8 @@ async def _finish_in_one_statement(
         "outputs": [result.output for result in results],
         "retry_after_s": [result.retry_after_s for result in results],
         "output_tails": [result.output_tail for result in results],
-        "request_headers": [headers_text(result) for result in results],
+        "request_headers": [headers_text(result.request_headers) for result in results],
+        "response_headers": [headers_text(result.response_headers) for result in results],
         "details": [outcome_detail(result) for result in results],
         "now": to_micros(now),
         "worker": worker,
@@ -372,8 +374,8 @@ def retry_micros(one: Finish, state: RunState) -> int | None:
     return to_micros(one.next_attempt_at)
 
 
-def headers_text(result: AttemptResult) -> str | None:
-    headers = codec.headers_to_json(result.request_headers)
+def headers_text(headers_kept: tuple[tuple[str, str], ...] | None) -> str | None:
+    headers = codec.headers_to_json(headers_kept)
     return None if headers is None else json.dumps(headers)
 
 
@@ -431,6 +433,8 @@ _FINISH_ATTEMPT = (
         retry_after_s=bindparam("b_retry_after_s"),
         output_tail=bindparam("b_output_tail"),
         request_headers=bindparam("b_request_headers", type_=attempts.c.request_headers.type),
+        output_at=None,
+        response_headers=bindparam("b_response_headers", type_=attempts.c.response_headers.type),
     )
 )
 
@@ -441,7 +445,8 @@ def _attempt_outcome(one: Finish, now: datetime) -> dict[str, Any]:
             "b_outcome": result.outcome.value, "b_status_code": result.status_code,
             "b_exit_code": result.exit_code, "b_error": result.error, "b_output": result.output,
             "b_retry_after_s": result.retry_after_s, "b_output_tail": result.output_tail,
-            "b_request_headers": codec.headers_to_json(result.request_headers)}  # fmt: skip
+            "b_request_headers": codec.headers_to_json(result.request_headers),
+            "b_response_headers": codec.headers_to_json(result.response_headers)}  # fmt: skip
 
 
 def outcome_detail(result: AttemptResult) -> str:

@@ -91,7 +91,8 @@ _CLAIMED_JOBS_SQL = _as_json(jobs, f"id IN (SELECT job_id FROM runs WHERE {_LIST
 # -- an outcome batch ------------------------------------------------------------------------------
 # :outcomes, one array per outcome: the fields of _OUTCOME below, in that order.
 _OUTCOME = ("run_id", "attempt", "state", "next_attempt_at", "outcome", "status_code", "exit_code",
-            "error", "output", "retry_after_s", "output_tail", "request_headers", "detail")  # fmt: skip
+            "error", "output", "retry_after_s", "output_tail", "request_headers",
+            "response_headers", "detail")  # fmt: skip
 _O = {name: _at(index) for index, name in enumerate(_OUTCOME)}
 # The runs whose lease :worker holds, at the attempt of the outcome, as [id, ...], but for the
 # successes that delete their job (leases.SPARED_SQL says why; SqlStore records them apart); then,
@@ -116,7 +117,8 @@ _FINISH_ATTEMPTS_SQL = f"""
 UPDATE attempts SET finished_at = :now, outcome = {_O["outcome"]}, status_code = {_O["status_code"]},
   exit_code = {_O["exit_code"]}, error = {_O["error"]}, output = {_O["output"]},
   retry_after_s = {_O["retry_after_s"]}, output_tail = {_O["output_tail"]},
-  request_headers = {_O["request_headers"]}
+  request_headers = {_O["request_headers"]}, output_at = NULL,
+  response_headers = {_O["response_headers"]}
 FROM json_each(:outcomes) AS o
 WHERE attempts.run_id = {_O["run_id"]} AND attempts.number = {_O["attempt"]} AND {_HELD}
 """  # noqa: S608 (constants only)
@@ -197,7 +199,8 @@ def _outcome(one: Finish) -> list[Any]:
     result = one.result
     return [one.run_id, one.attempt, state.value, leases.retry_micros(one, state), result.outcome.value,
             result.status_code, result.exit_code, result.error, result.output, result.retry_after_s,
-            result.output_tail, leases.headers_text(result), leases.outcome_detail(result)]  # fmt: skip
+            result.output_tail, leases.headers_text(result.request_headers),
+            leases.headers_text(result.response_headers), leases.outcome_detail(result)]  # fmt: skip
 
 
 class _Reader:

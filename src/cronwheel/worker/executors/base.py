@@ -20,6 +20,7 @@ from cronwheel.secrets.resolve import UNREADABLE, Resolved, SecretResolver, Secr
 from cronwheel.targets import python as python_targets
 from cronwheel.targets.kinds import secret_references
 from cronwheel.worker.executors.isolation import CommandIsolation
+from cronwheel.worker.executors.live import OutputSoFar
 
 TargetT_contra = TypeVar("TargetT_contra", contravariant=True)
 
@@ -42,6 +43,8 @@ class AttemptContext:
     # W3C ``traceparent`` (and ``tracestate``) of the attempt's span: sent by the HTTP executor;
     # empty with tracing off
     trace_headers: tuple[tuple[str, str], ...] = ()
+    # where the executor shows the output so far while the attempt runs (None: nobody reads it)
+    live: OutputSoFar | None = None
 
     @classmethod
     def for_run(
@@ -51,6 +54,7 @@ class AttemptContext:
         attempt: int,
         deadline: datetime | None = None,
         trace_headers: tuple[tuple[str, str], ...] = (),
+        live: OutputSoFar | None = None,
     ) -> AttemptContext:
         """The context of attempt ``attempt`` of ``run``; a manual run's payload overrides the job's."""
         return cls(
@@ -64,6 +68,7 @@ class AttemptContext:
             payload=run.payload if run.has_payload else job.payload,
             deadline=deadline,
             trace_headers=trace_headers,
+            live=live,
         )
 
     def budget_s(self, now: datetime) -> float:
@@ -141,14 +146,15 @@ def storable(result: AttemptResult) -> AttemptResult:
     column (the attempt could then not be recorded at all), and a Python function's return value
     or exception may hold lone surrogates, which have no UTF-8 bytes. NUL becomes U+FFFD, as an
     undecodable byte already does; a lone surrogate becomes ``?``."""
-    error, output = _storable_text(result.error), _storable_text(result.output)
-    tail = _storable_text(result.output_tail)
+    error, output = storable_text(result.error), storable_text(result.output)
+    tail = storable_text(result.output_tail)
     if error == result.error and output == result.output and tail == result.output_tail:
         return result
     return replace(result, error=error, output=output, output_tail=tail)
 
 
-def _storable_text(text: str | None) -> str | None:
+def storable_text(text: str | None) -> str | None:
+    """``text`` as every store can keep it (see :func:`storable`)."""
     if text is None:
         return None
     if text.isascii():

@@ -53,6 +53,7 @@ from cronwheel.secrets.resolve import SecretResolver
 from cronwheel.targets.kinds.command import check_command
 from cronwheel.worker.executors import guard
 from cronwheel.worker.executors.base import AttemptContext, WorkerSettings, decode_cut, rfc3339, with_secrets
+from cronwheel.worker.executors.live import Redact
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +105,13 @@ class CommandExecutor:
         if not self._settings.allow_commands:
             return AttemptResult(Outcome.ERROR, error=DISABLED)
         return await with_secrets(
-            self._secrets, ctx.team, target, lambda resolved: self._run(resolved.target(target), ctx)
+            self._secrets,
+            ctx.team,
+            target,
+            lambda resolved: self._run(resolved.target(target), ctx, resolved.redact),
         )
 
-    async def _run(self, target: CommandTarget, ctx: AttemptContext) -> AttemptResult:
+    async def _run(self, target: CommandTarget, ctx: AttemptContext, redact: Redact) -> AttemptResult:
         problem = self._refusal(target)
         if problem is not None:
             return AttemptResult(Outcome.ERROR, error=problem)
@@ -127,9 +131,13 @@ class CommandExecutor:
             ctx.attempt,
             proc.pid,
         )
+        if ctx.live is not None:  # the output so far, for the worker to write while it runs
+            ctx.live.attach(output.so_far, redact, output.size)
         try:
             return await self._supervise(proc, output, budget)
         finally:
+            if ctx.live is not None:
+                ctx.live.detach()
             output.close()
             await proc.release()
 
@@ -420,6 +428,14 @@ class _Output:
     async def _read(self, reader: asyncio.StreamReader) -> None:
         while chunk := await reader.read(_READ_CHUNK):
             self._tail.add(chunk)
+
+    def so_far(self) -> str:
+        """The output read so far (its kept tail), as text."""
+        return self._tail.text()
+
+    def size(self) -> int:
+        """Bytes read so far (all of them, not only those kept)."""
+        return self._tail.total
 
     async def drained(self, within: float) -> bool:
         """Wait up to ``within`` seconds for EOF (every holder of the pipe closed it)."""

@@ -34,7 +34,8 @@ info (error strings name ``scheme://host:port`` only). What the attempt keeps of
 headers (``AttemptResult.request_headers``, shown on the run page) is what the client wrote, in
 order (every header: ours, the target's, ``Host`` and ``Content-Length``), and goes through
 :func:`cronwheel.redaction.kept_headers`: credentials by name, the signature, and every value
-that came from or holds a team secret become ``[redacted]``.
+that came from or holds a team secret become ``[redacted]``. The headers of the answer
+(``AttemptResult.response_headers``) are kept the same way (``Set-Cookie`` included).
 
 **Secrets and signatures.** A header value may be a reference to a team secret; the attempt
 resolves it first (:mod:`cronwheel.secrets.resolve`: one store read, or a cached sealed copy),
@@ -246,7 +247,11 @@ class HttpExecutor:
             sending = resolved.target(target)
             checked = self._check_target(sending)
         result = resolved.redacted(await self._deliver(sending, ctx, keys, sent, checked))
-        return dataclasses.replace(result, request_headers=sent.kept(plan.from_secrets, resolved))
+        return dataclasses.replace(
+            result,
+            request_headers=sent.kept(plan.from_secrets, resolved),
+            response_headers=sent.answer_kept(resolved),
+        )
 
     async def _deliver(
         self,
@@ -277,6 +282,7 @@ class HttpExecutor:
         except (WireError, OSError) as exc:
             return AttemptResult(Outcome.ERROR, error=_describe(exc, url, endpoint(url)))
         status, head = response.status, response.body
+        sent.answer = tuple(response.headers)
         log.debug(
             "http attempt job=%s run=%s attempt=%d %s -> %d in %.3f s",
             ctx.job_id,
@@ -347,10 +353,19 @@ class HttpExecutor:
 
 
 class _SentHeaders:
-    """The headers one request was sent with, as the client wrote them (None: it was not sent)."""
+    """The headers one request was sent with, as the client wrote them (None: it was not sent),
+    and those its answer came with, as read (None: no answer was read)."""
 
     def __init__(self) -> None:
         self.headers: tuple[tuple[str, str], ...] | None = None
+        self.answer: tuple[tuple[str, str], ...] | None = None
+
+    def answer_kept(self, resolved: Resolved) -> tuple[tuple[str, str], ...] | None:
+        """What the attempt may keep of the answer's headers (credentials and values of the
+        attempt's secrets redacted, bounded as the request's)."""
+        if self.answer is None:
+            return None
+        return kept_headers(self.answer, (), list(resolved.values.values()))
 
     def kept(self, from_secrets: Sequence[str], resolved: Resolved) -> tuple[tuple[str, str], ...] | None:
         """What the attempt may keep of them: ``from_secrets`` names the job's headers whose

@@ -79,8 +79,9 @@ export function confirmDialog(text) {
 // and lateness move on when nothing changes); without topics, or where no event stream can be had,
 // every POLL_MS. Redraws are at least GAP_MS apart (a busy team's stream of run events must not
 // turn into a request after request): one asked for sooner, while one runs or while the tab is
-// hidden, comes once, as soon as it may.
-export function live(draw, status, topics = null) {
+// hidden, comes once, as soon as it may. `onEvent(event)`, when given, sees each event first and
+// returns true when it has shown it itself (a run's output so far): then nothing is redrawn.
+export function live(draw, status, topics = null, onEvent = null) {
   const mine = generation;
   let running = false;
   let pending = null; // the timer of the redraw that comes next
@@ -112,7 +113,11 @@ export function live(draw, status, topics = null) {
   };
   document.addEventListener("visibilitychange", shown);
   const refresh = setInterval(redraw, topics ? REFRESH_MS : POLL_MS);
-  const stop = topics ? follow(topics, redraw, { pollMs: POLL_MS }) : () => {};
+  const heard = (event) => {
+    if (event && onEvent && mine === generation && onEvent(event)) return;
+    redraw();
+  };
+  const stop = topics ? follow(topics, heard, { pollMs: POLL_MS }) : () => {};
   onLeave(() => {
     stop();
     clearInterval(refresh);

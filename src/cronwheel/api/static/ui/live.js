@@ -8,7 +8,9 @@
 //     follow() falls back to polling).
 //   - onChange(event) is called for each change: event = { type, data } where type is "job"
 //     (data {id, team, version} or {id, team, deleted: true}), "run" ({id, job_id, team, state}),
-//     "cluster" ({}) or "reload" ({}: changes may have been missed, re-read everything). It is
+//     "output" ({id, job_id, team, attempt, output, at}: a running attempt's output so far, up to
+//     64 KiB, heard only by streams following `run:${id}`), "cluster" ({}) or "reload" ({}:
+//     changes may have been missed, re-read everything). It is
 //     also called with type "reload" each time the stream (re)opens, since what changed while it
 //     was closed is unknown.
 //   - onChange(null) is called every options.pollMs (2000 by default) instead when the browser
@@ -22,7 +24,7 @@
 
 const POLL_MS = 2000;
 const FAILURES = 3;
-const TYPES = ["job", "run", "cluster", "reload"];
+const TYPES = ["job", "run", "output", "cluster", "reload"];
 
 export function follow(topics, onChange, options = {}) {
   const pollMs = options.pollMs ?? POLL_MS;

@@ -1,8 +1,9 @@
 // One run's page (#/runs/ID): its states and times, each attempt (worker, started, ended,
-// duration, outcome, the headers sent), the output each attempt kept (up to the worker's
-// --output-tail-bytes, GET /v1/runs/ID/output) and its events; a run the caller cannot see is a
-// "not found" page. While the run is active the output is read again at each redraw: a worker
-// records an attempt's output when the attempt ends.
+// duration, outcome, the headers sent and answered), the output each attempt kept (up to the
+// worker's --output-tail-bytes, GET /v1/runs/ID/output) and its events; a run the caller cannot
+// see is a "not found" page. A running attempt's output so far (its worker writes it at most once
+// a second) is in the run's answer, and comes from the event stream (`output` events of
+// `run:ID`) as it grows: the new lines are appended, nothing is re-read for them.
 
 import { get } from "../api.js";
 import { h, kv, live, seconds, showError, stateBadge, table, view, when } from "../dom.js";
@@ -15,9 +16,9 @@ const KEPT = {
   excerpt: "its first 1 KiB only",
 };
 
-// the headers an HTTP attempt sent, credentials already "[redacted]" by the worker (a <pre>, not
-// a <details>: the page redraws every few seconds, which would close it)
-function sentHeaders(headers) {
+// the headers an HTTP attempt sent or was answered with, credentials already "[redacted]" by the
+// worker (a <pre>, not a <details>: the page redraws every few seconds, which would close it)
+function headerList(headers) {
   const names = Object.keys(headers || {});
   if (!names.length) return h("span", { class: "muted" }, "—");
   return h("pre", {}, names.map((name) => `${name}: ${headers[name]}`).join("\n"));
@@ -34,27 +35,41 @@ function attemptsTable(run) {
     h("td", {}, a.finished_at ? when(a.finished_at) : h("span", { class: "muted" }, "—")),
     h("td", { class: "num duration" }, took(a)),
     h("td", {}, a.outcome || "—"), h("td", {}, a.status_code ?? a.exit_code ?? "—"), h("td", {}, a.error || ""),
-    h("td", { class: "headers" }, sentHeaders(a.request_headers))));
+    h("td", { class: "headers sent" }, headerList(a.request_headers)),
+    h("td", { class: "headers received" }, headerList(a.response_headers))));
   return [
-    table(["#", "Worker", "Started", "Ended", "Duration", "Outcome", "Status / exit", "Error", "Headers sent"], rows, { id: "attempts" }),
-    h("p", { class: "muted" }, "Headers sent are as the worker recorded them, credentials [redacted]; the headers a target answered with are not recorded."),
+    table(["#", "Worker", "Started", "Ended", "Duration", "Outcome", "Status / exit", "Error", "Headers sent", "Headers received"], rows, { id: "attempts" }),
+    h("p", { class: "muted" }, "Headers are as the worker recorded them (at most 64 each way), credentials [redacted]."),
   ];
 }
 
-// Each attempt's kept output; an attempt still running has none yet (see the module's comment).
+// Shows `text`, a running attempt's output so far, in its <pre>: what was shown and more is
+// appended (only the new lines), anything else (the kept window moved on) replaces it.
+function showSoFar(pre, text) {
+  const shown = pre.textContent;
+  if (text === shown) return;
+  if (text.startsWith(shown)) pre.append(text.slice(shown.length));
+  else pre.textContent = text;
+}
+
+// Each attempt's kept output; a running attempt's output so far (see the module's comment).
 function outputs(run, kept) {
   const byNumber = new Map(kept.attempts.map((a) => [a.number, a]));
   const blocks = run.attempt_details.map((attempt) => {
     const out = byNumber.get(attempt.number);
     const header = h("h3", {}, `Attempt ${attempt.number}`);
-    if (!attempt.finished_at) return h("div", { "data-output": attempt.number, "data-kept": "running" }, header, h("p", { class: "muted" }, "Running: its output appears here when the attempt ends."));
+    if (!attempt.finished_at) {
+      return h("div", { "data-output": attempt.number, "data-kept": "running" }, header,
+        h("p", { class: "muted" }, "Running: its output so far, as its worker writes it."),
+        h("pre", { class: "output live-output" }, attempt.output || ""));
+    }
     if (!out || out.output === null) return h("div", { "data-output": attempt.number, "data-kept": "none" }, header, h("p", { class: "muted" }, "No output."));
     const size = new TextEncoder().encode(out.output).length;
     return h("div", { "data-output": attempt.number, "data-kept": out.kept },
       header, h("p", { class: "muted" }, `${size} bytes kept: ${KEPT[out.kept] || out.kept}.`), h("pre", { class: "output" }, out.output));
   });
   const note = ACTIVE.has(run.state)
-    ? h("p", { class: "notice", id: "tail-note", role: "status" }, "Live tail: refreshed every few seconds while the run is active. The worker records an attempt's output when the attempt ends, so a running attempt's output appears as it finishes, not line by line.")
+    ? h("p", { class: "notice", id: "tail-note", role: "status" }, "Live tail: a running attempt's output appears line by line as its worker writes it (about once a second); its whole kept output when it ends.")
     : null;
   return [note, blocks.length ? blocks : h("p", { class: "muted" }, "No attempts yet.")];
 }
@@ -74,6 +89,8 @@ export function runPage(runId) {
       kept = await get(`${path}/output`);
       keptFor = ends;
       output.replaceChildren(...outputs(run, kept).flat().filter(Boolean));
+    } else {
+      for (const a of run.attempt_details) if (!a.finished_at && a.output) soFar(a.number, a.output);
     }
     body.replaceChildren(
       h("div", { class: "card" }, kv([
@@ -99,5 +116,13 @@ export function runPage(runId) {
     );
   };
   view.replaceChildren(h("h1", {}, `Run ${runId}`, status), message, body);
-  return live(orMissing(draw, "run"), status, [`run:${runId}`]).catch((e) => showError(message, e));
+  const soFar = (number, text) => {
+    const pre = output.querySelector(`[data-output="${number}"][data-kept=running] pre`);
+    if (pre) showSoFar(pre, text);
+    return Boolean(pre);
+  };
+  // an attempt's output so far: shown here, no redraw (one that the page does not show yet, a new
+  // attempt's, is left to the redraw that its run event brings)
+  const heard = (event) => event.type === "output" && event.data.id === runId && soFar(event.data.attempt, event.data.output);
+  return live(orMissing(draw, "run"), status, [`run:${runId}`], heard).catch((e) => showError(message, e));
 }
