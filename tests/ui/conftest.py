@@ -23,7 +23,6 @@ from server_harness import server_factory, sink
 __all__ = ["browser", "server_factory", "sink"]
 
 CHROMIUM = os.environ.get("CRONWHEEL_CHROMIUM", "/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "reports" / "ui-screenshots"
 
 
 @pytest.fixture

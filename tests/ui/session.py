@@ -1,12 +1,23 @@
 """Logging in to the dashboard, one way for every browser test: the token typed into the login
-page, and a page of the server's admin (a context of its own, page errors collected)."""
+page, and a page of the server's admin (a context of its own, page errors collected); and the
+pages' screenshots."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from playwright.async_api import Browser, BrowserContext, Page, expect
 from server_harness import ServerProcess
 
 WAIT_MS = 15_000  # the longest a test waits for a state of the page
+# where each page's screenshot goes (docs/images/ui-*.png are copies)
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "reports" / "ui-screenshots"
+
+
+async def screenshot(page: Page, name: str) -> None:
+    """The whole page, as ``reports/ui-screenshots/ui-<name>.png``."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOTS / f"ui-{name}.png"), full_page=True)
 
 
 async def log_in(page: Page, url: str, token: str) -> None:

@@ -22,8 +22,8 @@ from server_harness import ServerProcess, Sink
 
 from cronwheel.model import SHARDS
 
-from .session import WAIT_MS, log_in
-from .test_dashboard import _job, _shot
+from .session import WAIT_MS, log_in, screenshot
+from .test_dashboard import _job
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 VIEWER_ZONE = "America/New_York"
@@ -82,7 +82,7 @@ async def test_a_read_only_token_sees_no_write_action_and_no_admin_page(
     await expect(page.locator("[data-nav=jobs]")).to_be_visible()
     await expect(page.locator("[data-nav=new]")).to_be_hidden()
     await expect(page.locator("[data-nav=cluster]")).to_be_hidden()
-    await _shot(page, "jobs-read-only")
+    await screenshot(page, "jobs-read-only")
 
     # the job page: its definition, its running backfill and its runs, and no control that writes
     await page.click(f"#jobs tr[data-job='{ours['id']}'] a")
@@ -90,7 +90,7 @@ async def test_a_read_only_token_sees_no_write_action_and_no_admin_page(
     await expect(page.locator("#backfills tr[data-state=running]")).to_have_count(1)
     await expect(page.locator("#runs tr[data-run]").first).to_be_visible()
     await expect(page.locator(WRITE_CONTROLS)).to_have_count(0)
-    await _shot(page, "job-read-only")
+    await screenshot(page, "job-read-only")
 
     # the run page: no button at all
     await page.goto(f"{server.url}/ui/#/runs/{run['id']}")
@@ -108,7 +108,7 @@ async def test_a_read_only_token_sees_no_write_action_and_no_admin_page(
     await expect(missing.locator("h1")).to_have_text("Not found")
     await expect(missing).to_contain_text(f"job {theirs['id']} not found")
     await expect(page.locator("#definition")).to_have_count(0)
-    await _shot(page, "not-found")
+    await screenshot(page, "not-found")
     await page.goto(f"{server.url}/ui/#/runs/no-such-run")
     await expect(page.locator("#missing[data-kind=not-found]")).to_contain_text("run no-such-run not found")
     await page.click("#back-to-jobs")
@@ -119,7 +119,7 @@ async def test_a_read_only_token_sees_no_write_action_and_no_admin_page(
     refused = page.locator("#missing[data-kind=not-allowed]")
     await expect(refused.locator("h1")).to_have_text("Not allowed")
     await expect(refused).to_contain_text("an admin token of every team; this session has read of team data")
-    await _shot(page, "cluster-not-allowed")
+    await screenshot(page, "cluster-not-allowed")
     assert errors == []
     await context.close()
 
@@ -165,7 +165,7 @@ async def test_times_show_in_the_viewers_zone_or_utc_as_chosen(
     await expect(shown.locator(".stamp")).to_have_text(f"{local} EST")
     await expect(shown).to_have_attribute("title", f"{utc} UTC")  # UTC on hover
     await shown.hover()
-    await _shot(page, "jobs-local-time")
+    await screenshot(page, "jobs-local-time")
 
     await page.select_option("#zone", "utc")
     await expect(shown.locator(".stamp")).to_have_text(f"{utc} UTC")  # at once, without a redraw
@@ -219,7 +219,7 @@ async def test_the_cluster_page_draws_the_shares_of_shards_and_the_table_on_dema
     assert widths == [128, 64, 48, 16]
     unowned = page.locator("#shard-share li[data-node=unowned]")
     await expect(unowned).to_contain_text("16 of 256 shards (6.3 %)")
-    await _shot(page, "cluster-shards")
+    await screenshot(page, "cluster-shards")
     await page.click("#show-shards")
     rows = page.locator("#shards tbody tr")
     await expect(rows).to_have_count(SHARDS)

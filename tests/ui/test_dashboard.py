@@ -25,16 +25,10 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 from server_harness import ServerProcess, Sink, wait_for
 
-from .conftest import SCREENSHOTS
 from .job_form import fill_job
-from .session import WAIT_MS, log_in
+from .session import WAIT_MS, log_in, screenshot
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
-
-
-async def _shot(page: Page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SCREENSHOTS / f"ui-{name}.png"), full_page=True)
 
 
 def _job(sink: Sink, name: str) -> dict[str, Any]:
@@ -69,7 +63,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     await log_in(page, server.url, "cw_AAAAAAAAAAAA_wrongwrongwrongwrongwrongwrong")
     await expect(page.locator(".login [role=alert]")).to_have_text("Refused: invalid token")
     await expect(page.locator("#nav")).to_be_hidden()
-    await _shot(page, "login-refused")
+    await screenshot(page, "login-refused")
     assert await context.cookies() == []
 
     # the printed token logs in: an HttpOnly, SameSite=Strict cookie the page's scripts cannot read
@@ -91,7 +85,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     await expect(schedule_error).to_contain_text("99 is out of range 0-59")
     await expect(page.locator(".field[data-field=schedule]")).to_have_class(re.compile(r"\binvalid\b"))
     await expect(page.locator("#error-name")).to_have_text("")  # only the refused field says so
-    await _shot(page, "new-invalid")
+    await screenshot(page, "new-invalid")
     await page.fill("#field-schedule", "* * * * * *")
     await expect(schedule_error).to_have_text("")
     await expect(page.locator("#schedule-words")).to_have_text("every second")
@@ -108,7 +102,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
     await expect(page.locator("#job-words")).to_have_text("every second")
     await expect(page.locator(".card").first).to_contain_text(f"http POST {made['target']['url']}")
     assert sink.at("/report")
-    await _shot(page, "job")
+    await screenshot(page, "job")
 
     # paused with a note: the page says so, and so does the API
     await page.fill("#pause-note", "maintenance window")
@@ -130,12 +124,12 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
         # its run page: the attempt (status 200, timing) and the events
         await manual.locator("a").click()
         await expect(page.locator("#attempts tr[data-attempt='1']")).to_contain_text("200")
-        sent = page.locator("#attempts tr[data-attempt='1'] td.headers")  # the headers it sent
+        sent = page.locator("#attempts tr[data-attempt='1'] td.headers.sent")  # the headers it sent
         await expect(sent).to_contain_text("Idempotency-Key: ")
         await expect(sent).to_contain_text("X-Cronwheel-Attempt: 1")
         await expect(page.locator("#events tbody tr").last).to_contain_text("SUCCESS")
         await expect(page.locator("main")).to_contain_text("tracing off when it ran")  # no trace id
-        await _shot(page, "run")
+        await screenshot(page, "run")
         await page.go_back()
 
         # edited through the API's validation: a wrong zone is named as you type, a right edit saved
@@ -175,7 +169,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
         other = page.locator("#jobs tr[data-job]", has_text="other")
         await expect(other.locator("td.schedule .words")).to_have_text("at 03:00 every day")
         await expect(other.locator("td.recent")).to_have_text("no runs")
-        await _shot(page, "jobs")
+        await screenshot(page, "jobs")
         await page.fill("#filters [name=label]", "tier=gold")
         await page.select_option("#filters [name=paused]", "true")
         await page.click("#filters button")
@@ -194,7 +188,7 @@ async def test_a_user_logs_in_and_runs_a_job_from_the_dashboard(
             value = page.locator(f"#lateness [data-stat={stat}] strong")
             await expect(value).to_have_text(re.compile(r"^-?\d+\.\d ms$"))
         await expect(page.locator("#lateness")).not_to_contain_text("(0 runs)")
-        await _shot(page, "cluster")
+        await screenshot(page, "cluster")
 
         # deleted after a confirmation (cancel first: nothing happens)
         await page.goto(f"{server.url}/ui/#/jobs/{job['id']}")
@@ -341,7 +335,7 @@ async def test_a_backfill_from_the_job_page_shows_its_progress(
     await expect(done).to_contain_text("3/3 slots")
     await expect(page.locator("#runs tr[data-state=SUCCESS]")).to_have_count(3)
     await expect(page.locator("#runs")).to_contain_text("backfill")
-    await _shot(page, "job-backfill")
+    await screenshot(page, "job-backfill")
     assert errors == []
     await context.close()
 

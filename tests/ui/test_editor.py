@@ -18,9 +18,8 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 from server_harness import ServerProcess
 
-from .conftest import SCREENSHOTS
 from .job_form import control_id, fill, fill_job
-from .session import admin_page
+from .session import admin_page, screenshot
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 SECRETS = ("hook-token", "broker-password")
@@ -89,11 +88,6 @@ TARGETS: dict[str, dict[str, Any]] = {
 }
 
 
-async def _shot(page: Page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SCREENSHOTS / f"ui-{name}.png"), full_page=True)
-
-
 @pytest.fixture
 async def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
     server = server_factory("--allow-commands", "--allow-python", "reports.*:*", "--allow-plain-credentials")
@@ -149,7 +143,7 @@ async def test_a_job_of_each_target_kind_is_made_through_the_form(server: Server
         await expect(page.locator("#form-errors")).to_have_text("")
         assert "value-of-" not in await page.content()  # secrets by name only, never a value
         if kind == "http":
-            await _shot(page, "editor")
+            await screenshot(page, "editor")
         await page.click("#save")
         await expect(page.locator("h1")).to_contain_text(f"Job data/{kind}-job")
         async with server.client() as api:

@@ -19,7 +19,7 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 from server_harness import ServerProcess, Sink, wait_for
 
-from .session import admin_page
+from .session import admin_page, screenshot
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -85,6 +85,8 @@ async def test_the_runs_page_filters_and_pages_runs_across_jobs(
     # team data, 3 a page: 3, 3, 1 by the cursor, then back; every run alpha's, newest slot first
     await page.click("[data-nav=runs]")
     await expect(page.locator("#run-filters")).to_be_visible()
+    await expect(page.locator("#run-list tr[data-state=SKIPPED]").first).to_be_visible()
+    await screenshot(page, "runs")
     await page.goto(f"{server.url}/ui/#/runs?team=data&limit=3")
     rows = "#run-list tr[data-run]"
     first = await _shown(page, rows, 3)

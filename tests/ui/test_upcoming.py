@@ -21,8 +21,7 @@ import pytest
 from playwright.async_api import Browser, expect
 from server_harness import ServerProcess, Sink
 
-from .conftest import SCREENSHOTS
-from .session import admin_page
+from .session import SCREENSHOTS, admin_page, screenshot
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -69,8 +68,7 @@ async def test_the_herd_at_the_top_of_the_hour_is_the_tallest_bucket_and_names_i
         == 5
     )
     await expect(page.locator("#upcoming-summary")).to_contain_text("of 7 jobs")  # the paused one is not
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SCREENSHOTS / "ui-upcoming.png"), full_page=True)
+    await screenshot(page, "upcoming")
 
     await page.select_option("#span", "day")
     await expect(page).to_have_url(re.compile(r"#/upcoming\?span=day$"))
