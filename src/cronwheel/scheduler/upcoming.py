@@ -84,11 +84,26 @@ def count(groups: Iterable[FireGroup], window: Window, cap: int = FIRES_PER_JOB)
 def groups_of(jobs: Iterable[DueJob]) -> list[FireGroup]:
     """``jobs`` grouped as ``Store.fire_groups`` groups them: by team and :func:`_walk_key`, a job
     with a jitter window or an expression that may hash its id alone."""
-    found: Counter[tuple[object, ...]] = Counter()
+    counts: Counter[tuple[object, ...]] = Counter()
+    first: dict[tuple[object, ...], DueJob] = {}
     for job in jobs:
-        own = bool(job.jitter_s) or may_hash(job.schedule)
-        found[(job.team, *_walk_key(job), job.id if own else None, job.jitter_s if own else 0.0)] += 1
-    return [FireGroup(key[0], jobs, *key[1:]) for key, jobs in found.items()]  # type: ignore[arg-type]
+        key = (job.team, _own(job), *_walk_key(job))
+        counts[key] += 1
+        first.setdefault(key, job)
+    return [_group(first[key], n) for key, n in counts.items()]
+
+
+def _own(job: DueJob) -> str | None:
+    """The job's id if its fires are its own (a jitter window, or ``H`` perhaps), else None."""
+    return job.id if job.jitter_s or may_hash(job.schedule) else None
+
+
+def _group(job: DueJob, jobs: int) -> FireGroup:
+    own = _own(job)
+    return FireGroup(
+        job.team, jobs, job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.start_at, job.end_at,
+        job.calendar_spec, job.calendar_shift, own, job.jitter_s if own else 0.0,
+    )  # fmt: skip
 
 
 def _walk_key(job: DueJob | FireGroup) -> tuple[object, ...]:
