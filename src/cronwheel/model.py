@@ -262,6 +262,28 @@ _DUE_FIELDS = tuple(each.name for each in fields(DueJob))
 
 
 @dataclass(frozen=True, slots=True)
+class FireGroup:
+    """``jobs`` live, unpaused, not complete jobs of ``team`` that fire alike: the same slots (the
+    expression, zone, DST options, bounds and calendars that :class:`DueJob` names alike) at the
+    slots themselves. A job whose fires are its own (a jitter window, or an expression that may
+    hash its id with ``H``: ``schedule.may_hash``) is a group of one that names it (``id``) and
+    its ``jitter_s``. What the upcoming fires count (``Store.fire_groups``)."""
+
+    team: str
+    jobs: int
+    schedule: str
+    timezone: str
+    dst_gap: DstGap | None
+    dst_fold: DstFold | None
+    start_at: datetime | None
+    end_at: datetime | None
+    calendar_spec: CalendarSpec | None = None
+    calendar_shift: CalendarShift = CalendarShift.NONE
+    id: str | None = None  # the job of a group of one whose fires are its own
+    jitter_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Calendar:
     """A team's named calendar of closed days (unique per team and name); jobs of the team list
     calendars by name. ``version`` grows with every edit."""

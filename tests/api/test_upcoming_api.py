@@ -1,7 +1,9 @@
 """``GET /v1/schedules/upcoming``: fires per bucket and team in the coming window, behind the team
 walls (a team's token counts only its teams' jobs, an admin of every team all), exact against a
 count made job by job from the engine (a herd at the top of the hour, a DST day in New York),
-paused and complete jobs left out, a window that is not whole buckets ending with a shorter one."""
+paused and complete jobs left out, a window that is not whole buckets ending with a shorter one;
+callers asking the same window, buckets and teams within a few seconds share one count (its
+``computed_at`` says when), another team set never shares another's."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from cronwheel.api.services import UPCOMING_KEPT_S
 from cronwheel.auth.identity import Scope
 from cronwheel.schedule import parse_schedule
 
@@ -124,6 +127,7 @@ async def test_paused_and_complete_jobs_do_not_count(client: httpx.AsyncClient, 
     assert answer["teams"] == {"ops": 1}  # the one-time job, at 12:30
     assert [bucket["at"] for bucket in answer["buckets"]] == ["2026-03-02T12:30:00Z"]
     assert (await client.post(f"/v1/jobs/{paused['id']}/resume", json={})).status_code == 200
+    env.clock.advance(UPCOMING_KEPT_S)  # past the shared count's age
     answer = (await client.get("/v1/schedules/upcoming", params={"window": 3600, "bucket": 60})).json()
     assert answer["teams"] == {"ops": 2}
     assert once["id"]
@@ -146,3 +150,35 @@ async def test_a_window_that_is_not_whole_buckets_ends_with_a_shorter_one(
 async def test_without_a_token_it_answers_401(anonymous: httpx.AsyncClient) -> None:
     response = await anonymous.get("/v1/schedules/upcoming")
     assert response.status_code == 401
+
+
+async def test_callers_asking_alike_within_seconds_share_one_count(
+    client: httpx.AsyncClient, env: Env
+) -> None:
+    await _create(client, HERD)
+    params = {"window": 3600, "bucket": 60}
+    counted_at = env.clock.now()
+    first = (await client.get("/v1/schedules/upcoming", params=params)).json()
+    assert _utc(first["computed_at"]) == counted_at
+    body = job_body("one-more", "ops", schedule="0 * * * *", timezone="UTC")
+    assert (await client.post("/v1/jobs", json=body)).status_code == 201
+    env.clock.advance(UPCOMING_KEPT_S - 1)
+    shared = (await client.get("/v1/schedules/upcoming", params=params)).json()
+    assert shared == first  # the same count, its age in computed_at
+    env.clock.advance(1)
+    fresh = (await client.get("/v1/schedules/upcoming", params=params)).json()
+    assert _utc(fresh["computed_at"]) == counted_at + timedelta(seconds=UPCOMING_KEPT_S)
+    assert (fresh["jobs"], fresh["teams"]["ops"]) == (first["jobs"] + 1, first["teams"]["ops"] + 1)
+
+
+async def test_a_teams_count_is_never_another_callers(client: httpx.AsyncClient, env: Env) -> None:
+    """The admin's count of every team is kept first; a team's token, asking the same window and
+    buckets at once, gets a count of its own teams only."""
+    await _create(client, HERD)
+    params = {"window": 3600, "bucket": 60}
+    every = (await client.get("/v1/schedules/upcoming", params=params)).json()
+    assert set(every["teams"]) == {"ops", "data", "web"}
+    token = await issue_token(env.store, Scope.READ, team="web")
+    async with env.client(token) as web:
+        answer = (await web.get("/v1/schedules/upcoming", params=params)).json()
+    assert (answer["teams"], answer["jobs"]) == ({"web": 2}, 1)

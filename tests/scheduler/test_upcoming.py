@@ -11,10 +11,11 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from cronwheel.model import DueJob, MisfirePolicy, Overlap
+from cronwheel.model import DueJob, FireGroup, MisfirePolicy, Overlap
+from cronwheel.schedule import may_hash
 from cronwheel.schedule.calendar import CalendarShift, CalendarSpec
 from cronwheel.scheduler.planner import due_at, excluded, timeline_of
-from cronwheel.scheduler.upcoming import Window, aligned, count
+from cronwheel.scheduler.upcoming import Window, aligned, count, groups_of
 
 SECOND = timedelta(seconds=1)
 START = datetime(2026, 3, 2, 11, 59, 30, tzinfo=UTC)
@@ -55,7 +56,12 @@ def brute(jobs: list[DueJob], window: Window, step: timedelta = SECOND) -> dict[
 
 
 def counted(jobs: list[DueJob], window: Window) -> dict[int, Counter[str]]:
-    return dict(count(jobs, window).buckets)
+    return dict(count(groups_of(jobs), window).buckets)
+
+
+def alone(jobs: list[DueJob]) -> list[FireGroup]:
+    """Each job its own group (as the store would answer if no two jobs fired alike)."""
+    return [replace(group, id=one.id) for one in jobs for group in groups_of([one])]
 
 
 MIX = [
@@ -82,7 +88,7 @@ def test_an_hour_per_second_matches_the_brute_force_count_and_the_herd_is_talles
     assert window.start + tallest * window.bucket == datetime(2026, 3, 2, 12, tzinfo=UTC)
     assert found[tallest]["ops"] == 5
     assert found[tallest]["data"] == 3  # "fives", "seconds" and "early-end" at 12:00:00
-    assert count(MIX, window).jobs == len(MIX)
+    assert count(groups_of(MIX), window).jobs == len(MIX)
     assert sum(found.get(index, Counter())["web"] for index in range(30)) >= 1  # fired in, slot before
 
 
@@ -129,7 +135,7 @@ def test_a_slot_its_calendar_closes_fires_nothing_and_a_shifted_run_fires() -> N
 def test_a_job_firing_more_often_than_the_cap_counts_its_first_fires_and_is_named() -> None:
     jobs = [job("busy", "data", "* * * * * *"), job("calm", "ops", "0 * * * *")]
     window = Window(START, timedelta(hours=1), SECOND)
-    upcoming = count(jobs, window, cap=100)
+    upcoming = count(groups_of(jobs), window, cap=100)
     assert upcoming.capped == 1
     assert sum(teams["data"] for teams in upcoming.buckets.values()) == 100
     assert sum(teams["ops"] for teams in upcoming.buckets.values()) == 1
@@ -148,3 +154,58 @@ def test_a_job_firing_more_often_than_the_cap_counts_its_first_fires_and_is_name
 )
 def test_a_window_starts_at_the_bucket_now_is_in(now: datetime, bucket: timedelta, start: datetime) -> None:
     assert aligned(now, bucket) == start
+
+
+def test_jobs_that_fire_alike_are_one_group_and_those_whose_fires_are_their_own_alone() -> None:
+    groups = groups_of(MIX)
+    herd = [group for group in groups if group.schedule == "0 * * * *" and not group.jitter_s]
+    assert [(group.team, group.jobs, group.id) for group in herd] == [("ops", 5, None)]
+    spread = sorted(group.id or "" for group in groups if group.schedule == "H * * * *")
+    assert spread == ["spread-1", "spread-2"]  # H hashes each job's id: two groups of one
+    before = [group for group in groups if group.schedule == "59 11 * * *"]
+    assert sorted((group.id, group.jobs, group.jitter_s) for group in before) == [
+        (f"before-{n}", 1, 59.0) for n in range(4)
+    ]  # each jittered job alone: its offsets are its own
+    assert sum(group.jobs for group in groups) == len(MIX)
+    assert len(groups) == len(MIX) - 4  # the herd of five is one group
+
+
+def test_the_same_slots_of_two_teams_are_two_groups_walked_once() -> None:
+    jobs = [job(f"a-{n}", "ops", "*/5 * * * *") for n in range(3)] + [job("b", "web", "*/5 * * * *")]
+    groups = groups_of(jobs)
+    assert sorted((group.team, group.jobs) for group in groups) == [("ops", 3), ("web", 1)]
+    window = Window(datetime(2026, 3, 2, 12, tzinfo=UTC), timedelta(hours=1), timedelta(minutes=1))
+    found = dict(count(groups, window).buckets)
+    assert found == brute(jobs, window, timedelta(minutes=1))
+    assert found[5] == Counter(ops=3, web=1)  # 12:05
+
+
+@pytest.mark.parametrize("bucket", [SECOND, timedelta(minutes=1)])
+def test_grouping_changes_no_bucket_nor_the_cap(bucket: timedelta) -> None:
+    """The groups of a herd (counts above one) count as its jobs one by one would, capped too."""
+    herd = [
+        *MIX,
+        *(job(f"busy-{n}", "data", "*/2 * * * * *") for n in range(3)),
+        *(job(f"closed-{n}", "ops", "0 9 * * *", calendar_spec=CalendarSpec(dates=(date(2026, 3, 2),)))
+          for n in range(2)),
+    ]  # fmt: skip
+    window = Window(START, timedelta(hours=1), bucket)
+    grouped, each = count(groups_of(herd), window, cap=900), count(alone(herd), window, cap=900)
+    assert dict(grouped.buckets) == dict(each.buckets)
+    assert (grouped.jobs, grouped.capped) == (each.jobs, each.capped) == (len(herd), 3)
+
+
+@pytest.mark.parametrize(
+    ("expression", "hashes"),
+    [
+        ("H * * * *", True),
+        ("h/5 * * * *", True),
+        ("0 9 * * THU", True),  # a name with an h: walked alone, as H would be (the same count)
+        ("*/5 * * * *", False),
+        ("@hourly", False),  # a macro has no H
+        ("@every 6h", False),
+        ("@at 2026-03-02T12:00:00+00:00", False),
+    ],
+)
+def test_what_may_hash_its_seed(expression: str, hashes: bool) -> None:
+    assert may_hash(expression) is hashes

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 from cronwheel.api.callers.auth import require_every_team
@@ -51,7 +51,7 @@ from cronwheel.auth.identity import Caller, Scope
 from cronwheel.errors import ConflictError, InvalidInputError, NotFoundError
 from cronwheel.jobs.service import resolve_calendars
 from cronwheel.lateness import late_before
-from cronwheel.model import DueJob, Job, Run, RunState, SkipReason
+from cronwheel.model import Job, Run, RunState, SkipReason
 from cronwheel.schedule import ScheduleError
 from cronwheel.scheduler import upcoming
 from cronwheel.store import JobQuery, RunQuery
@@ -427,32 +427,24 @@ async def preview_schedule(services: ApiServices, caller: Caller, body: PreviewI
 
 async def upcoming_fires(services: ApiServices, caller: Caller, window_s: int, bucket_s: int) -> UpcomingOut:
     """How many jobs of the caller's teams fire in each bucket of the coming window, by team
-    (live, unpaused, not complete jobs; :mod:`cronwheel.scheduler.upcoming` says what counts)."""
+    (live, unpaused, not complete jobs; :mod:`cronwheel.scheduler.upcoming` says what counts):
+    one count shared for a few seconds by the callers asking the same window, buckets and teams."""
     caller.require(Scope.READ)
+    teams = caller_teams(caller)
+    return await services.upcoming.get(
+        (window_s, bucket_s, teams), lambda: _count_upcoming(services, teams, window_s, bucket_s)
+    )
+
+
+async def _count_upcoming(
+    services: ApiServices, teams: Sequence[str] | None, window_s: int, bucket_s: int
+) -> UpcomingOut:
+    now = services.clock.now()
     bucket = timedelta(seconds=bucket_s)
-    start = upcoming.aligned(services.clock.now(), bucket)
-    window = upcoming.Window(start, timedelta(seconds=window_s), bucket)
-    jobs = await _live_jobs(services, caller_teams(caller))
-    # CPU only (a second or so at 100,000 jobs): in a thread, so the loop serves others meanwhile
-    return UpcomingOut.of(await asyncio.to_thread(upcoming.count, jobs, window), window)
-
-
-async def _live_jobs(services: ApiServices, teams: Sequence[str] | None) -> list[DueJob]:
-    """Every live, unpaused job with a slot ahead (of ``teams``, None: all), as the scheduler reads
-    them: the slim rows of ``due_jobs``, page by page."""
-    found: list[DueJob] = []
-    seen = None if teams is None else frozenset(teams)
-    after = None
-    while True:
-        page = await services.store.due_jobs(_NO_END, limit=_PAGE, after=after)
-        found.extend(job for job in page if seen is None or job.team in seen)
-        if len(page) < _PAGE:
-            return found
-        after = (page[-1].next_run_at or _NO_END, page[-1].id)
-
-
-_PAGE = 10_000
-_NO_END = datetime(9999, 1, 1, tzinfo=UTC)  # due_jobs' bound that every cursor is within
+    window = upcoming.Window(upcoming.aligned(now, bucket), timedelta(seconds=window_s), bucket)
+    groups = await services.store.fire_groups(teams)  # grouped in the store, the team walls in its query
+    # CPU only (a few walks per distinct schedule): in a thread, so the loop serves others meanwhile
+    return UpcomingOut.of(await asyncio.to_thread(upcoming.count, groups, window), window, now)
 
 
 async def cluster_status(services: ApiServices, caller: Caller) -> dict[str, Any]:

@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
+from cronwheel.api.answers import SharedAnswers
 from cronwheel.api.callers.access import AccessPolicy, Authenticator
 from cronwheel.api.callers.failures import FailedAuthentications
 from cronwheel.api.callers.sampling import RefusalSampler
 from cronwheel.api.events.hub import ChangeSource, EventHub
 from cronwheel.api.guards.rate import RateLimiter
+from cronwheel.api.schemas.upcoming import UpcomingKey, UpcomingOut
 from cronwheel.clock import Clock, monotonic_of
 from cronwheel.cluster.status import ClusterStatus
 from cronwheel.jobs.calendars import CalendarService
@@ -19,6 +21,8 @@ from cronwheel.jobs.service import JobService
 from cronwheel.limits import Limits
 from cronwheel.secrets.service import SecretService
 from cronwheel.store import JobQuery, Store
+
+UPCOMING_KEPT_S = 5.0  # how long the viewers of the upcoming fires share one count
 
 Readiness = Callable[[], Awaitable[dict[str, bool]]]
 
@@ -33,7 +37,9 @@ class ApiServices:
     The process's per-caller rate buckets (``rate_limiter``), failed authentications on them
     (``failures``), audit sampler of refusals (``refusals``) and event streams (``events``,
     fed from ``changes``) are made with it, on its clock, and belong to it: the REST app and the gRPC
-    server built from one ``ApiServices`` share them, so a caller has one budget over both."""
+    server built from one ``ApiServices`` share them, so a caller has one budget over both. So
+    are the upcoming fires' counts (``upcoming``), shared for ``UPCOMING_KEPT_S`` seconds by the
+    callers who ask the same window, buckets and teams."""
 
     store: Store
     job_service: JobService
@@ -49,6 +55,7 @@ class ApiServices:
     failures: FailedAuthentications = field(init=False, compare=False, repr=False)
     refusals: RefusalSampler = field(init=False, compare=False, repr=False)
     events: EventHub = field(init=False, compare=False, repr=False)
+    upcoming: SharedAnswers[UpcomingKey, UpcomingOut] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         ticks = monotonic_of(self.clock)
@@ -57,6 +64,7 @@ class ApiServices:
         object.__setattr__(self, "refusals", RefusalSampler(ticks))
         hub = EventHub(self.store, lambda: self.limits, self.changes, self.cluster)
         object.__setattr__(self, "events", hub)
+        object.__setattr__(self, "upcoming", SharedAnswers(ticks, UPCOMING_KEPT_S))
 
     @property
     def calendars(self) -> CalendarService:

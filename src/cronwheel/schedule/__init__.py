@@ -17,7 +17,7 @@ from cronwheel.schedule.describe import describe
 from cronwheel.schedule.elapsed import IntervalSchedule, OnceSchedule
 from cronwheel.schedule.errors import ScheduleError
 from cronwheel.schedule.kinds import Schedule
-from cronwheel.schedule.parse import MACROS, load_zone, parse_cron, parse_schedule
+from cronwheel.schedule.parse import MACROS, load_zone, may_hash, parse_cron, parse_schedule
 from cronwheel.schedule.schedule import CronSchedule, DstFold, DstGap, Fire, FireKind
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "ScheduleError",
     "describe",
     "load_zone",
+    "may_hash",
     "parse_cron",
     "parse_schedule",
 ]

@@ -86,6 +86,14 @@ def parse_schedule(
         raise ScheduleError(repr(expression), "expression, timezone and options must be strings") from None
 
 
+def may_hash(expression: str) -> bool:
+    """Whether ``expression`` may hash its seed (``H``, the job id): a cron expression, not a
+    macro, ``@every`` or ``@at`` (the only texts with ``@``), with an ``h`` in it (``H``, or a
+    name such as ``thu``). Jobs whose expression may hash walk their own slots; the others that
+    share an expression share its slots. The store's grouping asks the same of its rows."""
+    return "@" not in expression and "h" in expression.lower()
+
+
 def parse_cron(
     expression: str,
     timezone: str = "UTC",

@@ -14,7 +14,18 @@ import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from cronwheel.model import DueJob, Firing, Job, MisfireMode, Overlap, Run, RunKind, RunState, SkipReason
+from cronwheel.model import (
+    DueJob,
+    FireGroup,
+    Firing,
+    Job,
+    MisfireMode,
+    Overlap,
+    Run,
+    RunKind,
+    RunState,
+    SkipReason,
+)
 from cronwheel.schedule import OnceSchedule, Schedule, parse_schedule
 from cronwheel.schedule.calendar import CalendarSchedule, CalendarShift, CalendarSpec
 from cronwheel.schedule.jitter import fire_at
@@ -33,7 +44,7 @@ def schedule_of(job: Plannable) -> Schedule:
     return parse_schedule(job.schedule, job.timezone, dst_gap=job.dst_gap, dst_fold=job.dst_fold, seed=job.id)
 
 
-def timeline_of(job: Plannable) -> Timeline:
+def timeline_of(job: Plannable | FireGroup) -> Timeline:
     """What the job's cursor walks: its schedule, or, when it has calendars, the schedule that
     also knows its excluded slots and shifted runs (a job without calendars pays one test)."""
     schedule = parse_schedule(

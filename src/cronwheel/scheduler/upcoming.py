@@ -1,16 +1,18 @@
 """How many jobs fire in each bucket of a coming window, by team: the herd an operator sees coming.
 
-Pure: jobs and a window go in, counts come out. A job's fires are its schedule's slots (DST rules,
+Pure: groups of jobs that fire alike (``Store.fire_groups``, or :func:`groups_of` over jobs) and a
+window go in, counts come out. A job's fires are its schedule's slots (DST rules,
 ``start_at``/``end_at``, calendars: a slot they close is recorded SKIPPED and fires nothing, a
 shifted run fires) moved by its jitter offset, counted where they fire. The slots come from the
 schedule, not from the job's cursor, so a slot already armed (its run written ahead, the cursor
 moved past it) still counts.
 
-The cost is bounded: jobs that walk the same slots (same expression, zone, options, bounds and
-calendars; ``H`` hashes the job id, so such a job walks alone) are walked once as a group, the
-jobs without jitter counted together, each jittered one at its own offsets; and no walk goes past
-``cap`` slots (the jobs of one that does are counted as ``capped``). A herd of 100,000 jobs on a
-few expressions costs a few walks and one pass over the jobs.
+The cost is bounded: groups that walk the same slots (same expression, zone, options, bounds and
+calendars, whatever their team; ``H`` hashes the job id, so such a job walks alone) are walked
+once, the groups without jitter counted together, each jittered job at its own offsets; and no
+walk goes past ``cap`` slots (the jobs of one that does are counted as ``capped``). A herd of
+100,000 jobs on a few expressions is a few thousand groups, read grouped from the store: a few
+walks and one pass over the groups.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from cronwheel.model import DueJob
-from cronwheel.schedule import CronSchedule
-from cronwheel.scheduler.planner import Timeline, due_at, excluded, schedule_of, timeline_of
+from cronwheel.model import DueJob, FireGroup
+from cronwheel.schedule import may_hash
+from cronwheel.schedule.jitter import fire_at
+from cronwheel.scheduler.planner import Timeline, excluded, timeline_of
 
 FIRES_PER_JOB = 3600  # slots walked per job per window: a job firing every second, for an hour
 _EPSILON = timedelta(microseconds=1)
@@ -62,51 +65,81 @@ def aligned(now: datetime, bucket: timedelta) -> datetime:
     return now - (now - epoch) % bucket
 
 
-def count(jobs: Iterable[DueJob], window: Window, cap: int = FIRES_PER_JOB) -> Upcoming:
-    """The fires of ``jobs`` in ``window``, per bucket and team (see the module's doc)."""
+def count(groups: Iterable[FireGroup], window: Window, cap: int = FIRES_PER_JOB) -> Upcoming:
+    """The fires of the jobs of ``groups`` in ``window``, per bucket and team (see the module's doc)."""
     upcoming = Upcoming()
-    groups: dict[tuple[object, ...], list[DueJob]] = defaultdict(list)
-    for job in jobs:  # by what their slots depend on, the job id aside (parsing per job costs most)
-        upcoming.jobs += 1
-        groups[_walk_key(job)].append(job)
-    for members in groups.values():
-        if _seeded(members[0]):  # H: each job's own slots
-            for job in members:
-                _count_group(upcoming, window, timeline_of(job), [job], cap)
+    walks: dict[tuple[object, ...], list[FireGroup]] = defaultdict(list)
+    for group in groups:  # by what their slots depend on, the team and job id aside
+        upcoming.jobs += group.jobs
+        walks[_walk_key(group)].append(group)
+    for members in walks.values():
+        if may_hash(members[0].schedule):  # H: each job's own slots (each a group of one)
+            for group in members:
+                _count_walk(upcoming, window, timeline_of(group), [group], cap)
         else:
-            _count_group(upcoming, window, timeline_of(members[0]), members, cap)
+            _count_walk(upcoming, window, timeline_of(members[0]), members, cap)
     return upcoming
 
 
-def _walk_key(job: DueJob) -> tuple[object, ...]:
-    return (
-        job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.calendar_spec, job.calendar_shift,
-        job.start_at, job.end_at,
+def groups_of(jobs: Iterable[DueJob]) -> list[FireGroup]:
+    """``jobs`` grouped as ``Store.fire_groups`` groups them: by team and :func:`_walk_key`, a job
+    with a jitter window or an expression that may hash its id alone."""
+    counts: Counter[tuple[object, ...]] = Counter()
+    first: dict[tuple[object, ...], DueJob] = {}
+    for job in jobs:
+        key = (job.team, _own(job), *_walk_key(job))
+        counts[key] += 1
+        first.setdefault(key, job)
+    return [_group(first[key], n) for key, n in counts.items()]
+
+
+def _own(job: DueJob) -> str | None:
+    """The job's id if its fires are its own (a jitter window, or ``H`` perhaps), else None."""
+    return job.id if job.jitter_s or may_hash(job.schedule) else None
+
+
+def _group(job: DueJob, jobs: int) -> FireGroup:
+    own = _own(job)
+    return FireGroup(
+        job.team, jobs, job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.start_at, job.end_at,
+        job.calendar_spec, job.calendar_shift, own, job.jitter_s if own else 0.0,
     )  # fmt: skip
 
 
-def _seeded(job: DueJob) -> bool:
-    """Whether the job's schedule hashes its id (``H``): then no other job shares its slots."""
-    schedule = schedule_of(job)
-    return isinstance(schedule, CronSchedule) and schedule.seed is not None
+def _walk_key(job: DueJob | FireGroup) -> tuple[object, ...]:
+    return (
+        job.schedule, job.timezone, job.dst_gap, job.dst_fold, job.start_at, job.end_at,
+        job.calendar_spec, job.calendar_shift,
+    )  # fmt: skip
 
 
-def _count_group(
-    upcoming: Upcoming, window: Window, timeline: Timeline, members: list[DueJob], cap: int
+def _count_walk(
+    upcoming: Upcoming, window: Window, timeline: Timeline, members: list[FireGroup], cap: int
 ) -> None:
-    """Jobs that walk the same slots: walked once, from as far back as the widest jitter window
+    """Groups that walk the same slots: walked once, from as far back as the widest jitter window
     reaches (a jittered slot fires up to ``jitter_s`` after it); each jittered job's fires are its
     own, the others count together."""
     first = members[0]
-    widest = max(job.jitter_s for job in members)
+    widest = max(group.jitter_s for group in members)
     lo = window.start - timedelta(seconds=widest)
     slots, capped = _slots(timeline, first.start_at, first.end_at, lo, window.end, cap)
-    together = Counter(job.team for job in members if not job.jitter_s)
+    together: Counter[str] = Counter()
+    for group in members:
+        if not group.jitter_s:
+            together[group.team] += group.jobs
     if together:
         _tally(upcoming, window, slots, capped, together)
-    for job in members:
-        if job.jitter_s:
-            _tally(upcoming, window, [due_at(job, slot) for slot in slots], capped, Counter({job.team: 1}))
+    for group in members:
+        if group.jitter_s:
+            fires = [_fire_at(group, slot) for slot in slots]
+            _tally(upcoming, window, fires, capped, Counter({group.team: group.jobs}))
+
+
+def _fire_at(group: FireGroup, slot: datetime) -> datetime:
+    """When ``slot`` of the jittered job of ``group`` (a group of one naming it) fires."""
+    if group.id is None:
+        raise ValueError("a group with a jitter window is one job, named by its id")
+    return fire_at(group.id, slot, group.jitter_s)
 
 
 def _tally(

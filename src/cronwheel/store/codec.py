@@ -32,6 +32,7 @@ from cronwheel.model import (
     CalendarShift,
     CalendarSpec,
     DueJob,
+    FireGroup,
     Job,
     MisfireMode,
     MisfirePolicy,
@@ -219,6 +220,15 @@ def due_job_from_row(row: Row) -> DueJob:
         _misfire_of_text(row["misfire"]), Overlap(row["overlap"]), sys.intern(row["queue"]),
         row["start_at"], row["end_at"], bool(row["paused"]), row["deleted_at"], float(row["jitter_s"]),
         _spec_of_text(row["calendar_spec"]), _SHIFTS[row["calendar_shift"]],
+    )  # fmt: skip
+
+
+def fire_group_from_row(row: Row) -> FireGroup:
+    """A row of the upcoming fires' grouped read (``store.sql.upcoming``)."""
+    return FireGroup(
+        sys.intern(row["team"]), int(row["jobs"]), sys.intern(row["schedule"]), sys.intern(row["timezone"]),
+        row["dst_gap"], row["dst_fold"], row["start_at"], row["end_at"], _spec_of_text(row["calendar_spec"]),
+        _SHIFTS[row["calendar_shift"]], row["own"], float(row["jitter_s"]),
     )  # fmt: skip
 
 

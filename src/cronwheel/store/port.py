@@ -28,6 +28,7 @@ from cronwheel.model import (
     Calendar,
     DueJob,
     Finish,
+    FireGroup,
     FireResult,
     Firing,
     Job,
@@ -545,6 +546,17 @@ class ClusterReads(Protocol):
         ...
 
 
+class UpcomingReads(Protocol):
+    """What the upcoming fires count: live jobs grouped by what their fires depend on."""
+
+    async def fire_groups(self, teams: Sequence[str] | None) -> list[FireGroup]:
+        """The live, unpaused, not complete jobs (those ``due_jobs`` reads) of ``teams`` (None:
+        every team), grouped in the store: one :class:`FireGroup` per team and distinct
+        expression, zone, DST options, bounds and calendars with its count; a job with a jitter
+        window, or whose expression ``schedule.may_hash``, alone (a group of one naming it)."""
+        ...
+
+
 class AuditWriter(Protocol):
     """Appending audit entries that record no store write of their own."""
 
@@ -759,6 +771,7 @@ class Store(
     PurgeStore,
     RunReads,
     ClusterReads,
+    UpcomingReads,
     SecretStore,
     CalendarStore,
     TokenStore,

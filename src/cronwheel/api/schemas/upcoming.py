@@ -13,6 +13,8 @@ from cronwheel.scheduler.upcoming import Upcoming, Window
 
 MAX_WINDOW_S = 86_400  # a day
 
+UpcomingKey = tuple[int, int, tuple[str, ...] | None]  # window_s, bucket_s, the teams (None: every team)
+
 
 class UpcomingBucket(OutModel):
     at: datetime = Field(
@@ -23,7 +25,11 @@ class UpcomingBucket(OutModel):
 
 
 class UpcomingOut(OutModel):
-    start: datetime = Field(description="The window's start: now, down to a whole bucket (UTC).")
+    computed_at: datetime = Field(
+        description="When the count was made (UTC): callers asking the same window, buckets and "
+        "teams within a few seconds share one count."
+    )
+    start: datetime = Field(description="The window's start: then, down to a whole bucket (UTC).")
     window_s: int
     bucket_s: int
     jobs: int = Field(
@@ -37,7 +43,7 @@ class UpcomingOut(OutModel):
     buckets: list[UpcomingBucket] = Field(description="The buckets that hold a fire, in time order.")
 
     @classmethod
-    def of(cls, upcoming: Upcoming, window: Window) -> UpcomingOut:
+    def of(cls, upcoming: Upcoming, window: Window, computed_at: datetime) -> UpcomingOut:
         buckets = [
             UpcomingBucket(
                 at=window.start + index * window.bucket, total=sum(teams.values()), teams=dict(teams)
@@ -48,6 +54,7 @@ class UpcomingOut(OutModel):
         for bucket in buckets:
             teams.update(bucket.teams)
         return cls(
+            computed_at=computed_at,
             start=window.start,
             window_s=int(window.length.total_seconds()),
             bucket_s=int(window.bucket.total_seconds()),

@@ -19,6 +19,8 @@ The package, by concern (``SqlStore`` is a facade over them):
 * :mod:`~cronwheel.store.sql.leases`: the worker's side (queued stamps, claims, outcomes, cancels);
 * :mod:`~cronwheel.store.sql.sweeps`: the backstop of at-least-once delivery;
 * :mod:`~cronwheel.store.sql.runs`: reads of runs and their history;
+* :mod:`~cronwheel.store.sql.upcoming`: live jobs grouped by what their fires depend on (the
+  upcoming fires' read);
 * :mod:`~cronwheel.store.sql.backfills`: backfills and the steps that record their runs;
 * :mod:`~cronwheel.store.sql.tokens`: API tokens (digests, listing, revocation, last use);
 * :mod:`~cronwheel.store.sql.secrets`: team secrets, sealed (the store never sees them in clear);
@@ -56,6 +58,7 @@ from cronwheel.model import (
     Calendar,
     DueJob,
     Finish,
+    FireGroup,
     FireResult,
     Firing,
     Job,
@@ -89,6 +92,7 @@ from cronwheel.store.sql import (
     secrets,
     sweeps,
     tokens,
+    upcoming,
 )
 from cronwheel.store.sql import notifications as notices
 from cronwheel.store.sql.firing import due_jobs_statement
@@ -335,6 +339,9 @@ class SqlStore:
 
     async def fire_lateness(self, since: datetime, limit: int) -> list[int]:
         return await runs.fire_lateness(self._tx, since, limit)
+
+    async def fire_groups(self, teams: Sequence[str] | None) -> list[FireGroup]:
+        return await upcoming.fire_groups(self._tx, teams)
 
     # -- workers ---------------------------------------------------------------------------------
 
