@@ -1,10 +1,10 @@
 """Answers that many callers share for a few seconds: one computation per key at a time.
 
 An expensive read that many viewers poll (the upcoming fires) is computed once per key and kept
-for ``ttl`` seconds of the clock's monotonic time; a caller asking while it is computed awaits
-that computation (single flight) instead of starting its own. A failed computation is not kept:
-its callers get its error and the next caller computes anew. A caller that goes away (a request
-cancelled) does not cancel the computation the others await.
+for ``ttl`` seconds of the clock's monotonic time from the end of its computation; a caller
+asking while it is computed awaits that computation (single flight) instead of starting its own.
+A failed computation is not kept: its callers get its error and the next caller computes anew. A
+caller that goes away (a request cancelled) does not cancel the computation the others await.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class SharedAnswers(Generic[K, V]):
         self._ticks = ticks
         self._ttl = ttl
         self._size = size
-        self._kept: dict[K, tuple[float, V]] = {}  # key -> (monotonic reading at the start, answer)
+        self._kept: dict[K, tuple[float, V]] = {}  # key -> (monotonic reading at its end, answer)
         self._running: dict[K, asyncio.Future[V]] = {}
 
     async def get(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
@@ -43,10 +43,10 @@ class SharedAnswers(Generic[K, V]):
         return await asyncio.shield(running)
 
     async def _compute(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
-        began = self._ticks.monotonic()
         answer = await compute()
         self._kept.pop(key, None)  # re-inserted last: the dict's order is the answers' age
-        self._kept[key] = (began, answer)
+        # its age counts from its end: a count slower than the keeping time is still shared
+        self._kept[key] = (self._ticks.monotonic(), answer)
         while len(self._kept) > self._size:
             del self._kept[next(iter(self._kept))]
         return answer
