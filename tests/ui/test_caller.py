@@ -210,6 +210,7 @@ async def test_the_cluster_page_draws_the_shares_of_shards_and_the_table_on_dema
         await route.fulfill(response=answer, json=data)
 
     await page.route("**/ui/api/v1/cluster", spread)
+    await page.reload()  # drawn from the rewritten answer now, not at the page's next redraw
     segments = page.locator("#shard-share svg.shard-bar rect.seg")
     await expect(segments).to_have_count(4)
     counts = [await segment.get_attribute("data-shards") for segment in await segments.all()]
