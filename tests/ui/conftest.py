@@ -17,12 +17,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "integration"))  # the server harness
 
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, async_playwright, expect
 from server_harness import server_factory, sink
+
+from .session import WAIT_MS
 
 __all__ = ["browser", "server_factory", "sink"]
 
 CHROMIUM = os.environ.get("CRONWHEEL_CHROMIUM", "/usr/bin/chromium")
+
+# An expected state of a page is waited for as long as an action is (Playwright's own default is
+# 5 s: a form's first validation round trip took longer than that on a loaded machine).
+expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture
