@@ -430,6 +430,9 @@ class Attempt:
     response_headers: tuple[tuple[str, str], ...] | None = None
 
 
+LIVE_OUTPUT_MOST = 65_536  # characters of a running attempt's output so far kept: its last ones
+
+
 @dataclass(frozen=True, slots=True)
 class LiveOutput:
     """The output so far of attempt ``attempt`` of run ``run_id``, while it runs (bounded and

@@ -24,7 +24,17 @@ from typing import Any
 
 from cronwheel.clock import Clock, monotonic_of
 from cronwheel.errors import TransientError
-from cronwheel.model import AttemptResult, Finish, Job, LiveOutput, Outcome, Run, RunKind, RunState
+from cronwheel.model import (
+    LIVE_OUTPUT_MOST,
+    AttemptResult,
+    Finish,
+    Job,
+    LiveOutput,
+    Outcome,
+    Run,
+    RunKind,
+    RunState,
+)
 from cronwheel.queue import Delivery, Queue, Trigger
 from cronwheel.retrying import LOOP, Backoff
 from cronwheel.store.port import LeaseStore
@@ -50,7 +60,6 @@ log = logging.getLogger("cronwheel.worker")
 # client at most 64 connections to one endpoint.
 CONCURRENCY = 1024
 OUTPUT_EVERY_S = 1.0  # a running attempt's output so far is written at most this often
-OUTPUT_MOST = 65_536  # ... its last characters (as many as an attempt's final record keeps)
 
 
 def _nothing() -> None:
@@ -346,7 +355,7 @@ class Worker:
         since its last write and whose last write is ``output_every_s`` old at least; returns how
         many the store took (only while this worker holds the run's lease)."""
         now = self._monotonic()
-        due = outputs_due(self._attempts.values(), now, OUTPUT_MOST)
+        due = outputs_due(self._attempts.values(), now, LIVE_OUTPUT_MOST)
         if not due:
             return 0
         for held, _ in due:

@@ -13,12 +13,10 @@ from datetime import datetime
 
 from sqlalchemy import exists, select, update
 
-from cronwheel.model import LiveOutput, OutputChange
+from cronwheel.model import LIVE_OUTPUT_MOST, LiveOutput, OutputChange
 from cronwheel.store.schema import attempts, jobs, runs
 from cronwheel.store.sql.tx import Transactions, chunks
 from cronwheel.store.sql.where import lease_held
-
-MAX_OUTPUT = 65_536  # characters of output so far kept per attempt (the worker bounds it first)
 
 
 async def write(tx: Transactions, outputs: Sequence[LiveOutput], worker: str, now: datetime) -> set[str]:
@@ -36,7 +34,7 @@ async def write(tx: Transactions, outputs: Sequence[LiveOutput], worker: str, no
                     attempts.c.finished_at.is_(None),
                     held,
                 )
-                .values(output=one.output[-MAX_OUTPUT:], output_at=now)
+                .values(output=one.output[-LIVE_OUTPUT_MOST:], output_at=now)
             )
             if result.rowcount:
                 written.add(one.run_id)
